@@ -1,0 +1,114 @@
+package cursor
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/cursorflow/cursorflow/dsl"
+)
+
+// Row is one claimed item of a cursor source.
+type Row struct {
+	// Key identifies the row within its source (a primary key, a stream
+	// entry id, an object key). Stable across redeliveries.
+	Key string
+	// Values are the row's columns or fields, seen by the loop body as
+	// iter.<iterator>.
+	Values map[string]any
+	Lease  Lease
+}
+
+// Lease is a claimed row's hold on its source.
+type Lease struct {
+	// Attempt counts deliveries of this row, starting at 1.
+	Attempt int
+	// Deadline is when the source will hand the row to another claimer
+	// if it is neither acknowledged nor extended. Zero when the source has
+	// no lease of its own (SQL drivers: the engine's frame lease applies).
+	Deadline time.Time
+	// Token fences the holder: an Ack or Release carrying a token that the
+	// source has since re-issued is refused with ErrStaleLease.
+	Token string
+}
+
+// Spec is what the engine hands a driver to open a cursor for one frame
+// slot of one loop.
+type Spec struct {
+	// Kind is the cursor's kind as written in the playbook.
+	Kind string
+	// Auth is the credential alias, kept for error messages; never the
+	// secret.
+	Auth string
+	// Credential is the resolved connection URL or DSN.
+	Credential string
+	// Claim is the claim statement for SQL drivers (nil otherwise). The
+	// driver renders it for every claim with Scope plus
+	// __frame_max_rows (the claim's max) and __worker_slot_id (SlotID).
+	Claim *dsl.Template
+	// Scope is the render context of the loop (workload, ctx, vars, ...).
+	Scope map[string]any
+	// Options holds the cursor block's other keys, rendered.
+	Options map[string]any
+	// LoopID identifies the loop; drivers may derive a consumer group or
+	// a lease owner from it.
+	LoopID string
+	// SlotID is the frame slot, 0 .. max_in_flight-1.
+	SlotID int
+	// Lease is the lease to take on claimed rows where the source keeps
+	// leases (redis, nats, s3).
+	Lease time.Duration
+	// MaxAttempts is how many deliveries a row gets before it is
+	// dead-lettered, where the source counts deliveries.
+	MaxAttempts int
+	Logger      *slog.Logger
+}
+
+// Features declares what a driver guarantees, so the engine and
+// cursortest adapt to it instead of assuming.
+type Features struct {
+	// BatchClaim: Claim returns up to max rows at once (else at most one).
+	BatchClaim bool
+	// LeaseExpiry: the source itself redelivers a row whose lease expired
+	// without an Ack (redis, nats, s3). SQL drivers leave this to the claim
+	// SQL and to the engine's frame lease.
+	LeaseExpiry bool
+	// NeedsAck: rows must be acknowledged with Ack or they come back.
+	NeedsAck bool
+	// DeadLetter: the driver moves rows past MaxAttempts to a dead letter.
+	DeadLetter bool
+	// Ordered: rows are claimed in source order.
+	Ordered bool
+	// Fencing: Ack and Release refuse stale lease tokens.
+	Fencing bool
+}
+
+// Driver opens cursors of one kind. A Driver caches connections by
+// credential, so Open is cheap enough to call once per frame.
+type Driver interface {
+	Open(ctx context.Context, spec Spec) (Cursor, error)
+	Features() Features
+	// Close releases the driver's cached connections.
+	Close() error
+}
+
+// Cursor claims frames of rows from one source.
+type Cursor interface {
+	// Claim leases up to max rows. Zero rows and a nil error mean the source
+	// is drained for this cursor.
+	Claim(ctx context.Context, max int) ([]Row, error)
+	// Ack marks rows done where the source needs it; a no-op otherwise.
+	Ack(ctx context.Context, rows []Row) error
+	// Release hands rows back for another claim (or counts a failed
+	// delivery); a no-op where the source has no such notion.
+	Release(ctx context.Context, rows []Row) error
+	// Close ends the cursor; it does not close the driver's connections.
+	Close() error
+}
+
+// DeadLetterer is implemented by cursors that can move rows to a dead
+// letter on the engine's request (after the engine's own attempt count
+// is exhausted).
+type DeadLetterer interface {
+	DeadLetter(ctx context.Context, rows []Row, reason string) error
+}

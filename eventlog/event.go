@@ -1,0 +1,111 @@
+package eventlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Event types. The engine owns their meaning; the log knows two of them
+// because it enforces their uniqueness (see Log).
+const (
+	TypeExecutionStarted   = "execution.started"
+	TypeExecutionCompleted = "execution.completed"
+	TypeExecutionFailed    = "execution.failed"
+	TypeExecutionCancelled = "execution.cancelled"
+	TypeCancelRequested    = "cancel.requested"
+
+	TypeStepStarted   = "step.started"
+	TypeStepSkipped   = "step.skipped"
+	TypeStepCompleted = "step.completed"
+	TypeStepFailed    = "step.failed"
+
+	// TypeCommandIssued is unique per (execution_id, command_id).
+	TypeCommandIssued    = "command.issued"
+	TypeCommandCompleted = "command.completed"
+	TypeCommandFailed    = "command.failed"
+	TypeCommandExpired   = "command.expired"
+	TypeRetryScheduled   = "retry.scheduled"
+
+	TypeLoopStarted = "loop.started"
+	// TypeLoopDone is unique per (execution_id, loop_id).
+	TypeLoopDone     = "loop.done"
+	TypeFrameClaimed = "frame.claimed"
+	TypeFrameDone    = "frame.done"
+)
+
+// Event is one entry of an execution's append-only history.
+type Event struct {
+	// ID is assigned by the log on append: unique and increasing across
+	// the whole log.
+	ID int64 `json:"id"`
+	// ExecutionID names the execution the event belongs to.
+	ExecutionID string `json:"execution_id"`
+	// Seq is assigned by the log on append: 1, 2, 3, ... within one
+	// execution, without gaps.
+	Seq       int64  `json:"seq"`
+	Type      string `json:"type"`
+	Step      string `json:"step,omitempty"`
+	CommandID string `json:"command_id,omitempty"`
+	LoopID    string `json:"loop_id,omitempty"`
+	Frame     int    `json:"frame,omitempty"`
+	Attempt   int    `json:"attempt,omitempty"`
+	WorkerID  string `json:"worker_id,omitempty"`
+	// Payload is the event's JSON body; its shape depends on Type.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Meta carries tracing and diagnostic data that decisions never read.
+	Meta json.RawMessage `json:"meta,omitempty"`
+	// Time is set by the appender if zero.
+	Time time.Time `json:"time"`
+}
+
+// Result reports what Append did with one event of the batch.
+type Result struct {
+	// ID and Seq are the stored event's identifiers; zero for a duplicate.
+	ID  int64
+	Seq int64
+	// Duplicate is true when the event was not stored because the log
+	// already holds a command.issued with the same (execution_id,
+	// command_id) or a loop.done with the same (execution_id, loop_id).
+	Duplicate bool
+}
+
+// Log is an append-only, per-execution ordered event store.
+//
+// Implementations are safe for concurrent use by many goroutines and, for
+// the durable backends, by many processes.
+type Log interface {
+	// Append stores the batch atomically, in one round trip to the backend,
+	// in order, assigning each stored event its ID and its execution's next
+	// Seq. The result has one entry per input event. Duplicates (see Result)
+	// are skipped without error and without consuming a Seq; this check is
+	// atomic with the insert, so of two racing appends of the same
+	// command.issued exactly one is stored.
+	Append(ctx context.Context, events []Event) ([]Result, error)
+	// Read returns up to limit events of the execution with Seq > afterSeq,
+	// in Seq order. limit <= 0 means no limit.
+	Read(ctx context.Context, executionID string, afterSeq int64, limit int) ([]Event, error)
+	// Wait blocks until the execution has an event with Seq > afterSeq, or
+	// ctx is done (then it returns ctx.Err()).
+	Wait(ctx context.Context, executionID string, afterSeq int64) error
+	// Executions lists execution ids, oldest first, whose first event is
+	// execution.started and that have no terminal event
+	// (execution.completed, execution.failed, execution.cancelled) when
+	// unfinished is true; all executions otherwise.
+	Executions(ctx context.Context, unfinished bool) ([]string, error)
+	// Close releases the log's resources.
+	Close() error
+}
+
+// ErrClosed is returned by operations on a closed log.
+var ErrClosed = errors.New("eventlog: log is closed")
+
+// IsTerminal reports whether an event type ends an execution.
+func IsTerminal(typ string) bool {
+	switch typ {
+	case TypeExecutionCompleted, TypeExecutionFailed, TypeExecutionCancelled:
+		return true
+	}
+	return false
+}

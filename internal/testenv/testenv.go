@@ -1,0 +1,53 @@
+// Package testenv gives tests the DSNs of the real backends that
+// scripts/testenv brings up. A test whose backend is not configured skips
+// with a message locally and fails when CI=true.
+package testenv
+
+import (
+	"os"
+	"testing"
+)
+
+// Environment variables read by the helpers below; scripts/testenv prints
+// and writes them.
+const (
+	EnvPostgres   = "CURSORFLOW_TEST_POSTGRES"
+	EnvMySQL      = "CURSORFLOW_TEST_MYSQL"
+	EnvRedis      = "CURSORFLOW_TEST_REDIS"
+	EnvNATS       = "CURSORFLOW_TEST_NATS"
+	EnvClickHouse = "CURSORFLOW_TEST_CLICKHOUSE"
+	EnvS3         = "CURSORFLOW_TEST_S3"
+)
+
+// Require returns the value of the environment variable env, or skips the
+// test (fails it under CI=true) when it is unset.
+func Require(t testing.TB, env string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v != "" {
+		return v
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not set; under CI=true every backend must be available (run scripts/testenv up)", env)
+	}
+	t.Skipf("%s is not set: run `eval \"$(scripts/testenv up)\"` or `make test` to bring the backend up", env)
+	return ""
+}
+
+// Postgres returns the PostgreSQL DSN (postgres://...).
+func Postgres(t testing.TB) string { return Require(t, EnvPostgres) }
+
+// MySQL returns the MariaDB/MySQL DSN in go-sql-driver form.
+func MySQL(t testing.TB) string { return Require(t, EnvMySQL) }
+
+// Redis returns the Redis URL (redis://...).
+func Redis(t testing.TB) string { return Require(t, EnvRedis) }
+
+// NATS returns the NATS URL (nats://...).
+func NATS(t testing.TB) string { return Require(t, EnvNATS) }
+
+// ClickHouse returns the ClickHouse URL (clickhouse://...).
+func ClickHouse(t testing.TB) string { return Require(t, EnvClickHouse) }
+
+// S3 returns the S3 endpoint as a gocloud.dev s3blob URL base.
+func S3(t testing.TB) string { return Require(t, EnvS3) }

@@ -1,0 +1,79 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+)
+
+// Output statuses of NoETL's envelope.
+const (
+	StatusSuccess = "success"
+	StatusError   = "error"
+)
+
+// Output is NoETL's tool result envelope: {status, data, error}. Templates
+// see it as output.status, output.data, output.error.
+type Output struct {
+	Status string `json:"status"`
+	Data   any    `json:"data,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// HTTP carries {status, headers} for http tools so policies can test
+	// output.http.status; nil for other tools.
+	HTTP map[string]any `json:"http,omitempty"`
+}
+
+// Map returns the envelope as the map templates render against.
+func (o Output) Map() map[string]any {
+	m := map[string]any{"status": o.Status, "data": o.Data, "error": nil}
+	if o.Error != "" {
+		m["error"] = o.Error
+	}
+	if o.HTTP != nil {
+		m["http"] = o.HTTP
+	}
+	return m
+}
+
+// Call is one invocation of a tool.
+type Call struct {
+	ExecutionID string
+	Step        string
+	// Task is the pipeline task's name, empty for a single tool.
+	Task string
+	Kind string
+	// Config is the task's configuration with every template rendered
+	// (url, params, command, code, auth, ...).
+	Config map[string]any
+	// Args are the step's rendered args/input.
+	Args map[string]any
+	// Scope is the render context the config was rendered against; tools
+	// that pass context on (python's input_data, sub-playbooks) read it.
+	Scope    map[string]any
+	Attempt  int
+	Keychain Keychain
+	Logger   *slog.Logger
+}
+
+// Tool executes one kind of task.
+//
+// Execute returns an error only when the call could not be made at all in
+// a way a policy should not see (for example an unknown credential alias);
+// failures of the work itself (HTTP 500, SQL error, Python exception) are
+// reported as an Output with Status "error", so policy rules can match
+// them.
+type Tool interface {
+	Execute(ctx context.Context, call *Call) (Output, error)
+}
+
+// ToolFunc adapts a function to Tool.
+type ToolFunc func(ctx context.Context, call *Call) (Output, error)
+
+// Execute calls f.
+func (f ToolFunc) Execute(ctx context.Context, call *Call) (Output, error) { return f(ctx, call) }
+
+// ErrUnknownKind is returned when no tool is registered for a kind.
+var ErrUnknownKind = errors.New("tools: unknown tool kind")
+
+// ErrCredentialNotFound is returned when a keychain has no such alias.
+var ErrCredentialNotFound = errors.New("tools: credential not found")
