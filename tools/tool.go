@@ -38,7 +38,11 @@ func (o Output) Map() map[string]any {
 // Call is one invocation of a tool.
 type Call struct {
 	ExecutionID string
-	Step        string
+	// CommandID identifies the unit of work across its attempts (the
+	// command's base id); sub-playbooks derive their child execution id
+	// from it so a retried or resumed call re-attaches to the same child.
+	CommandID string
+	Step      string
 	// Task is the pipeline task's name, empty for a single tool.
 	Task string
 	Kind string

@@ -1,0 +1,467 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// Reasons a command is issued again.
+const (
+	reasonRetry  = "retry"
+	reasonLease  = "lease"
+	reasonResume = "resume"
+)
+
+// Default bounds for work whose playbook says nothing.
+const (
+	// DefaultMaxAttempts bounds lease expiries of one frame or command
+	// before its rows are dead-lettered or the command fails.
+	DefaultMaxAttempts = 3
+)
+
+// Decide returns the events that follow from the state at time now, and
+// applies them to the state. It is deterministic: the same state, now and
+// expired list always give the same events, with the same command ids, so
+// a decision made twice (before and after a crash) is recognised by the
+// log as a duplicate.
+//
+// expired lists command ids whose lease ran out (reported by the
+// orchestrator's reaper; leases are kept outside the fold so heartbeats do
+// not write events). Commands listed with reason resume are re-issued
+// without counting toward their attempt limit.
+func (s *State) Decide(now time.Time, expired []string, reason string) []eventlog.Event {
+	d := &decider{s: s, now: now}
+	if s.Status != StatusRunning || s.Playbook == nil {
+		return nil
+	}
+	if s.cancelRequested {
+		d.emit(eventlog.Event{Type: eventlog.TypeExecutionCancelled, Payload: mustJSON(finishedPayload{Reason: "cancel requested"})})
+		return d.out
+	}
+	if reason == "" {
+		reason = reasonLease
+	}
+	for _, id := range expired {
+		d.expire(id, reason)
+	}
+	for guard := 0; guard < 1_000_000 && s.Status == StatusRunning; guard++ {
+		n := len(d.out)
+		for _, run := range append([]string(nil), s.finishing...) {
+			d.finish(run)
+			if s.Status != StatusRunning {
+				return d.out
+			}
+		}
+		d.retries()
+		for _, w := range append([]wantedStep(nil), s.wanted...) {
+			d.enter(w)
+			if s.Status != StatusRunning {
+				return d.out
+			}
+		}
+		d.fillLoops()
+		if len(d.out) == n {
+			break
+		}
+	}
+	if s.Status == StatusRunning && s.idle() {
+		d.emit(eventlog.Event{Type: eventlog.TypeExecutionCompleted, Payload: mustJSON(finishedPayload{})})
+	}
+	return d.out
+}
+
+// NextDue returns the earliest time a scheduled retry falls due, or zero.
+func (s *State) NextDue() time.Time {
+	var due time.Time
+	for _, c := range s.Commands {
+		if c.Status == cmdRetryWaiting && c.Retry != nil && (due.IsZero() || c.Retry.Due.Before(due)) {
+			due = c.Retry.Due
+		}
+	}
+	return due
+}
+
+type decider struct {
+	s   *State
+	now time.Time
+	out []eventlog.Event
+}
+
+func (d *decider) emit(ev eventlog.Event) {
+	ev.ExecutionID = d.s.ExecutionID
+	ev.Time = d.now
+	if err := d.s.Apply(ev); err != nil {
+		// Decided events are built here from valid values; an error means a
+		// bug, and the execution must stop rather than diverge.
+		d.out = append(d.out, ev)
+		d.failExecution("", "", "internal: "+err.Error())
+		return
+	}
+	d.out = append(d.out, ev)
+}
+
+func (d *decider) failExecution(step, field, msg string) {
+	if d.s.Status != StatusRunning {
+		return
+	}
+	d.emit(eventlog.Event{Type: eventlog.TypeExecutionFailed, Step: step,
+		Payload: mustJSON(finishedPayload{Step: step, Field: field, Message: msg})})
+}
+
+// enter starts a wanted step: guard, loop or command.
+func (d *decider) enter(w wantedStep) {
+	step := d.s.Playbook.Step(w.Step)
+	if step == nil {
+		d.failExecution(w.Step, "next", fmt.Sprintf("no step named %q", w.Step))
+		return
+	}
+	scope := d.s.scope()
+	addArgs(scope, w.Args)
+	if step.When != nil {
+		ok, err := step.When.Truthy(scope)
+		if err != nil {
+			d.failExecution(step.Name, "when", err.Error())
+			return
+		}
+		if !ok {
+			d.emit(eventlog.Event{Type: eventlog.TypeStepSkipped, Step: step.Name,
+				Payload: mustJSON(stepDonePayload{Run: w.Run})})
+			return
+		}
+	}
+	if step.Loop == nil {
+		base := w.Run
+		d.emit(eventlog.Event{Type: eventlog.TypeCommandIssued, Step: step.Name, CommandID: commandID(base, 1), Attempt: 1,
+			Payload: mustJSON(issuedPayload{Kind: KindStep, Run: w.Run, Base: base, Args: w.Args})})
+		return
+	}
+	lp := loopStartedPayload{Run: w.Run, Mode: step.Loop.Mode}
+	if step.Loop.Mode == dsl.ModeCursor {
+		lp.MaxInFlight = max(1, step.Loop.MaxInFlight)
+	} else {
+		items, err := renderItems(step.Loop.In, scope)
+		if err != nil {
+			lp.Error = "loop.in: " + err.Error()
+		}
+		lp.Items = items
+		switch {
+		case step.Loop.Mode == dsl.ModeSequential:
+			lp.MaxInFlight = 1
+		case step.Loop.MaxInFlight > 0:
+			lp.MaxInFlight = step.Loop.MaxInFlight
+		default:
+			lp.MaxInFlight = max(1, len(items))
+		}
+	}
+	d.emit(eventlog.Event{Type: eventlog.TypeLoopStarted, Step: step.Name, LoopID: w.Run, Payload: mustJSON(lp)})
+}
+
+func renderItems(v *dsl.Value, scope map[string]any) ([]any, error) {
+	if v == nil {
+		return nil, fmt.Errorf("no collection")
+	}
+	x, err := v.Render(scope)
+	if err != nil {
+		return nil, err
+	}
+	switch t := x.(type) {
+	case nil:
+		return []any{}, nil
+	case []any:
+		return t, nil
+	case map[string]any:
+		keys := sortedKeys(t)
+		items := make([]any, 0, len(t))
+		for _, k := range keys {
+			items = append(items, map[string]any{"key": k, "value": t[k]})
+		}
+		return items, nil
+	case string:
+		if strings.TrimSpace(t) == "" {
+			return []any{}, nil
+		}
+		return nil, fmt.Errorf("rendered to a string, not a list: %.80q", t)
+	default:
+		return []any{t}, nil
+	}
+}
+
+// fillLoops issues item and frame commands up to each loop's bound.
+func (d *decider) fillLoops() {
+	for _, run := range sortedKeys(d.s.Loops) {
+		l := d.s.Loops[run]
+		r := d.s.Runs[run]
+		if r == nil || r.Status != runRunning || l.Fail != "" || contains(d.s.finishing, run) {
+			continue
+		}
+		if l.Mode == dsl.ModeCursor {
+			for i := range l.Slots {
+				sl := l.Slots[i]
+				if sl.Busy || sl.Drained {
+					continue
+				}
+				base := fmt.Sprintf("%s/s%d.f%d", run, i, sl.Frame+1)
+				d.emit(eventlog.Event{Type: eventlog.TypeCommandIssued, Step: r.Step, LoopID: run, CommandID: commandID(base, 1),
+					Attempt: 1, Frame: sl.Frame + 1, Payload: mustJSON(issuedPayload{Kind: KindFrame, Run: run, Base: base, Slot: i, Args: r.Args})})
+			}
+			continue
+		}
+		for l.Next-l.Done < l.Max && l.Next < len(l.Items) {
+			base := run + "/i" + strconv.Itoa(l.Next)
+			d.emit(eventlog.Event{Type: eventlog.TypeCommandIssued, Step: r.Step, LoopID: run, CommandID: commandID(base, 1),
+				Attempt: 1, Payload: mustJSON(issuedPayload{Kind: KindItem, Run: run, Base: base, Index: l.Next, Args: r.Args})})
+		}
+	}
+}
+
+// retries schedules wanted retries and re-issues those that fell due.
+func (d *decider) retries() {
+	for _, base := range sortedKeys(d.s.Commands) {
+		c := d.s.Commands[base]
+		switch c.Status {
+		case cmdRetryWanted:
+			r := c.Failure.Retry
+			due := d.now.Add(time.Duration(r.Delay * float64(time.Second)))
+			d.emit(eventlog.Event{Type: eventlog.TypeRetryScheduled, Step: d.stepOf(c), CommandID: c.ID(), Attempt: c.Attempt,
+				Payload: mustJSON(retryPayload{Run: c.Run, Base: c.Base, Due: due, StartTask: r.StartTask, TaskAttempt: r.TaskAttempt, Carry: r.Carry})})
+		case cmdRetryWaiting:
+			if c.Retry == nil || c.Retry.Due.After(d.now) {
+				continue
+			}
+			p := c.Issued
+			p.Reason = reasonRetry
+			p.StartTask = c.Retry.StartTask
+			p.TaskAttempt = c.Retry.TaskAttempt
+			p.Carry = c.Retry.Carry
+			d.reissue(c, p)
+		}
+	}
+}
+
+func (d *decider) reissue(c *commandState, p issuedPayload) {
+	attempt := c.Attempt + 1
+	if c.Kind == KindFrame {
+		p.Rows = c.Rows
+	}
+	ev := eventlog.Event{Type: eventlog.TypeCommandIssued, Step: d.stepOf(c), CommandID: commandID(c.Base, attempt), Attempt: attempt, Payload: mustJSON(p)}
+	if c.Kind != KindStep {
+		ev.LoopID = c.Run
+	}
+	d.emit(ev)
+}
+
+func (d *decider) stepOf(c *commandState) string {
+	if r := d.s.Runs[c.Run]; r != nil {
+		return r.Step
+	}
+	return ""
+}
+
+// expire re-issues a command whose lease ran out, or gives it up.
+func (d *decider) expire(id, reason string) {
+	base, attempt, ok := splitCommandID(id)
+	if !ok {
+		return
+	}
+	c := d.s.Commands[base]
+	if c == nil || c.Attempt != attempt || c.Status != cmdIssued {
+		return
+	}
+	limit := DefaultMaxAttempts
+	if st := d.s.Playbook.Step(d.stepOf(c)); st != nil && st.Loop != nil && st.Loop.Frame.MaxAttempts > 0 {
+		limit = st.Loop.Frame.MaxAttempts
+	}
+	if reason == reasonLease && c.Expiries+1 >= limit {
+		msg := fmt.Sprintf("lease expired %d times", c.Expiries+1)
+		if c.Kind == KindFrame {
+			items := make([]ItemOutcome, len(c.Rows))
+			for i, r := range c.Rows {
+				items[i] = ItemOutcome{Key: r.Key, Outcome: OutcomeDead, Error: msg}
+			}
+			d.emit(eventlog.Event{Type: eventlog.TypeFrameDone, Step: d.stepOf(c), LoopID: c.Run, CommandID: c.ID(), Attempt: c.Attempt,
+				Payload: mustJSON(frameDonePayload{Items: items})})
+			return
+		}
+		d.emit(eventlog.Event{Type: eventlog.TypeCommandFailed, Step: d.stepOf(c), CommandID: c.ID(), Attempt: c.Attempt,
+			Payload: mustJSON(completedPayload{Error: msg, Field: "lease"})})
+		return
+	}
+	p := c.Issued
+	p.Reason = reason
+	d.reissue(c, p)
+}
+
+// finish decides a finished run: its result, assignments and routing.
+func (d *decider) finish(runID string) {
+	s := d.s
+	run := s.Runs[runID]
+	if run == nil {
+		s.finishing = remove(s.finishing, runID)
+		return
+	}
+	step := s.Playbook.Step(run.Step)
+	if l := s.Loops[runID]; l != nil {
+		result := loopResult(l)
+		if l.Fail != "" {
+			d.fail(step, run, "loop", l.Fail, result)
+			return
+		}
+		p, field, err := d.route(step, run, result, eventlog.TypeLoopDone)
+		if err != nil {
+			d.failExecution(step.Name, field, err.Error())
+			return
+		}
+		d.emit(eventlog.Event{Type: eventlog.TypeLoopDone, Step: step.Name, LoopID: runID, Payload: mustJSON(p)})
+		return
+	}
+	if run.Failed != nil {
+		field := run.Failed.Field
+		if run.Failed.Task != "" {
+			field = "tool." + run.Failed.Task + ifNotEmpty(".", field)
+		}
+		d.fail(step, run, field, run.Failed.Error, run.Output)
+		return
+	}
+	var p stepDonePayload
+	var field string
+	var err error
+	if run.Jump != "" {
+		p = stepDonePayload{Run: runID, Result: run.Output, Next: []nextStep{{Step: run.Jump}}}
+	} else {
+		p, field, err = d.route(step, run, run.Output, "call.done")
+	}
+	if err != nil {
+		d.failExecution(step.Name, field, err.Error())
+		return
+	}
+	d.emit(eventlog.Event{Type: eventlog.TypeStepCompleted, Step: step.Name, Payload: mustJSON(p)})
+}
+
+func ifNotEmpty(sep, s string) string {
+	if s == "" {
+		return ""
+	}
+	return sep + s
+}
+
+// fail records a failed step; unless the step says on_error: continue,
+// the execution fails with the step, field and message.
+func (d *decider) fail(step *dsl.Step, run *stepRun, field, msg string, result map[string]any) {
+	if result == nil {
+		result = map[string]any{"status": "error", "error": msg}
+	}
+	if step.Spec.OnError == "continue" || step.Spec.OnError == "ignore" {
+		p, f, err := d.route(step, run, result, "call.error")
+		if err != nil {
+			d.failExecution(step.Name, f, err.Error())
+			return
+		}
+		p.Error, p.Field = msg, field
+		d.emit(eventlog.Event{Type: eventlog.TypeStepFailed, Step: step.Name, Payload: mustJSON(p)})
+		return
+	}
+	d.emit(eventlog.Event{Type: eventlog.TypeStepFailed, Step: step.Name,
+		Payload: mustJSON(stepDonePayload{Run: run.ID, Result: result, Error: msg, Field: field})})
+	d.failExecution(step.Name, field, msg)
+}
+
+// route renders the step's set and vars against its output and picks the
+// arcs to follow. It returns the field that failed to render on error.
+func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eventName string) (stepDonePayload, string, error) {
+	p := stepDonePayload{Run: run.ID, Result: output}
+	scope := d.s.scope()
+	addArgs(scope, run.Args)
+	scope[step.Name] = output
+	scope["output"] = output
+	scope["result"] = output["data"]
+	scope["event"] = map[string]any{"name": eventName}
+	ctx, vars := map[string]any{}, map[string]any{}
+	if err := assign(step.Set, scope, ctx, vars); err != nil {
+		return p, "set", err
+	}
+	for name, v := range step.Vars {
+		x, err := v.Render(scope)
+		if err != nil {
+			return p, "vars." + name, err
+		}
+		vars[name] = x
+	}
+	if len(ctx) > 0 || len(vars) > 0 {
+		// Arcs see the step's own assignments.
+		scope["ctx"] = overlay(scope["ctx"], ctx)
+		scope["vars"] = overlay(scope["vars"], vars)
+	}
+	if step.Next != nil {
+		for i, arc := range step.Next.Arcs {
+			ok, err := arc.When.Truthy(scope)
+			if err != nil {
+				return p, fmt.Sprintf("next.arcs[%d].when", i), err
+			}
+			if !ok {
+				continue
+			}
+			args, err := dsl.RenderMap(arc.Args, scope)
+			if err != nil {
+				return p, fmt.Sprintf("next.arcs[%d].args", i), err
+			}
+			if err := assign(arc.Set, scope, ctx, vars); err != nil {
+				return p, fmt.Sprintf("next.arcs[%d].set", i), err
+			}
+			if len(args) == 0 {
+				args = nil
+			}
+			p.Next = append(p.Next, nextStep{Step: arc.Step, Args: args})
+			if step.Next.Mode != dsl.NextInclusive {
+				break
+			}
+		}
+	}
+	if len(ctx) > 0 {
+		p.Ctx = ctx
+	}
+	if len(vars) > 0 {
+		p.Vars = vars
+	}
+	return p, "", nil
+}
+
+func loopResult(l *loopState) map[string]any {
+	status := "success"
+	if l.Fail != "" {
+		status = "error"
+	}
+	if l.Mode == dsl.ModeCursor {
+		return map[string]any{"status": status, "error": nilIfEmpty(l.Fail), "data": map[string]any{
+			"rows": l.Rows, "ok": l.OK, "failed": l.Failed, "dead": l.Dead, "frames": l.Frames,
+		}}
+	}
+	data := make([]any, len(l.Outputs))
+	for i, o := range l.Outputs {
+		if m, ok := o.(map[string]any); ok {
+			data[i] = m["data"]
+		}
+	}
+	return map[string]any{"status": status, "error": nilIfEmpty(l.Fail), "data": data, "results": l.Outputs, "count": len(l.Outputs)}
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,137 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+// recorder is a host tool that records every call, returns its rendered
+// config as data, and fails on demand: `fail: N` fails the first N
+// attempts of that call with an error output.
+type recorder struct {
+	mu       sync.Mutex
+	calls    []string
+	seen     map[string]int
+	commands map[string]int
+}
+
+func (r *recorder) countCommand(base string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.commands[base]
+}
+
+func (r *recorder) tool() tools.Tool {
+	return tools.ToolFunc(func(ctx context.Context, c *tools.Call) (tools.Output, error) {
+		key := fmt.Sprint(c.Config["key"])
+		r.mu.Lock()
+		r.calls = append(r.calls, key)
+		if r.seen == nil {
+			r.seen = map[string]int{}
+		}
+		r.seen[key]++
+		if r.commands == nil {
+			r.commands = map[string]int{}
+		}
+		r.commands[c.CommandID]++
+		n := r.seen[key]
+		r.mu.Unlock()
+		if d, ok := c.Config["sleep_ms"].(int64); ok {
+			select {
+			case <-time.After(time.Duration(d) * time.Millisecond):
+			case <-ctx.Done():
+				return tools.Output{Status: tools.StatusError, Error: ctx.Err().Error()}, nil
+			}
+		}
+		if f, ok := c.Config["fail"].(int64); ok && int64(n) <= f {
+			return tools.Output{Status: tools.StatusError, Error: fmt.Sprintf("planned failure %d", n), Data: c.Config}, nil
+		}
+		return tools.Output{Status: tools.StatusSuccess, Data: c.Config}, nil
+	})
+}
+
+func (r *recorder) count(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen[key]
+}
+
+type bundle struct {
+	log eventlog.Log
+	eng *engine.Engine
+	rec *recorder
+}
+
+func setup(t *testing.T, log eventlog.Log) *bundle {
+	t.Helper()
+	if log == nil {
+		log = eventlog.NewMemory()
+	}
+	rec := &recorder{}
+	reg := tools.NewRegistry()
+	reg.MustRegister("rec", rec.tool())
+	e, err := engine.New(engine.Config{Log: log, Tools: reg, Tick: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return &bundle{log: log, eng: e, rec: rec}
+}
+
+func (b *bundle) run(t *testing.T, src string, workload map[string]any) (*engine.Summary, []eventlog.Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(src), engine.StartOptions{File: "test.yaml", Workload: workload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := b.log.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum, evs
+}
+
+func dumpOnFail(t *testing.T, evs []eventlog.Event) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	for _, ev := range evs {
+		t.Logf("%3d %-20s %-12s %-22s %s", ev.Seq, ev.Type, ev.Step, ev.CommandID, ev.Payload)
+	}
+}
+
+func countType(evs []eventlog.Event, typ string) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func data(t *testing.T, sum *engine.Summary, step string) map[string]any {
+	t.Helper()
+	r, ok := sum.Results[step].(map[string]any)
+	if !ok {
+		t.Fatalf("no result for step %s in %v", step, sum.Results)
+	}
+	d, _ := r["data"].(map[string]any)
+	return d
+}
+
+const header = "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: t}\n"

@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// Status is a snapshot of an execution, folded from its events.
+type Status struct {
+	ExecutionID string `json:"execution_id"`
+	Status      string `json:"status"`
+	// Playbook is the playbook's metadata name.
+	Playbook string `json:"playbook"`
+	// Steps maps each step that ran to the status of its last run.
+	Steps map[string]string `json:"steps"`
+	// Loops describes each loop run by its run id ("step#n").
+	Loops map[string]LoopStatus `json:"loops"`
+	// InFlight lists the commands issued and not yet finished.
+	InFlight []string `json:"in_flight"`
+	Events   int64    `json:"events"`
+	LastSeq  int64    `json:"last_seq"`
+	// Failure fields for a failed execution.
+	FailedStep  string `json:"failed_step,omitempty"`
+	FailedField string `json:"failed_field,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+// LoopStatus describes one loop run.
+type LoopStatus struct {
+	Step string `json:"step"`
+	Mode string `json:"mode"`
+	// Items is the collection size (collection loops) and Done how many
+	// finished.
+	Items int `json:"items,omitempty"`
+	Done  int `json:"done"`
+	// Cursor loops: frames issued, frames in flight, rows seen and their
+	// outcomes.
+	Frames   int  `json:"frames,omitempty"`
+	InFlight int  `json:"in_flight"`
+	Rows     int  `json:"rows,omitempty"`
+	OK       int  `json:"ok,omitempty"`
+	Failed   int  `json:"failed,omitempty"`
+	Dead     int  `json:"dead,omitempty"`
+	Finished bool `json:"finished"`
+}
+
+// Inspect folds an execution's events from log into a Status. It reads
+// only; any process with access to the log can call it.
+func Inspect(ctx context.Context, log eventlog.Log, executionID string) (*Status, error) {
+	events, err := log.Read(ctx, executionID, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(events) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownExecution, executionID)
+	}
+	s, err := Fold(executionID, events)
+	if err != nil {
+		return nil, err
+	}
+	return s.Snapshot(), nil
+}
+
+// Snapshot describes the state as a Status.
+func (s *State) Snapshot() *Status {
+	sum := summarize(s)
+	st := &Status{
+		ExecutionID: s.ExecutionID, Status: s.Status, Steps: sum.Steps, Loops: map[string]LoopStatus{},
+		InFlight: s.InFlight(), Events: s.Events, LastSeq: s.LastSeq,
+		FailedStep: sum.Step, FailedField: sum.Field, Error: sum.Error,
+	}
+	if s.Playbook != nil {
+		st.Playbook = s.Playbook.Metadata.Name
+	}
+	for id, l := range s.Loops {
+		ls := LoopStatus{Mode: l.Mode, InFlight: s.loopInFlight(l)}
+		if r := s.Runs[id]; r != nil {
+			ls.Step = r.Step
+			ls.Finished = r.Status != runRunning
+		}
+		if l.Mode == "cursor" {
+			ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead = l.Frames, l.Rows, l.OK, l.Failed, l.Dead
+			ls.Done = l.OK + l.Failed + l.Dead
+		} else {
+			ls.Items, ls.Done = len(l.Items), l.Done
+		}
+		st.Loops[id] = ls
+	}
+	return st
+}

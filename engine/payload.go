@@ -1,0 +1,223 @@
+package engine
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Command kinds.
+const (
+	KindStep  = "step"  // run a step's tool chain once
+	KindItem  = "item"  // run the chain for one item of a collection loop
+	KindFrame = "frame" // claim a frame of a cursor loop and run the chain on it
+)
+
+// startedPayload is execution.started's payload: everything a fresh process
+// needs to rebuild and resume the execution, secrets excluded.
+type startedPayload struct {
+	// Playbook is the playbook source, so resume needs nothing but the log.
+	Playbook string         `json:"playbook"`
+	File     string         `json:"file,omitempty"`
+	Workload map[string]any `json:"workload"`
+	Vars     map[string]any `json:"vars,omitempty"`
+	Parent   string         `json:"parent,omitempty"`
+}
+
+// issuedPayload is command.issued's payload.
+type issuedPayload struct {
+	Kind string `json:"kind"`
+	// Run is the step run the command belongs to ("step#n").
+	Run string `json:"run"`
+	// Base identifies the unit of work across its attempts.
+	Base string         `json:"base"`
+	Args map[string]any `json:"args,omitempty"`
+	// Index is the item index (item commands).
+	Index int `json:"index,omitempty"`
+	// Slot and Frame number frames of a cursor loop.
+	Slot int `json:"slot,omitempty"`
+	// StartTask and Carry resume a pipeline at a task after a retry.
+	StartTask   int            `json:"start_task,omitempty"`
+	TaskAttempt int            `json:"task_attempt,omitempty"`
+	Carry       map[string]any `json:"carry,omitempty"`
+	// Rows are a re-issued frame's claimed rows (from frame.claimed).
+	Rows []FrameRow `json:"rows,omitempty"`
+	// Reason says why a command was re-issued (lease, retry, resume).
+	Reason string `json:"reason,omitempty"`
+}
+
+// FrameRow is a claimed row as recorded in frame.claimed.
+type FrameRow struct {
+	Key     string         `json:"key"`
+	Values  map[string]any `json:"values"`
+	Attempt int            `json:"attempt,omitempty"`
+	Token   string         `json:"token,omitempty"`
+}
+
+// completedPayload is command.completed's and command.failed's payload.
+type completedPayload struct {
+	Output map[string]any `json:"output"`
+	// Ctx and Vars are assignments made by the chain (task/policy set).
+	Ctx  map[string]any `json:"ctx,omitempty"`
+	Vars map[string]any `json:"vars,omitempty"`
+	// Jump names a step a policy jumped to.
+	Jump string `json:"jump,omitempty"`
+	// Error fields for command.failed.
+	Error string `json:"error,omitempty"`
+	Task  string `json:"task,omitempty"`
+	Field string `json:"field,omitempty"`
+	// Retry asks for a durable retry (command.failed only).
+	Retry *retryRequest `json:"retry,omitempty"`
+	// Ms is the command's run time in milliseconds.
+	Ms int64 `json:"ms,omitempty"`
+}
+
+type retryRequest struct {
+	StartTask   int            `json:"start_task"`
+	TaskAttempt int            `json:"task_attempt"`
+	Delay       float64        `json:"delay"`
+	Carry       map[string]any `json:"carry,omitempty"`
+}
+
+// retryPayload is retry.scheduled's payload.
+type retryPayload struct {
+	Run         string         `json:"run"`
+	Base        string         `json:"base"`
+	Due         time.Time      `json:"due"`
+	StartTask   int            `json:"start_task"`
+	TaskAttempt int            `json:"task_attempt"`
+	Carry       map[string]any `json:"carry,omitempty"`
+}
+
+// expiredPayload is command.expired's payload.
+type expiredPayload struct {
+	Reason string `json:"reason"`
+}
+
+// frameClaimedPayload is frame.claimed's payload.
+type frameClaimedPayload struct {
+	Rows []FrameRow `json:"rows"`
+}
+
+// ItemOutcome is one row's outcome inside frame.done.
+type ItemOutcome struct {
+	Key     string `json:"key"`
+	Outcome string `json:"outcome"` // ok, error, dead
+	Ms      int64  `json:"ms"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Row outcomes.
+const (
+	OutcomeOK    = "ok"
+	OutcomeError = "error"
+	OutcomeDead  = "dead"
+)
+
+// frameDonePayload is frame.done's payload.
+type frameDonePayload struct {
+	Drained  bool           `json:"drained,omitempty"`
+	Items    []ItemOutcome  `json:"items,omitempty"`
+	Ctx      map[string]any `json:"ctx,omitempty"`
+	Fail     string         `json:"fail,omitempty"`
+	Ms       int64          `json:"ms,omitempty"`
+	Released int            `json:"released,omitempty"`
+}
+
+// stepDonePayload is step.completed's, step.failed's, step.skipped's and
+// loop.done's payload: the step's result, its assignments and its routing
+// decision, all in one event so a cut history never holds half a decision.
+type stepDonePayload struct {
+	Run    string         `json:"run"`
+	Result map[string]any `json:"result,omitempty"`
+	Ctx    map[string]any `json:"ctx,omitempty"`
+	Vars   map[string]any `json:"vars,omitempty"`
+	Next   []nextStep     `json:"next,omitempty"`
+	Error  string         `json:"error,omitempty"`
+	Field  string         `json:"field,omitempty"`
+}
+
+type nextStep struct {
+	Step string         `json:"step"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+// loopStartedPayload is loop.started's payload.
+type loopStartedPayload struct {
+	Run         string `json:"run"`
+	Mode        string `json:"mode"`
+	Items       []any  `json:"items,omitempty"`
+	MaxInFlight int    `json:"max_in_flight"`
+	Error       string `json:"error,omitempty"`
+}
+
+// finishedPayload is the payload of the terminal execution events.
+type finishedPayload struct {
+	Step    string `json:"step,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err == nil {
+		return b
+	}
+	// Rendered values may hold what JSON cannot: non-finite floats (1/0 in
+	// a template). Record them as strings rather than lose the event.
+	var generic any
+	if b2, err2 := json.Marshal(sanitize(reflectToAny(v))); err2 == nil {
+		if json.Unmarshal(b2, &generic) == nil {
+			return b2
+		}
+	}
+	b, _ = json.Marshal(map[string]string{"encode_error": err.Error()})
+	return b
+}
+
+// reflectToAny round-trips a payload struct through a map so sanitize can
+// walk it; non-finite floats make json.Marshal fail, so encode them first
+// by hand.
+func reflectToAny(v any) any {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Struct {
+		return v
+	}
+	m := map[string]any{}
+	t := rv.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			name = f.Name
+		}
+		m[name] = rv.Field(i).Interface()
+	}
+	return m
+}
+
+func sanitize(v any) any {
+	switch t := v.(type) {
+	case float64:
+		if math.IsInf(t, 0) || math.IsNaN(t) {
+			return strconv.FormatFloat(t, 'g', -1, 64)
+		}
+	case map[string]any:
+		c := make(map[string]any, len(t))
+		for k, x := range t {
+			c[k] = sanitize(x)
+		}
+		return c
+	case []any:
+		c := make([]any, len(t))
+		for i, x := range t {
+			c[i] = sanitize(x)
+		}
+		return c
+	}
+	return v
+}

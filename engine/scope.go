@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"strings"
+
+	"github.com/cursorflow/cursorflow/dsl"
+)
+
+// scope builds the render context of the execution as it stands: workload
+// keys at top level and under workload, each finished step's result under
+// its name, ctx, vars and execution_id. The maps it returns are fresh; the
+// values inside are never mutated after they enter the state, so a scope
+// may be handed to workers running concurrently.
+func (s *State) scope() map[string]any {
+	m := make(map[string]any, len(s.Workload)+len(s.Results)+8)
+	for k, v := range s.Workload {
+		m[k] = v
+	}
+	for k, v := range s.Results {
+		m[k] = v
+	}
+	m["workload"] = s.Workload
+	m["ctx"] = copyMap(s.Ctx)
+	m["vars"] = copyMap(s.Vars)
+	m["execution_id"] = s.ExecutionID
+	if s.parent != "" {
+		m["parent_execution_id"] = s.parent
+	}
+	return m
+}
+
+// addArgs exposes a step's arguments (step args rendered by the worker, or
+// an arc's args) at top level and under args and input.
+func addArgs(scope map[string]any, args map[string]any) {
+	if len(args) == 0 {
+		return
+	}
+	for k, v := range args {
+		scope[k] = v
+	}
+	scope["args"] = args
+	scope["input"] = args
+}
+
+func copyMap(m map[string]any) map[string]any {
+	c := make(map[string]any, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// overlay returns a copy of base (a map, or nil) with delta's keys on top.
+func overlay(base any, delta map[string]any) map[string]any {
+	b, _ := base.(map[string]any)
+	c := make(map[string]any, len(b)+len(delta))
+	for k, v := range b {
+		c[k] = v
+	}
+	for k, v := range delta {
+		c[k] = v
+	}
+	return c
+}
+
+// assign renders step- or arc-level set entries into ctx and vars deltas.
+// "ctx.a.b" sets a nested key without touching a's other keys; "vars.x"
+// goes to vars; any other path is stored in ctx under the path as written
+// (without an "iter." prefix, which means nothing outside a loop body).
+func assign(list []*dsl.Assignment, scope map[string]any, ctx, vars map[string]any) error {
+	for _, a := range list {
+		x, err := a.Value.Render(scope)
+		if err != nil {
+			return err
+		}
+		ns, rest := splitNamespace(a.Path)
+		switch ns {
+		case "vars":
+			setPath(vars, scope["vars"], rest, x)
+		case "ctx":
+			setPath(ctx, scope["ctx"], rest, x)
+		default:
+			setPath(ctx, scope["ctx"], strings.TrimPrefix(a.Path, "iter."), x)
+		}
+	}
+	return nil
+}
+
+func splitNamespace(path string) (ns, rest string) {
+	if i := strings.IndexByte(path, '.'); i > 0 {
+		return path[:i], path[i+1:]
+	}
+	return "", path
+}
+
+// setPath sets dotted path in delta. A nested path copies the current
+// value (from delta, else from current) on the way down, so no map that a
+// scope or the state already shares is mutated.
+func setPath(delta map[string]any, current any, path string, v any) {
+	head, tail, nested := strings.Cut(path, ".")
+	if !nested {
+		delta[head] = v
+		return
+	}
+	var base any
+	if x, ok := delta[head]; ok {
+		base = x
+	} else if cm, ok := current.(map[string]any); ok {
+		base = cm[head]
+	}
+	child := overlay(base, nil)
+	setPath(child, base, tail, v)
+	delta[head] = child
+}

@@ -1,0 +1,666 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// Execution statuses.
+const (
+	StatusRunning   = "running"
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// Step run and command statuses.
+const (
+	runRunning   = "running"
+	runCompleted = "completed"
+	runFailed    = "failed"
+	runSkipped   = "skipped"
+
+	cmdIssued       = "issued"
+	cmdCompleted    = "completed"
+	cmdFailed       = "failed"
+	cmdRetryWanted  = "retry_wanted"
+	cmdRetryWaiting = "retry_waiting"
+)
+
+// State is an execution's state: a pure fold over its events. Apply is the
+// only way it changes, so two processes that read the same events hold the
+// same State.
+type State struct {
+	ExecutionID string
+	Status      string
+	// Failure describes why the execution failed (Status failed).
+	Failure finishedPayload
+	// Workload is the execution's workload, overrides applied.
+	Workload map[string]any
+	Ctx      map[string]any
+	Vars     map[string]any
+	// Results holds each finished step's result under its name.
+	Results map[string]any
+	Runs    map[string]*stepRun
+	// Commands holds the latest attempt of each unit of work, by base id.
+	Commands map[string]*commandState
+	Loops    map[string]*loopState
+	// LastSeq is the Seq of the last applied event; Events counts them.
+	LastSeq int64
+	Events  int64
+	// Playbook is parsed from execution.started; it is not part of the
+	// fold's data, only its interpretation.
+	Playbook *dsl.Playbook
+	started  startedPayload
+	parent   string
+
+	cancelRequested bool
+	runCount        map[string]int
+	// wanted lists step entries routed to but not yet entered, in order.
+	wanted []wantedStep
+	// finishing lists runs whose work ended and that await their step
+	// completion decision, in order.
+	finishing []string
+	// inflight counts commands issued and not yet finished.
+	inflight int
+}
+
+type wantedStep struct {
+	Run  string
+	Step string
+	Args map[string]any
+}
+
+type stepRun struct {
+	ID     string
+	Step   string
+	Status string
+	Args   map[string]any
+	// Base is the current command's base id for a plain step.
+	Base string
+	// Failed holds the failure to report when the run finishes failed.
+	Failed *completedPayload
+	// Output is the chain's output for a plain step.
+	Output map[string]any
+	Jump   string
+}
+
+type commandState struct {
+	Base    string
+	Run     string
+	Kind    string
+	Attempt int
+	Status  string
+	Issued  issuedPayload
+	// IssuedAt is the event time of the latest attempt's command.issued.
+	IssuedAt time.Time
+	Rows     []FrameRow
+	Retry    *retryPayload
+	Failure  *completedPayload
+	// Expiries counts re-issues after a lease expired.
+	Expiries int
+}
+
+// ID is the command id of the latest attempt: the fencing token.
+func (c *commandState) ID() string { return commandID(c.Base, c.Attempt) }
+
+func commandID(base string, attempt int) string { return base + "@" + strconv.Itoa(attempt) }
+
+// splitCommandID splits "base@attempt".
+func splitCommandID(id string) (base string, attempt int, ok bool) {
+	i := strings.LastIndexByte(id, '@')
+	if i < 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil {
+		return "", 0, false
+	}
+	return id[:i], n, true
+}
+
+type loopState struct {
+	Run  string
+	Mode string
+	Max  int
+	// Collection loops.
+	Items   []any
+	Next    int
+	Outputs []any
+	Done    int
+	// Cursor loops.
+	Slots  []slotState
+	Frames int
+	Rows   int
+	OK     int
+	Failed int
+	Dead   int
+	// Fail is the first unhandled failure; the loop stops issuing work.
+	Fail string
+}
+
+type slotState struct {
+	Frame   int
+	Busy    bool
+	Drained bool
+}
+
+// NewState returns the empty state of an execution.
+func NewState(executionID string) *State {
+	return &State{
+		ExecutionID: executionID,
+		Ctx:         map[string]any{},
+		Vars:        map[string]any{},
+		Results:     map[string]any{},
+		Runs:        map[string]*stepRun{},
+		Commands:    map[string]*commandState{},
+		Loops:       map[string]*loopState{},
+		runCount:    map[string]int{},
+	}
+}
+
+// Fold builds a State from an execution's events.
+func Fold(executionID string, events []eventlog.Event) (*State, error) {
+	s := NewState(executionID)
+	for i := range events {
+		if err := s.Apply(events[i]); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Apply folds one event into the state.
+func (s *State) Apply(ev eventlog.Event) error {
+	if ev.Seq > s.LastSeq {
+		s.LastSeq = ev.Seq
+	}
+	s.Events++
+	switch ev.Type {
+	case eventlog.TypeExecutionStarted:
+		var p startedPayload
+		if err := decode(ev, &p); err != nil {
+			return err
+		}
+		pb, err := dsl.Parse(p.File, []byte(p.Playbook))
+		if err != nil {
+			return fmt.Errorf("engine: execution %s: playbook in execution.started: %w", s.ExecutionID, err)
+		}
+		s.Playbook = pb
+		s.started = p
+		s.parent = p.Parent
+		s.Status = StatusRunning
+		s.Workload = p.Workload
+		if s.Workload == nil {
+			s.Workload = map[string]any{}
+		}
+		for k, v := range p.Vars {
+			s.Vars[k] = v
+		}
+		s.want("start", nil)
+	case eventlog.TypeStepSkipped, eventlog.TypeStepCompleted, eventlog.TypeStepFailed, eventlog.TypeLoopDone:
+		var p stepDonePayload
+		if err := decode(ev, &p); err != nil {
+			return err
+		}
+		run := s.Runs[p.Run]
+		if run == nil {
+			// A skipped step never started a run.
+			run = s.startRun(p.Run, ev.Step, nil)
+		}
+		switch ev.Type {
+		case eventlog.TypeStepSkipped:
+			run.Status = runSkipped
+		case eventlog.TypeStepFailed:
+			run.Status = runFailed
+		default:
+			run.Status = runCompleted
+		}
+		if p.Result != nil {
+			s.Results[run.Step] = p.Result
+		}
+		merge(s.Ctx, p.Ctx)
+		merge(s.Vars, p.Vars)
+		s.finishing = remove(s.finishing, p.Run)
+		for _, n := range p.Next {
+			s.want(n.Step, n.Args)
+		}
+	case eventlog.TypeLoopStarted:
+		var p loopStartedPayload
+		if err := decode(ev, &p); err != nil {
+			return err
+		}
+		s.startRun(p.Run, ev.Step, nil)
+		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items}
+		if p.Mode == dsl.ModeCursor {
+			l.Slots = make([]slotState, p.MaxInFlight)
+		} else {
+			l.Outputs = make([]any, len(p.Items))
+		}
+		if p.Error != "" {
+			l.Fail = p.Error
+		}
+		s.Loops[p.Run] = l
+		s.checkLoop(l)
+	case eventlog.TypeCommandIssued:
+		var p issuedPayload
+		if err := decode(ev, &p); err != nil {
+			return err
+		}
+		c := s.Commands[p.Base]
+		if c == nil {
+			c = &commandState{Base: p.Base, Run: p.Run, Kind: p.Kind}
+			s.Commands[p.Base] = c
+			switch p.Kind {
+			case KindStep:
+				run := s.startRun(p.Run, ev.Step, p.Args)
+				run.Base = p.Base
+			case KindItem:
+				if l := s.Loops[p.Run]; l != nil {
+					l.Next = max(l.Next, p.Index+1)
+				}
+			case KindFrame:
+				if l := s.Loops[p.Run]; l != nil && p.Slot < len(l.Slots) {
+					l.Slots[p.Slot].Busy = true
+					l.Slots[p.Slot].Frame++
+					l.Frames++
+				}
+			}
+		} else if c.Status == cmdIssued {
+			// A re-issue of a command still in flight (lease expiry).
+			s.inflight--
+		}
+		s.inflight++
+		c.Attempt = ev.Attempt
+		c.Status = cmdIssued
+		c.Issued = p
+		c.IssuedAt = ev.Time
+		c.Retry = nil
+		if p.Reason == reasonLease {
+			c.Expiries++
+		}
+		if len(p.Rows) > 0 {
+			c.Rows = p.Rows
+		}
+	case eventlog.TypeFrameClaimed:
+		var p frameClaimedPayload
+		if err := decode(ev, &p); err != nil {
+			return err
+		}
+		if c := s.current(ev); c != nil {
+			c.Rows = p.Rows
+		}
+	case eventlog.TypeCommandCompleted:
+		var p completedPayload
+		if err := decode(ev, &p); err != nil {
+			return err
+		}
+		c := s.current(ev)
+		if c == nil {
+			return nil
+		}
+		s.finishCommand(c, cmdCompleted)
+		merge(s.Ctx, p.Ctx)
+		merge(s.Vars, p.Vars)
+		switch c.Kind {
+		case KindStep:
+			if run := s.Runs[c.Run]; run != nil {
+				run.Output = p.Output
+				run.Jump = p.Jump
+				s.finishing = append(s.finishing, run.ID)
+			}
+		case KindItem:
+			if l := s.Loops[c.Run]; l != nil && c.Issued.Index < len(l.Outputs) {
+				l.Outputs[c.Issued.Index] = p.Output
+				l.Done++
+				s.checkLoop(l)
+			}
+		}
+	case eventlog.TypeCommandFailed:
+		var p completedPayload
+		if err := decode(ev, &p); err != nil {
+			return err
+		}
+		c := s.current(ev)
+		if c == nil {
+			return nil
+		}
+		if p.Retry != nil {
+			s.finishCommand(c, cmdRetryWanted)
+			c.Failure = &p
+			return nil
+		}
+		s.finishCommand(c, cmdFailed)
+		c.Failure = &p
+		s.failWork(c, &p)
+	case eventlog.TypeRetryScheduled:
+		var p retryPayload
+		if err := decode(ev, &p); err != nil {
+			return err
+		}
+		if c := s.Commands[p.Base]; c != nil {
+			c.Status = cmdRetryWaiting
+			c.Retry = &p
+		}
+	case eventlog.TypeFrameDone:
+		var p frameDonePayload
+		if err := decode(ev, &p); err != nil {
+			return err
+		}
+		c := s.current(ev)
+		if c == nil {
+			return nil
+		}
+		s.finishCommand(c, cmdCompleted)
+		merge(s.Ctx, p.Ctx)
+		l := s.Loops[c.Run]
+		if l == nil {
+			return nil
+		}
+		slot := &l.Slots[c.Issued.Slot]
+		slot.Busy = false
+		if p.Drained {
+			slot.Drained = true
+		}
+		l.Rows += len(p.Items)
+		for _, it := range p.Items {
+			switch it.Outcome {
+			case OutcomeOK:
+				l.OK++
+			case OutcomeDead:
+				l.Dead++
+			default:
+				l.Failed++
+			}
+		}
+		if p.Fail != "" && l.Fail == "" {
+			l.Fail = p.Fail
+		}
+		s.checkLoop(l)
+	case eventlog.TypeCancelRequested:
+		s.cancelRequested = true
+	case eventlog.TypeExecutionCompleted:
+		s.Status = StatusCompleted
+	case eventlog.TypeExecutionCancelled:
+		s.Status = StatusCancelled
+	case eventlog.TypeExecutionFailed:
+		s.Status = StatusFailed
+		_ = decode(ev, &s.Failure)
+	}
+	return nil
+}
+
+// current returns the command an event reports on, or nil when the event
+// carries a stale fencing token (an earlier attempt) or the command is no
+// longer in flight.
+func (s *State) current(ev eventlog.Event) *commandState {
+	base, attempt, ok := splitCommandID(ev.CommandID)
+	if !ok {
+		return nil
+	}
+	c := s.Commands[base]
+	if c == nil || c.Attempt != attempt || c.Status != cmdIssued {
+		return nil
+	}
+	return c
+}
+
+// Accepts reports whether a worker's report for commandID would be applied:
+// the fencing check the orchestrator runs before appending.
+func (s *State) Accepts(ev eventlog.Event) bool { return s.current(ev) != nil }
+
+func (s *State) finishCommand(c *commandState, status string) {
+	if c.Status == cmdIssued {
+		s.inflight--
+	}
+	c.Status = status
+	if status == cmdCompleted || status == cmdFailed {
+		// A finished command is dropped: a late report for it fails the
+		// fencing check all the same, and a long cursor loop's state stays
+		// as small as its in-flight frames.
+		delete(s.Commands, c.Base)
+	}
+}
+
+func (s *State) failWork(c *commandState, p *completedPayload) {
+	switch c.Kind {
+	case KindStep:
+		if run := s.Runs[c.Run]; run != nil {
+			run.Failed = p
+			run.Output = p.Output
+			s.finishing = append(s.finishing, run.ID)
+		}
+	case KindItem, KindFrame:
+		if l := s.Loops[c.Run]; l != nil {
+			if l.Fail == "" {
+				l.Fail = p.Error
+				if l.Fail == "" {
+					l.Fail = "failed"
+				}
+			}
+			if c.Kind == KindItem && c.Issued.Index < len(l.Outputs) {
+				l.Outputs[c.Issued.Index] = p.Output
+				l.Done++
+			}
+			if c.Kind == KindFrame && c.Issued.Slot < len(l.Slots) {
+				l.Slots[c.Issued.Slot].Busy = false
+			}
+			s.checkLoop(l)
+		}
+	}
+}
+
+// checkLoop queues the loop's run for completion once no work is left.
+func (s *State) checkLoop(l *loopState) {
+	if contains(s.finishing, l.Run) {
+		return
+	}
+	if run := s.Runs[l.Run]; run == nil || run.Status != runRunning {
+		return
+	}
+	if s.loopInFlight(l) > 0 {
+		return
+	}
+	if l.Fail != "" {
+		s.finishing = append(s.finishing, l.Run)
+		return
+	}
+	if l.Mode == dsl.ModeCursor {
+		for _, sl := range l.Slots {
+			if !sl.Drained {
+				return
+			}
+		}
+	} else if l.Done < len(l.Items) {
+		return
+	}
+	s.finishing = append(s.finishing, l.Run)
+}
+
+func (s *State) loopInFlight(l *loopState) int {
+	if l.Mode == dsl.ModeCursor {
+		n := 0
+		for _, sl := range l.Slots {
+			if sl.Busy {
+				n++
+			}
+		}
+		return n
+	}
+	return l.Next - l.Done
+}
+
+func (s *State) startRun(id, step string, args map[string]any) *stepRun {
+	run := s.Runs[id]
+	if run == nil {
+		run = &stepRun{ID: id, Step: step, Status: runRunning, Args: args}
+		s.Runs[id] = run
+	}
+	for i, w := range s.wanted {
+		if w.Run == id {
+			if run.Args == nil {
+				run.Args = w.Args
+			}
+			s.wanted = append(s.wanted[:i:i], s.wanted[i+1:]...)
+			break
+		}
+	}
+	return run
+}
+
+func (s *State) want(step string, args map[string]any) {
+	s.runCount[step]++
+	s.wanted = append(s.wanted, wantedStep{Run: fmt.Sprintf("%s#%d", step, s.runCount[step]), Step: step, Args: args})
+}
+
+// Idle reports whether nothing is in flight, wanted or awaiting a decision.
+func (s *State) idle() bool {
+	if s.inflight > 0 || len(s.wanted) > 0 || len(s.finishing) > 0 {
+		return false
+	}
+	for _, c := range s.Commands {
+		if c.Status == cmdRetryWanted || c.Status == cmdRetryWaiting {
+			return false
+		}
+	}
+	for _, l := range s.Loops {
+		if run := s.Runs[l.Run]; run != nil && run.Status == runRunning {
+			return false
+		}
+	}
+	return true
+}
+
+// InFlight returns the ids of commands issued and not yet finished, sorted.
+func (s *State) InFlight() []string {
+	var ids []string
+	for _, c := range s.Commands {
+		if c.Status == cmdIssued {
+			ids = append(ids, c.ID())
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func decode(ev eventlog.Event, v any) error {
+	if len(ev.Payload) == 0 {
+		return nil
+	}
+	if err := unmarshal(ev.Payload, v); err != nil {
+		return fmt.Errorf("engine: event %d (%s) of %s: bad payload: %w", ev.Seq, ev.Type, ev.ExecutionID, err)
+	}
+	return nil
+}
+
+// unmarshal decodes JSON keeping integers integers: numbers become int64
+// when they are whole and fit, float64 otherwise, so a value read back from
+// the log renders exactly as it did before it was written ("1", not "1.0").
+func unmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	fixNumbers(reflect.ValueOf(v))
+	return nil
+}
+
+// fixNumbers replaces json.Number values inside maps, slices and struct
+// fields of type any with int64 or float64.
+func fixNumbers(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			fixNumbers(v.Elem())
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				fixNumbers(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			fixNumbers(v.Index(i))
+		}
+	case reflect.Map:
+		if v.Type().Elem().Kind() == reflect.Interface {
+			for _, k := range v.MapKeys() {
+				if x := numbers(v.MapIndex(k).Interface()); x != nil {
+					v.SetMapIndex(k, reflect.ValueOf(x))
+				}
+			}
+		} else {
+			for _, k := range v.MapKeys() {
+				e := v.MapIndex(k)
+				if e.Kind() == reflect.Pointer {
+					fixNumbers(e)
+				}
+			}
+		}
+	case reflect.Interface:
+		if !v.IsNil() && v.CanSet() {
+			x := numbers(v.Interface())
+			if x == nil {
+				v.Set(reflect.Zero(v.Type()))
+			} else {
+				v.Set(reflect.ValueOf(x))
+			}
+		}
+	}
+}
+
+// numbers converts json.Number inside a decoded JSON value.
+func numbers(x any) any {
+	switch t := x.(type) {
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		f, _ := t.Float64()
+		return f
+	case map[string]any:
+		for k, e := range t {
+			t[k] = numbers(e)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = numbers(e)
+		}
+	}
+	return x
+}
+
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		dst[k] = v
+	}
+}
+
+func remove(list []string, v string) []string {
+	for i, x := range list {
+		if x == v {
+			return append(list[:i:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

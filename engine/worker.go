@@ -1,0 +1,635 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+// Worker executes commands: it renders a step's tool configuration, runs
+// its tools under their policies, claims cursor frames and reports the
+// outcome. A Worker holds no execution state between commands.
+type Worker struct {
+	// ID names the worker in events (worker_id).
+	ID       string
+	Tools    *tools.Registry
+	Cursors  *cursor.Registry
+	Keychain tools.Keychain
+	Logger   *slog.Logger
+}
+
+// Execute runs cmd and reports its outcome through rep. Errors are
+// reported, not returned: the return value only says whether the report
+// itself got through.
+func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error {
+	start := time.Now()
+	step := cmd.Playbook.Step(cmd.Step)
+	if step == nil {
+		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: fmt.Sprintf("no step named %q", cmd.Step)})
+	}
+	if cmd.Kind == KindFrame {
+		return w.runFrame(ctx, cmd, step, rep)
+	}
+	stop := w.heartbeat(ctx, cmd, rep)
+	defer stop()
+	scope := copyMap(cmd.Scope)
+	addArgs(scope, cmd.Args)
+	if cmd.Kind == KindItem {
+		setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
+	}
+	res := w.runChain(ctx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
+	p := completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump, Ms: time.Since(start).Milliseconds()}
+	if res.failed || res.retry != nil {
+		p.Error, p.Task, p.Field, p.Retry = res.err, res.task, res.field, res.retry
+		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
+	}
+	return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
+}
+
+func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ string, payload any) error {
+	ev := eventlog.Event{
+		ExecutionID: cmd.ExecutionID, Type: typ, Step: cmd.Step, CommandID: cmd.ID,
+		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: mustJSON(payload),
+	}
+	if cmd.Kind != KindStep {
+		ev.LoopID = cmd.Run
+	}
+	if cmd.Kind == KindFrame {
+		ev.Frame = cmd.Frame
+	}
+	return rep.Report(ctx, ev)
+}
+
+// heartbeat extends cmd's lease until the returned stop is called.
+func (w *Worker) heartbeat(ctx context.Context, cmd *Command, rep Reporter) (stop func()) {
+	if cmd.Lease <= 0 {
+		return func() {}
+	}
+	every := cmd.Lease / 3
+	hctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+				_ = rep.Heartbeat(hctx, cmd.ExecutionID, cmd.ID)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func setIter(scope map[string]any, iterator string, item any, index int) {
+	iter := map[string]any{"_index": index}
+	if iterator != "" {
+		iter[iterator] = item
+		scope[iterator] = item
+	}
+	scope["iter"] = iter
+	scope["loop_index"] = index
+}
+
+// chainResult is the outcome of running a step's tool chain once.
+type chainResult struct {
+	output map[string]any
+	ctx    map[string]any
+	vars   map[string]any
+	jump   string
+	failed bool
+	err    string
+	task   string
+	field  string
+	retry  *retryRequest
+	// explicit marks a failure a policy chose (do: fail) or a configuration
+	// error: it stops a whole cursor loop, while a row whose tool failed
+	// with no rule deciding is recorded as that row's error and the loop
+	// goes on.
+	explicit bool
+}
+
+// chainState is what a pipeline accumulates as it runs, carried across a
+// durable retry.
+type chainState struct {
+	Iter   map[string]any `json:"iter,omitempty"`
+	Locals map[string]any `json:"locals,omitempty"`
+	Ctx    map[string]any `json:"ctx,omitempty"`
+	Vars   map[string]any `json:"vars,omitempty"`
+}
+
+func (cs *chainState) carry() map[string]any {
+	b, _ := json.Marshal(cs)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+func chainFromCarry(carry map[string]any) chainState {
+	var cs chainState
+	if carry != nil {
+		b, _ := json.Marshal(carry)
+		_ = json.Unmarshal(b, &cs)
+	}
+	return cs
+}
+
+// tasksOf returns the tool chain of a step.
+func tasksOf(pb *dsl.Playbook, step *dsl.Step) []*dsl.Task {
+	if len(step.Tool) > 0 {
+		return step.Tool
+	}
+	if step.Kind == "workbook" {
+		if t := pb.WorkbookTask(step.TaskName); t != nil {
+			return []*dsl.Task{t}
+		}
+	}
+	return nil
+}
+
+// runChain runs the step's tasks from start under their policies. With
+// durable set a retry is handed back to the orchestrator (which schedules
+// it in the log); otherwise the worker waits out the backoff itself, as
+// rows of a frame do.
+func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, scope map[string]any, start, taskAttempt int, carry map[string]any, durable bool) chainResult {
+	tasks := tasksOf(cmd.Playbook, step)
+	if len(tasks) == 0 {
+		return chainResult{failed: true, err: "step has no tool", field: "tool", explicit: true}
+	}
+	cs := chainFromCarry(carry)
+	if cs.Iter == nil {
+		cs.Iter = map[string]any{}
+	}
+	if cs.Locals == nil {
+		cs.Locals = map[string]any{}
+	}
+	if cs.Ctx == nil {
+		cs.Ctx = map[string]any{}
+	}
+	if cs.Vars == nil {
+		cs.Vars = map[string]any{}
+	}
+	args, err := dsl.RenderMap(step.Args, w.view(scope, &cs))
+	if err != nil {
+		return chainResult{failed: true, err: err.Error(), field: "args", explicit: true}
+	}
+	if step.Spec.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, step.Spec.Timeout)
+		defer cancel()
+	}
+	if taskAttempt < 1 {
+		taskAttempt = 1
+	}
+	var output map[string]any
+	res := chainResult{}
+	for ti := start; ti < len(tasks); {
+		task := tasks[ti]
+		view := w.view(scope, &cs)
+		addArgs(view, args)
+		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt)
+		if err != nil {
+			return chainResult{failed: true, err: err.Error(), task: task.Name, field: field, output: out, explicit: true}
+		}
+		output = out
+		view["output"] = out
+		view["result"] = out["data"]
+		view["_attempt"] = taskAttempt
+		view["attempt"] = taskAttempt
+		if task.Name != "" {
+			cs.Locals[task.Name] = out
+		}
+		policy := task.Policy
+		if policy == nil && !step.Pipeline {
+			policy = step.Spec.Policy
+		}
+		rule, err := matchRule(policy, view)
+		if err != nil {
+			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy", output: out}
+		}
+		action := dsl.Action{Do: dsl.DoContinue}
+		if rule != nil {
+			action = rule.Then
+		} else if out["status"] == tools.StatusError {
+			action = dsl.Action{Do: dsl.DoFail}
+		}
+		switch action.Do {
+		case dsl.DoRetry:
+			if taskAttempt >= retryAttempts(&action) {
+				return chainResult{failed: true, err: fmt.Sprintf("%s (after %d attempts)", errorText(out), taskAttempt), task: task.Name, output: out}
+			}
+			delay := backoff(&action, taskAttempt)
+			if durable {
+				return chainResult{output: out, retry: &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: delay.Seconds(), Carry: cs.carry()}, err: errorText(out), task: task.Name}
+			}
+			if err := sleepCtx(ctx, delay); err != nil {
+				return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
+			}
+			taskAttempt++
+			continue
+		case dsl.DoFail:
+			return chainResult{failed: true, err: errorText(out), task: task.Name, output: out, explicit: rule != nil}
+		}
+		if err := w.assignChain(action.Set, view, &cs); err != nil {
+			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy.set", output: out}
+		}
+		if err := w.assignChain(task.Set, w.withOutput(scope, &cs, out), &cs); err != nil {
+			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "set", output: out}
+		}
+		taskAttempt = 1
+		switch action.Do {
+		case dsl.DoBreak:
+			ti = len(tasks)
+		case dsl.DoJump:
+			if j := taskIndex(tasks, action.To); j >= 0 {
+				ti = j
+			} else {
+				res.jump = action.To
+				ti = len(tasks)
+			}
+		default:
+			ti++
+		}
+	}
+	res.output = output
+	if len(cs.Ctx) > 0 {
+		res.ctx = cs.Ctx
+	}
+	if len(cs.Vars) > 0 {
+		res.vars = cs.Vars
+	}
+	return res
+}
+
+func errorText(out map[string]any) string {
+	if e, ok := out["error"].(string); ok && e != "" {
+		return e
+	}
+	if out["error"] != nil {
+		return fmt.Sprint(out["error"])
+	}
+	return "tool reported status " + fmt.Sprint(out["status"])
+}
+
+func taskIndex(tasks []*dsl.Task, name string) int {
+	for i, t := range tasks {
+		if t.Name == name && name != "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// view is the scope a task renders against: the command's scope with the
+// pipeline's accumulated iter, locals, ctx and vars on top.
+func (w *Worker) view(scope map[string]any, cs *chainState) map[string]any {
+	v := make(map[string]any, len(scope)+len(cs.Locals)+4)
+	for k, x := range scope {
+		v[k] = x
+	}
+	for k, x := range cs.Locals {
+		v[k] = x
+	}
+	if len(cs.Iter) > 0 {
+		v["iter"] = overlay(scope["iter"], cs.Iter)
+	}
+	if len(cs.Ctx) > 0 {
+		v["ctx"] = overlay(scope["ctx"], cs.Ctx)
+	}
+	if len(cs.Vars) > 0 {
+		v["vars"] = overlay(scope["vars"], cs.Vars)
+	}
+	return v
+}
+
+func (w *Worker) withOutput(scope map[string]any, cs *chainState, out map[string]any) map[string]any {
+	v := w.view(scope, cs)
+	v["output"] = out
+	v["result"] = out["data"]
+	return v
+}
+
+// assignChain applies set entries inside a pipeline: iter.x to the
+// iteration, ctx.x and vars.x to the execution, anything else to a
+// pipeline-local name later tasks can read.
+func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *chainState) error {
+	for _, a := range list {
+		x, err := a.Value.Render(view)
+		if err != nil {
+			return fmt.Errorf("set %s: %w", a.Path, err)
+		}
+		ns, rest := splitNamespace(a.Path)
+		switch ns {
+		case "iter":
+			setPath(cs.Iter, view["iter"], rest, x)
+			view["iter"] = overlay(view["iter"], cs.Iter)
+		case "ctx":
+			setPath(cs.Ctx, view["ctx"], rest, x)
+			view["ctx"] = overlay(view["ctx"], cs.Ctx)
+		case "vars":
+			setPath(cs.Vars, view["vars"], rest, x)
+			view["vars"] = overlay(view["vars"], cs.Vars)
+		default:
+			setPath(cs.Locals, nil, a.Path, x)
+			view[strings.SplitN(a.Path, ".", 2)[0]] = cs.Locals[strings.SplitN(a.Path, ".", 2)[0]]
+		}
+	}
+	return nil
+}
+
+// runTask renders one task's configuration and runs its tool. A returned
+// error means the task could not run at all (bad template, unknown kind);
+// the field names the configuration key at fault.
+func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int) (map[string]any, string, error) {
+	cfg := make(map[string]any, len(task.Config))
+	for _, k := range sortedKeys(task.Config) {
+		x, err := task.Config[k].Render(view)
+		if err != nil {
+			return nil, k, err
+		}
+		cfg[k] = x
+	}
+	tool, err := w.Tools.Lookup(task.Kind)
+	if err != nil {
+		return nil, "kind", err
+	}
+	if task.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, task.Timeout)
+		defer cancel()
+	}
+	call := &tools.Call{
+		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
+		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(),
+	}
+	out, err := tool.Execute(ctx, call)
+	if err != nil {
+		// The call could not be made; policies still see it as an error.
+		out = tools.Output{Status: tools.StatusError, Error: err.Error()}
+	}
+	if out.Status == "" {
+		out.Status = tools.StatusSuccess
+	}
+	return out.Map(), "", nil
+}
+
+func (w *Worker) logger() *slog.Logger {
+	if w.Logger != nil {
+		return w.Logger
+	}
+	return slog.Default()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// runFrame claims a frame (or takes the rows its earlier attempt claimed),
+// runs the chain on it and reports frame.done.
+func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep Reporter) error {
+	start := time.Now()
+	lp := step.Loop
+	fs := lp.Frame
+	fail := func(msg string) error {
+		return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Fail: msg, Ms: time.Since(start).Milliseconds()})
+	}
+	driver, err := w.Cursors.Lookup(lp.Cursor.Kind)
+	if err != nil {
+		return fail(fmt.Sprintf("loop.cursor.kind: %v", err))
+	}
+	scope := copyMap(cmd.Scope)
+	addArgs(scope, cmd.Args)
+	spec, err := w.cursorSpec(ctx, cmd, lp, scope, driver)
+	if err != nil {
+		return fail(err.Error())
+	}
+	cur, err := driver.Open(ctx, spec)
+	if err != nil {
+		return fail(fmt.Sprintf("loop.cursor: open %s cursor (auth %q): %v", lp.Cursor.Kind, spec.Auth, err))
+	}
+	defer cur.Close()
+
+	rows := cmd.Rows
+	var claimed []cursor.Row
+	if rows == nil {
+		claimed, err = cur.Claim(ctx, max(1, fs.MaxRows))
+		if err != nil {
+			return fail(fmt.Sprintf("loop.cursor.claim: %v", err))
+		}
+		claimed = w.limitBytes(ctx, cur, claimed, fs.MaxBytes)
+		if len(claimed) == 0 {
+			return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Drained: true, Ms: time.Since(start).Milliseconds()})
+		}
+		rows = make([]FrameRow, len(claimed))
+		for i, r := range claimed {
+			rows[i] = FrameRow{Key: r.Key, Values: r.Values, Attempt: r.Lease.Attempt, Token: r.Lease.Token}
+		}
+		// The claim is on record before any row runs, so a re-issued frame
+		// resumes with exactly these rows.
+		if err := w.report(ctx, rep, cmd, eventlog.TypeFrameClaimed, frameClaimedPayload{Rows: rows}); err != nil {
+			_ = cur.Release(context.WithoutCancel(ctx), claimed)
+			return err
+		}
+	} else {
+		claimed = make([]cursor.Row, len(rows))
+		for i, r := range rows {
+			claimed[i] = cursor.Row{Key: r.Key, Values: r.Values, Lease: cursor.Lease{Attempt: r.Attempt, Token: r.Token}}
+		}
+	}
+
+	stop := w.heartbeat(ctx, cmd, rep)
+	defer stop()
+	runCtx := ctx
+	var deadline time.Time
+	if fs.MaxSeconds > 0 {
+		deadline = time.Now().Add(time.Duration(fs.MaxSeconds * float64(time.Second)))
+	}
+	items := make([]ItemOutcome, len(rows))
+	var fatal string
+	var ctxDelta map[string]any
+	var mu sync.Mutex
+	if fs.Process == dsl.ProcessFrame {
+		values := make([]any, len(rows))
+		for i, r := range rows {
+			values[i] = r.Values
+		}
+		sc := copyMap(scope)
+		setIter(sc, lp.Iterator, values, cmd.Frame)
+		iter := sc["iter"].(map[string]any)
+		iter[lp.Iterator+"_rows"] = values
+		sc["frame"] = map[string]any{"rows": values, "index": cmd.Frame, "row_count": len(values)}
+		t0 := time.Now()
+		res := w.runChain(runCtx, cmd, step, sc, 0, 1, nil, false)
+		outcome, msg := OutcomeOK, ""
+		if res.failed {
+			outcome, msg = OutcomeError, res.err
+			if res.explicit {
+				fatal = res.err
+			}
+		}
+		ms := time.Since(t0).Milliseconds()
+		for i, r := range rows {
+			items[i] = ItemOutcome{Key: r.Key, Outcome: outcome, Ms: ms, Error: msg}
+		}
+		ctxDelta = res.ctx
+	} else {
+		conc := max(1, fs.RowConcurrency)
+		sem := make(chan struct{}, conc)
+		var wg sync.WaitGroup
+		for i := range rows {
+			if !deadline.IsZero() && time.Now().After(deadline) {
+				items[i] = ItemOutcome{Key: rows[i].Key, Outcome: OutcomeError, Error: "frame max_seconds reached before the row started"}
+				continue
+			}
+			mu.Lock()
+			stopNow := fatal != ""
+			mu.Unlock()
+			if stopNow {
+				items[i] = ItemOutcome{Key: rows[i].Key, Outcome: OutcomeError, Error: "frame failed before the row started"}
+				continue
+			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				sc := copyMap(scope)
+				setIter(sc, lp.Iterator, rows[i].Values, i)
+				t0 := time.Now()
+				res := w.runChain(runCtx, cmd, step, sc, 0, 1, nil, false)
+				it := ItemOutcome{Key: rows[i].Key, Outcome: OutcomeOK, Ms: time.Since(t0).Milliseconds()}
+				if res.failed {
+					it.Outcome, it.Error = OutcomeError, res.err
+				}
+				mu.Lock()
+				items[i] = it
+				if res.failed && res.explicit && fatal == "" {
+					fatal = fmt.Sprintf("row %s: %s", rows[i].Key, res.err)
+				}
+				if len(res.ctx) > 0 {
+					if ctxDelta == nil {
+						ctxDelta = map[string]any{}
+					}
+					merge(ctxDelta, res.ctx)
+				}
+				mu.Unlock()
+			}(i)
+		}
+		wg.Wait()
+	}
+	var ok, bad []cursor.Row
+	for i, it := range items {
+		if it.Outcome == OutcomeOK {
+			ok = append(ok, claimed[i])
+		} else {
+			bad = append(bad, claimed[i])
+		}
+	}
+	ackCtx := context.WithoutCancel(ctx)
+	if len(ok) > 0 {
+		if err := cur.Ack(ackCtx, ok); err != nil && fatal == "" {
+			if errors.Is(err, cursor.ErrStaleLease) {
+				return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Fail: "", Items: items, Ms: time.Since(start).Milliseconds()})
+			}
+			fatal = fmt.Sprintf("loop.cursor: ack: %v", err)
+		}
+	}
+	released := 0
+	if len(bad) > 0 {
+		if err := cur.Release(ackCtx, bad); err == nil {
+			released = len(bad)
+		}
+	}
+	return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Items: items, Ctx: ctxDelta, Fail: fatal, Released: released, Ms: time.Since(start).Milliseconds()})
+}
+
+// limitBytes releases the claimed rows past max bytes (their JSON size);
+// the first row is always kept so a frame makes progress.
+func (w *Worker) limitBytes(ctx context.Context, cur cursor.Cursor, rows []cursor.Row, maxBytes int64) []cursor.Row {
+	if maxBytes <= 0 || len(rows) < 2 {
+		return rows
+	}
+	var total int64
+	for i, r := range rows {
+		b, _ := json.Marshal(r.Values)
+		total += int64(len(b))
+		if i > 0 && total > maxBytes {
+			_ = cur.Release(ctx, rows[i:])
+			return rows[:i]
+		}
+	}
+	return rows
+}
+
+// cursorSpec resolves the cursor's credential and renders its options.
+func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
+	cs := lp.Cursor
+	spec := cursor.Spec{
+		Kind: cs.Kind, Claim: cs.Claim, Scope: scope, LoopID: cmd.Run, SlotID: cmd.Slot,
+		Lease:       time.Duration(lp.Frame.LeaseSeconds * float64(time.Second)),
+		MaxAttempts: max(1, lp.Frame.MaxAttempts), Logger: w.logger(),
+	}
+	if cs.Auth != nil {
+		a, err := cs.Auth.Render(scope)
+		if err != nil {
+			return spec, fmt.Errorf("loop.cursor.auth: %w", err)
+		}
+		spec.Auth = fmt.Sprint(a)
+	}
+	var perCall []string
+	if t, ok := driver.(cursor.TemplateOptioner); ok {
+		perCall = t.TemplateOptions()
+	}
+	opts := make(map[string]any, len(cs.Options))
+	for _, k := range sortedKeys(cs.Options) {
+		if slices.Contains(perCall, k) {
+			// The driver renders these per call with its own variables.
+			opts[k] = cs.Options[k].Raw()
+			continue
+		}
+		x, err := cs.Options[k].Render(scope)
+		if err != nil {
+			return spec, fmt.Errorf("loop.cursor.%s: %w", k, err)
+		}
+		opts[k] = x
+	}
+	spec.Options = opts
+	if spec.Auth != "" {
+		if w.Keychain == nil {
+			return spec, fmt.Errorf("loop.cursor.auth: no keychain to resolve credential %q", spec.Auth)
+		}
+		cred, err := w.Keychain.Resolve(ctx, spec.Auth)
+		if err != nil {
+			return spec, fmt.Errorf("loop.cursor.auth: %w", err)
+		}
+		spec.Credential = cred.URL
+	} else if u, ok := opts["url"].(string); ok {
+		spec.Credential = u
+	}
+	return spec, nil
+}
+

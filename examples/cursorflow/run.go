@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/eventlogurl"
+	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/playbook"
+)
+
+// multiFlag collects a repeatable flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// runFlags are the flags run and resume share.
+type runFlags struct {
+	sets        multiFlag
+	credentials multiFlag
+	eventlog    string
+	json        bool
+	workers     int
+	verbose     bool
+}
+
+func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
+	if withSet {
+		fs.Var(&f.sets, "set", "override a workload key: key=value (value read as a YAML scalar); repeatable")
+	}
+	fs.Var(&f.credentials, "credential", "map a keychain alias to a connection URL: alias=URL; repeatable")
+	fs.StringVar(&f.eventlog, "eventlog", "", "event log: sqlite:PATH (default under the user's state directory), postgres://... or memory:")
+	fs.BoolVar(&f.json, "json", false, "end with one JSON summary object")
+	fs.IntVar(&f.workers, "workers", engine.DefaultWorkers, "in-process workers")
+	fs.BoolVar(&f.verbose, "v", false, "log engine activity to stderr")
+}
+
+// parseInterleaved parses flags that may come before or after positional
+// arguments (cursorflow run FILE --set a=1).
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func defaultEventLog() string {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			dir = filepath.Join(home, ".local", "state")
+		} else {
+			dir = os.TempDir()
+		}
+	}
+	return "sqlite:" + filepath.Join(dir, "cursorflow", "events.db")
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f runFlags
+	f.register(fs, true)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "usage: cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--json]")
+		return exitUsage
+	}
+	file := pos[0]
+	src, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitUsage
+	}
+	if _, err := dsl.Parse(file, src); err != nil {
+		var list dsl.ErrorList
+		if errors.As(err, &list) {
+			for _, d := range list {
+				fmt.Fprintln(stderr, d.Error())
+			}
+		} else {
+			fmt.Fprintf(stderr, "%s: %v\n", file, err)
+		}
+		return exitUsage
+	}
+	workload := map[string]any{}
+	for _, kv := range f.sets {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			fmt.Fprintf(stderr, "cursorflow: --set %q: want key=value\n", kv)
+			return exitUsage
+		}
+		var x any
+		if err := yaml.Unmarshal([]byte(v), &x); err != nil {
+			x = v
+		}
+		if x == nil && v != "" && v != "null" && v != "~" {
+			x = v
+		}
+		workload[k] = normalizeYAML(x)
+	}
+	return withEngine(f, stdout, stderr, func(ctx context.Context, e *engine.Engine) (string, error) {
+		return e.Start(ctx, src, engine.StartOptions{File: file, Workload: workload})
+	})
+}
+
+func cmdResume(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f runFlags
+	f.register(fs, false)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "usage: cursorflow resume EXECUTION_ID [--eventlog URL] [--credential alias=URL]... [--json]")
+		return exitUsage
+	}
+	id := pos[0]
+	return withEngine(f, stdout, stderr, func(ctx context.Context, e *engine.Engine) (string, error) {
+		return id, e.Resume(ctx, id)
+	})
+}
+
+// withEngine opens the event log, builds an engine with the standard
+// tools and drivers, starts (or resumes) an execution with begin, waits
+// for it and prints the outcome.
+func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context, *engine.Engine) (string, error)) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	static := map[string]string{}
+	for _, kv := range f.credentials {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			fmt.Fprintf(stderr, "cursorflow: --credential %q: want alias=URL\n", k)
+			return exitUsage
+		}
+		static[k] = v
+	}
+	kc := tools.ChainKeychain{tools.StaticURLs(static), tools.EnvKeychain{}}
+
+	logURL := f.eventlog
+	if logURL == "" {
+		logURL = defaultEventLog()
+	}
+	if path, ok := strings.CutPrefix(logURL, "sqlite:"); ok {
+		_ = os.MkdirAll(filepath.Dir(path), 0o755)
+	}
+	log, err := eventlogurl.Open(ctx, logURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: event log: %v\n", err)
+		return exitUsage
+	}
+	defer log.Close()
+
+	treg, creg, closer := stdwire.Registries(kc, logger)
+	defer closer.Close()
+	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Workers: f.workers, Logger: logger})
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitUsage
+	}
+	defer e.Close()
+	_ = treg.Register("playbook", playbook.New(e))
+
+	started := time.Now()
+	id, err := begin(ctx, e)
+	if err != nil {
+		var list dsl.ErrorList
+		if errors.As(err, &list) {
+			for _, d := range list {
+				fmt.Fprintln(stderr, d.Error())
+			}
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitInvalid
+	}
+	fmt.Fprintf(stdout, "execution %s\n", id)
+	sum, err := e.Wait(ctx, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v (resume with: cursorflow resume %s --eventlog %s)\n", err, id, logURL)
+		return exitInvalid
+	}
+	if f.json {
+		out := map[string]any{
+			"execution_id": sum.ExecutionID, "status": sum.Status, "steps": sum.Steps,
+			"events": countEvents(ctx, log, id, sum.Events), "seconds": time.Since(started).Seconds(), "eventlog": logURL,
+		}
+		if sum.Status == engine.StatusFailed {
+			out["failed_step"], out["failed_field"], out["error"] = sum.Step, sum.Field, sum.Error
+		}
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		fmt.Fprintf(stdout, "%s in %s (%d events)\n", sum.Status, time.Since(started).Round(time.Millisecond), countEvents(ctx, log, id, sum.Events))
+		if sum.Status == engine.StatusFailed {
+			fmt.Fprintf(stdout, "failed at step %s (%s): %s\n", sum.Step, sum.Field, sum.Error)
+		}
+	}
+	if sum.Status != engine.StatusCompleted {
+		return exitInvalid
+	}
+	return exitOK
+}
+
+// countEvents returns the number of events the log holds for the
+// execution (the summary's own count only covers what this process saw).
+func countEvents(ctx context.Context, log eventlog.Log, id string, fallback int64) int64 {
+	evs, err := log.Read(ctx, id, 0, 0)
+	if err != nil {
+		return fallback
+	}
+	return int64(len(evs))
+}
+
+// normalizeYAML turns yaml.v3's decoded values into JSON-friendly ones.
+func normalizeYAML(v any) any {
+	switch t := v.(type) {
+	case int:
+		return int64(t)
+	case map[string]any:
+		for k, x := range t {
+			t[k] = normalizeYAML(x)
+		}
+	case []any:
+		for i, x := range t {
+			t[i] = normalizeYAML(x)
+		}
+	}
+	return v
+}

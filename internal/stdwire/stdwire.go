@@ -1,0 +1,43 @@
+// Package stdwire wires the standard tools and cursor drivers into
+// registries for the example binaries (CLI, quickstart, server, worker).
+// Hosts embedding cursorflow do the same in their own code, registering
+// only what they use.
+package stdwire
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+
+	"github.com/cursorflow/cursorflow/cursor"
+	pgdriver "github.com/cursorflow/cursorflow/drivers/postgres"
+	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/builtin"
+)
+
+// Registries returns a tool registry with the builtin tools and a cursor
+// registry with the postgres and sqlite drivers, and a closer for their
+// connection pools.
+func Registries(kc tools.Keychain, logger *slog.Logger) (*tools.Registry, *cursor.Registry, io.Closer) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	treg, tclose := builtin.NewRegistry(builtin.Options{Keychain: kc, Logger: logger})
+	creg := cursor.NewRegistry()
+	_ = creg.Register("postgres", pgdriver.New(pgdriver.Config{Logger: logger}))
+	_ = creg.Register("sqlite", sqlitedriver.New(sqlitedriver.Config{Logger: logger}))
+	return treg, creg, closers{tclose, creg}
+}
+
+type closers []io.Closer
+
+func (c closers) Close() error {
+	var errs []error
+	for _, x := range c {
+		if x != nil {
+			errs = append(errs, x.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,83 @@
+// Package playbook provides the sub-playbook tool: a step whose tool is
+// `kind: playbook` runs another playbook as a child execution and takes
+// the child's outcome as its output.
+//
+//	- step: enrich
+//	  tool:
+//	    kind: playbook
+//	    path: ./enrich.yaml        # relative to the parent playbook's file
+//	    workload:                  # overrides of the child's workload
+//	      customer_id: '{{ iter.customer.id }}'
+//
+// The child's execution id is derived from the parent's command, so a
+// retried or resumed call re-attaches to the same child instead of
+// starting it again.
+package playbook
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+// Request asks a Runner to run a child playbook.
+type Request struct {
+	// ParentExecutionID and CommandID identify the calling command.
+	ParentExecutionID string
+	CommandID         string
+	// Path names the child playbook as written in the step.
+	Path string
+	// Workload overrides the child's workload keys.
+	Workload map[string]any
+}
+
+// Result is a finished child execution.
+type Result struct {
+	ExecutionID string
+	// Status is completed, failed or cancelled.
+	Status string
+	// Error describes a failure.
+	Error string
+	// Steps holds each child step's result by name.
+	Steps map[string]any
+}
+
+// Runner runs child executions; the engine implements it.
+type Runner interface {
+	RunPlaybook(ctx context.Context, req Request) (Result, error)
+}
+
+// New returns the playbook tool backed by r.
+func New(r Runner) tools.Tool {
+	return tools.ToolFunc(func(ctx context.Context, call *tools.Call) (tools.Output, error) {
+		path, _ := call.Config["path"].(string)
+		if path == "" {
+			path, _ = call.Config["playbook"].(string)
+		}
+		if path == "" {
+			return tools.Output{}, fmt.Errorf("playbook tool: step %s: path is required", call.Step)
+		}
+		workload := map[string]any{}
+		for _, key := range []string{"workload", "args", "input"} {
+			if m, ok := call.Config[key].(map[string]any); ok {
+				for k, v := range m {
+					workload[k] = v
+				}
+			}
+		}
+		res, err := r.RunPlaybook(ctx, Request{ParentExecutionID: call.ExecutionID, CommandID: call.CommandID, Path: path, Workload: workload})
+		if err != nil {
+			return tools.Output{}, err
+		}
+		data := map[string]any{"execution_id": res.ExecutionID, "status": res.Status, "steps": res.Steps}
+		if res.Status != "completed" {
+			msg := res.Error
+			if msg == "" {
+				msg = "child execution " + res.Status
+			}
+			return tools.Output{Status: tools.StatusError, Data: data, Error: msg}, nil
+		}
+		return tools.Output{Status: tools.StatusSuccess, Data: data}, nil
+	})
+}
