@@ -81,6 +81,13 @@ type Features struct {
 	Ordered bool
 	// Fencing: Ack and Release refuse stale lease tokens.
 	Fencing bool
+	// ClaimTemplate: the claim is a template (Spec.Claim) rendered for every
+	// claim with Spec.Scope plus __frame_max_rows and __worker_slot_id.
+	ClaimTemplate bool
+	// Attempts: Lease.Attempt counts deliveries of a row (SQL drivers: when
+	// the claim returns an attempts, attempt or attempt_count column);
+	// otherwise it is always 1.
+	Attempts bool
 }
 
 // Driver opens cursors of one kind. A Driver caches connections by

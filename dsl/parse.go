@@ -1,5 +1,20 @@
 package dsl
 
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
 // Diagnostic is one problem found in a playbook.
 type Diagnostic struct {
 	Pos     Pos
@@ -30,11 +45,131 @@ func (l ErrorList) Error() string {
 
 // Parse parses and validates a playbook. file names the source in
 // positions. On failure the error is an ErrorList holding every problem.
+//
+// Every problem is reported at once, sorted by position. When the error is
+// an ErrorList the returned Playbook is the partial result, useful to
+// tools (its Warnings are filled) but not fit to run. Parse never panics.
 func Parse(file string, src []byte) (*Playbook, error) {
-	panic("dsl: Parse not implemented yet")
+	d := newDecoder(file, src)
+	root, err := parseYAML(src)
+	if err != nil {
+		d.errAtMsg(d.yamlErrorPos(err), yamlErrorMessage(err))
+		return &Playbook{File: file}, d.errs
+	}
+	if root == nil {
+		d.errorAt(Pos{File: file, Line: 1, Col: 1}, "empty document: a playbook needs apiVersion, kind, metadata and workflow")
+		return &Playbook{File: file}, d.errs
+	}
+	pb := d.playbook(root)
+	d.validate(pb)
+	// Sort by position and drop repeats (a value reached through several
+	// aliases reports its problems once).
+	slices.SortStableFunc(d.errs, func(a, b *Diagnostic) int { return comparePos(a.Pos, b.Pos) })
+	d.errs = slices.CompactFunc(d.errs, func(a, b *Diagnostic) bool { return *a == *b })
+	slices.SortStableFunc(d.warns, func(a, b Diagnostic) int { return comparePos(a.Pos, b.Pos) })
+	pb.Warnings = slices.Compact(d.warns)
+	if len(d.errs) > 0 {
+		return pb, d.errs
+	}
+	return pb, nil
 }
 
-// ParseFile reads and parses the playbook at path.
+// ParseFile reads and parses the playbook at path. A read failure is
+// returned wrapped (errors.Is(err, fs.ErrNotExist) works); parse problems
+// are an ErrorList as with Parse.
 func ParseFile(path string) (*Playbook, error) {
-	panic("dsl: ParseFile not implemented yet")
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("dsl: read playbook: %w", err)
+	}
+	return Parse(path, src)
+}
+
+// parseYAML reads the single YAML document in src. It returns a nil node
+// for an empty document.
+func parseYAML(src []byte) (root *yaml.Node, err error) {
+	// The YAML library reports malformed input through its own recovered
+	// panics; guard against any that escape so that Parse never panics.
+	defer func() {
+		if r := recover(); r != nil {
+			root, err = nil, fmt.Errorf("yaml: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fmt.Errorf("yaml: line %d: a playbook file holds one YAML document, found another", extra.Line)
+	} else if !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if doc.Kind == yaml.DocumentNode {
+		if len(doc.Content) == 0 {
+			return nil, nil
+		}
+		return doc.Content[0], nil
+	}
+	return &doc, nil
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+): `)
+
+// yamlParserProblems are the YAML library's parser error messages, whose
+// line numbers are 0-based.
+var yamlParserProblems = []string{
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"did not find expected <document start>",
+	"did not find expected '-' indicator",
+	"did not find expected key",
+	"did not find expected node content",
+	"did not find expected <stream-start>",
+	"found duplicate %YAML directive",
+	"found duplicate %TAG directive",
+	"found incompatible YAML document",
+}
+
+// yamlErrorPos extracts the line of a YAML syntax error. The YAML library
+// reports lines only, so the column is that of the line's first
+// non-blank character.
+func (d *decoder) yamlErrorPos(err error) Pos {
+	p := Pos{File: d.file, Line: 1, Col: 1}
+	msg := err.Error()
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		if l, convErr := strconv.Atoi(m[1]); convErr == nil && l > 0 {
+			p.Line = l
+			// The library reports parser (not scanner) errors with a
+			// 0-based line; its scanner errors are 1-based.
+			for _, pm := range yamlParserProblems {
+				if strings.HasSuffix(msg, pm) {
+					p.Line++
+					break
+				}
+			}
+		}
+	}
+	line := d.sourceLine(p.Line)
+	if trimmed := strings.TrimLeft(line, " \t"); trimmed != "" {
+		p.Col = len(line) - len(trimmed) + 1
+	}
+	return p
+}
+
+func yamlErrorMessage(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = yamlLineRE.ReplaceAllString(msg, "")
+	return "YAML syntax error: " + msg
+}
+
+func comparePos(a, b Pos) int {
+	if c := cmp.Compare(a.Line, b.Line); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Col, b.Col)
 }

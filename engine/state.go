@@ -3,8 +3,8 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
-	"reflect"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"

@@ -632,4 +632,3 @@ func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, sco
 	}
 	return spec, nil
 }
-
