@@ -10,39 +10,53 @@ import (
 
 // Command is one unit of work handed to a worker: run a step's tool chain,
 // run it for one loop item, or claim and run one frame of a cursor loop.
+//
+// A Command encodes to JSON for transports that cross processes; the
+// parsed Playbook does not travel: a remote worker looks the source up by
+// PlaybookHash (the transport ships PlaybookSource once per hash) and
+// parses it itself.
 type Command struct {
-	ExecutionID string
+	ExecutionID string `json:"execution_id"`
 	// ID is "base@attempt", the command's fencing token: a report that
 	// carries an ID other than the current attempt's is refused.
-	ID      string
-	Base    string
-	Attempt int
-	Kind    string
-	Step    string
-	Run     string
+	ID      string `json:"id"`
+	Base    string `json:"base"`
+	Attempt int    `json:"attempt"`
+	Kind    string `json:"kind"`
+	Step    string `json:"step"`
+	Run     string `json:"run"`
 	// Playbook is the execution's parsed playbook.
-	Playbook *dsl.Playbook
+	Playbook *dsl.Playbook `json:"-"`
+	// PlaybookHash is the hex SHA-256 of PlaybookSource.
+	PlaybookHash string `json:"playbook_hash"`
+	// PlaybookFile names the source in positions.
+	PlaybookFile string `json:"playbook_file,omitempty"`
+	// PlaybookSource is the playbook's text (not encoded).
+	PlaybookSource string `json:"-"`
 	// Scope is the render context (workload, results, ctx, vars, ...),
 	// without iter; read-only.
-	Scope map[string]any
+	Scope map[string]any `json:"scope"`
 	// Args are the arguments an arc passed to the step.
-	Args map[string]any
+	Args map[string]any `json:"args,omitempty"`
 	// Item and Index are a collection loop item and its position.
-	Item  any
-	Index int
+	Item  any `json:"item,omitempty"`
+	Index int `json:"index,omitempty"`
 	// Slot and Frame number a cursor frame; Rows are set when the frame is
 	// re-issued with the rows its first attempt claimed.
-	Slot  int
-	Frame int
-	Rows  []FrameRow
+	Slot  int        `json:"slot,omitempty"`
+	Frame int        `json:"frame,omitempty"`
+	Rows  []FrameRow `json:"rows,omitempty"`
 	// StartTask, TaskAttempt and Carry resume a pipeline after a retry.
-	StartTask   int
-	TaskAttempt int
-	Carry       map[string]any
+	StartTask   int            `json:"start_task,omitempty"`
+	TaskAttempt int            `json:"task_attempt,omitempty"`
+	Carry       map[string]any `json:"carry,omitempty"`
 	// Lease is how long the command may go without a heartbeat.
-	Lease time.Duration
-	// Pool names the worker pool that should run the command (empty: any).
-	Pool string
+	Lease time.Duration `json:"lease"`
+	// Pool names the worker pool that should run the command (empty: any),
+	// from the step's spec.pool.
+	Pool string `json:"pool,omitempty"`
+	// Meta carries trace context and other transport metadata.
+	Meta map[string]string `json:"meta,omitempty"`
 }
 
 // Reporter carries a worker's reports back to the orchestrator.

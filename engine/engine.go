@@ -64,7 +64,22 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock returns the current time. Defaults to time.Now.
 	Clock func() time.Time
+	// Observer, if set, sees every event once it is durably appended, in
+	// append order, from the orchestrator's goroutine: metrics and traces
+	// derive from the log itself. It must not block.
+	Observer Observer
 }
+
+// Observer sees appended events (see Config.Observer).
+type Observer interface {
+	Observe(ev eventlog.Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ev eventlog.Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(ev eventlog.Event) { f(ev) }
 
 // Engine runs playbook executions: an orchestrator that folds and decides
 // over the event log, and (unless Workers is 0) in-process workers.
@@ -124,7 +139,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.orch = &orchestrator{
 		log: cfg.Log, dispatch: dispatch, clock: cfg.Clock, logger: cfg.Logger,
-		lease: cfg.CommandLease, tick: cfg.Tick, maxBatch: cfg.MaxBatch,
+		lease: cfg.CommandLease, tick: cfg.Tick, maxBatch: cfg.MaxBatch, observer: cfg.Observer,
 		inbox: make(chan message, cfg.MaxBatch), execs: map[string]*execution{},
 		finished: map[string]*Summary{}, waiters: map[string]chan struct{}{},
 	}
@@ -284,6 +299,13 @@ func (e *Engine) Wait(ctx context.Context, executionID string) (*Summary, error)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.finished[executionID], nil
+}
+
+// Driving lists the executions this engine's orchestrator drives now.
+func (e *Engine) Driving(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := e.orch.send(ctx, message{kind: msgList, list: &ids})
+	return ids, err
 }
 
 // Close stops the orchestrator and the workers. Running commands are

@@ -38,12 +38,14 @@ const (
 	msgLoad
 	msgStart
 	msgCancel
+	msgList
 )
 
 type message struct {
 	kind  msgKind
 	ev    eventlog.Event
 	state *State
+	list  *[]string
 	reply chan error
 }
 
@@ -65,6 +67,7 @@ type orchestrator struct {
 	lease    time.Duration
 	tick     time.Duration
 	maxBatch int
+	observer Observer
 
 	inbox chan message
 	execs map[string]*execution
@@ -192,6 +195,9 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 			}
 			replies = append(replies, m.reply)
 			touch(id)
+		case msgList:
+			*m.list = sortedKeys(o.execs)
+			m.reply <- nil
 		case msgCancel:
 			ex := o.execs[m.ev.ExecutionID]
 			if ex == nil {
@@ -253,8 +259,15 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 	}
 	for i := range pending {
 		ev := &pending[i]
+		if results[i].Duplicate {
+			continue
+		}
+		ev.ID, ev.Seq = results[i].ID, results[i].Seq
+		if o.observer != nil {
+			o.observer.Observe(*ev)
+		}
 		ex := o.execs[ev.ExecutionID]
-		if ex == nil || results[i].Duplicate {
+		if ex == nil {
 			continue
 		}
 		if ev.Type == eventlog.TypeCommandIssued {
@@ -342,6 +355,7 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 		Index: p.Index, Slot: p.Slot, Frame: ev.Frame, Rows: p.Rows,
 		StartTask: p.StartTask, TaskAttempt: p.TaskAttempt, Carry: p.Carry, Lease: o.lease,
 	}
+	cmd.PlaybookSource, cmd.PlaybookFile, cmd.PlaybookHash = s.started.Playbook, s.started.File, s.playbookHash()
 	if p.Kind == KindItem {
 		if l := s.Loops[p.Run]; l != nil && p.Index < len(l.Items) {
 			cmd.Item = l.Items[p.Index]

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -62,6 +64,7 @@ type State struct {
 	Playbook *dsl.Playbook
 	started  startedPayload
 	parent   string
+	hash     string
 
 	cancelRequested bool
 	runCount        map[string]int
@@ -397,6 +400,15 @@ func (s *State) Apply(ev eventlog.Event) error {
 		_ = decode(ev, &s.Failure)
 	}
 	return nil
+}
+
+// playbookHash returns the hex SHA-256 of the playbook source.
+func (s *State) playbookHash() string {
+	if s.hash == "" {
+		sum := sha256.Sum256([]byte(s.started.Playbook))
+		s.hash = hex.EncodeToString(sum[:])
+	}
+	return s.hash
 }
 
 // current returns the command an event reports on, or nil when the event
