@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const validPlaybook = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: ok}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    surprise: 1
+`
+
+const invalidPlaybook = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: bad}
+workflow:
+  - step: start
+    next: [nowhere]
+`
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runValidate(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = dispatch(append([]string{"validate"}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestValidateCommand(t *testing.T) {
+	t.Parallel()
+	good := writeFile(t, "good.yaml", validPlaybook)
+	bad := writeFile(t, "bad.yaml", invalidPlaybook)
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  []string // exact stdout lines
+		wantErr  string   // substring of stderr
+	}{
+		{name: "valid", args: []string{good}, wantCode: 0, wantOut: []string{"ok " + good}},
+		{
+			name: "valid verbose", args: []string{"-v", good}, wantCode: 0,
+			wantOut: []string{good + `:7:5: warning: step start: unknown key "surprise" (ignored)`, "ok " + good},
+		},
+		{
+			name: "invalid lists every problem", args: []string{bad}, wantCode: 1,
+			wantOut: []string{
+				bad + ":5:5: step start: tool is required",
+				bad + `:6:12: step start: next step "nowhere" does not exist`,
+			},
+		},
+		{
+			name: "mixed", args: []string{good, bad}, wantCode: 1,
+			wantOut: []string{
+				"ok " + good,
+				bad + ":5:5: step start: tool is required",
+				bad + `:6:12: step start: next step "nowhere" does not exist`,
+			},
+		},
+		{name: "missing file", args: []string{good + ".absent"}, wantCode: 1, wantOut: []string{good + ".absent: dsl: read playbook: open " + good + ".absent: no such file or directory"}},
+		{name: "no files", args: nil, wantCode: 2, wantErr: "no playbook files given"},
+		{name: "unknown flag", args: []string{"-x", good}, wantCode: 2, wantErr: "flag provided but not defined: -x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := runValidate(tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("exit code %d, want %d (stderr %q)", code, tt.wantCode, errOut)
+			}
+			if got := lines(out); tt.wantOut != nil && !slices.Equal(got, tt.wantOut) {
+				t.Errorf("stdout:\n%s\nwant:\n%s", out, strings.Join(tt.wantOut, "\n"))
+			}
+			if !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("stderr %q does not contain %q", errOut, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestDispatch(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	if code := dispatch(nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "usage: cursorflow") {
+		t.Errorf("no command: code %d, stderr %q", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := dispatch([]string{"frobnicate"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "frobnicate"`) {
+		t.Errorf("unknown command: code %d, stderr %q", code, errOut.String())
+	}
+	if code := dispatch([]string{"help"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "validate") {
+		t.Errorf("help: code %d, stdout %q", code, out.String())
+	}
+}
+
+func lines(s string) []string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+// corpus returns the NoETL playbooks: valid ones and broken ones. It skips
+// when the corpus is absent locally and fails under CI=true.
+func corpus(t *testing.T) (valid, broken []string) {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "noetl-playbooks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("NoETL corpus missing at %s", dir)
+		}
+		t.Skipf("NoETL corpus not present at %s", dir)
+	}
+	err = filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(path, ".yaml") {
+			return err
+		}
+		if strings.Contains(filepath.ToSlash(path), "/broken_playbooks/") {
+			broken = append(broken, path)
+		} else {
+			valid = append(valid, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return valid, broken
+}
+
+// TestValidateBinary builds the real command and runs it over the corpus.
+func TestValidateBinary(t *testing.T) {
+	t.Parallel()
+	valid, broken := corpus(t)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("go toolchain not on PATH")
+		}
+		t.Skip("go toolchain not on PATH")
+	}
+	bin := filepath.Join(t.TempDir(), "cursorflow")
+	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command(bin, args...)
+		out, err := cmd.Output()
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			return exitErr.ExitCode(), string(out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+
+	code, out := run(append([]string{"validate"}, valid...)...)
+	if code != 0 {
+		t.Fatalf("valid corpus: exit %d\n%s", code, out)
+	}
+	if got := lines(out); len(got) != len(valid) {
+		t.Errorf("valid corpus: %d output lines for %d files:\n%s", len(got), len(valid), out)
+	}
+
+	code, out = run(append([]string{"validate"}, append(valid, broken...)...)...)
+	if code != 1 {
+		t.Errorf("with broken playbook: exit %d, want 1", code)
+	}
+	for _, b := range broken {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(b) + `:\d+:\d+: \S`).MatchString(out) {
+			t.Errorf("no file:line:col error for %s in:\n%s", b, out)
+		}
+	}
+	if !strings.Contains(out, "should_error_tool_is_required.yaml:39:5: step end: tool is required\n") {
+		t.Errorf("missing the corpus' tool-is-required error:\n%s", out)
+	}
+	if code, _ := run("validate"); code != 2 {
+		t.Errorf("no files: exit %d, want 2", code)
+	}
+}
