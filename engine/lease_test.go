@@ -1,0 +1,162 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+// killingDispatcher runs each command on its own goroutine through the
+// engine's worker runtime, except that it "kills" the worker of one chosen
+// frame right after that frame's body has run: the worker stops
+// heartbeating and its frame.done is held back, as if the process died
+// before reporting. When the reaper has re-issued the frame, the held
+// report is delivered late, and must be refused.
+type killingDispatcher struct {
+	eng    *engine.Engine
+	victim string // command id of the frame to kill
+
+	mu        sync.Mutex
+	held      *eventlog.Event
+	lateErr   chan error
+	reissued  chan struct{}
+	reissueOn sync.Once
+}
+
+func (k *killingDispatcher) Dispatch(cmd *engine.Command) { go k.run(cmd) }
+func (k *killingDispatcher) Durable() bool                { return false }
+
+func (k *killingDispatcher) run(cmd *engine.Command) {
+	ctx := context.Background()
+	if cmd.ID != k.victim {
+		_ = k.eng.Worker().Execute(ctx, cmd, k.eng.Reporter())
+		return
+	}
+	_ = k.eng.Worker().Execute(ctx, cmd, &dyingReporter{k: k, inner: k.eng.Reporter()})
+}
+
+// observe watches the log for the victim's re-issue.
+func (k *killingDispatcher) observe(ev eventlog.Event) {
+	base := k.victim[:strings.LastIndexByte(k.victim, '@')]
+	if ev.Type == eventlog.TypeCommandIssued && ev.Attempt == 2 && strings.HasPrefix(ev.CommandID, base+"@") {
+		k.reissueOn.Do(func() { close(k.reissued) })
+	}
+}
+
+type dyingReporter struct {
+	k     *killingDispatcher
+	inner engine.Reporter
+}
+
+func (d *dyingReporter) Report(ctx context.Context, ev eventlog.Event) error {
+	if ev.Type != eventlog.TypeFrameDone {
+		return d.inner.Report(ctx, ev)
+	}
+	// Dead: hold the report back, deliver it after the re-issue.
+	go func() {
+		<-d.k.reissued
+		d.k.lateErr <- d.inner.Report(context.Background(), ev)
+	}()
+	return nil
+}
+
+func (d *dyingReporter) Heartbeat(context.Context, string, string) error { return nil }
+
+func TestWorkerKilledMidFrame(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	n := 100_000
+	if testing.Short() {
+		n = 10_000
+	}
+	pool, table := pgQueue(t, dsn, n)
+	kc := tools.StaticURLs(map[string]string{"pg": dsn})
+	treg, creg, closer := stdwire.Registries(kc, nil)
+	defer closer.Close()
+	kd := &killingDispatcher{victim: "start#1/s3.f2@1", lateErr: make(chan error, 1), reissued: make(chan struct{})}
+	log := eventlog.NewMemory()
+	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Dispatcher: kd,
+		Tick: 20 * time.Millisecond, Observer: engine.ObserverFunc(kd.observe)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd.eng = e
+	defer e.Close()
+	src := header + `
+workload: {table: ` + table + `}
+workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: postgres
+        auth: pg` + claimSQL + `
+      iterator: job
+      spec:
+        mode: cursor
+        max_in_flight: 8
+        frame: {max_rows: 500, process: frame, lease_seconds: 1}
+    tool:
+      kind: postgres
+      auth: pg
+      command: |
+        UPDATE {{ table }} q SET status = 'done', result = r.payload * 2, done_count = q.done_count + 1
+        FROM jsonb_to_recordset('{{ iter.job | tojson }}'::jsonb) AS r(id int, payload int)
+        WHERE q.id = r.id AND q.status = 'claimed'
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	id, err := e.Start(ctx, []byte(src), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := e.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := log.Read(ctx, id, 0, 0)
+	if sum.Status != engine.StatusCompleted {
+		dumpOnFail(t, evs)
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	select {
+	case err := <-kd.lateErr:
+		if !errors.Is(err, engine.ErrStale) {
+			t.Fatalf("the dead worker's late frame.done was answered %v, want ErrStale", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the victim frame was never re-issued")
+	}
+	var done, claimed, maxDone int
+	if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FILTER (WHERE status = 'done' AND result = payload * 2),
+		count(*) FILTER (WHERE status = 'claimed'), max(done_count) FROM %s`, table)).Scan(&done, &claimed, &maxDone); err != nil {
+		t.Fatal(err)
+	}
+	if done != n || claimed != 0 || maxDone != 1 {
+		t.Fatalf("done=%d claimed=%d max done_count=%d, want %d, 0, 1", done, claimed, maxDone, n)
+	}
+	if c := countType(evs, eventlog.TypeLoopDone); c != 1 {
+		t.Fatalf("loop.done recorded %d times", c)
+	}
+	leases := 0
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeCommandIssued && strings.Contains(string(ev.Payload), `"reason":"lease"`) {
+			leases++
+		}
+		if ev.Type == eventlog.TypeFrameDone && ev.CommandID == kd.victim {
+			t.Fatalf("the dead worker's frame.done was recorded")
+		}
+	}
+	if leases != 1 {
+		t.Fatalf("%d frames re-issued after a lease expired, want 1", leases)
+	}
+	t.Logf("%d rows, %d events (%.4f per row)", n, len(evs), float64(len(evs))/float64(n))
+}

@@ -1,0 +1,164 @@
+package engine_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/playbook"
+)
+
+func TestStepTimeoutFailsTheStep(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    spec: {timeout: 0.05}
+    tool: {kind: rec, key: slow, sleep_ms: 5000}
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusFailed || sum.Step != "start" || !strings.Contains(sum.Error, "deadline") {
+		t.Fatalf("summary %+v, want failed at start with a deadline error", sum)
+	}
+}
+
+func TestCancelStopsAnExecution(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    loop:
+      in: '{{ range(1000) | list }}'
+      iterator: i
+      spec: {mode: sequential}
+    tool: {kind: rec, key: 'i{{ iter.i }}', sleep_ms: 5}
+`), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cancel once the loop is under way.
+	for b.rec.count("i3") == 0 {
+		if err := b.log.Wait(ctx, id, 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := b.eng.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != engine.StatusCancelled {
+		t.Fatalf("status %s, want cancelled", sum.Status)
+	}
+	evs, _ := b.log.Read(ctx, id, 0, 0)
+	if evs[len(evs)-1].Type != eventlog.TypeExecutionCancelled {
+		t.Fatalf("last event %s", evs[len(evs)-1].Type)
+	}
+	if n := len(b.rec.calls); n > 100 {
+		t.Fatalf("%d items ran after cancel", n)
+	}
+}
+
+func TestSubPlaybook(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	child := header + `
+workload: {base: 1}
+workflow:
+  - step: start
+    tool: {kind: rec, key: 'child-{{ base }}', doubled: '{{ base * 2 }}'}
+`
+	if err := os.WriteFile(filepath.Join(dir, "child.yaml"), []byte(child), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	parent := header + `
+workflow:
+  - step: start
+    loop:
+      in: '{{ [5, 6] }}'
+      iterator: n
+      spec: {mode: parallel}
+    tool:
+      kind: playbook
+      path: child.yaml
+      workload: {base: '{{ iter.n }}'}
+    next:
+      - step: use
+        when: '{{ event.name == "loop.done" }}'
+  - step: use
+    tool: {kind: rec, key: use, got: '{{ start.data | map(attribute="steps") | map(attribute="start") | map(attribute="data") | map(attribute="doubled") | list }}'}
+`
+	log := eventlog.NewMemory()
+	rec := &recorder{}
+	reg := tools.NewRegistry()
+	reg.MustRegister("rec", rec.tool())
+	e, err := engine.New(engine.Config{Log: log, Tools: reg, Tick: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	reg.MustRegister("playbook", playbook.New(e))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id, err := e.Start(ctx, []byte(parent), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := e.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	if rec.count("child-5") != 1 || rec.count("child-6") != 1 {
+		t.Fatalf("children ran %d and %d times, want once each", rec.count("child-5"), rec.count("child-6"))
+	}
+	got := data(t, sum, "use")["got"]
+	if s, _ := got.([]any); len(s) != 2 || s[0] != int64(10) || s[1] != int64(12) {
+		t.Fatalf("use.got = %#v, want [10 12]", got)
+	}
+	children, _ := log.Executions(ctx, false)
+	if len(children) != 3 {
+		t.Fatalf("log holds %d executions, want parent + 2 children", len(children))
+	}
+}
+
+func TestVarsAndStepVars(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, header+`
+workload: {name: world}
+vars:
+  greeting: 'hello {{ name }}'
+workflow:
+  - step: start
+    tool: {kind: rec, key: s, value: 41}
+    vars:
+      answer: '{{ result.value + 1 }}'
+    next: [use]
+  - step: use
+    tool: {kind: rec, key: u, greeting: '{{ vars.greeting }}', answer: '{{ vars.answer }}', exec: '{{ execution_id }}'}
+`, map[string]any{"name": "cursorflow"})
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	d := data(t, sum, "use")
+	if d["greeting"] != "hello cursorflow" || d["answer"] != int64(42) || d["exec"] != sum.ExecutionID {
+		t.Fatalf("use = %v", d)
+	}
+}
