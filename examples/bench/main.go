@@ -1,0 +1,364 @@
+// Command bench drains N rows from PostgreSQL through a cursor loop and,
+// in the same run, through the same claim and mark-done SQL in a tight
+// pgx loop with the same concurrency and no engine. It prints items/s for
+// each, the engine/baseline ratios, event rows per item and peak heap.
+//
+//	go run ./examples/bench -dsn postgres://postgres@127.0.0.1:5432/test -n 10000,500000
+//
+// Three engine bodies are measured:
+//   - noop:  process: row with a no-op tool (claim and engine overhead only)
+//   - row:   process: row with a per-row UPDATE marking the row done
+//   - frame: process: frame with one set-based UPDATE per frame
+//
+// and two baselines: the claim plus per-row UPDATEs (row_concurrency
+// goroutines per slot), and the claim plus one set-based UPDATE per frame.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
+	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+type config struct {
+	dsn         string
+	sizes       []int
+	slots       int
+	maxRows     int
+	rowConc     int
+	eventlogURL string
+}
+
+func main() {
+	var c config
+	var sizes string
+	flag.StringVar(&c.dsn, "dsn", envOr("CURSORFLOW_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN for the queue and the event log")
+	flag.StringVar(&sizes, "n", "10000,500000", "comma-separated queue sizes")
+	flag.IntVar(&c.slots, "slots", 8, "max_in_flight: frame slots (and baseline claimers)")
+	flag.IntVar(&c.maxRows, "max-rows", 100, "rows per frame")
+	flag.IntVar(&c.rowConc, "row-concurrency", 4, "rows run at once per frame (process: row)")
+	flag.StringVar(&c.eventlogURL, "eventlog", "postgres", "event log for the engine runs: postgres (in the queue's database) or memory")
+	flag.Parse()
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "bench: bad -n %q\n", s)
+			os.Exit(2)
+		}
+		c.sizes = append(c.sizes, n)
+	}
+	if err := run(context.Background(), c, os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+type result struct {
+	name     string
+	n        int
+	seconds  float64
+	events   int64
+	peakHeap uint64
+}
+
+func (r result) rate() float64 { return float64(r.n) / r.seconds }
+
+func run(ctx context.Context, c config, out io.Writer) error {
+	pcfg, err := pgxpool.ParseConfig(c.dsn)
+	if err != nil {
+		return err
+	}
+	// As many connections as the engine's own pools use by default: the
+	// cursor driver's 8 and the postgres tool's 16.
+	pcfg.MaxConns = 24
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	schema := fmt.Sprintf("bench_%d", rand.Uint32())
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return err
+	}
+	defer pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+
+	fmt.Fprintf(out, "cursorflow bench: slots=%d max_rows=%d row_concurrency=%d GOMAXPROCS=%d\n\n", c.slots, c.maxRows, c.rowConc, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(out, "%-8s %-16s %10s %10s %10s %12s %12s\n", "N", "run", "items/s", "ratio", "seconds", "events/item", "peak heap")
+	for _, n := range c.sizes {
+		var rs []result
+		for _, mode := range []string{"baseline-row", "row", "baseline-frame", "frame", "noop"} {
+			table := fmt.Sprintf("%s.q_%s_%d", schema, strings.ReplaceAll(mode, "-", "_"), n)
+			if err := makeQueue(ctx, pool, table, n); err != nil {
+				return err
+			}
+			var r result
+			var err error
+			switch mode {
+			case "baseline-row":
+				r, err = measure(func() (int64, error) { return 0, baseline(ctx, pool, c, table, false) })
+			case "baseline-frame":
+				r, err = measure(func() (int64, error) { return 0, baseline(ctx, pool, c, table, true) })
+			default:
+				r, err = measure(func() (int64, error) { return viaEngine(ctx, pool, c, schema, table, mode) })
+			}
+			if err != nil {
+				return fmt.Errorf("%s N=%d: %w", mode, n, err)
+			}
+			if err := checkDrained(ctx, pool, table, n, mode != "noop"); err != nil {
+				return fmt.Errorf("%s N=%d: %w", mode, n, err)
+			}
+			r.name, r.n = mode, n
+			rs = append(rs, r)
+			ratio := ""
+			switch mode {
+			case "row":
+				ratio = fmt.Sprintf("%.2f", r.rate()/rs[0].rate())
+			case "frame":
+				ratio = fmt.Sprintf("%.2f", r.rate()/rs[2].rate())
+			case "noop":
+				ratio = fmt.Sprintf("%.2f", r.rate()/rs[2].rate())
+			}
+			epi := "-"
+			if r.events > 0 {
+				epi = fmt.Sprintf("%.4f", float64(r.events)/float64(n))
+			}
+			fmt.Fprintf(out, "%-8d %-16s %10.0f %10s %10.2f %12s %10.1fMB\n", n, mode, r.rate(), ratio, r.seconds, epi, float64(r.peakHeap)/(1<<20))
+			if _, err := pool.Exec(ctx, "DROP TABLE "+table); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintln(out, "ratio: engine items/s over its baseline (row vs baseline-row; frame and noop vs baseline-frame)")
+	return nil
+}
+
+// measure runs f, timing it and sampling the peak heap in use.
+func measure(f func() (int64, error)) (result, error) {
+	runtime.GC()
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	start := time.Now()
+	events, err := f()
+	secs := time.Since(start).Seconds()
+	close(stop)
+	wg.Wait()
+	return result{seconds: secs, events: events, peakHeap: peak.Load()}, err
+}
+
+func makeQueue(ctx context.Context, pool *pgxpool.Pool, table string, n int) error {
+	_, err := pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE %[1]s (id bigint PRIMARY KEY, payload text NOT NULL,
+		status text NOT NULL DEFAULT 'pending', claimed_at timestamptz, done_at timestamptz);
+		INSERT INTO %[1]s (id, payload) SELECT g, 'payload-' || g FROM generate_series(1, %[2]d) g;
+		CREATE INDEX ON %[1]s (id) WHERE status = 'pending';
+		ANALYZE %[1]s`, table, n))
+	return err
+}
+
+func checkDrained(ctx context.Context, pool *pgxpool.Pool, table string, n int, wantDone bool) error {
+	var done, pending int
+	err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'pending') FROM %s`, table)).Scan(&done, &pending)
+	if err != nil {
+		return err
+	}
+	if pending != 0 || (wantDone && done != n) {
+		return fmt.Errorf("queue not drained: %d done, %d pending of %d", done, pending, n)
+	}
+	return nil
+}
+
+func claimSQL(table, max string) string {
+	return fmt.Sprintf(`WITH c AS (SELECT id FROM %[1]s WHERE status = 'pending' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT %[2]s) ` +
+		`UPDATE %[1]s q SET status = 'claimed', claimed_at = now() FROM c WHERE q.id = c.id RETURNING q.id, q.payload`, table, max)
+}
+
+func markRowSQL(table, id string) string {
+	return fmt.Sprintf(`UPDATE %s SET status = 'done', done_at = now() WHERE id = %s`, table, id)
+}
+
+func markFrameSQL(table, rowsJSON string) string {
+	return fmt.Sprintf(`UPDATE %s q SET status = 'done', done_at = now() FROM jsonb_to_recordset('%s'::jsonb) AS r(id bigint) WHERE q.id = r.id`, table, rowsJSON)
+}
+
+// baseline drains the queue with the same SQL, slots and row concurrency
+// as the engine, and nothing else.
+func baseline(ctx context.Context, pool *pgxpool.Pool, c config, table string, perFrame bool) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, c.slots)
+	for s := 0; s < c.slots; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				rows, err := pool.Query(ctx, claimSQL(table, strconv.Itoa(c.maxRows)), pgx.QueryExecModeSimpleProtocol)
+				if err != nil {
+					errs <- err
+					return
+				}
+				type row struct {
+					ID      int64  `json:"id"`
+					Payload string `json:"payload"`
+				}
+				var claimed []row
+				for rows.Next() {
+					var r row
+					if err := rows.Scan(&r.ID, &r.Payload); err != nil {
+						rows.Close()
+						errs <- err
+						return
+					}
+					claimed = append(claimed, r)
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					errs <- err
+					return
+				}
+				if len(claimed) == 0 {
+					return
+				}
+				if perFrame {
+					b, _ := json.Marshal(claimed)
+					if _, err := pool.Exec(ctx, markFrameSQL(table, string(b)), pgx.QueryExecModeSimpleProtocol); err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				sem := make(chan struct{}, c.rowConc)
+				var rw sync.WaitGroup
+				for _, r := range claimed {
+					sem <- struct{}{}
+					rw.Add(1)
+					go func() {
+						defer rw.Done()
+						defer func() { <-sem }()
+						if _, err := pool.Exec(ctx, markRowSQL(table, strconv.FormatInt(r.ID, 10)), pgx.QueryExecModeSimpleProtocol); err != nil {
+							select {
+							case errs <- err:
+							default:
+							}
+						}
+					}()
+				}
+				rw.Wait()
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+func viaEngine(ctx context.Context, pool *pgxpool.Pool, c config, schema, table, mode string) (int64, error) {
+	var log eventlog.Log = eventlog.NewMemory()
+	if c.eventlogURL != "memory" {
+		pl, err := pglog.New(ctx, pool, pglog.Config{Schema: schema + "_events_" + mode})
+		if err != nil {
+			return 0, err
+		}
+		log = pl
+	}
+	defer log.Close()
+	kc := tools.StaticURLs(map[string]string{"pg": c.dsn})
+	treg, creg, closer := stdwire.Registries(kc, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer closer.Close()
+	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return 0, err
+	}
+	defer e.Close()
+	process, body := "row", "\n      kind: noop"
+	switch mode {
+	case "row":
+		body = "\n      kind: postgres\n      auth: pg\n      command: |\n        " + markRowSQL(table, "{{ iter.job.id }}")
+	case "frame":
+		process = "frame"
+		body = "\n      kind: postgres\n      auth: pg\n      command: |\n        " + markFrameSQL(table, `{{ iter.job | tojson }}`)
+	}
+	src := fmt.Sprintf(`apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: bench-%s}
+workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: postgres
+        auth: pg
+        claim: |
+          %s
+      iterator: job
+      spec:
+        mode: cursor
+        max_in_flight: %d
+        frame: {max_rows: %d, row_concurrency: %d, process: %s}
+    tool: %s
+`, mode, claimSQL(table, "{{ __frame_max_rows }}"), c.slots, c.maxRows, c.rowConc, process, body)
+	id, err := e.Start(ctx, []byte(src), engine.StartOptions{File: "bench.yaml"})
+	if err != nil {
+		return 0, err
+	}
+	sum, err := e.Wait(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	if sum.Status != engine.StatusCompleted {
+		return 0, fmt.Errorf("execution %s: %s at %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	evs, err := log.Read(ctx, id, 0, 0)
+	if err != nil {
+		return 0, err
+	}
+	return int64(len(evs)), nil
+}
