@@ -214,7 +214,7 @@ func checkDrained(ctx context.Context, pool *pgxpool.Pool, table string, n int, 
 }
 
 func claimSQL(table, max string) string {
-	return fmt.Sprintf(`WITH c AS (SELECT id FROM %[1]s WHERE status = 'pending' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT %[2]s) ` +
+	return fmt.Sprintf(`WITH c AS (SELECT id FROM %[1]s WHERE status = 'pending' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT %[2]s) `+
 		`UPDATE %[1]s q SET status = 'claimed', claimed_at = now() FROM c WHERE q.id = c.id RETURNING q.id, q.payload`, table, max)
 }
 
