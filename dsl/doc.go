@@ -1,0 +1,96 @@
+// Package dsl reads NoETL v2 playbooks: YAML documents that describe a
+// workflow of steps, each running a tool (an HTTP call, a SQL statement,
+// a script, ...) and routing to the next steps.
+//
+// # A first playbook
+//
+//	apiVersion: noetl.io/v2
+//	kind: Playbook
+//	metadata:
+//	  name: hello
+//	workload:
+//	  api_url: https://api.example.com
+//	workflow:
+//	  - step: start               # every workflow begins at "start"
+//	    tool:
+//	      kind: http
+//	      url: "{{ api_url }}/items"
+//	    set:
+//	      ctx.count: "{{ output.data.data | length }}"
+//	    next:
+//	      spec: {mode: exclusive}
+//	      arcs:
+//	        - step: save
+//	          when: "{{ ctx.count > 0 }}"
+//	  - step: save
+//	    tool:
+//	      kind: postgres
+//	      auth: pg_main
+//	      command: INSERT INTO runs (n) VALUES ({{ ctx.count }})
+//
+// Parse (or ParseFile) turns such a document into a *Playbook: typed Go
+// values (Step, Task, Loop, Next, Policy, ...) documented field by field in
+// this package. Parsing does not depend on a tool kind being registered;
+// the engine resolves kinds when it runs a step.
+//
+// # The shape of a playbook
+//
+// The top level holds apiVersion, kind, metadata, workload (arbitrary
+// data, kept as plain Go values), vars, keychain (credential aliases),
+// workbook (named tasks that steps can run with kind: workbook) and
+// workflow, the list of steps. workflow is required, and so is a step
+// named start; step names are unique.
+//
+// A step has a name (step:), an optional desc and when guard, args (NoETL
+// also spells it input:), vars, set assignments, an optional loop, a
+// tool, next and spec (timeout, on_error, policy). Several parts accept
+// more than one form, as NoETL playbooks in the wild use them all:
+//
+//   - tool is one mapping {kind, ...} or a pipeline: a list of tasks
+//     [{name, kind, ...}], run in order, whose policies may jump between
+//     tasks by name.
+//   - next is a router {spec: {mode}, arcs: [{step, when, set, args}]}, a
+//     list of arcs, a list of step names, or one step name. Mode
+//     exclusive (the default) takes the first matching arc; inclusive
+//     takes every one.
+//   - loop iterates over a collection (in + iterator, mode sequential or
+//     parallel) or drains a cursor (cursor {kind, auth, claim} + iterator,
+//     mode cursor, with frame bounds such as max_rows and lease_seconds).
+//   - spec.policy.rules is an ordered list of {when, then: {do, attempts,
+//     backoff, delay, to, set}} rules ending, usually, with an else rule.
+//     The common slip of writing `- else:` with then: as its sibling is
+//     accepted as the author meant it.
+//
+// Defaults are filled in while parsing (loop mode, frame sizes, retry
+// attempts, backoff), as the field comments of each type state, so code
+// that runs a playbook never needs to guess.
+//
+// # Templates
+//
+// Strings may hold Jinja2 templates ({{ expression }} and {% tags %}).
+// Each is compiled once, when the playbook is parsed, into a *Template or a
+// *Value (a YAML value with compiled templates at its string leaves), and
+// rendered many times later against the execution's variables: workload
+// keys, ctx, vars, earlier steps' results by step name, iter.<iterator>,
+// output (in set blocks, arc guards and policies), and a few others. A
+// template that is exactly one {{ expression }} renders to the
+// expression's native value (a list stays a list); any other renders to a
+// string. A template syntax error is a parse error.
+//
+// # Positions and problems
+//
+// Every parsed element keeps the Pos (file, 1-based line and column) it
+// came from. Parse reports every problem it finds at once, not only the
+// first, as an ErrorList of Diagnostics that print as
+// "file:line:col: message" in source order: YAML syntax errors, missing
+// or duplicate steps, unknown arc and jump targets, a step without a tool,
+// bad enum values, negative numbers, template syntax errors and values of
+// the wrong kind (a mapping where a list belongs, for example).
+//
+// Unknown keys are not errors: NoETL playbooks carry keys this package
+// does not use (executor blocks, admit policies, tool-specific extras).
+// They are kept (in Extra fields where the type has one) and listed in
+// Playbook.Warnings, so a playbook that NoETL accepts keeps working.
+//
+// Parse never panics, whatever its input; it is fuzzed to check that.
+package dsl

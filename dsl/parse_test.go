@@ -1,0 +1,694 @@
+package dsl
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// header is the preamble of the small playbooks in these tests; the first
+// workflow step starts on line 6.
+const header = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata:
+  name: t
+workflow:
+`
+
+// pb wraps steps (written at column 1 of a list) into a playbook.
+func pb(steps string) string { return header + steps }
+
+func mustParse(t *testing.T, src string) *Playbook {
+	t.Helper()
+	p, err := Parse("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatalf("Parse: unexpected error:\n%v", err)
+	}
+	return p
+}
+
+func parseErrors(t *testing.T, src string) ErrorList {
+	t.Helper()
+	_, err := Parse("t.yaml", []byte(src))
+	if err == nil {
+		t.Fatalf("Parse: want errors, got none")
+	}
+	var el ErrorList
+	if !errors.As(err, &el) {
+		t.Fatalf("Parse: error %T is not an ErrorList: %v", err, err)
+	}
+	return el
+}
+
+func hasWarning(p *Playbook, substr string) bool {
+	for _, w := range p.Warnings {
+		if w.Warning && strings.Contains(w.Message, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+// moduleRoot finds the directory holding go.mod above the test's directory.
+func moduleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// corpusDir returns the NoETL playbook corpus, skipping the test when it is
+// absent locally (failing under CI=true).
+func corpusDir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(moduleRoot(t), "..", "shared", "noetl-playbooks")
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("NoETL corpus missing at %s: %v", dir, err)
+		}
+		t.Skipf("NoETL corpus not present at %s", dir)
+	}
+	return dir
+}
+
+func corpusFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !e.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestCorpus parses every NoETL playbook: the valid ones without errors,
+// the broken one with positioned errors.
+func TestCorpus(t *testing.T) {
+	t.Parallel()
+	dir := corpusDir(t)
+	files := corpusFiles(t, dir)
+	if len(files) < 20 {
+		t.Fatalf("corpus holds %d playbooks, want at least 20", len(files))
+	}
+	sawBroken := false
+	for _, f := range files {
+		rel, _ := filepath.Rel(dir, f)
+		t.Run(rel, func(t *testing.T) {
+			p, err := ParseFile(f)
+			if strings.HasPrefix(filepath.ToSlash(rel), "broken_playbooks/") {
+				sawBroken = true
+				var el ErrorList
+				if !errors.As(err, &el) || len(el) == 0 {
+					t.Fatalf("broken playbook accepted (err = %v)", err)
+				}
+				for _, d := range el {
+					if d.Pos.File != f || d.Pos.Line < 1 || d.Pos.Col < 1 {
+						t.Errorf("error without a file:line:col position: %q", d.Error())
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("valid playbook rejected:\n%v", err)
+			}
+			if p.Step(StartStep) == nil {
+				t.Fatal("no start step in index")
+			}
+			for _, s := range p.Workflow {
+				if p.Step(s.Name) != s {
+					t.Errorf("Step(%q) does not return the step", s.Name)
+				}
+			}
+		})
+	}
+	if !sawBroken {
+		t.Error("corpus has no broken_playbooks/ entry")
+	}
+}
+
+func TestBrokenPlaybookMessage(t *testing.T) {
+	t.Parallel()
+	_, err := ParseFile("testdata/noetl/should_error_tool_is_required.yaml")
+	var el ErrorList
+	if !errors.As(err, &el) {
+		t.Fatalf("want ErrorList, got %v", err)
+	}
+	want := "testdata/noetl/should_error_tool_is_required.yaml:39:5: step end: tool is required"
+	if len(el) != 1 || el[0].Error() != want {
+		t.Fatalf("errors:\n%v\nwant exactly:\n%s", err, want)
+	}
+}
+
+func TestParseFileMissing(t *testing.T) {
+	t.Parallel()
+	_, err := ParseFile("testdata/does-not-exist.yaml")
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("want fs.ErrNotExist, got %v", err)
+	}
+}
+
+func TestTopLevel(t *testing.T) {
+	t.Parallel()
+	src := `apiVersion: noetl.io/v2
+kind: Playbook
+metadata:
+  name: demo
+  path: examples/demo
+  description: A demo
+  version: "2"
+  labels: {team: data}
+workload:
+  api_url: http://x
+  n: 3
+  ratio: 0.5
+  on: true
+  none: null
+  list: [1, "two", {three: 3}]
+vars:
+  greeting: "hello {{ api_url }}"
+keychain:
+  - name: pg
+    kind: postgres
+    scope: global
+workbook:
+  - name: ping
+    kind: http
+    url: http://x
+executor:
+  profile: auto
+workflow:
+  - step: start
+    tool: {kind: noop}
+`
+	p := mustParse(t, src)
+	if p.APIVersion != "noetl.io/v2" || p.Kind != "Playbook" || p.File != "t.yaml" {
+		t.Errorf("header = %q %q %q", p.APIVersion, p.Kind, p.File)
+	}
+	wantMeta := Metadata{Name: "demo", Path: "examples/demo", Description: "A demo",
+		Extra: map[string]any{"version": "2", "labels": map[string]any{"team": "data"}}}
+	if !reflect.DeepEqual(p.Metadata, wantMeta) {
+		t.Errorf("metadata = %#v", p.Metadata)
+	}
+	wantWorkload := map[string]any{
+		"api_url": "http://x", "n": int64(3), "ratio": 0.5, "on": true, "none": nil,
+		"list": []any{int64(1), "two", map[string]any{"three": int64(3)}},
+	}
+	if !reflect.DeepEqual(p.Workload, wantWorkload) {
+		t.Errorf("workload = %#v", p.Workload)
+	}
+	if v := p.Vars["greeting"]; v == nil || v.Raw() != "hello {{ api_url }}" {
+		t.Errorf("vars = %#v", p.Vars)
+	}
+	if len(p.Keychain) != 1 || p.Keychain[0].Name != "pg" || p.Keychain[0].Kind != "postgres" ||
+		!reflect.DeepEqual(p.Keychain[0].Fields, map[string]any{"scope": "global"}) || p.Keychain[0].Pos.Line != 19 {
+		t.Errorf("keychain = %#v", p.Keychain[0])
+	}
+	if task := p.WorkbookTask("ping"); task == nil || task.Kind != "http" || task.Config["url"].Raw() != "http://x" {
+		t.Errorf("workbook task = %#v", task)
+	}
+	if !hasWarning(p, `unknown top-level key "executor"`) {
+		t.Errorf("no warning for executor: %v", p.Warnings)
+	}
+	if p.Warnings[0].Pos.Line != 26 || p.Warnings[0].Pos.Col != 1 {
+		t.Errorf("executor warning at %v, want line 26 col 1", p.Warnings[0].Pos)
+	}
+}
+
+func TestStepFields(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  desc: first
+  when: "{{ enabled }}"
+  args:
+    a: 1
+  input:
+    b: "{{ a }}"
+  vars:
+    v: x
+  set:
+    ctx.z: 3
+    ctx.a: '{{ output.data }}'
+    iter.m: m
+  spec:
+    timeout: 30s
+    on_error: continue
+    custom: 7
+  tool:
+    kind: http
+    url: "{{ api }}/x"
+    auth: token
+    spec:
+      timeout: 2.5
+    set:
+      ctx.t: 1
+  flavour: mint
+`))
+	s := p.Step("start")
+	if s == nil || s.Desc != "first" || s.Pos != (Pos{File: "t.yaml", Line: 6, Col: 3}) {
+		t.Fatalf("step = %#v", s)
+	}
+	if s.When == nil || s.When.Source != "{{ enabled }}" || s.When.Pos.Line != 8 || s.When.Pos.Col != 10 {
+		t.Errorf("when = %#v", s.When)
+	}
+	if len(s.Args) != 2 || s.Args["a"].Raw() != int64(1) || s.Args["b"].Raw() != "{{ a }}" {
+		t.Errorf("args = %#v", s.Args)
+	}
+	if s.Vars["v"].Raw() != "x" {
+		t.Errorf("vars = %#v", s.Vars)
+	}
+	var paths []string
+	for _, a := range s.Set {
+		paths = append(paths, a.Path)
+	}
+	if !reflect.DeepEqual(paths, []string{"ctx.z", "ctx.a", "iter.m"}) || s.Set[0].Pos.Line != 16 || s.Set[0].Value.Raw() != int64(3) {
+		t.Errorf("set = %v (first at %v)", paths, s.Set[0].Pos)
+	}
+	if s.Spec.Timeout != 30*time.Second || s.Spec.OnError != "continue" || s.Spec.Extra["custom"] != int64(7) {
+		t.Errorf("spec = %#v", s.Spec)
+	}
+	if len(s.Tool) != 1 || s.Pipeline {
+		t.Fatalf("tool = %#v", s.Tool)
+	}
+	tool := s.Tool[0]
+	if tool.Kind != "http" || tool.Name != "" || tool.Timeout != 2500*time.Millisecond || len(tool.Set) != 1 ||
+		len(tool.Config) != 2 || tool.Config["url"].Raw() != "{{ api }}/x" || tool.Config["auth"].Raw() != "token" {
+		t.Errorf("tool = %#v", tool)
+	}
+	if s.Extra["flavour"] == nil || !hasWarning(p, `unknown key "flavour"`) || !hasWarning(p, `unknown spec key "custom"`) {
+		t.Errorf("extra = %#v warnings = %v", s.Extra, p.Warnings)
+	}
+}
+
+func TestArgsInputConflict(t *testing.T) {
+	t.Parallel()
+	el := parseErrors(t, pb(`- step: start
+  args: {a: 1}
+  input: {a: 2}
+  tool: {kind: noop}
+`))
+	if len(el) != 1 || !strings.Contains(el[0].Message, `argument "a" is set in both args and input`) || el[0].Pos.Line != 8 {
+		t.Fatalf("errors = %v", el)
+	}
+}
+
+func TestPipeline(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  tool:
+    - name: fetch
+      kind: http
+      url: http://x
+      timeout: 8
+      spec:
+        policy:
+          rules:
+            - when: "{{ output.status == 'error' }}"
+              then: {do: jump, to: save}
+    - save:
+        kind: postgres
+        command: select 1
+`))
+	s := p.Step("start")
+	if !s.Pipeline || len(s.Tool) != 2 {
+		t.Fatalf("tool = %#v", s.Tool)
+	}
+	if s.Tool[0].Name != "fetch" || s.Tool[0].Config["timeout"].Raw() != int64(8) || s.Tool[0].Timeout != 0 {
+		t.Errorf("task 0 = %#v", s.Tool[0])
+	}
+	if s.Tool[1].Name != "save" || s.Tool[1].Kind != "postgres" || s.Tool[1].Config["command"].Raw() != "select 1" {
+		t.Errorf("task 1 (name-keyed shorthand) = %#v", s.Tool[1])
+	}
+	if r := s.Tool[0].Policy.Rules[0]; r.Then.Do != DoJump || r.Then.To != "save" {
+		t.Errorf("rule = %#v", r)
+	}
+}
+
+func TestWorkbookStep(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: t}
+workbook:
+  - name: ping
+    kind: http
+    url: http://x
+    spec:
+      timeout: 5
+      policy:
+        rules:
+          - else: {then: {do: continue}}
+    set:
+      ctx.pinged: true
+workflow:
+  - step: start
+    kind: workbook
+    name: ping
+    next: second
+  - step: second
+    kind: workbook
+    task: ping
+`)
+	if s := p.Step("start"); s.Kind != "workbook" || s.TaskName != "ping" || len(s.Tool) != 0 {
+		t.Errorf("start = %#v", s)
+	}
+	if s := p.Step("second"); s.TaskName != "ping" {
+		t.Errorf("second = %#v", s)
+	}
+	task := p.WorkbookTask("ping")
+	if task.Timeout != 5*time.Second || task.Policy == nil || !task.Policy.Rules[0].Else || len(task.Set) != 1 {
+		t.Errorf("task = %#v", task)
+	}
+}
+
+func TestNextForms(t *testing.T) {
+	t.Parallel()
+	tail := `- step: a
+  tool: {kind: noop}
+- step: b
+  tool: {kind: noop}
+`
+	tests := []struct {
+		name, next string
+		wantMode   string
+		wantArcs   []string
+		check      func(t *testing.T, n *Next)
+	}{
+		{
+			name: "router",
+			next: `
+    spec: {mode: inclusive, on_no_match: quiet}
+    arcs:
+      - step: a
+        when: "{{ x }}"
+        set: {ctx.k: 1}
+        args: {p: 2}
+      - step: b`,
+			wantMode: NextInclusive, wantArcs: []string{"a", "b"},
+			check: func(t *testing.T, n *Next) {
+				a := n.Arcs[0]
+				if n.OnNoMatch != "quiet" || a.When == nil || a.When.Source != "{{ x }}" || len(a.Set) != 1 || a.Args["p"].Raw() != int64(2) {
+					t.Errorf("arc = %#v", a)
+				}
+				if a.Pos.Line != 11 || a.Pos.Col != 15 {
+					t.Errorf("arc pos = %v, want line 11 col 15", a.Pos)
+				}
+				if n.Arcs[1].When != nil {
+					t.Errorf("unguarded arc has when")
+				}
+			},
+		},
+		{
+			name:     "list of arcs",
+			next:     "\n    - step: a\n      when: '{{ y }}'\n      args: {q: 1}\n    - {step: b}",
+			wantMode: NextExclusive, wantArcs: []string{"a", "b"},
+		},
+		{name: "list of names", next: " [a, b]", wantMode: NextExclusive, wantArcs: []string{"a", "b"}},
+		{name: "one name", next: " b", wantMode: NextExclusive, wantArcs: []string{"b"}},
+		{name: "single arc mapping", next: " {step: a, when: '{{ z }}'}", wantMode: NextExclusive, wantArcs: []string{"a"}},
+		{name: "v1 mode", next: "\n    mode: inclusive\n    arcs: [a]", wantMode: NextInclusive, wantArcs: []string{"a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := mustParse(t, pb("- step: start\n  tool: {kind: noop}\n  next:"+tt.next+"\n"+tail))
+			n := p.Step("start").Next
+			if n == nil {
+				t.Fatal("next is nil")
+			}
+			var got []string
+			for _, a := range n.Arcs {
+				got = append(got, a.Step)
+			}
+			if n.Mode != tt.wantMode || !reflect.DeepEqual(got, tt.wantArcs) {
+				t.Errorf("mode %q arcs %v, want %q %v", n.Mode, got, tt.wantMode, tt.wantArcs)
+			}
+			if tt.check != nil {
+				tt.check(t, n)
+			}
+		})
+	}
+	if n := mustParse(t, pb("- step: start\n  tool: {kind: noop}\n")).Step("start").Next; n != nil {
+		t.Errorf("absent next = %#v, want nil", n)
+	}
+}
+
+func TestLoops(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, loop string
+		want       func(l *Loop) bool
+	}{
+		{
+			name: "collection defaults",
+			loop: "in: '{{ items }}'\n    iterator: item",
+			want: func(l *Loop) bool {
+				return l.In != nil && l.In.Raw() == "{{ items }}" && l.Iterator == "item" && l.Mode == ModeSequential &&
+					l.MaxInFlight == 0 && l.Cursor == nil &&
+					l.Frame == FrameSpec{MaxRows: 1, RowConcurrency: 1, LeaseSeconds: 60, HeartbeatSeconds: 20, Process: ProcessRow, MaxAttempts: 3}
+			},
+		},
+		{
+			name: "literal list, parallel",
+			loop: "in: [1, 2, 3]\n    iterator: n\n    spec: {mode: parallel, max_in_flight: 5}",
+			want: func(l *Loop) bool {
+				return reflect.DeepEqual(l.In.Raw(), []any{int64(1), int64(2), int64(3)}) && l.Mode == ModeParallel && l.MaxInFlight == 5
+			},
+		},
+		{
+			name: "v1 mode directly under loop",
+			loop: "in: '{{ xs }}'\n    iterator: x\n    mode: parallel\n    max_in_flight: 2",
+			want: func(l *Loop) bool { return l.Mode == ModeParallel && l.MaxInFlight == 2 },
+		},
+		{
+			name: "cursor full",
+			loop: `cursor:
+      kind: postgres
+      auth: pg
+      claim: "UPDATE q SET s = 1 LIMIT {{ __frame_max_rows }} RETURNING id"
+      table: q
+    iterator: row
+    spec:
+      max_in_flight: 4
+      policy:
+        rules:
+          - else: {then: {do: continue}}
+      frame:
+        max_rows: 50
+        row_concurrency: 2
+        lease_seconds: 120
+        heartbeat_seconds: 30
+        max_seconds: 30
+        max_bytes: 67108864
+        process: frame
+        max_attempts: 5`,
+			want: func(l *Loop) bool {
+				c := l.Cursor
+				return l.In == nil && l.Mode == ModeCursor && l.MaxInFlight == 4 && l.Policy != nil &&
+					c != nil && c.Kind == "postgres" && c.Auth.Raw() == "pg" && c.Claim != nil &&
+					strings.Contains(c.Claim.Source, "__frame_max_rows") && c.Options["table"].Raw() == "q" &&
+					l.Frame == FrameSpec{MaxRows: 50, RowConcurrency: 2, LeaseSeconds: 120, HeartbeatSeconds: 30,
+						MaxSeconds: 30, MaxBytes: 67108864, Process: ProcessFrame, MaxAttempts: 5}
+			},
+		},
+		{
+			name: "cursor credential, no claim for stream kinds, heartbeat default",
+			loop: "cursor: {kind: redisstream, credential: r, stream: jobs}\n    iterator: msg\n    spec: {frame: {lease_seconds: 90}}",
+			want: func(l *Loop) bool {
+				return l.Cursor.Claim == nil && l.Cursor.Auth.Raw() == "r" && l.Mode == ModeCursor &&
+					l.Frame.LeaseSeconds == 90 && l.Frame.HeartbeatSeconds == 30
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := mustParse(t, pb("- step: start\n  tool: {kind: noop}\n  loop:\n    "+tt.loop+"\n"))
+			l := p.Step("start").Loop
+			if l == nil || !tt.want(l) {
+				t.Errorf("loop = %#v (cursor %#v)", l, l.Cursor)
+			}
+		})
+	}
+}
+
+func TestPolicyForms(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  tool:
+    kind: http
+    spec:
+      policy:
+        rules:
+          - when: "{{ output.status == 'error' }}"
+            then:
+              do: retry
+              attempts: 5
+              backoff: exponential
+              delay: 0.5
+          - when: "{{ a }}"
+            then: {do: retry, delay: 2}
+          - when: "{{ b }}"
+            then: {do: retry}
+          - when: "{{ c }}"
+            then: {do: jump, to: start, set: {iter.page: 2}}
+          - else:
+            then:
+              do: continue
+              set:
+                ctx.done: true
+  spec:
+    policy:
+      admit:
+        rules:
+          - when: "{{ enabled }}"
+            then: {allow: true}
+      rules:
+        - else:
+            then: {do: fail}
+`))
+	s := p.Step("start")
+	rules := s.Tool[0].Policy.Rules
+	if len(rules) != 5 {
+		t.Fatalf("rules = %d", len(rules))
+	}
+	want := []Action{
+		{Do: DoRetry, Attempts: 5, Backoff: BackoffExponential, Delay: 500 * time.Millisecond},
+		{Do: DoRetry, Attempts: 3, Backoff: BackoffFixed, Delay: 2 * time.Second},
+		{Do: DoRetry, Attempts: 3, Backoff: BackoffNone},
+		{Do: DoJump, To: "start", Backoff: BackoffNone},
+		{Do: DoContinue, Backoff: BackoffNone},
+	}
+	for i, r := range rules {
+		got := r.Then
+		got.Set, got.Pos = nil, Pos{}
+		if !reflect.DeepEqual(got, want[i]) {
+			t.Errorf("rule %d action = %#v, want %#v", i, got, want[i])
+		}
+	}
+	if rules[0].When == nil || rules[0].Else || !rules[4].Else || rules[4].When != nil {
+		t.Errorf("when/else flags wrong")
+	}
+	// The `- else:` / sibling `then:` slip keeps its set block.
+	if set := rules[4].Then.Set; len(set) != 1 || set[0].Path != "ctx.done" || set[0].Value.Raw() != true {
+		t.Errorf("else rule set = %#v", set)
+	}
+	if sp := s.Spec.Policy; sp == nil || len(sp.Rules) != 1 || sp.Rules[0].Then.Do != DoFail {
+		t.Errorf("step policy = %#v", sp)
+	}
+	if s.Spec.Extra["policy.admit"] == nil || !hasWarning(p, "admit rules are not enforced") {
+		t.Errorf("admit not kept: extra=%v warnings=%v", s.Spec.Extra, p.Warnings)
+	}
+}
+
+func TestCanonicalExample(t *testing.T) {
+	t.Parallel()
+	p, err := ParseFile("testdata/noetl/v10_canonical_example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	transform := p.Step("process_data").Tool[1]
+	if transform.Name != "transform" || transform.Policy == nil || len(transform.Policy.Rules) != 1 {
+		t.Fatalf("transform = %#v", transform)
+	}
+	r := transform.Policy.Rules[0]
+	if !r.Else || r.Then.Do != DoContinue || len(r.Then.Set) != 1 || r.Then.Set[0].Path != "ctx.transform_done" {
+		t.Errorf("malformed else rule = %#v", r)
+	}
+	if got := p.Step("store_results").Loop; got.Mode != ModeParallel || got.MaxInFlight != 5 {
+		t.Errorf("loop = %#v", got)
+	}
+	if p.Metadata.Extra["version"] != "10.0" {
+		t.Errorf("metadata extra = %#v", p.Metadata.Extra)
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]time.Duration{
+		"30": 30 * time.Second, "1.5": 1500 * time.Millisecond, `"45s"`: 45 * time.Second,
+		"2m": 2 * time.Minute, `"10"`: 10 * time.Second, "0": 0, "null": 0,
+	} {
+		p := mustParse(t, pb("- step: start\n  tool: {kind: noop}\n  spec: {timeout: "+in+"}\n"))
+		if got := p.Step("start").Spec.Timeout; got != want {
+			t.Errorf("timeout %s = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestAnchorsAndMerge(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: t}
+workload:
+  base: &base {url: "http://x", method: GET}
+workflow:
+  - step: start
+    tool:
+      <<: *base
+      kind: http
+      method: POST
+    next: [other]
+  - step: other
+    tool: {kind: http, defaults: *base}
+`)
+	cfg := p.Step("start").Tool[0].Config
+	if cfg["url"].Raw() != "http://x" || cfg["method"].Raw() != "POST" {
+		t.Errorf("merged config = %v / %v", cfg["url"].Raw(), cfg["method"].Raw())
+	}
+	if !reflect.DeepEqual(p.Step("other").Tool[0].Config["defaults"].Raw(), map[string]any{"url": "http://x", "method": "GET"}) {
+		t.Errorf("alias value = %#v", p.Step("other").Tool[0].Config["defaults"].Raw())
+	}
+}
+
+func TestWarningsDoNotFail(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    in: [1]
+    iterator: i
+    colour: red
+    spec: {frame: {max_rows: 2}, exotic: 1}
+  next:
+    spec: {mode: exclusive, extra: 1}
+    arcs: [{step: start, data: 1}]
+- step: island
+  tool: {kind: noop}
+`))
+	for _, w := range []string{`unknown loop key "colour"`, `unknown loop.spec key "exotic"`, "frame only applies to cursor loops",
+		`unknown next.spec key "extra"`, `unknown arc key "data"`, "step island is unreachable"} {
+		if !hasWarning(p, w) {
+			t.Errorf("missing warning %q in %v", w, p.Warnings)
+		}
+	}
+	for i := 1; i < len(p.Warnings); i++ {
+		if comparePos(p.Warnings[i-1].Pos, p.Warnings[i].Pos) > 0 {
+			t.Errorf("warnings not sorted by position: %v", p.Warnings)
+		}
+	}
+}
