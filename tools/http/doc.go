@@ -1,0 +1,32 @@
+// Package http is cursorflow's http tool, compatible with NoETL's
+// `kind: http` tasks.
+//
+// Task configuration (every value already rendered):
+//
+//	method           GET (default), POST, PUT, PATCH, DELETE, ...
+//	url | endpoint   absolute URL (required)
+//	params           query parameters; numbers print without ".0",
+//	                 booleans lower-case, lists repeat the key, nil is dropped
+//	headers          request headers
+//	data             NoETL's unified map: {query, body} when it has either
+//	                 key; otherwise the query for GET/DELETE/HEAD/OPTIONS and
+//	                 the body for other methods
+//	json             body encoded as JSON
+//	body | payload   a string is sent as is; anything else as JSON
+//	form             a map sent as application/x-www-form-urlencoded (so is
+//	                 any map body when headers set that Content-Type)
+//	timeout | timeout_seconds   seconds, default 30
+//	follow_redirects default true
+//	auth             keychain alias: a "token" field → Bearer; "api_key" →
+//	                 header_name (default X-API-Key); username/password →
+//	                 Basic
+//
+// The Output follows NoETL's envelope: Status "success" for 2xx and
+// "error" otherwise; Data is {"status_code", "headers" (lower-cased names),
+// "data" (the parsed JSON body, or the body text when it is not JSON)} even
+// for non-2xx responses, so policies can inspect it; HTTP is {"status",
+// "headers"}; Error is "HTTP <code>: <start of body>". A transport failure
+// or timeout is an error Output with status_code 0.
+//
+// One Tool shares one *http.Client (see NewClient) across every call.
+package http

@@ -1,0 +1,396 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	nethttp "net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/internal/conv"
+)
+
+// Defaults of Config.
+const (
+	// DefaultTimeout bounds one request when the task sets no timeout.
+	DefaultTimeout = 30 * time.Second
+	// DefaultMaxBodyBytes caps how much of a response body is read.
+	DefaultMaxBodyBytes = 64 << 20
+	// ErrorBodyBytes is how much of a non-2xx body Output.Error quotes.
+	ErrorBodyBytes = 256
+)
+
+// Config configures the http tool.
+type Config struct {
+	// Client sends every request. Defaults to NewClient(). Its Timeout
+	// should be zero: the tool bounds each request with a context instead.
+	Client *nethttp.Client
+	// Timeout bounds a request whose task sets no timeout. Defaults to
+	// DefaultTimeout.
+	Timeout time.Duration
+	// MaxBodyBytes caps the response body read; a longer body is an
+	// error. Defaults to DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Keychain resolves auth aliases when a Call carries no Keychain.
+	// Optional.
+	Keychain tools.Keychain
+	// Logger receives debug lines when a Call carries no Logger. Defaults
+	// to slog.Default().
+	Logger *slog.Logger
+}
+
+// Tool is the http tool. Create it with New; it is safe for concurrent use.
+type Tool struct {
+	cfg        Config
+	client     *nethttp.Client
+	noRedirect *nethttp.Client
+}
+
+// NewClient returns an *http.Client whose Transport is tuned for a flow
+// that calls the same few hosts hundreds of times a second: many idle
+// connections kept per host, HTTP/2 when offered, no client-wide timeout.
+func NewClient() *nethttp.Client {
+	tr := nethttp.DefaultTransport.(*nethttp.Transport).Clone()
+	tr.MaxIdleConns = 1024
+	tr.MaxIdleConnsPerHost = 256
+	tr.IdleConnTimeout = 90 * time.Second
+	tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	tr.ForceAttemptHTTP2 = true
+	return &nethttp.Client{Transport: tr}
+}
+
+// New returns the http tool.
+func New(cfg Config) *Tool {
+	if cfg.Client == nil {
+		cfg.Client = NewClient()
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	noRedirect := *cfg.Client
+	noRedirect.CheckRedirect = func(*nethttp.Request, []*nethttp.Request) error { return nethttp.ErrUseLastResponse }
+	return &Tool{cfg: cfg, client: cfg.Client, noRedirect: &noRedirect}
+}
+
+// ErrBadConfig is wrapped by the errors Execute returns for a task whose
+// configuration cannot make a request (no url, unreadable timeout, ...).
+var ErrBadConfig = errors.New("http: bad task configuration")
+
+// Execute sends the request the task describes. Transport failures,
+// timeouts and non-2xx responses are Outputs with Status "error"; only a
+// configuration that cannot make a request or an unknown auth alias is a
+// returned error.
+func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
+	cfg := call.Config
+	req, cred, timeout, follow, err := t.build(ctx, call)
+	if err != nil {
+		return tools.Output{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req = req.WithContext(ctx)
+
+	client := t.client
+	if !follow {
+		client = t.noRedirect
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		msg := err.Error()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			msg = fmt.Sprintf("%s %s: timeout after %s", req.Method, redactURL(req.URL), timeout)
+		}
+		if cred != nil {
+			msg = tools.Redact(msg, *cred)
+		}
+		return tools.Output{
+			Status: tools.StatusError,
+			Error:  msg,
+			Data:   map[string]any{"status_code": 0, "headers": map[string]any{}, "data": nil},
+			HTTP:   map[string]any{"status": 0, "headers": map[string]any{}},
+		}, nil
+	}
+	defer resp.Body.Close()
+
+	body, err := io.ReadAll(io.LimitReader(resp.Body, t.cfg.MaxBodyBytes+1))
+	if err == nil && int64(len(body)) > t.cfg.MaxBodyBytes {
+		err = fmt.Errorf("response body larger than %d bytes", t.cfg.MaxBodyBytes)
+	}
+	headers := flattenHeaders(resp.Header)
+	if err != nil {
+		msg := fmt.Sprintf("%s %s: read body: %v", req.Method, redactURL(req.URL), err)
+		return tools.Output{
+			Status: tools.StatusError,
+			Error:  msg,
+			Data:   map[string]any{"status_code": resp.StatusCode, "headers": headers, "data": nil},
+			HTTP:   map[string]any{"status": resp.StatusCode, "headers": headers},
+		}, nil
+	}
+	payload := parseBody(body, resp.Header.Get("Content-Type"))
+	out := tools.Output{
+		Status: tools.StatusSuccess,
+		Data:   map[string]any{"status_code": resp.StatusCode, "headers": headers, "data": payload},
+		HTTP:   map[string]any{"status": resp.StatusCode, "headers": headers},
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		out.Status = tools.StatusError
+		short := strings.TrimSpace(string(body))
+		if short == "" {
+			short = nethttp.StatusText(resp.StatusCode)
+		}
+		out.Error = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, conv.Truncate(short, ErrorBodyBytes))
+		if cred != nil {
+			out.Error = tools.Redact(out.Error, *cred)
+		}
+	}
+	t.logger(call).Debug("http call", "method", req.Method, "url", redactURL(req.URL), "status", resp.StatusCode,
+		"step", call.Step, "task", call.Task, "auth", cfg["auth"] != nil)
+	return out, nil
+}
+
+func (t *Tool) logger(call *tools.Call) *slog.Logger {
+	if call.Logger != nil {
+		return call.Logger
+	}
+	if t.cfg.Logger != nil {
+		return t.cfg.Logger
+	}
+	return slog.Default()
+}
+
+// build turns the rendered task config into a request.
+func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Request, cred *tools.Credential, timeout time.Duration, follow bool, err error) {
+	cfg := call.Config
+	method := "GET"
+	if m, ok := conv.String(cfg, "method"); ok && m != "" {
+		method = strings.ToUpper(m)
+	}
+	rawURL, ok := conv.String(cfg, "url", "endpoint")
+	if !ok || rawURL == "" {
+		return nil, nil, 0, false, fmt.Errorf("%w: url is required", ErrBadConfig)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, nil, 0, false, fmt.Errorf("%w: url %q is not an absolute URL", ErrBadConfig, rawURL)
+	}
+
+	timeout = t.cfg.Timeout
+	if v, _, present := conv.First(cfg, "timeout", "timeout_seconds"); present {
+		d, ok, err := conv.Seconds(v)
+		if err != nil {
+			return nil, nil, 0, false, fmt.Errorf("%w: timeout: %v", ErrBadConfig, err)
+		}
+		if ok && d > 0 {
+			timeout = d
+		}
+	}
+	follow = true
+	if v, ok := cfg["follow_redirects"]; ok {
+		if b, ok := conv.Bool(v); ok {
+			follow = b
+		}
+	}
+
+	headers := make(nethttp.Header)
+	if hm, ok := cfg["headers"].(map[string]any); ok {
+		for k, v := range hm {
+			if v == nil {
+				continue
+			}
+			headers.Set(k, conv.Scalar(v))
+		}
+	}
+
+	// Query: params, plus NoETL's data.query, plus the whole data map for
+	// methods without a body.
+	var query url.Values
+	addQuery := func(m map[string]any) {
+		if len(m) == 0 {
+			return
+		}
+		if query == nil {
+			query = u.Query()
+		}
+		for k, v := range m {
+			switch v := v.(type) {
+			case nil:
+				// requests and httpx drop None-valued params.
+			case []any:
+				query.Del(k)
+				for _, e := range v {
+					query.Add(k, conv.Scalar(e))
+				}
+			default:
+				query.Set(k, conv.Scalar(v))
+			}
+		}
+	}
+	if pm, ok := cfg["params"].(map[string]any); ok {
+		addQuery(pm)
+	}
+	bodyless := method == "GET" || method == "DELETE" || method == "HEAD" || method == "OPTIONS"
+	var bodySrc any
+	bodyKind := ""
+	if dm, ok := cfg["data"].(map[string]any); ok {
+		_, hasQ := dm["query"]
+		_, hasB := dm["body"]
+		if hasQ || hasB {
+			if qm, ok := dm["query"].(map[string]any); ok {
+				addQuery(qm)
+			}
+			if hasB {
+				bodySrc, bodyKind = dm["body"], "data"
+			}
+		} else if bodyless {
+			addQuery(dm)
+		} else {
+			bodySrc, bodyKind = dm, "data"
+		}
+	} else if v, ok := cfg["data"]; ok && v != nil {
+		bodySrc, bodyKind = v, "data"
+	}
+	if query != nil {
+		u.RawQuery = query.Encode()
+	}
+	for _, k := range []string{"json", "body", "payload", "form"} {
+		if bodySrc != nil {
+			break
+		}
+		if v, ok := cfg[k]; ok && v != nil {
+			bodySrc, bodyKind = v, k
+		}
+	}
+
+	var body []byte
+	if bodySrc != nil {
+		ct := strings.ToLower(headers.Get("Content-Type"))
+		switch {
+		case bodyKind == "form" || strings.Contains(ct, "application/x-www-form-urlencoded"):
+			if m, ok := bodySrc.(map[string]any); ok {
+				form := make(url.Values, len(m))
+				for k, v := range m {
+					if v != nil {
+						form.Set(k, conv.Scalar(v))
+					}
+				}
+				body = []byte(form.Encode())
+			} else {
+				body = []byte(conv.Scalar(bodySrc))
+			}
+			if ct == "" {
+				headers.Set("Content-Type", "application/x-www-form-urlencoded")
+			}
+		case bodyKind != "json":
+			if s, ok := bodySrc.(string); ok {
+				body = []byte(s)
+				break
+			}
+			fallthrough
+		default:
+			body, err = json.Marshal(bodySrc)
+			if err != nil {
+				return nil, nil, 0, false, fmt.Errorf("%w: %s is not JSON-encodable: %v", ErrBadConfig, bodyKind, err)
+			}
+			if ct == "" {
+				headers.Set("Content-Type", "application/json")
+			}
+		}
+	}
+
+	var rdr io.Reader
+	if body != nil {
+		rdr = bytes.NewReader(body)
+	}
+	req, err = nethttp.NewRequestWithContext(ctx, method, u.String(), rdr)
+	if err != nil {
+		return nil, nil, 0, false, fmt.Errorf("%w: %v", ErrBadConfig, err)
+	}
+	for k, vs := range headers {
+		req.Header[k] = vs
+	}
+
+	if alias, ok := conv.Alias(cfg); ok {
+		kc := call.Keychain
+		if kc == nil {
+			kc = t.cfg.Keychain
+		}
+		if kc == nil {
+			return nil, nil, 0, false, fmt.Errorf("http: auth %q: no keychain configured: %w", alias, tools.ErrCredentialNotFound)
+		}
+		c, err := kc.Resolve(ctx, alias)
+		if err != nil {
+			return nil, nil, 0, false, fmt.Errorf("http: auth: %w", err)
+		}
+		applyAuth(req, c)
+		cred = &c
+	}
+	return req, cred, timeout, follow, nil
+}
+
+// applyAuth sets the header a credential implies, unless the task set an
+// Authorization header itself: a token field → Bearer; username/password →
+// Basic; api_key → header_name (default X-API-Key).
+func applyAuth(req *nethttp.Request, c tools.Credential) {
+	f := c.Fields
+	if tok := f["token"]; tok != "" && req.Header.Get("Authorization") == "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+		return
+	}
+	if key := f["api_key"]; key != "" {
+		name := f["header_name"]
+		if name == "" {
+			name = "X-API-Key"
+		}
+		req.Header.Set(name, key)
+		return
+	}
+	if user, pass := f["username"], f["password"]; (user != "" || pass != "") && req.Header.Get("Authorization") == "" {
+		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
+	}
+}
+
+// flattenHeaders lower-cases header names (as httpx does for NoETL) and
+// joins repeated values with ", ".
+func flattenHeaders(h nethttp.Header) map[string]any {
+	m := make(map[string]any, len(h))
+	for k, vs := range h {
+		m[strings.ToLower(k)] = strings.Join(vs, ", ")
+	}
+	return m
+}
+
+// parseBody returns the JSON value of body when it parses, else the body
+// as a string (nil for an empty body).
+func parseBody(body []byte, contentType string) any {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return nil
+	}
+	if c := trimmed[0]; c == '{' || c == '[' || c == '"' || strings.Contains(contentType, "json") {
+		if v, err := conv.DecodeJSON(trimmed); err == nil {
+			return v
+		}
+	}
+	return string(body)
+}
+
+// redactURL drops user info and the query from u for error and log text.
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	c.RawQuery = ""
+	c.Fragment = ""
+	return c.String()
+}

@@ -1,0 +1,288 @@
+package http_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	nethttp "net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/tools"
+	cfhttp "github.com/cursorflow/cursorflow/tools/http"
+)
+
+// echo answers every request with a JSON description of it, except the
+// paths that exercise statuses and delays.
+func echo(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		switch r.URL.Path {
+		case "/fail":
+			w.WriteHeader(500)
+			io.WriteString(w, `{"detail":"database exploded"}`)
+			return
+		case "/text":
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, "plain words")
+			return
+		case "/slow":
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		case "/redirect":
+			nethttp.Redirect(w, r, "/text", nethttp.StatusFound)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Echo", "yes")
+		json.NewEncoder(w).Encode(map[string]any{
+			"method":       r.Method,
+			"query":        r.URL.RawQuery,
+			"content_type": r.Header.Get("Content-Type"),
+			"authz":        r.Header.Get("Authorization"),
+			"custom":       r.Header.Get("X-Custom"),
+			"body":         string(body),
+			"id":           int64(9007199254740993),
+		})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestExecute(t *testing.T) {
+	t.Parallel()
+	srv := echo(t)
+	tool := cfhttp.New(cfhttp.Config{})
+	kc := tools.StaticKeychain{"api": {URL: srv.URL, Fields: map[string]string{"token": "s3cret"}}}
+
+	tests := []struct {
+		name   string
+		config map[string]any
+		status string
+		check  func(t *testing.T, out tools.Output, echoed map[string]any)
+	}{
+		{
+			name:   "get with params formatted like python",
+			config: map[string]any{"url": srv.URL + "/e?x=1", "params": map[string]any{"page": 1.0, "size": "25", "ratio": 0.5, "on": true, "skip": nil, "tag": []any{"a", "b"}}},
+			status: tools.StatusSuccess,
+			check: func(t *testing.T, out tools.Output, e map[string]any) {
+				if got, want := e["query"], "on=true&page=1&ratio=0.5&size=25&tag=a&tag=b&x=1"; got != want {
+					t.Errorf("query = %q, want %q", got, want)
+				}
+				if e["method"] != "GET" {
+					t.Errorf("method = %v", e["method"])
+				}
+				if e["id"] != int64(9007199254740993) {
+					t.Errorf("large id lost precision: %#v", e["id"])
+				}
+			},
+		},
+		{
+			name:   "post json",
+			config: map[string]any{"method": "post", "url": srv.URL, "json": map[string]any{"a": 1}},
+			status: tools.StatusSuccess,
+			check: func(t *testing.T, out tools.Output, e map[string]any) {
+				if e["body"] != `{"a":1}` || e["content_type"] != "application/json" {
+					t.Errorf("body %q content type %q", e["body"], e["content_type"])
+				}
+			},
+		},
+		{
+			name:   "noetl data map is the body of a post",
+			config: map[string]any{"method": "POST", "url": srv.URL, "data": map[string]any{"k": "v"}},
+			status: tools.StatusSuccess,
+			check: func(t *testing.T, out tools.Output, e map[string]any) {
+				if e["body"] != `{"k":"v"}` {
+					t.Errorf("body %q", e["body"])
+				}
+			},
+		},
+		{
+			name:   "noetl data map is the query of a get",
+			config: map[string]any{"url": srv.URL, "data": map[string]any{"k": 2.0}},
+			status: tools.StatusSuccess,
+			check: func(t *testing.T, out tools.Output, e map[string]any) {
+				if e["query"] != "k=2" || e["body"] != "" {
+					t.Errorf("query %q body %q", e["query"], e["body"])
+				}
+			},
+		},
+		{
+			name:   "data with explicit query and body",
+			config: map[string]any{"method": "PUT", "url": srv.URL, "data": map[string]any{"query": map[string]any{"q": "x"}, "body": []any{1.0, 2.0}}},
+			status: tools.StatusSuccess,
+			check: func(t *testing.T, out tools.Output, e map[string]any) {
+				if e["query"] != "q=x" || e["body"] != "[1,2]" {
+					t.Errorf("query %q body %q", e["query"], e["body"])
+				}
+			},
+		},
+		{
+			name:   "raw string body",
+			config: map[string]any{"method": "POST", "url": srv.URL, "body": "raw<>text", "headers": map[string]any{"Content-Type": "text/plain", "X-Custom": 7.0}},
+			status: tools.StatusSuccess,
+			check: func(t *testing.T, out tools.Output, e map[string]any) {
+				if e["body"] != "raw<>text" || e["content_type"] != "text/plain" || e["custom"] != "7" {
+					t.Errorf("echo %v", e)
+				}
+			},
+		},
+		{
+			name:   "form body",
+			config: map[string]any{"method": "POST", "url": srv.URL, "form": map[string]any{"a": "1 2", "b": false}},
+			status: tools.StatusSuccess,
+			check: func(t *testing.T, out tools.Output, e map[string]any) {
+				if e["body"] != "a=1+2&b=false" || e["content_type"] != "application/x-www-form-urlencoded" {
+					t.Errorf("echo %v", e)
+				}
+			},
+		},
+		{
+			name:   "bearer token from keychain",
+			config: map[string]any{"url": srv.URL, "auth": "api"},
+			status: tools.StatusSuccess,
+			check: func(t *testing.T, out tools.Output, e map[string]any) {
+				if e["authz"] != "Bearer s3cret" {
+					t.Errorf("authorization %q", e["authz"])
+				}
+			},
+		},
+		{
+			name:   "non-2xx keeps data",
+			config: map[string]any{"url": srv.URL + "/fail"},
+			status: tools.StatusError,
+			check: func(t *testing.T, out tools.Output, _ map[string]any) {
+				if out.Error != `HTTP 500: {"detail":"database exploded"}` {
+					t.Errorf("error %q", out.Error)
+				}
+				d := out.Data.(map[string]any)
+				if d["status_code"] != 500 || d["data"].(map[string]any)["detail"] != "database exploded" {
+					t.Errorf("data %v", d)
+				}
+				if out.HTTP["status"] != 500 {
+					t.Errorf("http %v", out.HTTP)
+				}
+			},
+		},
+		{
+			name:   "text body stays a string",
+			config: map[string]any{"url": srv.URL + "/text"},
+			status: tools.StatusSuccess,
+			check: func(t *testing.T, out tools.Output, _ map[string]any) {
+				d := out.Data.(map[string]any)
+				if d["data"] != "plain words" || d["headers"].(map[string]any)["content-type"] != "text/plain" {
+					t.Errorf("data %v", d)
+				}
+			},
+		},
+		{
+			name:   "redirect not followed when disabled",
+			config: map[string]any{"url": srv.URL + "/redirect", "follow_redirects": false},
+			status: tools.StatusError,
+			check: func(t *testing.T, out tools.Output, _ map[string]any) {
+				if out.Data.(map[string]any)["status_code"] != 302 {
+					t.Errorf("data %v", out.Data)
+				}
+			},
+		},
+		{
+			name:   "redirect followed by default",
+			config: map[string]any{"url": srv.URL + "/redirect"},
+			status: tools.StatusSuccess,
+			check: func(t *testing.T, out tools.Output, _ map[string]any) {
+				if out.Data.(map[string]any)["data"] != "plain words" {
+					t.Errorf("data %v", out.Data)
+				}
+			},
+		},
+		{
+			name:   "timeout is an error output",
+			config: map[string]any{"url": srv.URL + "/slow", "timeout": 0.2},
+			status: tools.StatusError,
+			check: func(t *testing.T, out tools.Output, _ map[string]any) {
+				if !strings.Contains(out.Error, "timeout after 200ms") {
+					t.Errorf("error %q", out.Error)
+				}
+				if out.Data.(map[string]any)["status_code"] != 0 {
+					t.Errorf("data %v", out.Data)
+				}
+			},
+		},
+		{
+			name:   "connection refused is an error output",
+			config: map[string]any{"url": "http://127.0.0.1:1/x"},
+			status: tools.StatusError,
+			check: func(t *testing.T, out tools.Output, _ map[string]any) {
+				if !strings.Contains(out.Error, "refused") {
+					t.Errorf("error %q", out.Error)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := tool.Execute(context.Background(), &tools.Call{Kind: "http", Config: tt.config, Keychain: kc})
+			if err != nil {
+				t.Fatalf("Execute: %v", err)
+			}
+			if out.Status != tt.status {
+				t.Fatalf("status = %q (error %q), want %q", out.Status, out.Error, tt.status)
+			}
+			var echoed map[string]any
+			if d, ok := out.Data.(map[string]any); ok {
+				echoed, _ = d["data"].(map[string]any)
+			}
+			tt.check(t, out, echoed)
+		})
+	}
+}
+
+func TestExecuteConfigErrors(t *testing.T) {
+	t.Parallel()
+	tool := cfhttp.New(cfhttp.Config{})
+	tests := []struct {
+		name   string
+		config map[string]any
+		is     error
+	}{
+		{"missing url", map[string]any{}, cfhttp.ErrBadConfig},
+		{"relative url", map[string]any{"url": "/x"}, cfhttp.ErrBadConfig},
+		{"bad timeout", map[string]any{"url": "http://x", "timeout": "soon"}, cfhttp.ErrBadConfig},
+		{"unknown alias", map[string]any{"url": "http://x", "auth": "nope"}, tools.ErrCredentialNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tool.Execute(context.Background(), &tools.Call{Config: tt.config, Keychain: tools.StaticKeychain{}})
+			if !errors.Is(err, tt.is) {
+				t.Fatalf("err = %v, want %v", err, tt.is)
+			}
+		})
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"ok":true,"items":[1,2,3]}`)
+	}))
+	defer srv.Close()
+	tool := cfhttp.New(cfhttp.Config{})
+	call := &tools.Call{Config: map[string]any{"url": srv.URL + "/x", "params": map[string]any{"id": 1.0}}}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			out, err := tool.Execute(context.Background(), call)
+			if err != nil || out.Status != tools.StatusSuccess {
+				b.Fatalf("%v %v", err, out.Error)
+			}
+		}
+	})
+}

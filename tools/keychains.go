@@ -1,0 +1,271 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// EnvCredentialPrefix is the prefix EnvKeychain puts before an alias when
+// it has no Prefix of its own.
+const EnvCredentialPrefix = "CURSORFLOW_CREDENTIAL_"
+
+// notFound builds the error every keychain returns for a missing alias.
+func notFound(alias string) error {
+	return fmt.Errorf("%w: alias %q", ErrCredentialNotFound, alias)
+}
+
+// StaticKeychain is a fixed map from alias to Credential, handy for tests
+// and for hosts that resolve secrets themselves at start-up. A credential
+// whose Alias is empty is returned with the map key as its alias. Do not
+// modify the map while it is in use.
+type StaticKeychain map[string]Credential
+
+// StaticURLs builds a StaticKeychain from alias → connection URL.
+func StaticURLs(urls map[string]string) StaticKeychain {
+	k := make(StaticKeychain, len(urls))
+	for alias, u := range urls {
+		k[alias] = Credential{Alias: alias, URL: u}
+	}
+	return k
+}
+
+// Resolve returns the credential stored under alias.
+func (k StaticKeychain) Resolve(_ context.Context, alias string) (Credential, error) {
+	c, ok := k[alias]
+	if !ok {
+		return Credential{}, notFound(alias)
+	}
+	if c.Alias == "" {
+		c.Alias = alias
+	}
+	return c, nil
+}
+
+// EnvKeychain resolves an alias from the environment variable Prefix +
+// the alias upper-cased with every character other than A-Z and 0-9
+// replaced by '_' (alias "pg-main.k8s" → CURSORFLOW_CREDENTIAL_PG_MAIN_K8S).
+// The variable's value is the credential URL; a value starting with '{' is
+// read as a JSON object {"url": ..., "token": ..., ...} whose other string
+// fields become Credential.Fields. The environment is read on every
+// Resolve. The zero value is ready to use.
+type EnvKeychain struct {
+	// Prefix is put before the normalised alias. Defaults to
+	// EnvCredentialPrefix.
+	Prefix string
+}
+
+// EnvName returns the environment variable EnvKeychain reads for alias.
+func (k EnvKeychain) EnvName(alias string) string {
+	p := k.Prefix
+	if p == "" {
+		p = EnvCredentialPrefix
+	}
+	var b strings.Builder
+	b.Grow(len(p) + len(alias))
+	b.WriteString(p)
+	for _, r := range alias {
+		switch {
+		case r >= 'a' && r <= 'z':
+			b.WriteRune(r - 'a' + 'A')
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// Resolve reads the alias's environment variable.
+func (k EnvKeychain) Resolve(_ context.Context, alias string) (Credential, error) {
+	name := k.EnvName(alias)
+	v, ok := os.LookupEnv(name)
+	if !ok || v == "" {
+		return Credential{}, notFound(alias)
+	}
+	if strings.HasPrefix(strings.TrimSpace(v), "{") {
+		var raw map[string]any
+		if err := json.Unmarshal([]byte(v), &raw); err != nil {
+			// The value is a secret: report the variable, never its content.
+			return Credential{}, fmt.Errorf("tools: credential %q: %s holds invalid JSON", alias, name)
+		}
+		return credentialFromMap(alias, raw), nil
+	}
+	return Credential{Alias: alias, URL: v}, nil
+}
+
+// FileKeychain holds the credentials of a YAML or JSON file read once, at
+// construction. The file maps each alias either to a URL string or to an
+// object whose "url" (or "dsn") key is the URL and whose other scalar keys
+// become Credential.Fields:
+//
+//	pg_main: postgres://app:secret@db:5432/app
+//	api:
+//	  url: https://api.example.com
+//	  token: abc123
+type FileKeychain struct {
+	path  string
+	creds StaticKeychain
+}
+
+// NewFileKeychain reads and parses path. Errors name the file but never
+// quote its content.
+func NewFileKeychain(path string) (*FileKeychain, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tools: read keychain file: %w", err)
+	}
+	var raw map[string]any
+	// YAML is a superset of JSON, so one decoder reads both formats.
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("tools: keychain file %s is not a YAML/JSON mapping", path)
+	}
+	creds := make(StaticKeychain, len(raw))
+	for alias, v := range raw {
+		switch v := v.(type) {
+		case string:
+			creds[alias] = Credential{Alias: alias, URL: v}
+		case map[string]any:
+			creds[alias] = credentialFromMap(alias, v)
+		default:
+			return nil, fmt.Errorf("tools: keychain file %s: alias %q must map to a URL string or an object", path, alias)
+		}
+	}
+	return &FileKeychain{path: path, creds: creds}, nil
+}
+
+// Aliases returns the number of aliases the file defines.
+func (k *FileKeychain) Aliases() int { return len(k.creds) }
+
+// Resolve returns the credential the file defines for alias.
+func (k *FileKeychain) Resolve(ctx context.Context, alias string) (Credential, error) {
+	return k.creds.Resolve(ctx, alias)
+}
+
+// credentialFromMap turns {url|dsn, other scalars...} into a Credential.
+func credentialFromMap(alias string, m map[string]any) Credential {
+	c := Credential{Alias: alias}
+	for key, v := range m {
+		s, ok := scalarString(v)
+		if !ok {
+			continue
+		}
+		switch key {
+		case "url", "dsn":
+			if c.URL == "" || key == "url" {
+				c.URL = s
+			}
+		default:
+			if c.Fields == nil {
+				c.Fields = make(map[string]string, len(m))
+			}
+			c.Fields[key] = s
+		}
+	}
+	return c
+}
+
+func scalarString(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case bool:
+		return strconv.FormatBool(v), true
+	case int:
+		return strconv.Itoa(v), true
+	case int64:
+		return strconv.FormatInt(v, 10), true
+	case uint64:
+		return strconv.FormatUint(v, 10), true
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), true
+	}
+	return "", false
+}
+
+// ChainKeychain asks each keychain in order; the first one that knows the
+// alias wins. An error other than ErrCredentialNotFound stops the search
+// and is returned.
+type ChainKeychain []Keychain
+
+// Resolve returns the first credential found for alias.
+func (k ChainKeychain) Resolve(ctx context.Context, alias string) (Credential, error) {
+	for _, kc := range k {
+		if kc == nil {
+			continue
+		}
+		c, err := kc.Resolve(ctx, alias)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, ErrCredentialNotFound) {
+			return Credential{}, err
+		}
+	}
+	return Credential{}, notFound(alias)
+}
+
+// Redacted replaces each secret Redact removes.
+const Redacted = "[REDACTED]"
+
+// secretFieldWords mark a Credential field as secret when its key contains
+// one of them.
+var secretFieldWords = [...]string{"pass", "token", "secret", "key", "auth"}
+
+// Redact removes the secrets of creds from s, typically an error message
+// about to become Output.Error (a driver error can echo its DSN). The full
+// URL is replaced by "credential(<alias>)"; the URL's password (raw and
+// percent-encoded), a "password=..." DSN parameter and every field whose
+// key looks secret (password, token, secret, api_key, ...) are replaced by
+// Redacted.
+func Redact(s string, creds ...Credential) string {
+	for _, c := range creds {
+		if c.URL != "" {
+			s = strings.ReplaceAll(s, c.URL, c.String())
+		}
+		for _, secret := range credentialSecrets(c) {
+			if secret != "" {
+				s = strings.ReplaceAll(s, secret, Redacted)
+			}
+		}
+	}
+	return s
+}
+
+// credentialSecrets lists the strings of c that must not be shown.
+func credentialSecrets(c Credential) []string {
+	var out []string
+	if c.URL != "" {
+		if u, err := url.Parse(c.URL); err == nil && u.User != nil {
+			if p, ok := u.User.Password(); ok {
+				out = append(out, p, url.QueryEscape(p), url.PathEscape(p))
+			}
+		}
+		// key=value DSNs: "host=db password=secret" and URL query
+		// parameters ?password=secret.
+		for _, f := range strings.FieldsFunc(c.URL, func(r rune) bool { return r == ' ' || r == '&' || r == '?' || r == ';' }) {
+			k, v, ok := strings.Cut(f, "=")
+			if ok && strings.Contains(strings.ToLower(k), "pass") {
+				out = append(out, strings.Trim(v, "'"))
+			}
+		}
+	}
+	for k, v := range c.Fields {
+		lk := strings.ToLower(k)
+		for _, w := range secretFieldWords {
+			if strings.Contains(lk, w) {
+				out = append(out, v)
+				break
+			}
+		}
+	}
+	return out
+}

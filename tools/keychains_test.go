@@ -1,0 +1,112 @@
+package tools_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+func TestKeychains(t *testing.T) {
+	dir := t.TempDir()
+	yamlPath := filepath.Join(dir, "keys.yaml")
+	os.WriteFile(yamlPath, []byte("pg_main: postgres://u:p@db/app\napi:\n  url: https://api\n  token: tok\n  port: 8443\n"), 0o600)
+	jsonPath := filepath.Join(dir, "keys.json")
+	os.WriteFile(jsonPath, []byte(`{"pg_json": {"dsn": "postgres://j@db/x", "username": "j"}}`), 0o600)
+	fileKC, err := tools.NewFileKeychain(yamlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonKC, err := tools.NewFileKeychain(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CURSORFLOW_CREDENTIAL_PG_K8S_MAIN", "postgres://env@db/x")
+	t.Setenv("CURSORFLOW_CREDENTIAL_HOOK", `{"url": "https://hook", "token": "t0k"}`)
+	t.Setenv("CURSORFLOW_CREDENTIAL_BROKEN", `{not json secret`)
+
+	static := tools.StaticURLs(map[string]string{"pg_main": "postgres://static@db/x"})
+	chain := tools.ChainKeychain{static, nil, tools.EnvKeychain{}, fileKC}
+
+	tests := []struct {
+		name  string
+		kc    tools.Keychain
+		alias string
+		want  tools.Credential
+		err   string
+	}{
+		{"static", static, "pg_main", tools.Credential{Alias: "pg_main", URL: "postgres://static@db/x"}, ""},
+		{"static alias filled", tools.StaticKeychain{"x": {URL: "u"}}, "x", tools.Credential{Alias: "x", URL: "u"}, ""},
+		{"env normalises alias", tools.EnvKeychain{}, "pg-k8s.main", tools.Credential{Alias: "pg-k8s.main", URL: "postgres://env@db/x"}, ""},
+		{"env json", tools.EnvKeychain{}, "hook", tools.Credential{Alias: "hook", URL: "https://hook", Fields: map[string]string{"token": "t0k"}}, ""},
+		{"env bad json names variable not value", tools.EnvKeychain{}, "broken", tools.Credential{}, "CURSORFLOW_CREDENTIAL_BROKEN holds invalid JSON"},
+		{"file url string", fileKC, "pg_main", tools.Credential{Alias: "pg_main", URL: "postgres://u:p@db/app"}, ""},
+		{"file object", fileKC, "api", tools.Credential{Alias: "api", URL: "https://api", Fields: map[string]string{"token": "tok", "port": "8443"}}, ""},
+		{"file json dsn", jsonKC, "pg_json", tools.Credential{Alias: "pg_json", URL: "postgres://j@db/x", Fields: map[string]string{"username": "j"}}, ""},
+		{"chain first hit wins", chain, "pg_main", tools.Credential{Alias: "pg_main", URL: "postgres://static@db/x"}, ""},
+		{"chain falls through", chain, "api", tools.Credential{Alias: "api", URL: "https://api", Fields: map[string]string{"token": "tok", "port": "8443"}}, ""},
+		{"chain stops on a real error", chain, "broken", tools.Credential{}, "invalid JSON"},
+		{"missing", chain, "nope", tools.Credential{}, `alias "nope"`},
+		{"missing static", tools.StaticKeychain{}, "nope", tools.Credential{}, `alias "nope"`},
+		{"missing env", tools.EnvKeychain{}, "nope", tools.Credential{}, `alias "nope"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.kc.Resolve(context.Background(), tt.alias)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want %q", err, tt.err)
+				}
+				if strings.Contains(err.Error(), "secret") {
+					t.Errorf("error leaks the value: %v", err)
+				}
+				if strings.Contains(tt.err, "alias") && !errors.Is(err, tools.ErrCredentialNotFound) {
+					t.Errorf("err %v does not wrap ErrCredentialNotFound", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %#v, want %#v", got, tt.want)
+			}
+		})
+	}
+
+	if _, err := tools.NewFileKeychain(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Error("missing file accepted")
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("- password123\n"), 0o600)
+	if _, err := tools.NewFileKeychain(bad); err == nil || strings.Contains(err.Error(), "password123") {
+		t.Errorf("bad file: %v", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	pg := tools.Credential{Alias: "pg", URL: "postgres://app:p%40ss@db:5432/app?sslmode=disable"}
+	kv := tools.Credential{Alias: "kv", URL: "host=db user=app password='kvsecret' dbname=x"}
+	api := tools.Credential{Alias: "api", URL: "https://api", Fields: map[string]string{"token": "tok123", "username": "bob"}}
+	tests := []struct {
+		name, in, want string
+	}{
+		{"whole url", "cannot parse postgres://app:p%40ss@db:5432/app?sslmode=disable: bad", "cannot parse credential(pg): bad"},
+		{"decoded password", "auth failed for password p@ss", "auth failed for password " + tools.Redacted},
+		{"encoded password", "url postgres://app:p%40ss@db/other", "url postgres://app:" + tools.Redacted + "@db/other"},
+		{"key=value dsn", "failed: password=kvsecret", "failed: password=" + tools.Redacted},
+		{"token field, not username", "bob sent tok123", "bob sent " + tools.Redacted},
+		{"nothing to hide", "plain", "plain"},
+	}
+	for _, tt := range tests {
+		if got := tools.Redact(tt.in, pg, kv, api); got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+// Package postgres is cursorflow's postgres tool, compatible with NoETL's
+// `kind: postgres` tasks.
+//
+// Task configuration:
+//
+//	auth | credential      keychain alias (or NoETL's {credential: alias}
+//	                       object) whose URL is the connection string
+//	command | query | sql  the SQL, one or more statements
+//
+// The SQL goes to the server as written, in one simple-protocol query:
+// the tool never splits statements itself, so comments, quotes and
+// dollar-quoted bodies ("-- don't split me", DO $$ ... $$) reach the
+// server intact. The server runs the statements in one implicit
+// transaction unless the SQL manages its own, so an error rolls back the
+// whole command.
+//
+// Data is {"columns", "rows", "row_count"} of the LAST statement that
+// returned a row set (a SELECT, or a statement with RETURNING — even one
+// with zero rows): columns is the list of names, rows a list of
+// {column: value} maps, row_count len(rows). When no statement returned a
+// row set, columns and rows are empty and row_count is the number of rows
+// the last statement affected (as NoETL reports it).
+//
+// Values are decoded from the text format by column type into plain,
+// JSON-friendly Go values: bool → bool; int2/int4/int8/oid → int64;
+// float4/float8 → float64 (NaN and ±Infinity stay strings); numeric →
+// int64 when integral and in range, float64 when float64 holds the
+// decimal exactly (12.50 → 12.5), otherwise its exact text; json/jsonb →
+// the parsed value (integers int64); timestamptz → RFC 3339 with offset;
+// timestamp → ISO 8601 without zone; arrays of the types above → []any
+// (nested for several dimensions); NULL → nil; everything else (text,
+// uuid, date, interval, bytea as \x..., ...) → its text.
+//
+// A server error is an error Output whose Error is pgx's "ERROR: message
+// (SQLSTATE code)" (plus DETAIL when the server gives one) and whose Data
+// is {"sqlstate", "retryable"}. A failure to connect is an error Output
+// naming the alias — never the URL or password — with Data
+// {"retryable": true}, so a retry policy can handle it. An unknown alias
+// or a missing command is a returned error.
+//
+// The tool keeps one pgxpool per credential URL, created on first use and
+// shared by every call; Close releases them. Pools hold up to
+// DefaultMaxConns connections unless the URL's pool_max_conns or
+// Config.MaxConns says otherwise. A connection returned inside an open
+// transaction is discarded rather than reused.
+package postgres

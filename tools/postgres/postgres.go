@@ -1,0 +1,275 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/internal/conv"
+)
+
+// DefaultMaxConns is the pool size per credential URL when neither Config
+// nor the URL's pool_max_conns parameter sets one.
+const DefaultMaxConns = 16
+
+// ErrBadConfig is wrapped by the errors Execute returns for a task that
+// names no credential or no SQL.
+var ErrBadConfig = errors.New("postgres: bad task configuration")
+
+// ErrClosed is returned by Execute after Close.
+var ErrClosed = errors.New("postgres: tool closed")
+
+// Config configures the postgres tool.
+type Config struct {
+	// MaxConns caps each pool's connections. Defaults to the URL's
+	// pool_max_conns parameter, else DefaultMaxConns.
+	MaxConns int32
+	// Keychain resolves aliases when a Call carries no Keychain. Optional.
+	Keychain tools.Keychain
+	// Logger receives pool lifecycle lines. Defaults to slog.Default().
+	Logger *slog.Logger
+	// ConfigurePool, when set, adjusts each pool's configuration before
+	// the pool is created (tracing, AfterConnect hooks, ...).
+	ConfigurePool func(alias string, cfg *pgxpool.Config) error
+}
+
+// Tool is the postgres tool: one lazily created pgxpool per credential
+// URL, shared by every call. It is safe for concurrent use; Close releases
+// the pools.
+type Tool struct {
+	cfg Config
+
+	mu     sync.RWMutex
+	pools  map[string]*pgxpool.Pool
+	closed bool
+}
+
+// New returns the postgres tool.
+func New(cfg Config) *Tool {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Tool{cfg: cfg, pools: make(map[string]*pgxpool.Pool)}
+}
+
+// Close closes every pool. Calls made after Close fail with ErrClosed.
+func (t *Tool) Close() error {
+	t.mu.Lock()
+	pools := t.pools
+	t.pools = nil
+	t.closed = true
+	t.mu.Unlock()
+	for _, p := range pools {
+		p.Close()
+	}
+	return nil
+}
+
+// Execute runs the task's SQL. See the package documentation for the
+// configuration and the Output.
+func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
+	alias, ok := conv.Alias(call.Config)
+	if !ok {
+		return tools.Output{}, fmt.Errorf("%w: auth (or credential) naming a keychain alias is required", ErrBadConfig)
+	}
+	sql, ok := conv.String(call.Config, "command", "query", "sql")
+	if !ok || strings.TrimSpace(sql) == "" {
+		return tools.Output{}, fmt.Errorf("%w: command (or query, sql) is required", ErrBadConfig)
+	}
+	kc := call.Keychain
+	if kc == nil {
+		kc = t.cfg.Keychain
+	}
+	if kc == nil {
+		return tools.Output{}, fmt.Errorf("postgres: credential %q: no keychain configured: %w", alias, tools.ErrCredentialNotFound)
+	}
+	cred, err := kc.Resolve(ctx, alias)
+	if err != nil {
+		return tools.Output{}, fmt.Errorf("postgres: %w", err)
+	}
+	if cred.Alias == "" {
+		cred.Alias = alias
+	}
+	pool, err := t.pool(cred)
+	if err != nil {
+		return tools.Output{}, err
+	}
+	return t.run(ctx, pool, cred, sql), nil
+}
+
+// pool returns the pool for cred.URL, creating it on first use.
+func (t *Tool) pool(cred tools.Credential) (*pgxpool.Pool, error) {
+	t.mu.RLock()
+	p, ok := t.pools[cred.URL]
+	closed := t.closed
+	t.mu.RUnlock()
+	if ok {
+		return p, nil
+	}
+	if closed {
+		return nil, ErrClosed
+	}
+
+	pc, err := pgxpool.ParseConfig(cred.URL)
+	if err != nil {
+		// pgx quotes the connection string in parse errors.
+		return nil, fmt.Errorf("postgres: credential %q: invalid connection URL: %s", cred.Alias, tools.Redact(err.Error(), cred))
+	}
+	if !strings.Contains(cred.URL, "pool_max_conns") {
+		pc.MaxConns = DefaultMaxConns
+	}
+	if t.cfg.MaxConns > 0 {
+		pc.MaxConns = t.cfg.MaxConns
+	}
+	if t.cfg.ConfigurePool != nil {
+		if err := t.cfg.ConfigurePool(cred.Alias, pc); err != nil {
+			return nil, fmt.Errorf("postgres: credential %q: configure pool: %w", cred.Alias, err)
+		}
+	}
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, ErrClosed
+	}
+	if p, ok := t.pools[cred.URL]; ok {
+		return p, nil
+	}
+	// NewWithConfig does not connect: the first Acquire does, so an
+	// unreachable server surfaces as an error Output a policy can retry.
+	p, err = pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: credential %q: create pool: %s", cred.Alias, tools.Redact(err.Error(), cred))
+	}
+	t.pools[cred.URL] = p
+	t.cfg.Logger.Debug("postgres pool created", "credential", cred.Alias, "max_conns", pc.MaxConns)
+	return p, nil
+}
+
+// run executes sql over the simple query protocol and builds the Output.
+func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string) tools.Output {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return connError(cred, err)
+	}
+	defer conn.Release()
+
+	mrr := conn.Conn().PgConn().Exec(ctx, sql)
+	var (
+		res      result
+		affected int64
+		rowsSeen bool
+	)
+	for mrr.NextResult() {
+		rr := mrr.ResultReader()
+		fds := rr.FieldDescriptions()
+		if len(fds) == 0 {
+			tag, _ := rr.Close()
+			affected = tag.RowsAffected()
+			continue
+		}
+		// A statement that returns rows (even none) replaces the result:
+		// the last such statement is the one reported.
+		rowsSeen = true
+		res.reset(fds)
+		for rr.NextRow() {
+			res.add(rr.Values())
+		}
+		rr.Close()
+	}
+	if err := mrr.Close(); err != nil {
+		return execError(cred, err)
+	}
+	if !rowsSeen {
+		return tools.Output{Status: tools.StatusSuccess, Data: map[string]any{
+			"columns": []any{}, "rows": []any{}, "row_count": affected,
+		}}
+	}
+	return tools.Output{Status: tools.StatusSuccess, Data: map[string]any{
+		"columns": res.columns, "rows": res.rows, "row_count": int64(len(res.rows)),
+	}}
+}
+
+// result accumulates the rows of one statement.
+type result struct {
+	columns []any
+	names   []string
+	oids    []uint32
+	rows    []any
+}
+
+func (r *result) reset(fds []pgconn.FieldDescription) {
+	// pgconn reuses fds between statements: copy what is kept.
+	r.columns = make([]any, len(fds))
+	r.names = make([]string, len(fds))
+	r.oids = make([]uint32, len(fds))
+	for i, fd := range fds {
+		r.columns[i] = fd.Name
+		r.names[i] = fd.Name
+		r.oids[i] = fd.DataTypeOID
+	}
+	r.rows = []any{}
+}
+
+func (r *result) add(values [][]byte) {
+	row := make(map[string]any, len(values))
+	for i, raw := range values {
+		if i < len(r.names) {
+			row[r.names[i]] = decode(r.oids[i], raw)
+		}
+	}
+	r.rows = append(r.rows, row)
+}
+
+// retryableStates are SQLSTATEs (or classes) worth a retry.
+func retryable(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"), // connection exception
+		code == "40001", code == "40P01", // serialization failure, deadlock
+		code == "53300",                                   // too many connections
+		code == "57P01", code == "57P02", code == "57P03": // shutdown, cannot connect now
+		return true
+	}
+	return false
+}
+
+// execError reports a failed statement: a server error verbatim
+// ("ERROR: msg (SQLSTATE xxx)"), anything else as a connection problem.
+func execError(cred tools.Credential, err error) tools.Output {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		msg := pgErr.Error()
+		if pgErr.Detail != "" {
+			msg += " DETAIL: " + pgErr.Detail
+		}
+		return tools.Output{
+			Status: tools.StatusError,
+			Error:  tools.Redact(msg, cred),
+			Data:   map[string]any{"sqlstate": pgErr.Code, "retryable": retryable(pgErr.Code)},
+		}
+	}
+	return connError(cred, err)
+}
+
+// connError reports a failure to reach or keep the server, naming the
+// alias and never the URL.
+func connError(cred tools.Credential, err error) tools.Output {
+	data := map[string]any{"retryable": true}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		data["sqlstate"] = pgErr.Code
+		data["retryable"] = retryable(pgErr.Code)
+	}
+	return tools.Output{
+		Status: tools.StatusError,
+		Error:  fmt.Sprintf("postgres: credential %q: %s", cred.Alias, tools.Redact(err.Error(), cred)),
+		Data:   data,
+	}
+}

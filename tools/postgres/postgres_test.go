@@ -1,0 +1,294 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/postgres"
+)
+
+// setup returns a tool, a keychain with alias "pg" and a fresh schema
+// that is dropped when the test ends.
+func setup(t testing.TB) (*postgres.Tool, tools.Keychain, string) {
+	t.Helper()
+	dsn := testenv.Postgres(t)
+	ctx := context.Background()
+	schema := fmt.Sprintf("tools_pg_%08x", rand.Uint32())
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		admin.Close(context.Background())
+	})
+	tool := postgres.New(postgres.Config{})
+	t.Cleanup(func() { tool.Close() })
+	return tool, tools.StaticURLs(map[string]string{"pg": dsn}), schema
+}
+
+func exec(t testing.TB, tool *postgres.Tool, kc tools.Keychain, key, sql string) tools.Output {
+	t.Helper()
+	out, err := tool.Execute(context.Background(), &tools.Call{Kind: "postgres", Keychain: kc, Config: map[string]any{"auth": "pg", key: sql}})
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	return out
+}
+
+func TestExecute(t *testing.T) {
+	t.Parallel()
+	tool, kc, s := setup(t)
+	exec(t, tool, kc, "command", fmt.Sprintf(`CREATE TABLE %[1]s.item (id int PRIMARY KEY, name text, n int NOT NULL DEFAULT 0)`, s))
+
+	tests := []struct {
+		name   string
+		key    string
+		sql    string
+		status string
+		want   map[string]any
+		errHas []string
+	}{
+		{
+			name: "comment with apostrophe then more statements; last rows win",
+			key:  "command",
+			sql: fmt.Sprintf(`-- don't split me
+INSERT INTO %[1]s.item (id, name) VALUES (1, 'a;b'), (2, 'it''s');
+SELECT id, name FROM %[1]s.item WHERE id = 1; /* ; it's */
+SELECT id, name FROM %[1]s.item ORDER BY id;
+UPDATE %[1]s.item SET n = n + 1;`, s),
+			status: tools.StatusSuccess,
+			want: map[string]any{
+				"columns":   []any{"id", "name"},
+				"rows":      []any{map[string]any{"id": int64(1), "name": "a;b"}, map[string]any{"id": int64(2), "name": "it's"}},
+				"row_count": int64(2),
+			},
+		},
+		{
+			name:   "no statement returns rows: row_count is rows affected",
+			key:    "query",
+			sql:    fmt.Sprintf(`UPDATE %[1]s.item SET n = n + 1; UPDATE %[1]s.item SET n = n + 1 WHERE id = 2`, s),
+			status: tools.StatusSuccess,
+			want:   map[string]any{"columns": []any{}, "rows": []any{}, "row_count": int64(1)},
+		},
+		{
+			name:   "empty select keeps its columns",
+			key:    "sql",
+			sql:    fmt.Sprintf(`SELECT id FROM %[1]s.item WHERE false`, s),
+			status: tools.StatusSuccess,
+			want:   map[string]any{"columns": []any{"id"}, "rows": []any{}, "row_count": int64(0)},
+		},
+		{
+			name:   "returning",
+			key:    "command",
+			sql:    fmt.Sprintf(`UPDATE %[1]s.item SET n = n + 10 WHERE id = 1 RETURNING n`, s),
+			status: tools.StatusSuccess,
+			want:   map[string]any{"columns": []any{"n"}, "rows": []any{map[string]any{"n": int64(12)}}, "row_count": int64(1)},
+		},
+		{
+			name:   "raise exception in DO block",
+			key:    "command",
+			sql:    `DO $$ BEGIN RAISE EXCEPTION 'custom boom %', 42; END $$;`,
+			status: tools.StatusError,
+			errHas: []string{"ERROR: custom boom 42", "SQLSTATE P0001"},
+		},
+		{
+			name:   "error rolls back the implicit transaction",
+			key:    "command",
+			sql:    fmt.Sprintf(`INSERT INTO %[1]s.item (id) VALUES (3); INSERT INTO %[1]s.item (id) VALUES (1);`, s),
+			status: tools.StatusError,
+			errHas: []string{"duplicate key", "SQLSTATE 23505"},
+		},
+		{
+			name:   "syntax error",
+			key:    "command",
+			sql:    `SELEC 1`,
+			status: tools.StatusError,
+			errHas: []string{"syntax error", "SQLSTATE 42601"},
+		},
+	}
+	// Subtests run in order: later cases depend on the rows earlier ones wrote.
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := exec(t, tool, kc, tt.key, tt.sql)
+			if out.Status != tt.status {
+				t.Fatalf("status %q (error %q), want %q", out.Status, out.Error, tt.status)
+			}
+			if tt.want != nil && !reflect.DeepEqual(out.Data, tt.want) {
+				t.Errorf("data\n got %#v\nwant %#v", out.Data, tt.want)
+			}
+			for _, s := range tt.errHas {
+				if !strings.Contains(out.Error, s) {
+					t.Errorf("error %q lacks %q", out.Error, s)
+				}
+			}
+		})
+	}
+	out := exec(t, tool, kc, "command", fmt.Sprintf(`SELECT count(*) AS c FROM %s.item WHERE id = 3`, s))
+	if got := out.Data.(map[string]any)["rows"].([]any)[0].(map[string]any)["c"]; got != int64(0) {
+		t.Errorf("row 3 survived the failed command: count %v", got)
+	}
+}
+
+func TestDecodeTypes(t *testing.T) {
+	t.Parallel()
+	tool, kc, _ := setup(t)
+	out := exec(t, tool, kc, "command", `SET TIME ZONE 'UTC';
+SELECT 1::int2 AS i2, 2::int4 AS i4, 9007199254740993::int8 AS i8,
+  true AS b, 'txt'::text AS t, 'c'::char(3) AS ch,
+  12.50::numeric(10,2) AS num, 123456789012345678901234567890.5::numeric AS bignum, 7::numeric AS numint,
+  1.5::float8 AS f8, 'NaN'::float8 AS nan,
+  '{"a": [1, 2.5, null], "b": "x"}'::jsonb AS jb, '[1,"two"]'::json AS js,
+  ARRAY[1,2,NULL]::int[] AS ia, ARRAY['a b','q"t',NULL,'NULL']::text[] AS ta, '{{1,2},{3,4}}'::int[] AS ia2,
+  ARRAY['{"k":1}'::jsonb] AS jba,
+  'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid AS u,
+  '2024-01-02 03:04:05.123456+00'::timestamptz AS tstz, '2024-01-02 03:04:05'::timestamp AS ts, '2024-01-02'::date AS d,
+  NULL::text AS nul, '\x0102'::bytea AS by, '1 day'::interval AS iv`)
+	if out.Status != tools.StatusSuccess {
+		t.Fatalf("status %s: %s", out.Status, out.Error)
+	}
+	row := out.Data.(map[string]any)["rows"].([]any)[0].(map[string]any)
+	want := map[string]any{
+		"i2": int64(1), "i4": int64(2), "i8": int64(9007199254740993),
+		"b": true, "t": "txt", "ch": "c  ",
+		"num": 12.5, "bignum": "123456789012345678901234567890.5", "numint": int64(7),
+		"f8": 1.5, "nan": "NaN",
+		"jb": map[string]any{"a": []any{int64(1), 2.5, nil}, "b": "x"}, "js": []any{int64(1), "two"},
+		"ia": []any{int64(1), int64(2), nil}, "ta": []any{"a b", `q"t`, nil, "NULL"},
+		"ia2":  []any{[]any{int64(1), int64(2)}, []any{int64(3), int64(4)}},
+		"jba":  []any{map[string]any{"k": int64(1)}},
+		"u":    "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+		"tstz": "2024-01-02T03:04:05.123456Z", "ts": "2024-01-02T03:04:05", "d": "2024-01-02",
+		"nul": nil, "by": `\x0102`, "iv": "1 day",
+	}
+	for k, w := range want {
+		if got := row[k]; !reflect.DeepEqual(got, w) {
+			t.Errorf("%s = %#v, want %#v", k, got, w)
+		}
+	}
+	if len(row) != len(want) {
+		t.Errorf("row has %d columns, want %d", len(row), len(want))
+	}
+}
+
+func TestCredentialErrors(t *testing.T) {
+	t.Parallel()
+	tool := postgres.New(postgres.Config{})
+	t.Cleanup(func() { tool.Close() })
+	kc := tools.StaticURLs(map[string]string{
+		"down": "postgres://app:hunter2secret@127.0.0.1:1/test?sslmode=disable&connect_timeout=2",
+		"junk": "postgres://app:hunter2secret@[::1/x?sslmode=bogus",
+	})
+	call := func(cfg map[string]any) (tools.Output, error) {
+		return tool.Execute(context.Background(), &tools.Call{Keychain: kc, Config: cfg})
+	}
+
+	out, err := call(map[string]any{"auth": "down", "command": "SELECT 1"})
+	if err != nil {
+		t.Fatalf("unreachable server must be an error Output, got %v", err)
+	}
+	if out.Status != tools.StatusError || !strings.Contains(out.Error, `"down"`) || strings.Contains(out.Error, "hunter2secret") {
+		t.Errorf("unreachable: %+v", out)
+	}
+	if out.Data.(map[string]any)["retryable"] != true {
+		t.Errorf("unreachable should be retryable: %v", out.Data)
+	}
+
+	_, err = call(map[string]any{"credential": "junk", "command": "SELECT 1"})
+	if err == nil || !strings.Contains(err.Error(), `"junk"`) || strings.Contains(err.Error(), "hunter2secret") {
+		t.Errorf("invalid URL error %v", err)
+	}
+
+	_, err = call(map[string]any{"auth": "missing", "command": "SELECT 1"})
+	if !errors.Is(err, tools.ErrCredentialNotFound) || !strings.Contains(err.Error(), `"missing"`) {
+		t.Errorf("unknown alias error %v", err)
+	}
+	_, err = call(map[string]any{"auth": "down"})
+	if !errors.Is(err, postgres.ErrBadConfig) {
+		t.Errorf("missing command error %v", err)
+	}
+	_, err = call(map[string]any{"command": "SELECT 1"})
+	if !errors.Is(err, postgres.ErrBadConfig) {
+		t.Errorf("missing auth error %v", err)
+	}
+}
+
+func TestConcurrentCallsAndClose(t *testing.T) {
+	t.Parallel()
+	tool, kc, s := setup(t)
+	exec(t, tool, kc, "command", fmt.Sprintf(`CREATE TABLE %[1]s.c (id int PRIMARY KEY, n int NOT NULL); INSERT INTO %[1]s.c VALUES (1, 0)`, s))
+	const workers, each = 8, 25
+	var wg sync.WaitGroup
+	errs := make(chan string, workers*each)
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				out, err := tool.Execute(context.Background(), &tools.Call{Keychain: kc, Config: map[string]any{
+					"auth":    map[string]any{"type": "postgres", "credential": "pg"}, // NoETL's object form
+					"command": fmt.Sprintf(`UPDATE %s.c SET n = n + 1 WHERE id = 1`, s),
+				}})
+				if err != nil || out.Status != tools.StatusSuccess {
+					errs <- fmt.Sprint(err, out.Error)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	out := exec(t, tool, kc, "command", fmt.Sprintf(`SELECT n FROM %s.c`, s))
+	if got := out.Data.(map[string]any)["rows"].([]any)[0].(map[string]any)["n"]; got != int64(workers*each) {
+		t.Errorf("n = %v, want %d", got, workers*each)
+	}
+	tool.Close()
+	if _, err := tool.Execute(context.Background(), &tools.Call{Keychain: kc, Config: map[string]any{"auth": "pg", "command": "SELECT 1"}}); !errors.Is(err, postgres.ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+}
+
+// BenchmarkUpdateByID measures the per-row hot path of a cursor loop: one
+// trivial UPDATE by primary key per call.
+func BenchmarkUpdateByID(b *testing.B) {
+	tool, kc, s := setup(b)
+	exec(b, tool, kc, "command", fmt.Sprintf(`CREATE TABLE %[1]s.b (id int PRIMARY KEY, n int NOT NULL);
+INSERT INTO %[1]s.b SELECT g, 0 FROM generate_series(1, 1000) g`, s))
+	run := func(b *testing.B, i int) {
+		out, err := tool.Execute(context.Background(), &tools.Call{Keychain: kc, Config: map[string]any{
+			"auth": "pg", "command": fmt.Sprintf(`UPDATE %s.b SET n = n + 1 WHERE id = %d`, s, i%1000+1),
+		}})
+		if err != nil || out.Status != tools.StatusSuccess {
+			b.Fatal(err, out.Error)
+		}
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			run(b, i)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := rand.IntN(1000)
+			for pb.Next() {
+				i++
+				run(b, i)
+			}
+		})
+	})
+}

@@ -1,0 +1,32 @@
+// Package python is cursorflow's python tool, compatible with NoETL's
+// `kind: python` tasks.
+//
+// Each call runs a fresh interpreter (Config.Python, default python3) with
+// a small driver. The task's code becomes the body of a function, so NoETL
+// code that ends in a bare top-level `return {...}` works as written, and
+// so does code that only assigns `result = ...`, or code that defines
+// `def main(...)` (called with the input keys it names, with input_data
+// when it takes one other parameter, or with **input_data).
+//
+// Task configuration:
+//
+//	code                       Python source (required)
+//	input | args | input_data  maps merged over the step's Args (in this
+//	                           order, later wins) into input_data
+//	libs                       {alias: module} imported before the code runs
+//	timeout | timeout_seconds  seconds; the call's context bounds it too
+//
+// input_data is a global dict, and every key of it that is a Python
+// identifier is also bound as a variable of its own (a function
+// parameter, so the code may reassign it). Input and result cross the
+// process boundary as JSON: the driver reads the request on stdin and
+// writes the result on file descriptor 3, so print() output is free to
+// go to stdout, which the tool logs at debug level and never mixes into
+// the result. Values json cannot encode (dates, Decimals, ...) become
+// their str(). JSON integers come back as int64, other numbers as float64.
+//
+// An exception is an error Output whose Error is "Type: message" plus the
+// traceback of the user's frames (file "<code>"); Data carries exception,
+// message and traceback. The child's environment is the worker's without
+// CURSORFLOW_CREDENTIAL_* variables: secrets stay in the keychain.
+package python

@@ -1,0 +1,246 @@
+package python
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/internal/conv"
+)
+
+//go:embed driver.py
+var driver string
+
+// Defaults of Config.
+const (
+	// DefaultPython is the interpreter run when Config.Python is empty.
+	DefaultPython = "python3"
+	// DefaultMaxOutput caps the bytes of stdout and of stderr kept for the
+	// log, and of the result document.
+	DefaultMaxOutput = 1 << 20
+)
+
+// ErrBadConfig is wrapped by the errors Execute returns for a task with no
+// code or an input that cannot be encoded as JSON.
+var ErrBadConfig = errors.New("python: bad task configuration")
+
+// Config configures the python tool.
+type Config struct {
+	// Python is the interpreter's path or name. Defaults to DefaultPython.
+	Python string
+	// Env is added to the child's environment, which is otherwise the
+	// worker's minus every CURSORFLOW_CREDENTIAL_* variable.
+	Env []string
+	// Dir is the child's working directory. Defaults to the worker's.
+	Dir string
+	// MaxOutput caps the bytes kept from stdout, from stderr and of the
+	// result. Defaults to DefaultMaxOutput.
+	MaxOutput int
+	// Logger receives the code's stdout and stderr at debug level when a
+	// Call carries no Logger. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Tool is the python tool. It is safe for concurrent use; each call runs
+// its own interpreter process.
+type Tool struct {
+	cfg Config
+	env []string
+}
+
+// New returns the python tool.
+func New(cfg Config) *Tool {
+	if cfg.Python == "" {
+		cfg.Python = DefaultPython
+	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = DefaultMaxOutput
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, tools.EnvCredentialPrefix) {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PYTHONIOENCODING=utf-8", "PYTHONDONTWRITEBYTECODE=1")
+	env = append(env, cfg.Env...)
+	return &Tool{cfg: cfg, env: env}
+}
+
+// request is what the driver reads on stdin.
+type request struct {
+	Code  string            `json:"code"`
+	Input map[string]any    `json:"input"`
+	Libs  map[string]string `json:"libs,omitempty"`
+}
+
+// reply is what the driver writes on file descriptor 3.
+type reply struct {
+	OK        bool            `json:"ok"`
+	Result    json.RawMessage `json:"result"`
+	Type      string          `json:"type"`
+	Error     string          `json:"error"`
+	Traceback string          `json:"traceback"`
+}
+
+// Input returns the input_data a call hands to the code: the step's Args,
+// overlaid with the task's args, then input, then input_data maps.
+func Input(call *tools.Call) map[string]any {
+	in := make(map[string]any, len(call.Args))
+	for k, v := range call.Args {
+		in[k] = v
+	}
+	for _, key := range []string{"args", "input", "input_data"} {
+		if m, ok := call.Config[key].(map[string]any); ok {
+			for k, v := range m {
+				in[k] = v
+			}
+		}
+	}
+	return in
+}
+
+// Execute runs the task's code in a fresh interpreter. An exception, a
+// non-zero exit or a timeout is an error Output; only a task without code
+// or with unencodable input is a returned error.
+func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
+	code, ok := conv.String(call.Config, "code")
+	if !ok || strings.TrimSpace(code) == "" {
+		return tools.Output{}, fmt.Errorf("%w: code is required", ErrBadConfig)
+	}
+	req := request{Code: code, Input: Input(call)}
+	if libs, ok := call.Config["libs"].(map[string]any); ok {
+		req.Libs = make(map[string]string, len(libs))
+		for alias, mod := range libs {
+			req.Libs[alias] = conv.Scalar(mod)
+		}
+	}
+	stdin, err := json.Marshal(req)
+	if err != nil {
+		return tools.Output{}, fmt.Errorf("%w: input is not JSON-encodable: %v", ErrBadConfig, err)
+	}
+	if v, _, ok := conv.First(call.Config, "timeout", "timeout_seconds"); ok {
+		if d, ok, err := conv.Seconds(v); err != nil {
+			return tools.Output{}, fmt.Errorf("%w: timeout: %v", ErrBadConfig, err)
+		} else if ok && d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+	}
+
+	resR, resW, err := os.Pipe()
+	if err != nil {
+		return tools.Output{}, fmt.Errorf("python: result pipe: %w", err)
+	}
+	defer resR.Close()
+
+	cmd := exec.CommandContext(ctx, t.cfg.Python, "-c", driver)
+	cmd.Env = t.env
+	cmd.Dir = t.cfg.Dir
+	cmd.Stdin = bytes.NewReader(stdin)
+	stdout := &capped{max: t.cfg.MaxOutput}
+	stderr := &capped{max: t.cfg.MaxOutput}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.ExtraFiles = []*os.File{resW} // fd 3 in the child
+	cmd.WaitDelay = 2 * time.Second
+	killGroup(cmd)
+
+	if err := cmd.Start(); err != nil {
+		resW.Close()
+		return tools.Output{Status: tools.StatusError, Error: fmt.Sprintf("python: start %s: %v", t.cfg.Python, err)}, nil
+	}
+	resW.Close()
+	// Read the result concurrently: a large result would otherwise fill
+	// the pipe and block the child before it exits.
+	resCh := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(resR, int64(t.cfg.MaxOutput)+1))
+		resCh <- b
+	}()
+	waitErr := cmd.Wait()
+	raw := <-resCh
+
+	log := call.Logger
+	if log == nil {
+		log = t.cfg.Logger
+	}
+	if stdout.Len() > 0 {
+		log.Debug("python stdout", "step", call.Step, "task", call.Task, "output", stdout.String())
+	}
+	if stderr.Len() > 0 {
+		log.Debug("python stderr", "step", call.Step, "task", call.Task, "output", stderr.String())
+	}
+
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return tools.Output{Status: tools.StatusError, Error: "python: " + ctxErr.Error()}, nil
+	}
+	if len(raw) > t.cfg.MaxOutput {
+		return tools.Output{Status: tools.StatusError, Error: fmt.Sprintf("python: result larger than %d bytes", t.cfg.MaxOutput)}, nil
+	}
+	var rep reply
+	if len(raw) == 0 || json.Unmarshal(raw, &rep) != nil {
+		msg := "python: interpreter exited without a result"
+		if waitErr != nil {
+			msg = "python: " + waitErr.Error()
+		}
+		if s := strings.TrimSpace(stderr.String()); s != "" {
+			msg += ": " + conv.Truncate(s, 2048)
+		}
+		return tools.Output{Status: tools.StatusError, Error: msg}, nil
+	}
+	if !rep.OK {
+		msg := rep.Type
+		if rep.Error != "" {
+			msg += ": " + rep.Error
+		}
+		if rep.Traceback != "" {
+			msg += "\n" + rep.Traceback
+		}
+		return tools.Output{
+			Status: tools.StatusError,
+			Error:  msg,
+			Data:   map[string]any{"exception": rep.Type, "message": rep.Error, "traceback": rep.Traceback},
+		}, nil
+	}
+	if waitErr != nil {
+		return tools.Output{Status: tools.StatusError, Error: "python: " + waitErr.Error()}, nil
+	}
+	result, err := conv.DecodeJSON(rep.Result)
+	if err != nil {
+		return tools.Output{Status: tools.StatusError, Error: "python: unreadable result: " + err.Error()}, nil
+	}
+	return tools.Output{Status: tools.StatusSuccess, Data: result}, nil
+}
+
+// capped is an io.Writer that keeps the first max bytes and drops the
+// rest, so a chatty script cannot exhaust the worker's memory.
+type capped struct {
+	bytes.Buffer
+	max       int
+	truncated bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.Buffer.Len(); room < len(p) {
+		c.truncated = true
+		if room > 0 {
+			c.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return c.Buffer.Write(p)
+}

@@ -1,0 +1,170 @@
+package shell
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/internal/conv"
+)
+
+// Defaults of Config.
+const (
+	// DefaultShell runs a command given as a string.
+	DefaultShell = "/bin/sh"
+	// DefaultMaxOutput caps the bytes kept from stdout and from stderr.
+	DefaultMaxOutput = 1 << 20
+)
+
+// ErrBadConfig is wrapped by the errors Execute returns for a task
+// without a command.
+var ErrBadConfig = errors.New("shell: bad task configuration")
+
+// Config configures the shell tool.
+type Config struct {
+	// Shell runs string commands as Shell -c command. Defaults to
+	// DefaultShell.
+	Shell string
+	// MaxOutput caps the bytes kept from stdout and from stderr; the rest
+	// is dropped. Defaults to DefaultMaxOutput.
+	MaxOutput int
+	// Logger is used when a Call carries no Logger. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Tool is the shell tool. It is safe for concurrent use.
+type Tool struct {
+	cfg Config
+	env []string
+}
+
+// New returns the shell tool.
+func New(cfg Config) *Tool {
+	if cfg.Shell == "" {
+		cfg.Shell = DefaultShell
+	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = DefaultMaxOutput
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, tools.EnvCredentialPrefix) {
+			env = append(env, kv)
+		}
+	}
+	return &Tool{cfg: cfg, env: env}
+}
+
+// Execute runs the command. A non-zero exit, a signal or a timeout is an
+// error Output; Data is {stdout, stderr, exit_code} either way (exit_code
+// -1 when the process did not exit normally).
+func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
+	var argv []string
+	v, _, _ := conv.First(call.Config, "command", "cmd")
+	switch v := v.(type) {
+	case string:
+		if strings.TrimSpace(v) != "" {
+			argv = []string{t.cfg.Shell, "-c", v}
+		}
+	case []any:
+		for _, e := range v {
+			argv = append(argv, conv.Scalar(e))
+		}
+	case []string:
+		argv = append(argv, v...)
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return tools.Output{}, fmt.Errorf("%w: command (or cmd) is required: a string or a list", ErrBadConfig)
+	}
+	if v, _, ok := conv.First(call.Config, "timeout", "timeout_seconds"); ok {
+		d, ok, err := conv.Seconds(v)
+		if err != nil {
+			return tools.Output{}, fmt.Errorf("%w: timeout: %v", ErrBadConfig, err)
+		}
+		if ok && d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+	}
+
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = t.env
+	if em, ok := call.Config["env"].(map[string]any); ok {
+		keys := make([]string, 0, len(em))
+		for k := range em {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		env := make([]string, len(t.env), len(t.env)+len(keys))
+		copy(env, t.env)
+		for _, k := range keys {
+			env = append(env, k+"="+conv.Scalar(em[k]))
+		}
+		cmd.Env = env
+	}
+	if dir, ok := conv.String(call.Config, "dir", "cwd"); ok {
+		cmd.Dir = dir
+	}
+	stdout := &capped{max: t.cfg.MaxOutput}
+	stderr := &capped{max: t.cfg.MaxOutput}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.WaitDelay = 2 * time.Second
+	killGroup(cmd)
+
+	err := cmd.Run()
+	code := 0
+	if cmd.ProcessState != nil {
+		code = cmd.ProcessState.ExitCode()
+	} else if err != nil {
+		code = -1
+	}
+	out := tools.Output{
+		Status: tools.StatusSuccess,
+		Data:   map[string]any{"stdout": stdout.String(), "stderr": stderr.String(), "exit_code": code},
+	}
+	if err != nil {
+		out.Status = tools.StatusError
+		msg := err.Error()
+		if ctx.Err() != nil {
+			msg = ctx.Err().Error()
+		}
+		if s := strings.TrimSpace(stderr.String()); s != "" {
+			msg += ": " + conv.Truncate(s, 512)
+		}
+		out.Error = "shell: " + msg
+	}
+	log := call.Logger
+	if log == nil {
+		log = t.cfg.Logger
+	}
+	log.Debug("shell command", "step", call.Step, "task", call.Task, "exit_code", code)
+	return out, nil
+}
+
+// capped keeps the first max bytes written to it.
+type capped struct {
+	strings.Builder
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.Builder.Len(); room < len(p) {
+		if room > 0 {
+			c.Builder.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return c.Builder.Write(p)
+}
