@@ -1,0 +1,18 @@
+// Package cursortest is the conformance suite every cursor.Driver runs
+// against a real source. A driver's test implements Harness (a fresh,
+// isolated queue per case, plus the few source-specific operations the
+// suite cannot express generically) and calls Run:
+//
+//	func TestConformance(t *testing.T) {
+//		cursortest.Run(t, newHarness(t))
+//	}
+//
+// The driver's Features decide which cases run: a case a driver does not
+// support is reported with t.Skip and the reason, never passed silently.
+// The cases are: batch claims and drain, no double claim under 16
+// concurrent claimers, drain detection, redelivery after a claimer died
+// mid-frame, poison rows to the dead letter, dead-lettering on the
+// engine's request, reconnect after the server dropped the connections,
+// claim templates (__frame_max_rows, __worker_slot_id), stale lease tokens
+// and use after Close.
+package cursortest

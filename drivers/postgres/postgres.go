@@ -1,0 +1,129 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+)
+
+// DefaultMaxConns is the default size of each connection pool.
+const DefaultMaxConns = 8
+
+// Config configures a Driver.
+type Config struct {
+	// MaxConns caps each pool; the driver keeps one pool per credential.
+	// Defaults to DefaultMaxConns (8).
+	MaxConns int
+	// Logger receives connection-loss retries and option warnings when a
+	// Spec carries no logger of its own. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Driver is the postgres cursor driver. It keeps one pgx pool per
+// credential URL; Open is cheap. Safe for concurrent use.
+type Driver struct {
+	cfg    Config
+	log    *slog.Logger
+	mu     sync.Mutex
+	pools  map[string]*pgxpool.Pool
+	closed bool
+}
+
+var (
+	_ cursor.Driver           = (*Driver)(nil)
+	_ cursor.TemplateOptioner = (*Driver)(nil)
+)
+
+// New returns a driver. Pools are created lazily, by the first Open of
+// each credential.
+func New(cfg Config) *Driver {
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Driver{cfg: cfg, log: log, pools: make(map[string]*pgxpool.Pool)}
+}
+
+// Features reports what the postgres driver guarantees. Attempts and
+// dead-lettering depend on the claim returning an attempts column and on
+// a dead_letter statement; leases and redelivery are the claim SQL's.
+func (d *Driver) Features() cursor.Features {
+	return cursor.Features{
+		BatchClaim:    true,
+		DeadLetter:    true,
+		ClaimTemplate: true,
+		Attempts:      true,
+	}
+}
+
+// TemplateOptions names the options the driver renders itself per call
+// (ack, release, dead_letter); the engine passes them unrendered.
+func (d *Driver) TemplateOptions() []string { return sqlcursor.TemplateOptions() }
+
+// Open returns a cursor over spec's claim on the database that
+// spec.Credential (a postgres:// URL or key=value DSN) names.
+func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, error) {
+	pool, err := d.pool(ctx, spec.Credential)
+	if err != nil {
+		return nil, &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "open", Err: err}
+	}
+	log := spec.Logger
+	if log == nil {
+		log = d.log
+	}
+	cur, err := sqlcursor.New(spec, &executor{pool: pool, log: log}, d.log)
+	if err != nil {
+		return nil, err // not a typed nil inside the interface
+	}
+	return cur, nil
+}
+
+func (d *Driver) pool(ctx context.Context, credential string) (*pgxpool.Pool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, cursor.ErrClosed
+	}
+	if p, ok := d.pools[credential]; ok {
+		return p, nil
+	}
+	if credential == "" {
+		return nil, errors.New("empty credential")
+	}
+	pc, err := pgxpool.ParseConfig(credential)
+	if err != nil {
+		// The parse error may quote the connection string, password and
+		// all; say only what is wrong with it.
+		return nil, errors.New("the credential is not a valid postgres connection string")
+	}
+	pc.MaxConns = int32(min(d.cfg.MaxConns, 1<<30))
+	p, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("create pool: %w", err)
+	}
+	d.pools[credential] = p
+	return p, nil
+}
+
+// Close closes every pool. Cursors opened earlier fail afterwards.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	pools := d.pools
+	d.pools = make(map[string]*pgxpool.Pool)
+	d.closed = true
+	d.mu.Unlock()
+	for _, p := range pools {
+		p.Close()
+	}
+	return nil
+}

@@ -1,0 +1,317 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/cursor/cursortest"
+	"github.com/cursorflow/cursorflow/drivers/postgres"
+	"github.com/cursorflow/cursorflow/dsl"
+)
+
+// records is a slog handler that keeps what is logged, for assertions.
+type records struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, rec.Level.String()+" "+rec.Message)
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+func (r *records) count(substr string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, m := range r.msgs {
+		if strings.Contains(m, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+func mustTemplate(t testing.TB, src string) *dsl.Template {
+	t.Helper()
+	tmpl, err := dsl.CompileTemplate(src, dsl.Pos{})
+	if err != nil {
+		t.Fatalf("compile %q: %v", src, err)
+	}
+	return tmpl
+}
+
+func openCursor(t *testing.T, h *harness, spec cursor.Spec) cursor.Cursor {
+	t.Helper()
+	cur, err := h.drv.Open(t.Context(), spec)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = cur.Close() })
+	return cur
+}
+
+func statusCount(t *testing.T, h *harness, table, status string) int {
+	t.Helper()
+	var n int
+	if err := h.admin.QueryRow(t.Context(), `SELECT count(*) FROM `+table+` WHERE status = $1`, status).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestValues(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	spec := cursor.Spec{Kind: "postgres", Auth: "pg_test", Credential: h.base, Claim: mustTemplate(t, `SELECT
+		7::int2 AS i2, 8::int4 AS i4, 9000000000::int8 AS i8, 1.5::float4 AS f4, 2.25::float8 AS f8,
+		12.50::numeric AS dec, 42::numeric AS whole, 'NaN'::numeric AS nan, true AS b, 'x'::text AS t,
+		'y'::varchar AS v, NULL::int AS nul, '2024-01-02T03:04:05.5+01:00'::timestamptz AS ts,
+		'2024-01-02 03:04:05'::timestamp AS tsl, '2024-01-02'::date AS d,
+		'{"a": 1, "b": [1, 2.5, "s"], "c": null}'::jsonb AS jb, '[1, {"x": true}]'::json AS j,
+		ARRAY[1, 2]::int[] AS ints, ARRAY['a', NULL]::text[] AS texts,
+		'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid AS u, '\x00ff'::bytea AS bin, 'abc'::bytea AS txtbin,
+		'10.0.0.0/8'::cidr AS net`)}
+	cur := openCursor(t, h, spec)
+	rows, err := cur.Claim(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 {
+		t.Fatalf("got %d rows", len(rows))
+	}
+	want := map[string]any{
+		"i2": int64(7), "i4": int64(8), "i8": int64(9000000000), "f4": 1.5, "f8": 2.25,
+		"dec": 12.5, "whole": int64(42), "nan": "NaN", "b": true, "t": "x", "v": "y", "nul": nil,
+		"ts": "2024-01-02T02:04:05.5Z", "tsl": "2024-01-02T03:04:05Z", "d": "2024-01-02T00:00:00Z",
+		"jb":    map[string]any{"a": int64(1), "b": []any{int64(1), 2.5, "s"}, "c": nil},
+		"j":     []any{int64(1), map[string]any{"x": true}},
+		"ints":  []any{int64(1), int64(2)},
+		"texts": []any{"a", nil},
+		"u":     "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "bin": "AP8=", "txtbin": "abc",
+		"net": "10.0.0.0/8",
+	}
+	got := rows[0].Values
+	for k, w := range want {
+		if !reflect.DeepEqual(got[k], w) {
+			t.Errorf("%s = %#v (%T), want %#v (%T)", k, got[k], got[k], w, w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d columns, want %d", len(got), len(want))
+	}
+	// No id column: the first column is the key.
+	if rows[0].Key != "7" || rows[0].Lease.Attempt != 1 || !rows[0].Lease.Deadline.IsZero() {
+		t.Errorf("key %q, lease %+v; want key 7, attempt 1, no deadline", rows[0].Key, rows[0].Lease)
+	}
+}
+
+func TestMultiStatementClaim(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	table := h.createTable(t, 5)
+	spec := cursor.Spec{Kind: "postgres", Credential: h.base, Claim: mustTemplate(t, `
+		SET LOCAL lock_timeout = '2s';
+		SELECT 'not me' AS decoy;
+		UPDATE `+table+` SET status = 'claimed', attempts = attempts + 1
+		 WHERE id IN (SELECT id FROM `+table+` WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }} FOR UPDATE SKIP LOCKED)
+		RETURNING id, attempts;
+		SELECT 1 WHERE false`)}
+	cur := openCursor(t, h, spec)
+	rows, err := cur.Claim(t.Context(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last statement returns a result set (empty): it is the claim's
+	// result, and every statement ran in one transaction.
+	if len(rows) != 0 {
+		t.Fatalf("got %d rows from a claim whose last result set is empty", len(rows))
+	}
+	if n := statusCount(t, h, table, "claimed"); n != 3 {
+		t.Fatalf("%d rows claimed, want 3", n)
+	}
+	spec.Claim = mustTemplate(t, `SET LOCAL lock_timeout = '2s'; UPDATE `+table+` SET status = 'claimed', attempts = attempts + 1
+		WHERE status = 'pending' RETURNING id, attempts`)
+	cur = openCursor(t, h, spec)
+	rows, err = cur.Claim(t.Context(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Lease.Attempt != 1 {
+		t.Fatalf("got %+v, want the 2 remaining rows at attempt 1", rows)
+	}
+}
+
+func TestAckAndKeyOptions(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	table := h.createTable(t, 4)
+	spec := cursor.Spec{Kind: "postgres", Credential: h.base,
+		Scope: map[string]any{"table": table},
+		Claim: mustTemplate(t, `UPDATE {{ table }} SET status = 'claimed', attempts = attempts + 1
+			WHERE id IN (SELECT id FROM {{ table }} WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }})
+			RETURNING 'acme' AS tenant, id, attempts AS attempt_count`),
+		Options: map[string]any{
+			"key": "tenant, id",
+			"ack": `UPDATE {{ table }} SET status = 'done' WHERE id IN ({{ rows | map(attribute='id') | join(',') }})`,
+		},
+	}
+	cur := openCursor(t, h, spec)
+	rows, err := cur.Claim(t.Context(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, r := range rows {
+		keys = append(keys, r.Key)
+	}
+	if len(keys) != 3 || !strings.HasPrefix(keys[0], "acme/") {
+		t.Fatalf("keys %v, want 3 composite keys acme/<id>", keys)
+	}
+	if err := cur.Ack(t.Context(), rows); err != nil {
+		t.Fatal(err)
+	}
+	if n := statusCount(t, h, table, "done"); n != 3 {
+		t.Fatalf("%d rows done after Ack, want 3", n)
+	}
+	// Ack, Release of nothing, and Release without a statement, are no-ops.
+	if err := cur.Ack(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.Release(t.Context(), rows); err != nil {
+		t.Fatal(err)
+	}
+	// Without dead_letter, DeadLetter is unsupported rather than silent.
+	err = cur.(cursor.DeadLetterer).DeadLetter(t.Context(), rows, "x")
+	if !errors.Is(err, cursor.ErrUnsupported) {
+		t.Fatalf("DeadLetter without a statement: %v, want ErrUnsupported", err)
+	}
+}
+
+func TestPoisonWithoutDeadLetterIsReturned(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	table := h.createTable(t, 1)
+	if _, err := h.admin.Exec(t.Context(), `UPDATE `+table+` SET attempts = 5`); err != nil {
+		t.Fatal(err)
+	}
+	spec := cursor.Spec{Kind: "postgres", Credential: h.base, MaxAttempts: 3,
+		Claim: mustTemplate(t, `UPDATE `+table+` SET status = 'claimed', attempts = attempts + 1 WHERE status = 'pending' RETURNING id, attempts`)}
+	rows, err := openCursor(t, h, spec).Claim(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With no dead_letter statement the row is not dropped: the engine's
+	// own attempt policy sees Lease.Attempt.
+	if len(rows) != 1 || rows[0].Lease.Attempt != 6 {
+		t.Fatalf("got %+v, want the row at attempt 6", rows)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	table := h.createTable(t, 1)
+	log := &records{}
+	tests := []struct {
+		name, credential, claim, op, want string
+	}{
+		{"no result set", h.base, `UPDATE ` + table + ` SET status = 'x' WHERE false`, "claim", "no result set"},
+		{"sql error", h.base, `SELECT * FROM missing_table_xyz`, "claim", "missing_table_xyz"},
+		{"render error", h.base, `SELECT {{ nofn() }}`, "claim", "render claim"},
+		{"unreachable server", "postgres://postgres:s3cr3t@127.0.0.1:1/test?connect_timeout=2", `SELECT 1`, "claim", "127.0.0.1"},
+		{"malformed credential", "postgres://postgres:s3cr3t@[::1", `SELECT 1`, "open", "not a valid postgres connection string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := cursor.Spec{Kind: "postgres", Auth: "pg_alias", Credential: tt.credential,
+				Claim: mustTemplate(t, tt.claim), Logger: slog.New(log)}
+			cur, err := h.drv.Open(t.Context(), spec)
+			if err == nil {
+				defer cur.Close()
+				_, err = cur.Claim(t.Context(), 1)
+			}
+			var ce *cursor.ClaimError
+			if !errors.As(err, &ce) {
+				t.Fatalf("err = %v (%T), want a *cursor.ClaimError", err, err)
+			}
+			if ce.Op != tt.op || ce.Auth != "pg_alias" || ce.Kind != "postgres" {
+				t.Errorf("ClaimError %+v, want op %s, auth pg_alias", ce, tt.op)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.want) || !strings.Contains(msg, "pg_alias") {
+				t.Errorf("error %q does not mention %q and the alias", msg, tt.want)
+			}
+			if strings.Contains(msg, "s3cr3t") {
+				t.Errorf("error leaks the password: %q", msg)
+			}
+		})
+	}
+	// Statement errors are not connection losses: nothing was retried.
+	if n := log.count("retrying"); n != 0 {
+		t.Errorf("%d retries logged for statement errors", n)
+	}
+	if _, err := h.drv.Open(t.Context(), cursor.Spec{Kind: "postgres", Credential: h.base}); err == nil {
+		t.Error("Open without a claim succeeded")
+	}
+	if _, err := openCursor(t, h, cursor.Spec{Kind: "postgres", Credential: h.base, Claim: mustTemplate(t, "SELECT 1")}).Claim(t.Context(), 0); err == nil {
+		t.Error("Claim(0) succeeded")
+	}
+}
+
+// TestReconnectRetriesOnce proves the reconnect case passes through the
+// driver's retry, not by luck of the pool handing out a live connection.
+func TestReconnectRetriesOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	spec, keys := h.NewQueue(t, 4, cursortest.QueueOptions{})
+	log := &records{}
+	spec.Logger = slog.New(log)
+	cur := openCursor(t, h, spec)
+	for round := range 2 {
+		rows, err := cur.Claim(t.Context(), 1)
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("round %d: Claim: %d rows, %v", round, len(rows), err)
+		}
+		h.DropConnections(t, spec)
+		if got := log.count("connection lost"); got != round {
+			t.Fatalf("round %d: %d retries logged before the claim, want %d", round, got, round)
+		}
+	}
+	rows, err := cur.Claim(t.Context(), len(keys))
+	if err != nil {
+		t.Fatalf("Claim after the second drop: %v", err)
+	}
+	if len(rows) != 2 || log.count("connection lost") != 2 {
+		t.Fatalf("%d rows, %d retries logged; want 2 rows and 2 retries", len(rows), log.count("connection lost"))
+	}
+}
+
+func TestDriverClose(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{MaxConns: 2})
+	spec := cursor.Spec{Kind: "postgres", Credential: h.base, Claim: mustTemplate(t, "SELECT 1 AS id")}
+	cur := openCursor(t, h, spec)
+	if _, err := cur.Claim(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.drv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.drv.Open(t.Context(), spec); !errors.Is(err, cursor.ErrClosed) {
+		t.Fatalf("Open after Close: %v, want ErrClosed", err)
+	}
+	if _, err := cur.Claim(t.Context(), 1); err == nil {
+		t.Fatal("Claim on a closed driver's pool succeeded")
+	}
+}

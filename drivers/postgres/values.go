@@ -1,0 +1,109 @@
+package postgres
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/big"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+)
+
+// normalize converts the values pgx decodes into JSON-friendly Go values:
+// numeric becomes int64 when integral and in range, float64 otherwise
+// ("NaN", "Infinity" and "-Infinity" stay strings); uuid its canonical
+// string; arrays []any; everything else as sqlcursor.Normalize does.
+func normalize(v any) any {
+	switch v := v.(type) {
+	case pgtype.Numeric:
+		return numeric(v)
+	case [16]byte:
+		return fmt.Sprintf("%x-%x-%x-%x-%x", v[0:4], v[4:6], v[6:8], v[8:10], v[10:16])
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = normalize(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = normalize(e)
+		}
+		return out
+	}
+	return sqlcursor.Normalize(v)
+}
+
+func numeric(n pgtype.Numeric) any {
+	switch {
+	case !n.Valid:
+		return nil
+	case n.NaN:
+		return "NaN"
+	case n.InfinityModifier == pgtype.Infinity:
+		return "Infinity"
+	case n.InfinityModifier == pgtype.NegativeInfinity:
+		return "-Infinity"
+	case n.Int == nil:
+		return int64(0)
+	}
+	r := new(big.Rat).SetInt(n.Int)
+	exp := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(n.Exp))), nil)
+	if n.Exp >= 0 {
+		r.Mul(r, new(big.Rat).SetInt(exp))
+	} else {
+		r.Quo(r, new(big.Rat).SetInt(exp))
+	}
+	if r.IsInt() && r.Num().IsInt64() {
+		return r.Num().Int64()
+	}
+	f, _ := r.Float64()
+	return f
+}
+
+func abs(x int32) int32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// decodeJSON decodes json/jsonb text keeping integers exact: integral
+// numbers become int64, others float64.
+func decodeJSON(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decode json: %w", err)
+	}
+	return jsonNumbers(v), nil
+}
+
+func jsonNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return i
+		}
+		f, err := v.Float64()
+		if err != nil {
+			return v.String()
+		}
+		return f
+	case []any:
+		for i, e := range v {
+			v[i] = jsonNumbers(e)
+		}
+		return v
+	case map[string]any:
+		for k, e := range v {
+			v[k] = jsonNumbers(e)
+		}
+		return v
+	}
+	return v
+}

@@ -1,0 +1,160 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/cursor/cursortest"
+	"github.com/cursorflow/cursorflow/drivers/sqlite"
+	"github.com/cursorflow/cursorflow/dsl"
+)
+
+// harness implements cursortest.Harness on tables of one database file.
+// Its own handle plays the playbook body's connection, a second writer
+// next to the driver's.
+type harness struct {
+	drv  *sqlite.Driver
+	db   *sql.DB
+	path string
+	seq  atomic.Int64
+}
+
+func newHarness(t testing.TB) *harness {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	dsn, err := sqlite.DSN(path, sqlite.DefaultBusyTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	h := &harness{drv: sqlite.New(sqlite.Config{}), db: db, path: path}
+	t.Cleanup(func() {
+		_ = h.drv.Close()
+		_ = db.Close()
+	})
+	return h
+}
+
+func (h *harness) Driver() cursor.Driver { return h.drv }
+
+const nowMS = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
+
+var claimSQL = `UPDATE {{ workload.table }}
+   SET status = 'claimed', attempts = attempts + 1, claimed_at = ` + nowMS + `
+ WHERE id IN (
+   SELECT id FROM {{ workload.table }}
+    WHERE status = 'pending'{% if workload.lease_ms %}
+       OR (status = 'claimed' AND claimed_at < ` + nowMS + ` - {{ workload.lease_ms }}){% endif %}
+    ORDER BY id LIMIT {{ __frame_max_rows | default(1) | int }})
+RETURNING id, payload, attempts{% if workload.echo %}, {{ __worker_slot_id }} AS slot, {{ __frame_max_rows }} AS frame_max{% endif %}`
+
+func (h *harness) createTable(t testing.TB, n int) string {
+	t.Helper()
+	table := fmt.Sprintf("q%d", h.seq.Add(1))
+	ctx := context.Background()
+	_, err := h.db.ExecContext(ctx, `CREATE TABLE `+table+` (
+		id INTEGER PRIMARY KEY,
+		payload TEXT NOT NULL,
+		status TEXT NOT NULL DEFAULT 'pending',
+		attempts INTEGER NOT NULL DEFAULT 0,
+		claimed_at INTEGER)`)
+	if err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	if n > 0 {
+		_, err = h.db.ExecContext(ctx, `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?)
+			INSERT INTO `+table+` (id, payload) SELECT n, json_object('n', n) FROM g`, n)
+		if err != nil {
+			t.Fatalf("fill table: %v", err)
+		}
+	}
+	return table
+}
+
+func (h *harness) NewQueue(t *testing.T, n int, opts cursortest.QueueOptions) (cursor.Spec, []string) {
+	t.Helper()
+	table := h.createTable(t, n)
+	claim, err := dsl.CompileTemplate(claimSQL, dsl.Pos{})
+	if err != nil {
+		t.Fatalf("compile claim: %v", err)
+	}
+	options := map[string]any{
+		"release": `UPDATE {{ workload.table }} SET status = 'pending' WHERE status = 'claimed' AND id IN ({{ keys | join(', ') }})`,
+	}
+	if opts.MaxAttempts > 0 {
+		options["dead_letter"] = `UPDATE {{ workload.table }} SET status = 'dead' WHERE id IN ({{ keys | join(', ') }})`
+	}
+	spec := cursor.Spec{
+		Kind:       "sqlite",
+		Auth:       "local_db",
+		Credential: "sqlite:" + h.path,
+		Claim:      claim,
+		Scope: map[string]any{"workload": map[string]any{
+			"table":    table,
+			"lease_ms": opts.Lease.Milliseconds(),
+			"echo":     opts.EchoTemplateVars,
+		}},
+		Options:     options,
+		Lease:       opts.Lease,
+		MaxAttempts: opts.MaxAttempts,
+		Logger:      slog.New(slog.NewTextHandler(t.Output(), nil)),
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = strconv.Itoa(i + 1)
+	}
+	return spec, keys
+}
+
+func tableOf(spec cursor.Spec) string {
+	return spec.Scope["workload"].(map[string]any)["table"].(string)
+}
+
+func (h *harness) Complete(ctx context.Context, spec cursor.Spec, rows []cursor.Row) error {
+	keys := make([]string, len(rows))
+	for i, r := range rows {
+		if _, err := strconv.ParseInt(r.Key, 10, 64); err != nil {
+			return fmt.Errorf("key %q: %w", r.Key, err)
+		}
+		keys[i] = r.Key
+	}
+	_, err := h.db.ExecContext(ctx, `UPDATE `+tableOf(spec)+` SET status = 'done' WHERE id IN (`+strings.Join(keys, ",")+`)`)
+	return err
+}
+
+func (h *harness) DeadLettered(t *testing.T, spec cursor.Spec) []string {
+	t.Helper()
+	rows, err := h.db.QueryContext(context.Background(), `SELECT CAST(id AS TEXT) FROM `+tableOf(spec)+` WHERE status = 'dead' ORDER BY id`)
+	if err != nil {
+		t.Fatalf("dead letter: %v", err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func (h *harness) DropConnections(t *testing.T, _ cursor.Spec) {
+	t.Skip("sqlite is embedded: there is no server to drop the driver's connections")
+}

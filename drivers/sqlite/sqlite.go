@@ -1,0 +1,258 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+)
+
+// DefaultBusyTimeout is how long a statement waits for another process's
+// write lock before failing with SQLITE_BUSY.
+const DefaultBusyTimeout = 5 * time.Second
+
+// Config configures a Driver.
+type Config struct {
+	// BusyTimeout is SQLite's busy_timeout: how long a claim waits for a
+	// write lock held by another process. Defaults to DefaultBusyTimeout
+	// (5 seconds).
+	BusyTimeout time.Duration
+	// Logger receives option warnings when a Spec carries no logger of its
+	// own. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Driver is the SQLite cursor driver (modernc.org/sqlite, no cgo). It
+// keeps one database handle per credential with a single connection, so
+// claims, acks and releases of one process are serialized in-process
+// rather than contending for SQLite's write lock. Safe for concurrent use.
+type Driver struct {
+	cfg    Config
+	log    *slog.Logger
+	mu     sync.Mutex
+	dbs    map[string]*sql.DB
+	closed bool
+}
+
+var (
+	_ cursor.Driver           = (*Driver)(nil)
+	_ cursor.TemplateOptioner = (*Driver)(nil)
+)
+
+// New returns a driver. Databases are opened lazily, by the first Open of
+// each credential.
+func New(cfg Config) *Driver {
+	if cfg.BusyTimeout <= 0 {
+		cfg.BusyTimeout = DefaultBusyTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Driver{cfg: cfg, log: log, dbs: make(map[string]*sql.DB)}
+}
+
+// Features reports what the sqlite driver guarantees: the same as the
+// postgres driver. Attempts and dead-lettering depend on the claim
+// returning an attempts column and on a dead_letter statement.
+func (d *Driver) Features() cursor.Features {
+	return cursor.Features{
+		BatchClaim:    true,
+		DeadLetter:    true,
+		ClaimTemplate: true,
+		Attempts:      true,
+	}
+}
+
+// TemplateOptions names the options the driver renders itself per call
+// (ack, release, dead_letter); the engine passes them unrendered.
+func (d *Driver) TemplateOptions() []string { return sqlcursor.TemplateOptions() }
+
+// Open returns a cursor over spec's claim on the database file that
+// spec.Credential names: a path, sqlite:PATH, sqlite://PATH or a file: URI.
+func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, error) {
+	db, err := d.db(spec.Credential)
+	if err != nil {
+		return nil, &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "open", Err: err}
+	}
+	cur, err := sqlcursor.New(spec, executor{db: db}, d.log)
+	if err != nil {
+		return nil, err // not a typed nil inside the interface
+	}
+	return cur, nil
+}
+
+func (d *Driver) db(credential string) (*sql.DB, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, cursor.ErrClosed
+	}
+	if db, ok := d.dbs[credential]; ok {
+		return db, nil
+	}
+	dsn, err := DSN(credential, d.cfg.BusyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	// One connection: SQLite has one writer anyway, and a claim is a
+	// write; queueing in database/sql is cheaper than SQLITE_BUSY retries.
+	// Keeping it open also keeps a :memory: database alive.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	d.dbs[credential] = db
+	return db, nil
+}
+
+// DSN turns a credential into a modernc.org/sqlite data source name with
+// WAL journaling, the busy timeout, and IMMEDIATE transactions (a claim
+// takes the write lock when it begins, so two processes never both read
+// the same candidates). Parameters already in a file: URI win.
+func DSN(credential string, busyTimeout time.Duration) (string, error) {
+	c := strings.TrimSpace(credential)
+	switch {
+	case c == "":
+		return "", errors.New("empty credential: want a database path, sqlite:PATH or a file: URI")
+	case strings.HasPrefix(c, "sqlite://"):
+		c = strings.TrimPrefix(c, "sqlite://")
+	case strings.HasPrefix(c, "sqlite3://"):
+		c = strings.TrimPrefix(c, "sqlite3://")
+	case strings.HasPrefix(c, "sqlite:"):
+		c = strings.TrimPrefix(c, "sqlite:")
+	}
+	var path, rawQuery string
+	if strings.HasPrefix(c, "file:") {
+		path, rawQuery, _ = strings.Cut(c, "?")
+	} else {
+		path = "file:" + escapePath(c)
+	}
+	if path == "file:" {
+		return "", errors.New("credential names no database path")
+	}
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return "", errors.New("credential has a malformed query string")
+	}
+	setDefault := func(k, v string) {
+		if q.Get(k) == "" {
+			q.Set(k, v)
+		}
+	}
+	if path != "file::memory:" && q.Get("mode") != "memory" {
+		setDefault("_journal_mode", "WAL")
+	}
+	setDefault("_busy_timeout", strconv.FormatInt(busyTimeout.Milliseconds(), 10))
+	setDefault("_txlock", "immediate")
+	return path + "?" + q.Encode(), nil
+}
+
+// escapePath percent-encodes the characters a file: URI gives meaning to.
+func escapePath(p string) string {
+	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	return r.Replace(p)
+}
+
+// Close closes every database handle.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	dbs := d.dbs
+	d.dbs = make(map[string]*sql.DB)
+	d.closed = true
+	d.mu.Unlock()
+	var errs []error
+	for _, db := range dbs {
+		if err := db.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// executor runs a cursor's SQL in IMMEDIATE transactions.
+type executor struct{ db *sql.DB }
+
+func (e executor) Query(ctx context.Context, stmt string) (res sqlcursor.Result, err error) {
+	tx, err := e.db.BeginTx(ctx, nil)
+	if err != nil {
+		return res, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	rows, err := tx.QueryContext(ctx, stmt)
+	if err != nil {
+		return res, err
+	}
+	res, err = scan(rows)
+	if err != nil {
+		return sqlcursor.Result{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return sqlcursor.Result{}, fmt.Errorf("commit: %w", err)
+	}
+	return res, nil
+}
+
+func scan(rows *sql.Rows) (sqlcursor.Result, error) {
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return sqlcursor.Result{}, err
+	}
+	res := sqlcursor.Result{Rows: [][]any{}}
+	if len(cols) > 0 {
+		res.Columns = cols
+	}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return sqlcursor.Result{}, err
+		}
+		for i, v := range vals {
+			vals[i] = sqlcursor.Normalize(v)
+		}
+		res.Rows = append(res.Rows, vals)
+	}
+	if err := rows.Err(); err != nil {
+		return sqlcursor.Result{}, err
+	}
+	return res, nil
+}
+
+func (e executor) Exec(ctx context.Context, stmt string) error {
+	tx, err := e.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, stmt); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
