@@ -1,0 +1,76 @@
+package eventlogurl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/postgres"
+	"github.com/cursorflow/cursorflow/eventlog/sqlite"
+)
+
+// ErrUnsupportedURL is wrapped by Open's error for a URL whose scheme names
+// no backend.
+var ErrUnsupportedURL = errors.New("eventlogurl: unsupported event log URL")
+
+// SchemaParam is the query parameter of a postgres URL that names the
+// schema holding the log (postgres.Config.Schema); Open removes it before
+// connecting.
+const SchemaParam = "eventlog_schema"
+
+// Open opens the log that rawURL names:
+//
+//	memory:                                  eventlog.NewMemory()
+//	sqlite:PATH, sqlite://PATH               sqlite.Open(PATH) with default Config
+//	postgres://..., postgresql://...         postgres.Open with default Config;
+//	                                         ?eventlog_schema=NAME sets the schema
+//
+// The caller closes the returned log.
+func Open(ctx context.Context, rawURL string) (eventlog.Log, error) {
+	scheme, rest, ok := strings.Cut(rawURL, ":")
+	if !ok {
+		return nil, fmt.Errorf("%w: %q has no scheme", ErrUnsupportedURL, redact(rawURL))
+	}
+	switch strings.ToLower(scheme) {
+	case "memory":
+		return eventlog.NewMemory(), nil
+	case "sqlite":
+		path := strings.TrimPrefix(rest, "//")
+		if path == "" {
+			return nil, fmt.Errorf("%w: sqlite URL without a path", ErrUnsupportedURL)
+		}
+		return sqlite.Open(ctx, path, sqlite.Config{})
+	case "postgres", "postgresql":
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnsupportedURL, redactErr(err, rawURL))
+		}
+		var cfg postgres.Config
+		if q := u.Query(); q.Has(SchemaParam) {
+			cfg.Schema = q.Get(SchemaParam)
+			q.Del(SchemaParam)
+			u.RawQuery = q.Encode()
+		}
+		return postgres.Open(ctx, u.String(), cfg)
+	}
+	return nil, fmt.Errorf("%w: scheme %q (want memory, sqlite, postgres or postgresql)", ErrUnsupportedURL, scheme)
+}
+
+// redact hides a URL's password so that it never reaches an error.
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return "<unparsable URL>"
+}
+
+func redactErr(err error, raw string) string {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err.Error() // url.Error repeats the URL, password included
+	}
+	return strings.ReplaceAll(err.Error(), raw, "<url>")
+}

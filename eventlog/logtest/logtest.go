@@ -1,0 +1,694 @@
+package logtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// waitTimeout bounds every wait for something that must happen; it is
+// generous so that slow CI machines do not flake.
+const waitTimeout = 10 * time.Second
+
+// Run exercises log semantics against logs made by newLog. newLog is called
+// once per subtest, from that subtest, and must return an empty log that
+// the caller cleans up (t.Cleanup); subtests run in parallel, and a subtest
+// may Close its log itself (Close must then be idempotent).
+func Run(t *testing.T, newLog func(t *testing.T) eventlog.Log) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, eventlog.Log)
+	}{
+		{"RoundTrip", testRoundTrip},
+		{"EmptyBatch", testEmptyBatch},
+		{"SeqPerExecution", testSeqPerExecution},
+		{"ReadAfterLimit", testReadAfterLimit},
+		{"BatchAtomicity", testBatchAtomicity},
+		{"CancelledAppend", testCancelledAppend},
+		{"DuplicateSeparateAppends", testDuplicateSeparate},
+		{"DuplicateWithinBatch", testDuplicateWithinBatch},
+		{"DuplicateRace", testDuplicateRace},
+		{"ConcurrentAppends", testConcurrentAppends},
+		{"WaitExisting", testWaitExisting},
+		{"WaitWakesOnAppend", testWaitWakes},
+		{"WaitCancel", testWaitCancel},
+		{"WaitIgnoresOtherExecutions", testWaitOtherExecution},
+		{"Executions", testExecutions},
+		{"Close", testClose},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newLog(t))
+		})
+	}
+}
+
+// ExecutionID returns a random execution id with a readable prefix, so
+// tests sharing one store never collide.
+func ExecutionID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustAppend(t *testing.T, l eventlog.Log, events ...eventlog.Event) []eventlog.Result {
+	t.Helper()
+	res, err := l.Append(ctxT(t), events)
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	if len(res) != len(events) {
+		t.Fatalf("Append returned %d results for %d events", len(res), len(events))
+	}
+	return res
+}
+
+func mustRead(t *testing.T, l eventlog.Log, exec string, after int64, limit int) []eventlog.Event {
+	t.Helper()
+	evs, err := l.Read(ctxT(t), exec, after, limit)
+	if err != nil {
+		t.Fatalf("Read(%s, %d, %d): %v", exec, after, limit, err)
+	}
+	return evs
+}
+
+func seqs(evs []eventlog.Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+func seqRange(from, to int64) []int64 {
+	var out []int64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+// jsonEqual compares two JSON documents by value (key order and spacing do
+// not matter); two empty documents are equal.
+func jsonEqual(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func ev(exec, typ string) eventlog.Event {
+	return eventlog.Event{ExecutionID: exec, Type: typ}
+}
+
+func issued(exec, cmd string) eventlog.Event {
+	return eventlog.Event{ExecutionID: exec, Type: eventlog.TypeCommandIssued, CommandID: cmd, Step: "s"}
+}
+
+func loopDone(exec, loop string) eventlog.Event {
+	return eventlog.Event{ExecutionID: exec, Type: eventlog.TypeLoopDone, LoopID: loop, Step: "s"}
+}
+
+func testRoundTrip(t *testing.T, l eventlog.Log) {
+	exec := ExecutionID("roundtrip")
+	// Durable stores keep microseconds; a time with that precision must
+	// come back Equal.
+	at := time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.FixedZone("X", 3600))
+	in := []eventlog.Event{
+		{
+			ExecutionID: exec, Type: eventlog.TypeExecutionStarted,
+			Payload: json.RawMessage(`{"playbook":"demo","workload":{"n":3,"tags":["a","b"],"nested":{"ok":true,"none":null}}}`),
+			Meta:    json.RawMessage(`{"trace_id":"abc","span":7}`),
+			Time:    at,
+		},
+		{
+			ExecutionID: exec, Type: eventlog.TypeCommandIssued, Step: "fetch", CommandID: "cmd-1",
+			LoopID: "loop-1", Frame: 42, Attempt: 3, WorkerID: "worker-9",
+			Payload: json.RawMessage(` { "b" : 2, "a" : "x\u00e9\"y" } `),
+			Time:    at.Add(time.Second),
+			// ID and Seq are assigned by the log; whatever the caller sets is ignored.
+			ID: 999, Seq: 999,
+		},
+		{ExecutionID: exec, Type: eventlog.TypeStepCompleted, Step: "fetch", Payload: json.RawMessage(`[1,2.5,"three"]`)},
+	}
+	before := time.Now()
+	res := mustAppend(t, l, in...)
+	after := time.Now()
+	for i, r := range res {
+		if r.Duplicate || r.Seq != int64(i+1) || r.ID <= 0 {
+			t.Fatalf("result %d = %+v, want Seq %d and a positive ID", i, r, i+1)
+		}
+		if i > 0 && r.ID <= res[i-1].ID {
+			t.Fatalf("IDs not increasing within a batch: %+v", res)
+		}
+	}
+	got := mustRead(t, l, exec, 0, 0)
+	if len(got) != len(in) {
+		t.Fatalf("Read returned %d events, want %d", len(got), len(in))
+	}
+	for i, g := range got {
+		w := in[i]
+		if g.ID != res[i].ID || g.Seq != res[i].Seq {
+			t.Errorf("event %d: ID/Seq = %d/%d, want %d/%d", i, g.ID, g.Seq, res[i].ID, res[i].Seq)
+		}
+		if g.ExecutionID != w.ExecutionID || g.Type != w.Type || g.Step != w.Step || g.CommandID != w.CommandID ||
+			g.LoopID != w.LoopID || g.Frame != w.Frame || g.Attempt != w.Attempt || g.WorkerID != w.WorkerID {
+			t.Errorf("event %d fields = %+v, want %+v", i, g, w)
+		}
+		if !jsonEqual(g.Payload, w.Payload) {
+			t.Errorf("event %d payload = %s, want %s", i, g.Payload, w.Payload)
+		}
+		if !jsonEqual(g.Meta, w.Meta) {
+			t.Errorf("event %d meta = %s, want %s", i, g.Meta, w.Meta)
+		}
+		if !w.Time.IsZero() && !g.Time.Equal(w.Time) {
+			t.Errorf("event %d time = %v, want %v", i, g.Time, w.Time)
+		}
+	}
+	// A zero Time is set by the log to the append time.
+	if tm := got[2].Time; tm.Before(before.Add(-time.Millisecond)) || tm.After(after.Add(time.Millisecond)) {
+		t.Errorf("zero Time was stored as %v, want between %v and %v", tm, before, after)
+	}
+	if got[2].Meta != nil && len(got[2].Meta) != 0 {
+		t.Errorf("empty meta came back as %q", got[2].Meta)
+	}
+	// Mutating what Read returned must not change the log.
+	if len(got[0].Payload) > 0 {
+		got[0].Payload[0] = 'X'
+		again := mustRead(t, l, exec, 0, 1)
+		if !jsonEqual(again[0].Payload, in[0].Payload) {
+			t.Errorf("mutating a read payload changed the log: %s", again[0].Payload)
+		}
+	}
+}
+
+func testEmptyBatch(t *testing.T, l eventlog.Log) {
+	res, err := l.Append(ctxT(t), nil)
+	if err != nil || len(res) != 0 {
+		t.Fatalf("Append(nil) = %v, %v; want no results and no error", res, err)
+	}
+}
+
+func testSeqPerExecution(t *testing.T, l eventlog.Log) {
+	a, b := ExecutionID("seq-a"), ExecutionID("seq-b")
+	res := mustAppend(t, l, ev(a, eventlog.TypeExecutionStarted), ev(b, eventlog.TypeExecutionStarted),
+		ev(a, eventlog.TypeStepStarted), ev(a, eventlog.TypeStepCompleted), ev(b, eventlog.TypeStepStarted))
+	want := []int64{1, 1, 2, 3, 2}
+	for i, r := range res {
+		if r.Seq != want[i] {
+			t.Fatalf("seqs = %+v, want %v", res, want)
+		}
+	}
+	res = mustAppend(t, l, ev(b, eventlog.TypeStepCompleted), ev(a, eventlog.TypeStepStarted))
+	if res[0].Seq != 3 || res[1].Seq != 4 {
+		t.Fatalf("second append seqs = %+v, want b:3 a:4", res)
+	}
+	if got := seqs(mustRead(t, l, a, 0, 0)); !slices.Equal(got, seqRange(1, 4)) {
+		t.Fatalf("a seqs = %v", got)
+	}
+	if got := seqs(mustRead(t, l, b, 0, 0)); !slices.Equal(got, seqRange(1, 3)) {
+		t.Fatalf("b seqs = %v", got)
+	}
+}
+
+func testReadAfterLimit(t *testing.T, l eventlog.Log) {
+	exec := ExecutionID("read")
+	var batch []eventlog.Event
+	for i := range 10 {
+		e := ev(exec, eventlog.TypeStepCompleted)
+		e.Step = fmt.Sprintf("step-%d", i+1)
+		batch = append(batch, e)
+	}
+	mustAppend(t, l, batch...)
+	cases := []struct {
+		after int64
+		limit int
+		want  []int64
+	}{
+		{0, 0, seqRange(1, 10)},
+		{3, 4, seqRange(4, 7)},
+		{8, 5, seqRange(9, 10)},
+		{-5, 2, seqRange(1, 2)},
+		{0, -1, seqRange(1, 10)},
+		{10, 0, nil},
+		{25, 3, nil},
+	}
+	for _, c := range cases {
+		got := mustRead(t, l, exec, c.after, c.limit)
+		if !slices.Equal(seqs(got), c.want) {
+			t.Errorf("Read(after=%d, limit=%d) seqs = %v, want %v", c.after, c.limit, seqs(got), c.want)
+		}
+		for _, e := range got {
+			if want := fmt.Sprintf("step-%d", e.Seq); e.Step != want {
+				t.Errorf("seq %d has step %q, want %q", e.Seq, e.Step, want)
+			}
+		}
+	}
+	if got := mustRead(t, l, ExecutionID("unknown"), 0, 0); len(got) != 0 {
+		t.Errorf("Read of an unknown execution returned %d events", len(got))
+	}
+}
+
+func testBatchAtomicity(t *testing.T, l eventlog.Log) {
+	exec := ExecutionID("atomic")
+	bad := []struct {
+		name string
+		ev   eventlog.Event
+	}{
+		{"empty type", eventlog.Event{ExecutionID: exec}},
+		{"empty execution", eventlog.Event{Type: eventlog.TypeStepStarted}},
+		{"invalid payload", eventlog.Event{ExecutionID: exec, Type: eventlog.TypeStepStarted, Payload: json.RawMessage(`{"a":`)}},
+		{"invalid meta", eventlog.Event{ExecutionID: exec, Type: eventlog.TypeStepStarted, Meta: json.RawMessage(`nope`)}},
+		{"issued without command id", eventlog.Event{ExecutionID: exec, Type: eventlog.TypeCommandIssued}},
+		{"loop.done without loop id", eventlog.Event{ExecutionID: exec, Type: eventlog.TypeLoopDone}},
+	}
+	for _, b := range bad {
+		res, err := l.Append(ctxT(t), []eventlog.Event{
+			ev(exec, eventlog.TypeExecutionStarted), issued(exec, "c1"), b.ev,
+		})
+		if !errors.Is(err, eventlog.ErrInvalidEvent) {
+			t.Fatalf("%s: Append = %v, %v; want ErrInvalidEvent", b.name, res, err)
+		}
+	}
+	if got := mustRead(t, l, exec, 0, 0); len(got) != 0 {
+		t.Fatalf("a rejected batch left %d events behind", len(got))
+	}
+	// Nothing of the rejected batches was stored: not the seqs, not the
+	// command id.
+	res := mustAppend(t, l, ev(exec, eventlog.TypeExecutionStarted), issued(exec, "c1"))
+	if res[0].Seq != 1 || res[1].Seq != 2 || res[1].Duplicate {
+		t.Fatalf("append after rejected batches = %+v, want seqs 1, 2", res)
+	}
+	if ids, _ := l.Executions(ctxT(t), false); !slices.Equal(ids, []string{exec}) {
+		t.Fatalf("Executions = %v, want [%s]", ids, exec)
+	}
+}
+
+func testCancelledAppend(t *testing.T, l eventlog.Log) {
+	exec := ExecutionID("cancelled")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := l.Append(ctx, []eventlog.Event{ev(exec, eventlog.TypeExecutionStarted)}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Append with a cancelled context = %v, want context.Canceled", err)
+	}
+	if got := mustRead(t, l, exec, 0, 0); len(got) != 0 {
+		t.Fatalf("cancelled append stored %d events", len(got))
+	}
+}
+
+func testDuplicateSeparate(t *testing.T, l eventlog.Log) {
+	exec, other := ExecutionID("dup"), ExecutionID("dup-other")
+	mustAppend(t, l, ev(exec, eventlog.TypeExecutionStarted))
+	if r := mustAppend(t, l, issued(exec, "c1")); r[0].Duplicate || r[0].Seq != 2 {
+		t.Fatalf("first command.issued = %+v", r[0])
+	}
+	if r := mustAppend(t, l, issued(exec, "c1")); r[0] != (eventlog.Result{Duplicate: true}) {
+		t.Fatalf("second command.issued = %+v, want a duplicate with zero ID and Seq", r[0])
+	}
+	if r := mustAppend(t, l, loopDone(exec, "l1")); r[0].Duplicate || r[0].Seq != 3 {
+		t.Fatalf("first loop.done = %+v, want seq 3 (the duplicate consumed none)", r[0])
+	}
+	if r := mustAppend(t, l, loopDone(exec, "l1")); r[0] != (eventlog.Result{Duplicate: true}) {
+		t.Fatalf("second loop.done = %+v, want a duplicate", r[0])
+	}
+	// The rules are scoped: same key elsewhere or under another type is new.
+	r := mustAppend(t, l,
+		issued(other, "c1"),   // other execution
+		loopDone(other, "l1"), // other execution
+		eventlog.Event{ExecutionID: exec, Type: eventlog.TypeCommandCompleted, CommandID: "c1"},
+		eventlog.Event{ExecutionID: exec, Type: eventlog.TypeCommandCompleted, CommandID: "c1"},
+		eventlog.Event{ExecutionID: exec, Type: eventlog.TypeLoopStarted, LoopID: "l1"},
+		issued(exec, "l1"),   // a command id equal to a loop id
+		loopDone(exec, "c1"), // and vice versa
+	)
+	want := []int64{1, 2, 4, 5, 6, 7, 8}
+	for i, x := range r {
+		if x.Duplicate || x.Seq != want[i] {
+			t.Fatalf("results = %+v, want seqs %v and no duplicate", r, want)
+		}
+	}
+	if got := seqs(mustRead(t, l, exec, 0, 0)); !slices.Equal(got, seqRange(1, 8)) {
+		t.Fatalf("stored seqs = %v", got)
+	}
+	n := 0
+	for _, e := range mustRead(t, l, exec, 0, 0) {
+		if e.Type == eventlog.TypeCommandIssued && e.CommandID == "c1" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d command.issued c1 stored, want 1", n)
+	}
+}
+
+func testDuplicateWithinBatch(t *testing.T, l eventlog.Log) {
+	exec := ExecutionID("dup-batch")
+	mustAppend(t, l, issued(exec, "c0"))
+	res := mustAppend(t, l,
+		issued(exec, "c1"),
+		issued(exec, "c1"),
+		ev(exec, eventlog.TypeStepStarted),
+		loopDone(exec, "l1"),
+		loopDone(exec, "l1"),
+		issued(exec, "c0"), // duplicate of an earlier append
+		issued(exec, "c2"),
+	)
+	want := []eventlog.Result{
+		{Seq: 2}, {Duplicate: true}, {Seq: 3}, {Seq: 4}, {Duplicate: true}, {Duplicate: true}, {Seq: 5},
+	}
+	for i := range res {
+		if res[i].Duplicate != want[i].Duplicate || res[i].Seq != want[i].Seq ||
+			(want[i].Duplicate && res[i].ID != 0) || (!want[i].Duplicate && res[i].ID <= 0) {
+			t.Fatalf("result %d = %+v, want %+v (all: %+v)", i, res[i], want[i], res)
+		}
+	}
+	got := mustRead(t, l, exec, 0, 0)
+	if !slices.Equal(seqs(got), seqRange(1, 5)) {
+		t.Fatalf("stored seqs = %v, want 1..5", seqs(got))
+	}
+	types := []string{eventlog.TypeCommandIssued, eventlog.TypeCommandIssued, eventlog.TypeStepStarted, eventlog.TypeLoopDone, eventlog.TypeCommandIssued}
+	for i, e := range got {
+		if e.Type != types[i] {
+			t.Fatalf("stored types differ at %d: %+v", i, got)
+		}
+	}
+}
+
+func testDuplicateRace(t *testing.T, l eventlog.Log) {
+	const racers, rounds = 16, 4
+	exec := ExecutionID("dup-race")
+	for round := range rounds {
+		cmd := fmt.Sprintf("cmd-%d", round)
+		loop := fmt.Sprintf("loop-%d", round)
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			mu      sync.Mutex
+			stored  []eventlog.Result
+			errs    []error
+			storedL int
+		)
+		for range racers {
+			wg.Go(func() {
+				<-start
+				res, err := l.Append(ctxT(t), []eventlog.Event{issued(exec, cmd), loopDone(exec, loop)})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				if !res[0].Duplicate {
+					stored = append(stored, res[0])
+				}
+				if !res[1].Duplicate {
+					storedL++
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if len(errs) > 0 {
+			t.Fatalf("round %d: racing appends failed: %v", round, errs)
+		}
+		if len(stored) != 1 || storedL != 1 {
+			t.Fatalf("round %d: %d command.issued and %d loop.done stored, want exactly one each", round, len(stored), storedL)
+		}
+	}
+	got := mustRead(t, l, exec, 0, 0)
+	if !slices.Equal(seqs(got), seqRange(1, 2*rounds)) {
+		t.Fatalf("stored seqs = %v, want 1..%d", seqs(got), 2*rounds)
+	}
+}
+
+func testConcurrentAppends(t *testing.T, l eventlog.Log) {
+	const writers, appends = 8, 12
+	exec := ExecutionID("concurrent")
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for w := range writers {
+		wg.Go(func() {
+			prev := int64(0)
+			for i := range appends {
+				n := 1 + (w+i)%3 // batches of 1..3 events
+				batch := make([]eventlog.Event, n)
+				for j := range batch {
+					batch[j] = ev(exec, eventlog.TypeStepCompleted)
+					batch[j].Payload = json.RawMessage(fmt.Sprintf(`{"w":%d,"i":%d,"j":%d}`, w, i, j))
+				}
+				res, err := l.Append(ctxT(t), batch)
+				if err == nil {
+					for j, r := range res {
+						// A batch's seqs are contiguous, and later appends of
+						// one writer get later seqs.
+						if r.Duplicate || r.Seq <= prev || (j > 0 && r.Seq != res[j-1].Seq+1) {
+							err = fmt.Errorf("writer %d append %d: results %+v after seq %d", w, i, res, prev)
+							break
+						}
+						prev = r.Seq
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	total := 0
+	for w := range writers {
+		for i := range appends {
+			total += 1 + (w+i)%3
+		}
+	}
+	got := mustRead(t, l, exec, 0, 0)
+	if !slices.Equal(seqs(got), seqRange(1, int64(total))) {
+		t.Fatalf("stored seqs = %v, want 1..%d", seqs(got), total)
+	}
+	seen := make(map[string]bool, total)
+	for i, e := range got {
+		if i > 0 && e.ID <= got[i-1].ID {
+			t.Fatalf("IDs do not increase with seq: seq %d id %d after id %d", e.Seq, e.ID, got[i-1].ID)
+		}
+		var p struct{ W, I, J int }
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			t.Fatalf("seq %d payload %s: %v", e.Seq, e.Payload, err)
+		}
+		k := fmt.Sprint(p)
+		if seen[k] {
+			t.Fatalf("event %s stored twice", k)
+		}
+		seen[k] = true
+	}
+}
+
+func testWaitExisting(t *testing.T, l eventlog.Log) {
+	exec := ExecutionID("wait-existing")
+	mustAppend(t, l, ev(exec, eventlog.TypeExecutionStarted), ev(exec, eventlog.TypeStepStarted))
+	for _, after := range []int64{-1, 0, 1} {
+		if err := l.Wait(ctxT(t), exec, after); err != nil {
+			t.Fatalf("Wait(after=%d) with seq 2 stored = %v", after, err)
+		}
+	}
+}
+
+func testWaitWakes(t *testing.T, l eventlog.Log) {
+	exec := ExecutionID("wait-wakes")
+	mustAppend(t, l, ev(exec, eventlog.TypeExecutionStarted))
+	for round := int64(1); round <= 3; round++ {
+		const waiters = 3
+		done := make(chan error, waiters)
+		for range waiters {
+			go func() { done <- l.Wait(ctxT(t), exec, round) }()
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("round %d: Wait returned %v before any event after seq %d existed", round, err, round)
+		case <-time.After(50 * time.Millisecond):
+		}
+		appended := make(chan error, 1)
+		go func() {
+			_, err := l.Append(ctxT(t), []eventlog.Event{ev(exec, eventlog.TypeStepStarted)})
+			appended <- err
+		}()
+		if err := <-appended; err != nil {
+			t.Fatal(err)
+		}
+		for range waiters {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("round %d: Wait = %v, want nil after an append", round, err)
+				}
+			case <-time.After(waitTimeout):
+				t.Fatalf("round %d: Wait did not return within %v of an append", round, waitTimeout)
+			}
+		}
+	}
+}
+
+func testWaitCancel(t *testing.T, l eventlog.Log) {
+	exec := ExecutionID("wait-cancel")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(ctx, exec, 0) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Wait on an empty execution returned %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait after cancel = %v, want context.Canceled", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Wait ignored the cancelled context")
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), 30*time.Millisecond)
+	defer cancel()
+	if err := l.Wait(ctx, exec, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait past its deadline = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+func testWaitOtherExecution(t *testing.T, l eventlog.Log) {
+	exec, other := ExecutionID("wait-mine"), ExecutionID("wait-other")
+	mustAppend(t, l, ev(exec, eventlog.TypeExecutionStarted))
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(ctxT(t), exec, 1) }()
+	mustAppend(t, l, ev(other, eventlog.TypeStepStarted))
+	mustAppend(t, l, ev(exec, eventlog.TypeStepStarted), ev(other, eventlog.TypeStepStarted))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Wait = %v, want nil once its own execution got seq 2", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Wait did not return")
+	}
+	// Appends to another execution never satisfy a Wait.
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel2()
+	go func() { done <- l.Wait(ctx2, exec, 2) }()
+	stop := time.After(150 * time.Millisecond)
+loop:
+	for {
+		select {
+		case <-stop:
+			break loop
+		default:
+			mustAppend(t, l, ev(other, eventlog.TypeStepStarted))
+		}
+	}
+	if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait while only another execution grew = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+func testExecutions(t *testing.T, l eventlog.Log) {
+	running := ExecutionID("x1-running")
+	completed := ExecutionID("x2-completed")
+	noStart := ExecutionID("x3-nostart")
+	failed := ExecutionID("x4-failed")
+	cancelling := ExecutionID("x5-cancelling")
+	cancelled := ExecutionID("x6-cancelled")
+	later := ExecutionID("x7-later")
+
+	if ids, err := l.Executions(ctxT(t), false); err != nil || len(ids) != 0 {
+		t.Fatalf("Executions of an empty log = %v, %v", ids, err)
+	}
+	mustAppend(t, l, ev(running, eventlog.TypeExecutionStarted))
+	mustAppend(t, l, ev(completed, eventlog.TypeExecutionStarted), ev(completed, eventlog.TypeStepStarted))
+	mustAppend(t, l, ev(noStart, eventlog.TypeStepStarted), ev(noStart, eventlog.TypeExecutionStarted))
+	mustAppend(t, l, ev(failed, eventlog.TypeExecutionStarted), ev(failed, eventlog.TypeExecutionFailed))
+	mustAppend(t, l, ev(cancelling, eventlog.TypeExecutionStarted), ev(cancelling, eventlog.TypeCancelRequested))
+	mustAppend(t, l, ev(cancelled, eventlog.TypeExecutionStarted))
+	mustAppend(t, l, ev(running, eventlog.TypeStepStarted), ev(completed, eventlog.TypeExecutionCompleted),
+		ev(cancelled, eventlog.TypeExecutionCancelled), ev(later, eventlog.TypeExecutionStarted))
+
+	all, err := l.Executions(ctxT(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{running, completed, noStart, failed, cancelling, cancelled, later}; !slices.Equal(all, want) {
+		t.Errorf("Executions(false) = %v, want %v", all, want)
+	}
+	open, err := l.Executions(ctxT(t), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{running, cancelling, later}; !slices.Equal(open, want) {
+		t.Errorf("Executions(true) = %v, want %v", open, want)
+	}
+}
+
+func testClose(t *testing.T, l eventlog.Log) {
+	exec := ExecutionID("close")
+	mustAppend(t, l, ev(exec, eventlog.TypeExecutionStarted))
+	waiting := make(chan error, 1)
+	go func() { waiting <- l.Wait(ctxT(t), exec, 1) }()
+	select {
+	case err := <-waiting:
+		t.Fatalf("Wait returned %v before Close", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-waiting:
+		if !errors.Is(err, eventlog.ErrClosed) {
+			t.Errorf("Wait interrupted by Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Error("Close did not interrupt Wait")
+	}
+	ctx := ctxT(t)
+	if _, err := l.Append(ctx, []eventlog.Event{ev(exec, eventlog.TypeStepStarted)}); !errors.Is(err, eventlog.ErrClosed) {
+		t.Errorf("Append after Close = %v, want ErrClosed", err)
+	}
+	if _, err := l.Read(ctx, exec, 0, 0); !errors.Is(err, eventlog.ErrClosed) {
+		t.Errorf("Read after Close = %v, want ErrClosed", err)
+	}
+	if err := l.Wait(ctx, exec, 0); !errors.Is(err, eventlog.ErrClosed) {
+		t.Errorf("Wait after Close = %v, want ErrClosed", err)
+	}
+	if _, err := l.Executions(ctx, false); !errors.Is(err, eventlog.ErrClosed) {
+		t.Errorf("Executions after Close = %v, want ErrClosed", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
+	}
+}

@@ -1,0 +1,213 @@
+package eventlog
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/cursorflow/cursorflow/eventlog/internal/notify"
+)
+
+// Memory is an in-process Log: the event store of embedded mode, when the
+// history does not have to outlive the process. It enforces exactly the
+// rules of the durable backends (contiguous seqs, the two uniqueness rules,
+// atomic batches) so that code tested against it behaves the same on
+// SQLite or PostgreSQL.
+//
+// Payload and Meta are copied on Append and on Read, so callers may reuse
+// their buffers. Wait sleeps on a channel until an append to the execution
+// (no polling). The zero value is not usable; call NewMemory.
+type Memory struct {
+	hub  notify.Hub
+	done chan struct{}
+
+	mu     sync.RWMutex
+	closed bool
+	lastID int64
+	execs  map[string]*memExecution
+	order  []*memExecution // by first append: the order Executions reports
+}
+
+type memExecution struct {
+	id       string
+	events   []Event
+	unique   map[string]struct{} // UniqueKey of stored command.issued / loop.done
+	started  bool                // the first event is execution.started
+	terminal bool                // a terminal event was stored
+}
+
+// NewMemory returns an empty in-memory log.
+func NewMemory() *Memory {
+	return &Memory{
+		done:  make(chan struct{}),
+		execs: make(map[string]*memExecution),
+	}
+}
+
+var _ Log = (*Memory)(nil)
+
+// Append implements Log.
+func (m *Memory) Append(ctx context.Context, events []Event) ([]Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := ValidateBatch(events); err != nil {
+		return nil, err
+	}
+	results := make([]Result, len(events))
+	if len(events) == 0 {
+		return results, nil
+	}
+	now := time.Now().Round(0)
+	touched := make([]string, 0, 1)
+
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, ErrClosed
+	}
+	// Validation happened above, so nothing below can fail: the batch is
+	// stored whole.
+	for i, ev := range events {
+		x := m.execs[ev.ExecutionID]
+		if x == nil {
+			x = &memExecution{
+				id:      ev.ExecutionID,
+				unique:  make(map[string]struct{}),
+				started: ev.Type == TypeExecutionStarted,
+			}
+			m.execs[ev.ExecutionID] = x
+			m.order = append(m.order, x)
+		}
+		if key, ok := UniqueKey(ev); ok {
+			if _, dup := x.unique[key]; dup {
+				results[i] = Result{Duplicate: true}
+				continue
+			}
+			x.unique[key] = struct{}{}
+		}
+		m.lastID++
+		ev.ID = m.lastID
+		ev.Seq = int64(len(x.events)) + 1
+		ev.Payload = bytes.Clone(ev.Payload)
+		ev.Meta = bytes.Clone(ev.Meta)
+		if ev.Time.IsZero() {
+			ev.Time = now
+		} else {
+			ev.Time = ev.Time.Round(0)
+		}
+		x.events = append(x.events, ev)
+		if IsTerminal(ev.Type) {
+			x.terminal = true
+		}
+		results[i] = Result{ID: ev.ID, Seq: ev.Seq}
+		if len(touched) == 0 || touched[len(touched)-1] != ev.ExecutionID {
+			touched = append(touched, ev.ExecutionID)
+		}
+	}
+	m.mu.Unlock()
+
+	for _, id := range touched {
+		m.hub.Notify(id)
+	}
+	return results, nil
+}
+
+// Read implements Log.
+func (m *Memory) Read(ctx context.Context, executionID string, afterSeq int64, limit int) ([]Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	x := m.execs[executionID]
+	if x == nil || afterSeq >= int64(len(x.events)) {
+		return nil, nil
+	}
+	from := max(afterSeq, 0) // seq n lives at index n-1
+	src := x.events[from:]
+	if limit > 0 && len(src) > limit {
+		src = src[:limit]
+	}
+	out := make([]Event, len(src))
+	for i, ev := range src {
+		ev.Payload = bytes.Clone(ev.Payload)
+		ev.Meta = bytes.Clone(ev.Meta)
+		out[i] = ev
+	}
+	return out, nil
+}
+
+// lastSeq returns the execution's highest seq, 0 if it has no events.
+func (m *Memory) lastSeq(executionID string) (int64, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return 0, ErrClosed
+	}
+	if x := m.execs[executionID]; x != nil {
+		return int64(len(x.events)), nil
+	}
+	return 0, nil
+}
+
+// Wait implements Log. It returns ErrClosed if the log is closed while
+// waiting.
+func (m *Memory) Wait(ctx context.Context, executionID string, afterSeq int64) error {
+	for {
+		woken, release := m.hub.Subscribe(executionID)
+		last, err := m.lastSeq(executionID)
+		if err != nil || last > afterSeq {
+			release()
+			return err
+		}
+		select {
+		case <-woken:
+			release()
+		case <-ctx.Done():
+			release()
+			return ctx.Err()
+		case <-m.done:
+			release()
+			return ErrClosed
+		}
+	}
+}
+
+// Executions implements Log.
+func (m *Memory) Executions(ctx context.Context, unfinished bool) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	var ids []string
+	for _, x := range m.order {
+		if unfinished && (!x.started || x.terminal) {
+			continue
+		}
+		ids = append(ids, x.id)
+	}
+	return ids, nil
+}
+
+// Close implements Log: it drops the history and wakes every Wait with
+// ErrClosed. Closing twice is a no-op.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.closed {
+		m.closed = true
+		m.execs = nil
+		m.order = nil
+		close(m.done)
+	}
+	return nil
+}

@@ -1,0 +1,413 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/internal/notify"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultSchema       = "cursorflow"
+	DefaultPollInterval = time.Second
+)
+
+// Config tunes a Log. The zero value is valid.
+type Config struct {
+	// Schema holds the log's tables; it is created if missing. Defaults to
+	// DefaultSchema ("cursorflow").
+	Schema string
+	// PollInterval is how often a blocked Wait re-reads the execution in
+	// case a notification was lost (the listening connection dropped).
+	// Notifications normally wake it at once. Defaults to
+	// DefaultPollInterval (1s).
+	PollInterval time.Duration
+	// Logger receives the listener's connection problems. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.PollInterval < 0 {
+		return c, errors.New("postgres eventlog: PollInterval must not be negative")
+	}
+	if c.Schema == "" {
+		c.Schema = DefaultSchema
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// Log is an eventlog.Log stored in PostgreSQL. It is safe for concurrent
+// use by many goroutines and many processes sharing the schema.
+type Log struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	ownPool bool
+	sql     statements
+	channel string // LISTEN/NOTIFY channel; the payload is an execution id
+
+	hub       notify.Hub
+	closed    atomic.Bool
+	done      chan struct{}
+	closeOnce sync.Once
+
+	listenOnce   sync.Once
+	listenCancel context.CancelFunc
+	listenDone   chan struct{}
+}
+
+var _ eventlog.Log = (*Log)(nil)
+
+// Open connects to the database at dsn (a postgres:// URL or key=value
+// string), creates the schema and applies pending migrations. Close closes
+// the connection pool.
+//
+// Unless dsn sets it, the pool's sessions use plan_cache_mode =
+// force_generic_plan: the append statement's custom planning costs about
+// as much as its execution, and its generic plan probes the indexes row by
+// row whatever the statistics say. A host passing its own pool to New may
+// set the same parameter.
+func Open(ctx context.Context, dsn string, cfg Config) (*Log, error) {
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres eventlog: %w", err)
+	}
+	if _, ok := pcfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres eventlog: connect: %w", err)
+	}
+	l, err := New(ctx, pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	l.ownPool = true
+	return l, nil
+}
+
+// New uses pool, creating the schema and applying pending migrations
+// under an advisory lock. Close leaves the pool open. Wait opens one extra
+// connection (outside the pool) to LISTEN on.
+func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Log, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, pool, cfg.Schema); err != nil {
+		return nil, fmt.Errorf("postgres eventlog: migrate schema %q: %w", cfg.Schema, err)
+	}
+	channel := cfg.Schema + ".events"
+	if len(channel) > 63 { // NAMEDATALEN-1; a shared prefix only costs spurious wake-ups
+		channel = channel[:63]
+	}
+	return &Log{
+		cfg:     cfg,
+		pool:    pool,
+		sql:     newStatements(pgx.Identifier{cfg.Schema}.Sanitize()),
+		channel: channel,
+		done:    make(chan struct{}),
+	}, nil
+}
+
+// Append implements eventlog.Log. The batch travels in one round trip: a
+// pipeline of three statements under one Sync, which PostgreSQL runs as
+// one implicit transaction (lock the executions rows; insert the
+// non-duplicates with their seqs and update the executions rows; notify).
+func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
+	if l.closed.Load() {
+		return nil, eventlog.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := eventlog.ValidateBatch(events); err != nil {
+		return nil, err
+	}
+	if len(events) == 0 {
+		return []eventlog.Result{}, nil
+	}
+	n := len(events)
+	var (
+		execIDs, types, steps, commands, loops = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		workers, payloads, metas               = make([]string, n), make([]string, n), make([]string, n)
+		frames, attempts                       = make([]int64, n), make([]int64, n)
+		times                                  = make([]time.Time, n)
+	)
+	now := time.Now()
+	for i, e := range events {
+		execIDs[i], types[i], steps[i], commands[i], loops[i] = e.ExecutionID, e.Type, e.Step, e.CommandID, e.LoopID
+		workers[i], payloads[i], metas[i] = e.WorkerID, string(e.Payload), string(e.Meta)
+		frames[i], attempts[i] = int64(e.Frame), int64(e.Attempt)
+		times[i] = e.Time
+		if e.Time.IsZero() {
+			times[i] = now
+		}
+	}
+	distinct := slices.Clone(execIDs)
+	slices.Sort(distinct)
+	distinct = slices.Compact(distinct)
+
+	b := &pgx.Batch{}
+	b.Queue(l.sql.lock, distinct)
+	b.Queue(l.sql.append, execIDs, types, steps, commands, loops, frames, attempts, workers, payloads, metas, times)
+	b.Queue(l.sql.notify, l.channel, distinct)
+	br := l.pool.SendBatch(ctx, b)
+	results, err := readAppend(br, n)
+	if closeErr := br.Close(); err == nil {
+		err = closeErr // the commit happens at the Sync that Close waits for
+	}
+	if err != nil {
+		return nil, l.opErr(ctx, "append", err)
+	}
+	// Waiters in this process do not have to wait for the notification's
+	// round trip through the server.
+	for _, id := range distinct {
+		l.hub.Notify(id)
+	}
+	return results, nil
+}
+
+func readAppend(br pgx.BatchResults, n int) ([]eventlog.Result, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	results := make([]eventlog.Result, 0, n)
+	for rows.Next() {
+		var dup bool
+		var id, seq *int64
+		if err := rows.Scan(&dup, &id, &seq); err != nil {
+			return nil, err
+		}
+		if dup || id == nil || seq == nil {
+			results = append(results, eventlog.Result{Duplicate: true})
+			continue
+		}
+		results = append(results, eventlog.Result{ID: *id, Seq: *seq})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(results) != n {
+		return nil, fmt.Errorf("append returned %d results for %d events", len(results), n)
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// opErr maps an error of an operation: ErrClosed once the log is closed,
+// the context's error when it ended the operation.
+func (l *Log) opErr(ctx context.Context, op string, err error) error {
+	if l.closed.Load() {
+		return eventlog.ErrClosed
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return fmt.Errorf("postgres eventlog: %s: %w", op, err)
+}
+
+// Read implements eventlog.Log.
+func (l *Log) Read(ctx context.Context, executionID string, afterSeq int64, limit int) ([]eventlog.Event, error) {
+	if l.closed.Load() {
+		return nil, eventlog.ErrClosed
+	}
+	var lim *int64
+	if limit > 0 {
+		v := int64(limit)
+		lim = &v
+	}
+	rows, err := l.pool.Query(ctx, l.sql.read, executionID, afterSeq, lim)
+	if err != nil {
+		return nil, l.opErr(ctx, "read", err)
+	}
+	defer rows.Close()
+	var out []eventlog.Event
+	for rows.Next() {
+		e := eventlog.Event{ExecutionID: executionID}
+		var frame, attempt int64
+		var payload, meta []byte
+		if err := rows.Scan(&e.ID, &e.Seq, &e.Type, &e.Step, &e.CommandID, &e.LoopID, &frame, &attempt,
+			&e.WorkerID, &payload, &meta, &e.Time); err != nil {
+			return nil, l.opErr(ctx, "read", err)
+		}
+		e.Frame, e.Attempt, e.Payload, e.Meta, e.Time = int(frame), int(attempt), payload, meta, e.Time.UTC()
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.opErr(ctx, "read", err)
+	}
+	return out, nil
+}
+
+func (l *Log) lastSeq(ctx context.Context, executionID string) (int64, error) {
+	var seq int64
+	err := l.pool.QueryRow(ctx, l.sql.lastSeq, executionID).Scan(&seq)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, l.opErr(ctx, "wait", err)
+	}
+	return seq, nil
+}
+
+// Wait implements eventlog.Log. A dedicated connection per Log LISTENs for
+// appends from every process and wakes the waiters of the execution named
+// in the notification; should it drop, waiters fall back to re-reading
+// every Config.PollInterval until it is back.
+func (l *Log) Wait(ctx context.Context, executionID string, afterSeq int64) error {
+	l.listenOnce.Do(l.startListener)
+	var timer *time.Timer
+	for {
+		if l.closed.Load() {
+			return eventlog.ErrClosed
+		}
+		woken, release := l.hub.Subscribe(executionID)
+		last, err := l.lastSeq(ctx, executionID)
+		if err != nil || last > afterSeq {
+			release()
+			return err
+		}
+		if timer == nil {
+			timer = time.NewTimer(l.cfg.PollInterval)
+			defer timer.Stop()
+		} else {
+			timer.Reset(l.cfg.PollInterval)
+		}
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-ctx.Done():
+			release()
+			return ctx.Err()
+		case <-l.done:
+			release()
+			return eventlog.ErrClosed
+		}
+		release()
+	}
+}
+
+func (l *Log) startListener() {
+	if l.closed.Load() {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.listenCancel = cancel
+	l.listenDone = make(chan struct{})
+	go l.listen(ctx)
+}
+
+// listen keeps one LISTEN connection alive until ctx ends, reconnecting
+// with backoff.
+func (l *Log) listen(ctx context.Context) {
+	defer close(l.listenDone)
+	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
+	backoff := minBackoff
+	for {
+		listened, err := l.listenConn(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if listened {
+			backoff = minBackoff
+		}
+		l.cfg.Logger.Warn("eventlog listener disconnected; waiters poll until it reconnects",
+			"schema", l.cfg.Schema, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+func (l *Log) listenConn(ctx context.Context) (listened bool, err error) {
+	conn, err := pgx.ConnectConfig(ctx, l.pool.Config().ConnConfig)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+		return false, err
+	}
+	// Appends committed before LISTEN took effect sent no notification we
+	// could hear: let every current waiter re-check.
+	l.hub.NotifyAll()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return true, err
+		}
+		l.hub.Notify(n.Payload)
+	}
+}
+
+// Executions implements eventlog.Log.
+func (l *Log) Executions(ctx context.Context, unfinished bool) ([]string, error) {
+	if l.closed.Load() {
+		return nil, eventlog.ErrClosed
+	}
+	q := l.sql.executions
+	if unfinished {
+		q = l.sql.unfinished
+	}
+	rows, err := l.pool.Query(ctx, q)
+	if err != nil {
+		return nil, l.opErr(ctx, "executions", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, l.opErr(ctx, "executions", err)
+	}
+	return ids, nil
+}
+
+// Close implements eventlog.Log: it stops the listener, wakes every Wait
+// with eventlog.ErrClosed and, for a Log made by Open, closes the pool.
+// Closing twice is a no-op.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		close(l.done)
+		// Stop a listener, or keep one from starting.
+		l.listenOnce.Do(func() {})
+		if l.listenCancel != nil {
+			l.listenCancel()
+			<-l.listenDone
+		}
+		if l.ownPool {
+			l.pool.Close()
+		}
+	})
+	return nil
+}

@@ -1,0 +1,94 @@
+package postgres
+
+import "fmt"
+
+// statements holds the SQL of a Log, qualified with its schema.
+type statements struct {
+	lock, append, notify, read, lastSeq, executions, unfinished string
+}
+
+func newStatements(schema string) statements {
+	f := func(q string) string { return fmt.Sprintf(q, schema) }
+	return statements{
+		// lock creates the executions rows of a batch if missing and locks
+		// them, in execution_id order so that concurrent batches touching
+		// several executions cannot deadlock. WHERE false: the conflicting
+		// row is locked but not rewritten.
+		lock: f(`INSERT INTO %[1]s.executions AS x (execution_id)
+			SELECT DISTINCT u.id FROM unnest($1::text[]) AS u(id) ORDER BY u.id
+			ON CONFLICT (execution_id) DO UPDATE SET last_seq = x.last_seq WHERE false`),
+
+		// append runs after lock, as a separate statement of the same
+		// transaction: under READ COMMITTED it takes a fresh snapshot, which
+		// therefore holds every event committed to these executions (their
+		// appenders released the locks we now hold), and nobody else can
+		// append to them until we commit. So duplicates are found exactly,
+		// in the log and within the batch (first occurrence wins), and seqs
+		// are assigned only to stored events: contiguous, without gaps.
+		append: f(`WITH input AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
+				$7::bigint[], $8::text[], $9::text[], $10::text[], $11::timestamptz[]) WITH ORDINALITY
+				AS t(execution_id, type, step, command_id, loop_id, frame, attempt, worker_id, payload, meta, at, ord)
+		), marked AS (
+			-- Scalar subqueries (not EXISTS, not joins): they always run as
+			-- per-row probes of the unique indexes, so even a cached generic
+			-- plan never scans or hashes the tables.
+			SELECT i.*, CASE
+				WHEN i.type = 'command.issued' THEN
+					row_number() OVER (PARTITION BY i.execution_id, i.type, i.command_id ORDER BY i.ord) > 1
+					OR (SELECT e.seq FROM %[1]s.events e WHERE e.execution_id = i.execution_id
+						AND e.type = 'command.issued' AND e.command_id = i.command_id) IS NOT NULL
+				WHEN i.type = 'loop.done' THEN
+					row_number() OVER (PARTITION BY i.execution_id, i.type, i.loop_id ORDER BY i.ord) > 1
+					OR (SELECT e.seq FROM %[1]s.events e WHERE e.execution_id = i.execution_id
+						AND e.type = 'loop.done' AND e.loop_id = i.loop_id) IS NOT NULL
+				ELSE false END AS dup,
+				(SELECT x.last_seq FROM %[1]s.executions x WHERE x.execution_id = i.execution_id) AS last_seq
+			FROM input i
+		), numbered AS (
+			SELECT m.*, m.last_seq + count(*) FILTER (WHERE NOT m.dup)
+				OVER (PARTITION BY m.execution_id ORDER BY m.ord) AS seq
+			FROM marked m
+		), ins AS (
+			INSERT INTO %[1]s.events (execution_id, seq, type, step, command_id, loop_id, frame, attempt,
+				worker_id, payload, meta, time)
+			SELECT execution_id, seq, type, nullif(step, ''), nullif(command_id, ''), nullif(loop_id, ''),
+				frame, attempt, nullif(worker_id, ''), nullif(payload, '')::jsonb, nullif(meta, '')::jsonb, at
+			FROM numbered WHERE NOT dup ORDER BY ord
+			RETURNING id, execution_id, seq, type, time
+		), agg AS (
+			SELECT execution_id, max(seq) AS last_seq, min(id) AS first_id,
+				(array_agg(type ORDER BY seq))[1] AS first_type,
+				(array_agg(time ORDER BY seq))[1] AS first_time,
+				(array_agg(type ORDER BY seq) FILTER (WHERE type IN
+					('execution.completed', 'execution.failed', 'execution.cancelled')))[1] AS terminal,
+				(array_agg(time ORDER BY seq) FILTER (WHERE type IN
+					('execution.completed', 'execution.failed', 'execution.cancelled')))[1] AS finished_at
+			FROM ins GROUP BY execution_id
+		), upd AS (
+			UPDATE %[1]s.executions x SET
+				last_seq = a.last_seq,
+				first_id = coalesce(x.first_id, a.first_id),
+				started = CASE WHEN x.first_id IS NULL THEN a.first_type = 'execution.started' ELSE x.started END,
+				started_at = coalesce(x.started_at, a.first_time),
+				terminal = coalesce(x.terminal, a.terminal),
+				finished_at = coalesce(x.finished_at, a.finished_at)
+			FROM agg a WHERE x.execution_id = a.execution_id
+		)
+		SELECT n.dup, i.id, i.seq
+		FROM numbered n LEFT JOIN ins i ON NOT n.dup AND i.execution_id = n.execution_id AND i.seq = n.seq
+		ORDER BY n.ord`),
+
+		// notify is delivered at commit, so a woken Wait sees the events.
+		notify: `SELECT pg_notify($1, u.id) FROM unnest($2::text[]) AS u(id)`,
+
+		read: f(`SELECT id, seq, type, coalesce(step, ''), coalesce(command_id, ''), coalesce(loop_id, ''),
+			frame, attempt, coalesce(worker_id, ''), payload, meta, time
+			FROM %[1]s.events WHERE execution_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`),
+
+		lastSeq: f(`SELECT last_seq FROM %[1]s.executions WHERE execution_id = $1`),
+
+		executions: f(`SELECT execution_id FROM %[1]s.executions WHERE first_id IS NOT NULL ORDER BY first_id`),
+		unfinished: f(`SELECT execution_id FROM %[1]s.executions WHERE started AND terminal IS NULL ORDER BY first_id`),
+	}
+}

@@ -1,0 +1,470 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/internal/notify"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultBusyTimeout  = 5 * time.Second
+	DefaultReadConns    = 4
+	DefaultPollInterval = 250 * time.Millisecond
+)
+
+// Config tunes a Log. The zero value is valid.
+type Config struct {
+	// BusyTimeout is how long a statement waits for a lock held by another
+	// process (or another Log on the same file) before failing with
+	// SQLITE_BUSY. Defaults to DefaultBusyTimeout (5s).
+	BusyTimeout time.Duration
+	// ReadConns is the number of connections serving Read, Wait and
+	// Executions. Defaults to DefaultReadConns (4).
+	ReadConns int
+	// PollInterval is how often a blocked Wait re-reads the database to
+	// notice appends made by other processes. Appends through this Log wake
+	// waiters at once, without polling. Defaults to DefaultPollInterval
+	// (250ms).
+	PollInterval time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.BusyTimeout < 0 || c.ReadConns < 0 || c.PollInterval < 0 {
+		return c, errors.New("sqlite eventlog: BusyTimeout, ReadConns and PollInterval must not be negative")
+	}
+	if c.BusyTimeout == 0 {
+		c.BusyTimeout = DefaultBusyTimeout
+	}
+	if c.ReadConns == 0 {
+		c.ReadConns = DefaultReadConns
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	return c, nil
+}
+
+// Log is an eventlog.Log stored in one SQLite file. It is safe for
+// concurrent use; several Log values (in one or many processes) may share
+// a file.
+type Log struct {
+	cfg     Config
+	writeDB *sql.DB // one connection: appends are serialized in-process
+	readDB  *sql.DB
+
+	// slot is the single writer slot; whoever holds it owns w.
+	slot chan struct{}
+	w    *writer
+
+	hub       notify.Hub
+	closed    atomic.Bool
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// writer is the write connection with its prepared statements.
+type writer struct {
+	conn                      *sql.Conn
+	insert, execState, upsert *sql.Stmt
+}
+
+var _ eventlog.Log = (*Log)(nil)
+
+// Open opens (creating if needed) the event log in the SQLite file at
+// path, in WAL mode with synchronous=NORMAL, and applies the pending schema
+// migrations. path must name a file (not ":memory:"; use
+// eventlog.NewMemory for a log that lives in memory) and must not contain
+// '?'.
+func Open(ctx context.Context, path string, cfg Config) (*Log, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") || strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("sqlite eventlog: invalid path %q: want a plain file path", path)
+	}
+	busy := fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds())
+	writeDSN := path + "?" + url.Values{"_pragma": {busy, "journal_mode(WAL)", "synchronous(NORMAL)"}}.Encode()
+	readDSN := path + "?" + url.Values{"_pragma": {busy, "query_only(1)"}}.Encode()
+
+	l := &Log{cfg: cfg, slot: make(chan struct{}, 1), done: make(chan struct{})}
+	if l.writeDB, err = sql.Open("sqlite", writeDSN); err != nil {
+		return nil, fmt.Errorf("sqlite eventlog: open %s: %w", path, err)
+	}
+	l.writeDB.SetMaxOpenConns(1)
+	l.writeDB.SetMaxIdleConns(1)
+	l.writeDB.SetConnMaxLifetime(0)
+	l.writeDB.SetConnMaxIdleTime(0)
+
+	w, err := l.connect(ctx, true)
+	if err != nil {
+		_ = l.writeDB.Close()
+		return nil, err
+	}
+	l.w = w
+	if l.readDB, err = sql.Open("sqlite", readDSN); err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("sqlite eventlog: open %s: %w", path, err)
+	}
+	l.readDB.SetMaxOpenConns(cfg.ReadConns)
+	l.readDB.SetMaxIdleConns(cfg.ReadConns)
+	if err := l.readDB.PingContext(ctx); err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("sqlite eventlog: open %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// connect takes the write connection, optionally migrates, and prepares
+// the append statements on it.
+func (l *Log) connect(ctx context.Context, doMigrate bool) (*writer, error) {
+	conn, err := l.writeDB.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite eventlog: connect: %w", err)
+	}
+	w := &writer{conn: conn}
+	fail := func(err error) (*writer, error) {
+		w.close()
+		return nil, fmt.Errorf("sqlite eventlog: %w", err)
+	}
+	if doMigrate {
+		if err := migrate(ctx, conn); err != nil {
+			return fail(err)
+		}
+	}
+	if w.insert, err = conn.PrepareContext(ctx, `INSERT INTO events
+		(execution_id, seq, type, step, command_id, loop_id, frame, attempt, worker_id, payload, meta, time)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (execution_id, command_id) WHERE type = 'command.issued' DO NOTHING
+		ON CONFLICT (execution_id, loop_id) WHERE type = 'loop.done' DO NOTHING`); err != nil {
+		return fail(err)
+	}
+	if w.execState, err = conn.PrepareContext(ctx,
+		`SELECT last_seq, terminal IS NOT NULL FROM executions WHERE execution_id = ?`); err != nil {
+		return fail(err)
+	}
+	if w.upsert, err = conn.PrepareContext(ctx, `INSERT INTO executions
+		(execution_id, last_seq, first_id, started, started_at, terminal, finished_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (execution_id) DO UPDATE SET
+			last_seq = excluded.last_seq,
+			terminal = coalesce(terminal, excluded.terminal),
+			finished_at = coalesce(finished_at, excluded.finished_at)`); err != nil {
+		return fail(err)
+	}
+	return w, nil
+}
+
+func (w *writer) close() {
+	for _, s := range []*sql.Stmt{w.insert, w.execState, w.upsert} {
+		if s != nil {
+			_ = s.Close()
+		}
+	}
+	_ = w.conn.Close()
+}
+
+// execState is what one Append knows about an execution it touches.
+type execState struct {
+	known      bool // the executions row existed before this append
+	lastSeq    int64
+	firstID    int64
+	started    bool
+	startedAt  int64
+	terminal   any // string or nil
+	finishedAt any // int64 or nil
+	hadEnd     bool
+	dirty      bool
+}
+
+// Append implements eventlog.Log: one IMMEDIATE transaction per batch on
+// the single write connection.
+func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
+	if l.closed.Load() {
+		return nil, eventlog.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := eventlog.ValidateBatch(events); err != nil {
+		return nil, err
+	}
+	if len(events) == 0 {
+		return []eventlog.Result{}, nil
+	}
+	select {
+	case l.slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.done:
+		return nil, eventlog.ErrClosed
+	}
+	results, touched, err := l.appendLocked(ctx, events)
+	<-l.slot
+	if err != nil {
+		return nil, err
+	}
+	for id := range touched {
+		l.hub.Notify(id)
+	}
+	return results, nil
+}
+
+func (l *Log) appendLocked(ctx context.Context, events []eventlog.Event) (_ []eventlog.Result, _ map[string]*execState, err error) {
+	if l.closed.Load() {
+		return nil, nil, eventlog.ErrClosed
+	}
+	if l.w == nil {
+		if l.w, err = l.connect(ctx, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	w := l.w
+	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return nil, nil, l.writeErr(ctx, "begin", err)
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		if _, rbErr := w.conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rbErr != nil {
+			// The connection is in an unknown state: start afresh next time.
+			w.close()
+			l.w = nil
+		}
+	}()
+
+	now := time.Now().UnixNano()
+	results := make([]eventlog.Result, len(events))
+	states := make(map[string]*execState, 1)
+	for i := range events {
+		e := &events[i]
+		st := states[e.ExecutionID]
+		if st == nil {
+			st = &execState{}
+			switch err := w.execState.QueryRowContext(ctx, e.ExecutionID).Scan(&st.lastSeq, &st.hadEnd); {
+			case err == nil:
+				st.known = true
+			case !errors.Is(err, sql.ErrNoRows):
+				return nil, nil, l.writeErr(ctx, "read execution", err)
+			}
+			states[e.ExecutionID] = st
+		}
+		at := now
+		if !e.Time.IsZero() {
+			at = e.Time.UnixNano()
+		}
+		seq := st.lastSeq + 1
+		// Exec rather than INSERT ... RETURNING: it is markedly cheaper
+		// through database/sql, and the single writer makes LastInsertId
+		// exact.
+		r, err := w.insert.ExecContext(ctx, e.ExecutionID, seq, e.Type, nullString(e.Step), nullString(e.CommandID),
+			nullString(e.LoopID), e.Frame, e.Attempt, nullString(e.WorkerID), nullString(string(e.Payload)),
+			nullString(string(e.Meta)), at)
+		var n, id int64
+		if err == nil {
+			n, err = r.RowsAffected()
+		}
+		if err == nil && n == 0 { // ON CONFLICT DO NOTHING: a duplicate
+			results[i] = eventlog.Result{Duplicate: true}
+			continue
+		}
+		if err == nil {
+			id, err = r.LastInsertId()
+		}
+		if err != nil {
+			return nil, nil, l.writeErr(ctx, "insert event", err)
+		}
+		results[i] = eventlog.Result{ID: id, Seq: seq}
+		st.lastSeq = seq
+		st.dirty = true
+		if !st.known && st.firstID == 0 {
+			st.firstID, st.started, st.startedAt = id, e.Type == eventlog.TypeExecutionStarted, at
+		}
+		if eventlog.IsTerminal(e.Type) && !st.hadEnd {
+			st.hadEnd, st.terminal, st.finishedAt = true, e.Type, at
+		}
+	}
+	for id, st := range states {
+		if !st.dirty {
+			delete(states, id)
+			continue
+		}
+		if _, err := w.upsert.ExecContext(ctx, id, st.lastSeq, st.firstID, st.started, st.startedAt,
+			st.terminal, st.finishedAt); err != nil {
+			return nil, nil, l.writeErr(ctx, "update execution", err)
+		}
+	}
+	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return nil, nil, l.writeErr(ctx, "commit", err)
+	}
+	return results, states, nil
+}
+
+func (l *Log) writeErr(ctx context.Context, op string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return fmt.Errorf("sqlite eventlog: append: %s: %w", op, err)
+}
+
+// readErr maps an error of a read-side operation.
+func (l *Log) readErr(ctx context.Context, op string, err error) error {
+	if l.closed.Load() {
+		return eventlog.ErrClosed
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return fmt.Errorf("sqlite eventlog: %s: %w", op, err)
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// Read implements eventlog.Log.
+func (l *Log) Read(ctx context.Context, executionID string, afterSeq int64, limit int) ([]eventlog.Event, error) {
+	if l.closed.Load() {
+		return nil, eventlog.ErrClosed
+	}
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := l.readDB.QueryContext(ctx, `SELECT id, seq, type, coalesce(step, ''), coalesce(command_id, ''),
+		coalesce(loop_id, ''), frame, attempt, coalesce(worker_id, ''), payload, meta, time
+		FROM events WHERE execution_id = ? AND seq > ? ORDER BY seq LIMIT ?`, executionID, afterSeq, limit)
+	if err != nil {
+		return nil, l.readErr(ctx, "read", err)
+	}
+	defer rows.Close()
+	var out []eventlog.Event
+	for rows.Next() {
+		e := eventlog.Event{ExecutionID: executionID}
+		var payload, meta []byte
+		var at int64
+		if err := rows.Scan(&e.ID, &e.Seq, &e.Type, &e.Step, &e.CommandID, &e.LoopID, &e.Frame, &e.Attempt,
+			&e.WorkerID, &payload, &meta, &at); err != nil {
+			return nil, l.readErr(ctx, "read", err)
+		}
+		e.Payload, e.Meta, e.Time = payload, meta, time.Unix(0, at).UTC()
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.readErr(ctx, "read", err)
+	}
+	return out, nil
+}
+
+// lastSeq returns the execution's highest seq, 0 if it has none.
+func (l *Log) lastSeq(ctx context.Context, executionID string) (int64, error) {
+	var seq int64
+	err := l.readDB.QueryRowContext(ctx, `SELECT last_seq FROM executions WHERE execution_id = ?`, executionID).Scan(&seq)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, l.readErr(ctx, "wait", err)
+	}
+	return seq, nil
+}
+
+// Wait implements eventlog.Log. Appends through this Log wake it at once;
+// appends by other processes (or other Log values on the same file) are
+// noticed within Config.PollInterval.
+func (l *Log) Wait(ctx context.Context, executionID string, afterSeq int64) error {
+	var timer *time.Timer
+	for {
+		if l.closed.Load() {
+			return eventlog.ErrClosed
+		}
+		woken, release := l.hub.Subscribe(executionID)
+		last, err := l.lastSeq(ctx, executionID)
+		if err != nil || last > afterSeq {
+			release()
+			return err
+		}
+		if timer == nil {
+			timer = time.NewTimer(l.cfg.PollInterval)
+			defer timer.Stop()
+		} else {
+			timer.Reset(l.cfg.PollInterval)
+		}
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-ctx.Done():
+			release()
+			return ctx.Err()
+		case <-l.done:
+			release()
+			return eventlog.ErrClosed
+		}
+		release()
+	}
+}
+
+// Executions implements eventlog.Log.
+func (l *Log) Executions(ctx context.Context, unfinished bool) ([]string, error) {
+	if l.closed.Load() {
+		return nil, eventlog.ErrClosed
+	}
+	q := `SELECT execution_id FROM executions ORDER BY first_id`
+	if unfinished {
+		q = `SELECT execution_id FROM executions WHERE started AND terminal IS NULL ORDER BY first_id`
+	}
+	rows, err := l.readDB.QueryContext(ctx, q)
+	if err != nil {
+		return nil, l.readErr(ctx, "executions", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, l.readErr(ctx, "executions", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.readErr(ctx, "executions", err)
+	}
+	return ids, nil
+}
+
+// Close implements eventlog.Log: it waits for an append in progress, wakes
+// every Wait with eventlog.ErrClosed and closes the database. Closing twice
+// is a no-op.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		close(l.done)
+		l.slot <- struct{}{} // no append runs past this point
+		if l.w != nil {
+			l.w.close()
+			l.w = nil
+		}
+		var errs []error
+		if l.readDB != nil {
+			errs = append(errs, l.readDB.Close())
+		}
+		errs = append(errs, l.writeDB.Close())
+		if err := errors.Join(errs...); err != nil {
+			l.closeErr = fmt.Errorf("sqlite eventlog: close: %w", err)
+		}
+	})
+	return l.closeErr
+}
