@@ -23,7 +23,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +38,7 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
 	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
+	sqlitelog "github.com/cursorflow/cursorflow/eventlog/sqlite"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/tools"
 )
@@ -57,8 +60,18 @@ func main() {
 	flag.IntVar(&c.slots, "slots", 8, "max_in_flight: frame slots (and baseline claimers)")
 	flag.IntVar(&c.maxRows, "max-rows", 100, "rows per frame")
 	flag.IntVar(&c.rowConc, "row-concurrency", 4, "rows run at once per frame (process: row)")
-	flag.StringVar(&c.eventlogURL, "eventlog", "postgres", "event log for the engine runs: postgres (in the queue's database) or memory")
+	flag.StringVar(&c.eventlogURL, "eventlog", "sqlite", "event log for the engine runs: postgres (in the queue's database), sqlite (a temporary file: the embedded default) or memory")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			os.Exit(2)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
@@ -69,6 +82,7 @@ func main() {
 	}
 	if err := run(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -107,7 +121,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		return err
 	}
-	defer pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+	defer func() {
+		bg := context.Background()
+		_, _ = pool.Exec(bg, "DROP SCHEMA "+schema+" CASCADE")
+		for _, m := range []string{"row", "frame", "noop"} {
+			_, _ = pool.Exec(bg, "DROP SCHEMA IF EXISTS "+schema+"_events_"+m+" CASCADE")
+		}
+	}()
 
 	fmt.Fprintf(out, "cursorflow bench: slots=%d max_rows=%d row_concurrency=%d GOMAXPROCS=%d\n\n", c.slots, c.maxRows, c.rowConc, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(out, "%-8s %-16s %10s %10s %10s %12s %12s\n", "N", "run", "items/s", "ratio", "seconds", "events/item", "peak heap")
@@ -302,8 +322,21 @@ func baseline(ctx context.Context, pool *pgxpool.Pool, c config, table string, p
 
 func viaEngine(ctx context.Context, pool *pgxpool.Pool, c config, schema, table, mode string) (int64, error) {
 	var log eventlog.Log = eventlog.NewMemory()
-	if c.eventlogURL != "memory" {
-		pl, err := pglog.New(ctx, pool, pglog.Config{Schema: schema + "_events_" + mode})
+	switch c.eventlogURL {
+	case "memory":
+	case "sqlite":
+		dir, err := os.MkdirTemp("", "cursorflow-bench-")
+		if err != nil {
+			return 0, err
+		}
+		defer os.RemoveAll(dir)
+		sl, err := sqlitelog.Open(ctx, filepath.Join(dir, "events.db"), sqlitelog.Config{})
+		if err != nil {
+			return 0, err
+		}
+		log = sl
+	default:
+		pl, err := pglog.Open(ctx, c.dsn, pglog.Config{Schema: schema + "_events_" + mode})
 		if err != nil {
 			return 0, err
 		}
