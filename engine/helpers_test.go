@@ -50,6 +50,9 @@ func (r *recorder) tool() tools.Tool {
 				return tools.Output{Status: tools.StatusError, Error: ctx.Err().Error()}, nil
 			}
 		}
+		if f, ok := c.Config["fail_attempts"].(int64); ok && int64(c.Attempt) <= f {
+			return tools.Output{Status: tools.StatusError, Error: fmt.Sprintf("planned failure on attempt %d", c.Attempt), Data: c.Config}, nil
+		}
 		if f, ok := c.Config["fail"].(int64); ok && int64(n) <= f {
 			return tools.Output{Status: tools.StatusError, Error: fmt.Sprintf("planned failure %d", n), Data: c.Config}, nil
 		}

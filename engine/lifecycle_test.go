@@ -162,3 +162,94 @@ workflow:
 		t.Fatalf("use = %v", d)
 	}
 }
+
+// TestScheduledRetrySurvivesRestart stops the engine while a retry is
+// scheduled; a fresh engine resuming from the log runs the retry when it
+// falls due, not before.
+func TestScheduledRetrySurvivesRestart(t *testing.T) {
+	t.Parallel()
+	log := eventlog.NewMemory()
+	b := setup(t, log)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool:
+      kind: rec
+      key: flaky
+      fail_attempts: 1
+      spec:
+        policy:
+          rules:
+            - when: '{{ output.status == "error" }}'
+              then: {do: retry, attempts: 2, delay: 0.4}
+`), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scheduled eventlog.Event
+	for after := int64(0); scheduled.Type == ""; {
+		if err := log.Wait(ctx, id, after); err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := log.Read(ctx, id, after, 0)
+		for _, ev := range evs {
+			after = ev.Seq
+			if ev.Type == eventlog.TypeRetryScheduled {
+				scheduled = ev
+			}
+		}
+	}
+	_ = b.eng.Close()
+
+	fresh := setup(t, log)
+	if err := fresh.eng.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := fresh.eng.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	if n := fresh.rec.count("flaky"); n != 1 {
+		t.Fatalf("the resumed engine ran the retry %d times, want 1", n)
+	}
+	evs, _ := log.Read(ctx, id, scheduled.Seq, 0)
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeCommandIssued {
+			if ev.Time.Sub(scheduled.Time) < 350*time.Millisecond {
+				t.Fatalf("retry issued %v after it was scheduled, before its 0.4s delay", ev.Time.Sub(scheduled.Time))
+			}
+			return
+		}
+	}
+	t.Fatal("no retry was issued")
+}
+
+func TestJumpToStep(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    tool:
+      kind: rec
+      key: s
+      spec:
+        policy:
+          rules:
+            - else: {then: {do: jump, to: elsewhere}}
+    next: [normal]
+  - step: normal
+    tool: {kind: rec, key: normal}
+  - step: elsewhere
+    tool: {kind: rec, key: elsewhere}
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted || b.rec.count("elsewhere") != 1 || b.rec.count("normal") != 0 {
+		t.Fatalf("status %s, elsewhere %d, normal %d", sum.Status, b.rec.count("elsewhere"), b.rec.count("normal"))
+	}
+}

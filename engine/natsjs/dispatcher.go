@@ -1,0 +1,405 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// Tuning of the orchestrator side.
+const (
+	publishAttempts = 3
+	// doneTTL is how long a finished command is remembered for staleness
+	// checks of its redelivered message; forgetTTL drops any entry.
+	doneTTL   = 10 * time.Minute
+	forgetTTL = 2 * time.Hour
+)
+
+// Dispatcher is the orchestrator side of the transport: an
+// engine.Dispatcher that publishes commands to the pools' subjects, and
+// (Serve) the consumer of the workers' reports and heartbeats.
+//
+// Dispatch never blocks: commands go to an unbounded queue that one
+// goroutine publishes asynchronously, in batches.
+type Dispatcher struct {
+	cfg   Config
+	n     names
+	js    jetstream.JetStream
+	kv    jetstream.KeyValue
+	log   *slog.Logger
+	stats DispatcherStats
+
+	mu     sync.Mutex
+	queue  []*engine.Command
+	wake   chan struct{}
+	stored map[string]bool // playbook hashes known to be in the bucket
+
+	cmdMu    sync.Mutex
+	commands map[string]*tracked // "execution/base" → latest attempt
+
+	stop   chan struct{}
+	done   chan struct{}
+	closed atomic.Bool
+}
+
+// tracked is what the dispatcher knows of a command, to answer workers'
+// staleness checks of redelivered messages.
+type tracked struct {
+	attempt int
+	claimed bool // frame.claimed of this attempt is on record
+	done    bool
+	at      time.Time
+}
+
+// DispatcherStats counts what a Dispatcher did (read with Stats).
+type DispatcherStats struct {
+	Dispatched, PublishFailed     atomic.Int64
+	Reports, Stale, Retried       atomic.Int64
+	Heartbeats, Checks, CheckDrop atomic.Int64
+}
+
+var _ engine.Dispatcher = (*Dispatcher)(nil)
+
+// NewDispatcher creates (or updates) the streams and the bucket and starts
+// the publisher. Close stops it.
+func NewDispatcher(ctx context.Context, cfg Config) (*Dispatcher, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	js, kv, n, err := setup(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{
+		cfg: cfg, n: n, js: js, kv: kv, log: cfg.Logger,
+		wake: make(chan struct{}, 1), stored: map[string]bool{}, commands: map[string]*tracked{},
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	go d.publish()
+	return d, nil
+}
+
+// Stats returns the dispatcher's counters.
+func (d *Dispatcher) Stats() *DispatcherStats { return &d.stats }
+
+// Durable implements engine.Dispatcher: JetStream keeps commands across
+// orchestrator restarts, so a resuming orchestrator waits for leases
+// instead of re-issuing at once.
+func (d *Dispatcher) Durable() bool { return true }
+
+// Dispatch implements engine.Dispatcher. It queues cmd and returns.
+func (d *Dispatcher) Dispatch(cmd *engine.Command) {
+	if d.closed.Load() {
+		return
+	}
+	base, attempt := splitID(cmd.ID)
+	d.cmdMu.Lock()
+	d.commands[cmd.ExecutionID+"/"+base] = &tracked{attempt: attempt, at: time.Now()}
+	d.cmdMu.Unlock()
+	d.mu.Lock()
+	d.queue = append(d.queue, cmd)
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the publisher after it published what was queued (a
+// command it cannot publish is re-issued by the engine when its lease runs
+// out). Close the engine first, so nothing is dispatched after.
+func (d *Dispatcher) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	close(d.stop)
+	<-d.done
+	return nil
+}
+
+func (d *Dispatcher) publish() {
+	defer close(d.done)
+	stopping := false
+	for {
+		d.mu.Lock()
+		batch := d.queue
+		d.queue = nil
+		d.mu.Unlock()
+		if len(batch) > 0 {
+			d.publishBatch(batch)
+			continue
+		}
+		if stopping {
+			return
+		}
+		select {
+		case <-d.wake:
+		case <-d.stop:
+			stopping = true
+		}
+	}
+}
+
+// publishBatch publishes commands asynchronously and waits for their
+// acknowledgements, retrying failures a few times.
+func (d *Dispatcher) publishBatch(batch []*engine.Command) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for attempt := 1; len(batch) > 0; attempt++ {
+		type pending struct {
+			cmd *engine.Command
+			f   jetstream.PubAckFuture
+		}
+		var futures []pending
+		var failed []*engine.Command
+		for _, cmd := range batch {
+			msg, err := d.message(ctx, cmd)
+			if err != nil {
+				d.log.Error("natsjs: cannot publish command", "command_id", cmd.ID, "execution_id", cmd.ExecutionID, "error", err)
+				failed = append(failed, cmd)
+				continue
+			}
+			f, err := d.js.PublishMsgAsync(msg, jetstream.WithMsgID(cmd.ExecutionID+"/"+cmd.ID))
+			if err != nil {
+				failed = append(failed, cmd)
+				continue
+			}
+			futures = append(futures, pending{cmd, f})
+		}
+		for _, p := range futures {
+			select {
+			case <-p.f.Ok():
+				d.stats.Dispatched.Add(1)
+			case err := <-p.f.Err():
+				d.log.Warn("natsjs: command publish failed", "command_id", p.cmd.ID, "error", err)
+				failed = append(failed, p.cmd)
+			case <-ctx.Done():
+				failed = append(failed, p.cmd)
+			}
+		}
+		if len(failed) == 0 {
+			return
+		}
+		if attempt >= publishAttempts || ctx.Err() != nil {
+			// The engine re-issues these when their lease runs out.
+			d.stats.PublishFailed.Add(int64(len(failed)))
+			d.log.Error("natsjs: giving up publishing commands; their leases will re-issue them", "commands", len(failed))
+			return
+		}
+		batch = failed
+		select {
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// message builds the command's message, storing its playbook source in
+// the bucket first if this dispatcher has not yet.
+func (d *Dispatcher) message(ctx context.Context, cmd *engine.Command) (*nats.Msg, error) {
+	if !d.stored[cmd.PlaybookHash] {
+		if cmd.PlaybookSource == "" {
+			return nil, errors.New("command carries no playbook source")
+		}
+		if _, err := d.kv.Create(ctx, cmd.PlaybookHash, []byte(cmd.PlaybookSource)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("store playbook %s: %w", cmd.PlaybookHash, err)
+		}
+		d.stored[cmd.PlaybookHash] = true
+	}
+	b, err := engine.EncodeCommand(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return &nats.Msg{Subject: d.n.cmdPrefix + poolOf(cmd.Pool), Data: b}, nil
+}
+
+// Serve consumes the workers' reports, heartbeats and staleness checks and
+// hands them to rep (the engine's Reporter) until ctx is done. Run it on
+// the one orchestrator that drives the executions, after it resumed them:
+// a report for an execution rep does not know is dropped as stale.
+//
+// Reports are recorded concurrently (at most DefaultEventConcurrency at
+// once), so the engine folds many into one
+// append. A report is acknowledged once rep.Report returned nil or
+// ErrStale (stale reports are dropped) and negatively acknowledged on any
+// other error, to be delivered again.
+func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
+	nc := d.cfg.Conn
+	hb, err := nc.Subscribe(d.n.hb, func(m *nats.Msg) {
+		var h heartbeatMsg
+		if json.Unmarshal(m.Data, &h) != nil {
+			return
+		}
+		d.stats.Heartbeats.Add(1)
+		_ = rep.Heartbeat(ctx, h.ExecutionID, h.CommandID)
+	})
+	if err != nil {
+		return fmt.Errorf("natsjs: subscribe %s: %w", d.n.hb, err)
+	}
+	defer hb.Unsubscribe()
+	_ = hb.SetPendingLimits(1<<20, 256<<20)
+	check, err := nc.Subscribe(d.n.check, func(m *nats.Msg) {
+		var h heartbeatMsg
+		if json.Unmarshal(m.Data, &h) != nil {
+			return
+		}
+		d.stats.Checks.Add(1)
+		v := d.check(h.ExecutionID, h.CommandID)
+		if v != checkRun {
+			d.stats.CheckDrop.Add(1)
+		}
+		_ = m.Respond([]byte(v))
+	})
+	if err != nil {
+		return fmt.Errorf("natsjs: subscribe %s: %w", d.n.check, err)
+	}
+	defer check.Unsubscribe()
+
+	cons, err := d.js.CreateOrUpdateConsumer(ctx, d.n.evtStream, jetstream.ConsumerConfig{
+		Durable: "orchestrator", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		MaxAckPending: 4 * DefaultEventConcurrency, DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("natsjs: events consumer: %w", err)
+	}
+	sem := make(chan struct{}, DefaultEventConcurrency)
+	var wg sync.WaitGroup
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			_ = m.Nak()
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			d.record(ctx, rep, m)
+		}()
+	}, jetstream.PullMaxMessages(DefaultEventConcurrency))
+	if err != nil {
+		return fmt.Errorf("natsjs: consume events: %w", err)
+	}
+	sweep := time.NewTicker(time.Minute)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			cc.Stop()
+			wg.Wait()
+			return nil
+		case <-sweep.C:
+			d.sweep()
+		}
+	}
+}
+
+// record hands one report to the engine and settles its message.
+func (d *Dispatcher) record(ctx context.Context, rep engine.Reporter, m jetstream.Msg) {
+	var ev eventlog.Event
+	if err := json.Unmarshal(m.Data(), &ev); err != nil {
+		d.log.Error("natsjs: dropping undecodable report", "error", err)
+		_ = m.Term()
+		return
+	}
+	err := rep.Report(ctx, ev)
+	verdict := verdictOK
+	switch {
+	case err == nil:
+		d.stats.Reports.Add(1)
+		d.accepted(ev)
+	case errors.Is(err, engine.ErrStale), errors.Is(err, engine.ErrUnknownExecution):
+		// Unknown: the execution finished (or is not driven here, which
+		// Serve's contract rules out), so the report is late.
+		d.stats.Stale.Add(1)
+		verdict = verdictStale
+	default:
+		d.stats.Retried.Add(1)
+		if ctx.Err() == nil {
+			d.log.Warn("natsjs: report not recorded; it will be delivered again", "command_id", ev.CommandID, "type", ev.Type, "error", err)
+		}
+		_ = m.NakWithDelay(200 * time.Millisecond)
+		return
+	}
+	if err := m.Ack(); err != nil {
+		d.log.Debug("natsjs: ack report", "error", err)
+	}
+	if reply := m.Headers().Get(headerReply); reply != "" {
+		_ = d.cfg.Conn.Publish(reply, []byte(verdict))
+	}
+}
+
+// accepted notes a recorded report for staleness checks.
+func (d *Dispatcher) accepted(ev eventlog.Event) {
+	base, attempt := splitID(ev.CommandID)
+	key := ev.ExecutionID + "/" + base
+	d.cmdMu.Lock()
+	defer d.cmdMu.Unlock()
+	t := d.commands[key]
+	if t == nil || t.attempt != attempt {
+		return
+	}
+	switch ev.Type {
+	case eventlog.TypeFrameClaimed:
+		t.claimed = true
+	case eventlog.TypeFrameDone, eventlog.TypeCommandCompleted, eventlog.TypeCommandFailed:
+		t.done = true
+		t.at = time.Now()
+	}
+}
+
+// check answers a worker that received a redelivered command.
+func (d *Dispatcher) check(executionID, commandID string) string {
+	base, attempt := splitID(commandID)
+	d.cmdMu.Lock()
+	defer d.cmdMu.Unlock()
+	t := d.commands[executionID+"/"+base]
+	switch {
+	case t == nil:
+		return checkUnknown
+	case attempt != t.attempt || t.done:
+		return verdictStale
+	case t.claimed:
+		return checkClaimed
+	}
+	return checkRun
+}
+
+func (d *Dispatcher) sweep() {
+	now := time.Now()
+	d.cmdMu.Lock()
+	defer d.cmdMu.Unlock()
+	for k, t := range d.commands {
+		if (t.done && now.Sub(t.at) > doneTTL) || now.Sub(t.at) > forgetTTL {
+			delete(d.commands, k)
+		}
+	}
+}
+
+// splitID splits a command id "base@attempt".
+func splitID(id string) (string, int) {
+	i := strings.LastIndexByte(id, '@')
+	if i < 0 {
+		return id, 0
+	}
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil {
+		return id, 0
+	}
+	return id[:i], n
+}

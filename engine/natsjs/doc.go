@@ -1,0 +1,75 @@
+// Package natsjs carries the engine's commands and reports over NATS
+// JetStream, so that one orchestrator drives executions whose commands run
+// on any number of worker processes.
+//
+// # Wiring
+//
+// The orchestrator runs an engine with no workers of its own and a
+// Dispatcher; Serve feeds the workers' reports to the engine's Reporter:
+//
+//	d, _ := natsjs.NewDispatcher(ctx, natsjs.Config{Conn: nc})
+//	e, _ := engine.New(engine.Config{Log: log, Workers: 0, Dispatcher: d})
+//	// resume unfinished executions first (see Dispatcher.Serve)
+//	go d.Serve(ctx, e.Reporter())
+//
+// Each worker process pulls its pool's commands:
+//
+//	w, _ := natsjs.NewWorker(ctx, natsjs.Config{Conn: nc}, natsjs.WorkerOptions{
+//		Worker: &engine.Worker{ID: "w1", Tools: treg, Cursors: creg, Keychain: kc},
+//		Pool:   "default", Concurrency: 8,
+//	})
+//	w.Run(ctx) // cancel ctx to stop gracefully
+//
+// # Subjects, streams and the bucket
+//
+// Everything is named from Config.Prefix (p, "cursorflow" by default):
+//
+//   - p.cmd.<pool>: commands, on stream P_COMMANDS (work-queue retention,
+//     one durable pull consumer "pool-<pool>" per pool, explicit ack).
+//     A step's spec.pool picks the pool; the default pool is "default".
+//     AckWait is the transport lease: a worker sends InProgress every
+//     AckWait/3 while the command runs.
+//   - p.evt: workers' reports (frame.claimed, frame.done,
+//     command.completed, command.failed), on stream P_EVENTS, consumed
+//     by the durable "orchestrator". Serve records up to
+//     DefaultEventConcurrency reports at once, so the engine appends them
+//     to the event log in batches; a report is acknowledged once the
+//     engine recorded it or refused it as stale, and delivered again on any
+//     other error.
+//   - p.hb: heartbeats (core NATS, at most once): they extend a command's
+//     engine lease.
+//   - p.check: request/reply staleness check of a redelivered command.
+//   - bucket P_PLAYBOOKS: playbook sources by SHA-256 (Command.PlaybookHash).
+//     The dispatcher stores a source once; workers fetch it and parse it
+//     once per hash.
+//
+// # Two leases and redelivery
+//
+// The engine's lease (Config.CommandLease, a frame's lease_seconds) is the
+// authority: when a command goes without heartbeat for that long, the
+// engine re-issues it as a new attempt (a new command id, the fencing
+// token), so a late report of the old attempt is refused (ErrStale).
+// JetStream's AckWait only decides when the old attempt's message is
+// delivered again. Running both would run a crashed worker's command twice
+// (old attempt redelivered, new attempt issued), so a worker that receives
+// a redelivered message first asks the orchestrator (p.check) and runs it
+// only if its attempt is still current and, for a frame without recorded
+// rows, no claim of it is on record (another delivery would claim fresh
+// rows under the same token, and the rows recorded by frame.claimed would
+// be left behind; the engine's re-issue brings them instead). A message
+// the orchestrator does not vouch for is dropped: if it was current after
+// all, the engine's lease re-issues it. The first delivery of a message
+// needs no check.
+//
+// A frame.claimed report waits for the orchestrator's verdict, because the
+// rows must be on record before the frame's body runs; every other report
+// returns once the events stream has it.
+//
+// # Stopping a worker
+//
+// Cancelling Run's context stops fetching, lets running commands finish
+// for up to WorkerOptions.Grace, then cancels them and hands their
+// messages back (Nak, so another worker runs the same attempt at once), or
+// terminates them when the frame's claim is already on record (the
+// engine's re-issue after the lease brings the recorded rows).
+package natsjs

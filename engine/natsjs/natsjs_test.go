@@ -1,0 +1,338 @@
+package natsjs_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/engine/natsjs"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+const header = "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: t}\n"
+
+// bundle is an orchestrator (engine + dispatcher) on a fresh prefix.
+type bundle struct {
+	cfg   natsjs.Config
+	eng   *engine.Engine
+	disp  *natsjs.Dispatcher
+	log   eventlog.Log
+	calls *calls
+}
+
+// calls records tool calls by key, per command id.
+type calls struct {
+	mu   sync.Mutex
+	keys map[string]int
+	cmds map[string]map[string]int // key → command id → count
+	pool map[string]string         // key → worker id
+	// block, if set, makes a call with that key wait for ctx the first
+	// time.
+	block   string
+	blocked chan struct{}
+}
+
+func newCalls() *calls {
+	return &calls{keys: map[string]int{}, cmds: map[string]map[string]int{}, pool: map[string]string{}, blocked: make(chan struct{}, 1)}
+}
+
+func (c *calls) count(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.keys[key]
+}
+
+// tool returns a host tool for worker id.
+func (c *calls) tool(id string) tools.Tool {
+	return tools.ToolFunc(func(ctx context.Context, call *tools.Call) (tools.Output, error) {
+		key := fmt.Sprint(call.Config["key"])
+		c.mu.Lock()
+		c.keys[key]++
+		n := c.keys[key]
+		if c.cmds[key] == nil {
+			c.cmds[key] = map[string]int{}
+		}
+		c.cmds[key][call.CommandID]++
+		c.pool[key] = id
+		c.mu.Unlock()
+		if key == c.block && n == 1 {
+			c.blocked <- struct{}{}
+			<-ctx.Done()
+			return tools.Output{Status: tools.StatusError, Error: ctx.Err().Error()}, nil
+		}
+		return tools.Output{Status: tools.StatusSuccess, Data: map[string]any{"key": key, "worker": id, "value": call.Config["value"]}}, nil
+	})
+}
+
+func setup(t *testing.T, lease, ackWait time.Duration) *bundle {
+	t.Helper()
+	url := testenv.NATS(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	cfg := natsjs.Config{Conn: nc, Prefix: fmt.Sprintf("t%08x", rand.Uint32()), AckWait: ackWait}
+	t.Cleanup(func() { _ = natsjs.Delete(context.Background(), cfg) })
+	ctx := context.Background()
+	d, err := natsjs.NewDispatcher(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := eventlog.NewMemory()
+	e, err := engine.New(engine.Config{Log: log, Workers: 0, Dispatcher: d, CommandLease: lease, Tick: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(sctx, e.Reporter()) }()
+	t.Cleanup(func() {
+		_ = e.Close()
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		_ = d.Close()
+	})
+	return &bundle{cfg: cfg, eng: e, disp: d, log: log, calls: newCalls()}
+}
+
+// worker starts a worker of pool; stop cancels it and waits for Run.
+func (b *bundle) worker(t *testing.T, id, pool string, grace time.Duration) (w *natsjs.Worker, stop func()) {
+	t.Helper()
+	treg := tools.NewRegistry()
+	treg.MustRegister("rec", b.calls.tool(id))
+	w, err := natsjs.NewWorker(context.Background(), b.cfg, natsjs.WorkerOptions{
+		Worker: &engine.Worker{ID: id, Tools: treg}, Pool: pool, Concurrency: 4, Grace: grace,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return w, stop
+}
+
+func (b *bundle) run(t *testing.T, src string) (*engine.Summary, []eventlog.Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(header+src), engine.StartOptions{File: "t.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	evs, err := b.log.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != engine.StatusCompleted {
+		for _, ev := range evs {
+			t.Logf("%d %s %s %s %s", ev.Seq, ev.Type, ev.Step, ev.CommandID, ev.Payload)
+		}
+		t.Fatalf("status %s: %s %s %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	return sum, evs
+}
+
+func TestStepsLoopsAndPools(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5*time.Second, 5*time.Second)
+	b.worker(t, "w-default-1", "", time.Second)
+	b.worker(t, "w-default-2", "default", time.Second)
+	b.worker(t, "w-gpu", "gpu", time.Second)
+	sum, _ := b.run(t, `
+workload: {numbers: [1, 2, 3, 4, 5, 6]}
+workflow:
+  - step: start
+    tool: {kind: rec, key: start, value: 7}
+    next: [square]
+  - step: square
+    loop:
+      in: '{{ workload.numbers }}'
+      iterator: n
+      spec: {mode: parallel, max_in_flight: 3}
+    tool: {kind: rec, key: 'sq{{ n }}', value: '{{ n * n }}'}
+    next: [gpu]
+  - step: gpu
+    spec: {pool: gpu}
+    tool: {kind: rec, key: gpu, value: '{{ start.data.value }}'}
+`)
+	if sum.Steps["gpu"] != "completed" {
+		t.Fatalf("steps %v", sum.Steps)
+	}
+	for i := 1; i <= 6; i++ {
+		if n := b.calls.count(fmt.Sprintf("sq%d", i)); n != 1 {
+			t.Errorf("item %d ran %d times", i, n)
+		}
+	}
+	b.calls.mu.Lock()
+	defer b.calls.mu.Unlock()
+	if got := b.calls.pool["gpu"]; got != "w-gpu" {
+		t.Errorf("gpu step ran on %q, want the gpu pool's worker", got)
+	}
+	if got := b.calls.pool["start"]; got == "w-gpu" {
+		t.Errorf("start step ran on the gpu pool")
+	}
+	// Whole numbers survive the wire as integers: 7, not 7.0.
+	res := sum.Results["gpu"].(map[string]any)["data"].(map[string]any)
+	if v := fmt.Sprint(res["value"]); v != "7" {
+		t.Errorf("value %q crossed the wire, want 7", v)
+	}
+	if b.disp.Stats().Reports.Load() < 8 {
+		t.Errorf("reports %d, want >= 8", b.disp.Stats().Reports.Load())
+	}
+}
+
+// A worker that fetched a command and vanished: the engine re-issues the
+// command after its lease; JetStream redelivers the old attempt's message
+// after AckWait, and the worker drops it instead of running it twice.
+func TestRedeliveredStaleAttemptIsDropped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 500*time.Millisecond, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The zombie: the pool's consumer, fetched from and never acknowledged.
+	js, err := jetstream.New(b.cfg.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    spec: {pool: zombie}
+    tool: {kind: rec, key: once}
+`), engine.StartOptions{File: "t.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, fmt.Sprintf("%s_COMMANDS", upper(b.cfg.Prefix)), jetstream.ConsumerConfig{
+		Durable: "pool-zombie", FilterSubject: b.cfg.Prefix + ".cmd.zombie", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, MaxAckPending: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first jetstream.Msg
+	for m := range batch.Messages() {
+		first = m
+	}
+	if first == nil {
+		t.Fatalf("zombie fetched nothing: %v", batch.Error())
+	}
+	cmd, err := engine.DecodeCommand(first.Data())
+	if err != nil || cmd.ID == "" {
+		t.Fatalf("decode: %v", err)
+	}
+	// Now a real worker joins the pool; it gets attempt 2 (re-issued after
+	// the 500ms lease) and, after AckWait, the zombie's attempt 1 again.
+	zw, _ := b.worker(t, "w-zombie-pool", "zombie", time.Second)
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil || sum.Status != engine.StatusCompleted {
+		t.Fatalf("wait: %v %+v", err, sum)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for zw.Stats().Redelivered.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // polling the counter with a deadline
+	}
+	if zw.Stats().Redelivered.Load() != 1 || zw.Stats().Dropped.Load() != 1 {
+		t.Fatalf("redelivered %d dropped %d, want 1 and 1", zw.Stats().Redelivered.Load(), zw.Stats().Dropped.Load())
+	}
+	if n := b.calls.count("once"); n != 1 {
+		t.Fatalf("the step ran %d times, want once", n)
+	}
+	b.calls.mu.Lock()
+	for c := range b.calls.cmds["once"] {
+		if c == cmd.Base+"@1" || c == cmd.ID {
+			t.Errorf("the zombie's attempt %s ran", c)
+		}
+	}
+	b.calls.mu.Unlock()
+}
+
+// A stopping worker hands a command it could not finish within the grace
+// period back at once; another worker runs the same attempt.
+func TestGracefulStopHandsCommandsBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 10*time.Second, 10*time.Second)
+	b.calls.block = "slow"
+	_, stop1 := b.worker(t, "w-1", "", 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool: {kind: rec, key: slow}
+`), engine.StartOptions{File: "t.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.calls.blocked:
+	case <-ctx.Done():
+		t.Fatal("the command never started")
+	}
+	started := time.Now()
+	stop1()
+	b.worker(t, "w-2", "", time.Second)
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil || sum.Status != engine.StatusCompleted {
+		t.Fatalf("wait: %v %+v", err, sum)
+	}
+	if took := time.Since(started); took > 5*time.Second {
+		t.Errorf("took %s: the command waited for its lease instead of being handed back", took)
+	}
+	b.calls.mu.Lock()
+	defer b.calls.mu.Unlock()
+	if len(b.calls.cmds["slow"]) != 1 || b.calls.keys["slow"] != 2 {
+		t.Fatalf("calls %v: want the same attempt run twice", b.calls.cmds["slow"])
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if _, err := natsjs.NewDispatcher(ctx, natsjs.Config{}); err == nil {
+		t.Fatal("want an error without Conn")
+	}
+	nc := &nats.Conn{}
+	if _, err := natsjs.NewDispatcher(ctx, natsjs.Config{Conn: nc, Prefix: "a.b"}); err == nil {
+		t.Fatal("want an error for a prefix with a dot")
+	}
+	if _, err := natsjs.NewWorker(ctx, natsjs.Config{Conn: nc}, natsjs.WorkerOptions{}); err == nil {
+		t.Fatal("want an error without Worker")
+	}
+	if _, err := natsjs.NewWorker(ctx, natsjs.Config{Conn: nc}, natsjs.WorkerOptions{Worker: &engine.Worker{}, Pool: "a b"}); err == nil {
+		t.Fatal("want an error for a bad pool name")
+	}
+}
+
+func upper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 32
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,441 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// fetchWait bounds one pull request, so a stopping worker stops fetching
+// within it.
+const fetchWait = 500 * time.Millisecond
+
+// ErrNoVerdict is returned by a worker's report of frame.claimed when the
+// orchestrator did not answer within Config.ReportTimeout. The frame's
+// rows are released; if the claim was recorded after all, the engine
+// re-issues the frame with them once its lease runs out.
+var ErrNoVerdict = errors.New("natsjs: no verdict from the orchestrator")
+
+// WorkerOptions configure a Worker.
+type WorkerOptions struct {
+	// Worker runs the commands (tools, cursor drivers, keychain).
+	// Required.
+	Worker *engine.Worker
+	// Pool is the pool this worker serves: it receives the commands of
+	// steps whose spec.pool names it. Defaults to DefaultPool ("default").
+	Pool string
+	// Concurrency bounds the commands run at once. Defaults to
+	// DefaultConcurrency (8).
+	Concurrency int
+	// Grace is how long Run, once its context is cancelled, lets running
+	// commands finish before cancelling them. Defaults to DefaultGrace
+	// (30s).
+	Grace time.Duration
+	// CheckTimeout bounds the staleness check of a redelivered command; a
+	// command the orchestrator does not vouch for in time is dropped (the
+	// engine re-issues it when its lease runs out). Defaults to
+	// DefaultCheckTimeout (2s).
+	CheckTimeout time.Duration
+}
+
+// WorkerStats counts what a Worker did (read with Stats).
+type WorkerStats struct {
+	// Executed counts commands run to the end; Redelivered the messages
+	// delivered more than once, of which Dropped were not run because the
+	// orchestrator called them stale (or could not vouch for them).
+	Executed, Redelivered, Dropped atomic.Int64
+	// Abandoned counts commands handed back at the end of the grace
+	// period; Failed those reported failed without running (playbook
+	// source missing or invalid, a panic).
+	Abandoned, Failed atomic.Int64
+}
+
+// Worker is the worker side of the transport: it pulls its pool's
+// commands, runs them with an engine.Worker and sends reports and
+// heartbeats back.
+type Worker struct {
+	cfg  Config
+	opts WorkerOptions
+	n    names
+	js   jetstream.JetStream
+	kv   jetstream.KeyValue
+	cons jetstream.Consumer
+	log  *slog.Logger
+
+	stats WorkerStats
+
+	pbMu      sync.Mutex
+	playbooks map[string]*dsl.Playbook
+	pbGroup   singleflight.Group
+
+	inbox    string
+	vmu      sync.Mutex
+	verdicts map[string]chan string
+	vseq     atomic.Int64
+}
+
+// NewWorker creates (or updates) the streams, the bucket and the pool's
+// consumer. Run pulls commands.
+func NewWorker(ctx context.Context, cfg Config, opts WorkerOptions) (*Worker, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Worker == nil {
+		return nil, fmt.Errorf("%w: WorkerOptions.Worker is required", ErrConfig)
+	}
+	opts.Pool = poolOf(opts.Pool)
+	if !ValidPool(opts.Pool) {
+		return nil, fmt.Errorf("%w: WorkerOptions.Pool %q: letters, digits, '-' and '_' only", ErrConfig, opts.Pool)
+	}
+	if opts.Concurrency < 0 || opts.Grace < 0 || opts.CheckTimeout < 0 {
+		return nil, fmt.Errorf("%w: WorkerOptions.Concurrency, Grace and CheckTimeout must not be negative", ErrConfig)
+	}
+	if opts.Concurrency == 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.Grace == 0 {
+		opts.Grace = DefaultGrace
+	}
+	if opts.CheckTimeout == 0 {
+		opts.CheckTimeout = DefaultCheckTimeout
+	}
+	js, kv, n, err := setup(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, n.cmdStream, jetstream.ConsumerConfig{
+		Durable: "pool-" + opts.Pool, FilterSubject: n.cmdPrefix + opts.Pool,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: cfg.AckWait, MaxAckPending: -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: consumer of pool %s: %w", opts.Pool, err)
+	}
+	return &Worker{
+		cfg: cfg, opts: opts, n: n, js: js, kv: kv, cons: cons, log: cfg.Logger,
+		playbooks: map[string]*dsl.Playbook{}, inbox: cfg.Conn.NewRespInbox(), verdicts: map[string]chan string{},
+	}, nil
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() *WorkerStats { return &w.stats }
+
+// Run pulls and runs commands until ctx is cancelled, then stops
+// gracefully: it stops fetching, lets running commands finish for up to
+// Grace, then cancels them and hands their messages back (Nak) so another
+// worker runs them at once — except a frame whose claimed rows are already
+// on record, which is left to the engine's lease, whose re-issue carries
+// those rows. Run returns once no command runs.
+func (w *Worker) Run(ctx context.Context) error {
+	sub, err := w.cfg.Conn.Subscribe(w.inbox+".*", w.onVerdict)
+	if err != nil {
+		return fmt.Errorf("natsjs: subscribe to verdicts: %w", err)
+	}
+	defer sub.Unsubscribe()
+
+	hard, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardCancel()
+	conc := w.opts.Concurrency
+	slots := make(chan struct{}, conc)
+	for range conc {
+		slots <- struct{}{}
+	}
+	var wg sync.WaitGroup
+fetch:
+	for {
+		select {
+		case <-slots:
+		case <-ctx.Done():
+			break fetch
+		}
+		n := 1
+	more:
+		for n < conc {
+			select {
+			case <-slots:
+				n++
+			default:
+				break more
+			}
+		}
+		batch, err := w.cons.Fetch(n, jetstream.FetchMaxWait(fetchWait))
+		if err != nil {
+			for range n {
+				slots <- struct{}{}
+			}
+			if ctx.Err() != nil {
+				break fetch
+			}
+			w.log.Warn("natsjs: fetch failed", "pool", w.opts.Pool, "error", err)
+			select {
+			case <-time.After(fetchWait):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			if ctx.Err() != nil {
+				_ = msg.Nak()
+				slots <- struct{}{}
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { slots <- struct{}{} }()
+				w.handle(hard, msg)
+			}()
+		}
+		for ; got < n; got++ {
+			slots <- struct{}{}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			w.log.Debug("natsjs: fetch ended", "pool", w.opts.Pool, "error", err)
+		}
+	}
+	idle := make(chan struct{})
+	go func() { wg.Wait(); close(idle) }()
+	select {
+	case <-idle:
+	case <-time.After(w.opts.Grace):
+		w.log.Warn("natsjs: grace period over; handing running commands back", "pool", w.opts.Pool)
+		hardCancel()
+		<-idle
+	}
+	return nil
+}
+
+// handle runs one command message to its end and settles it.
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	cmd, err := engine.DecodeCommand(msg.Data())
+	if err != nil {
+		w.log.Error("natsjs: dropping undecodable command", "error", err)
+		_ = msg.Term()
+		return
+	}
+	if meta, err := msg.Metadata(); err == nil && meta.NumDelivered > 1 {
+		w.stats.Redelivered.Add(1)
+		if !w.vouched(ctx, cmd) {
+			w.stats.Dropped.Add(1)
+			_ = msg.Term()
+			return
+		}
+	}
+	rep := &reporter{w: w}
+	pb, err := w.playbook(ctx, cmd)
+	if err != nil {
+		var perm permanentError
+		if errors.As(err, &perm) {
+			w.stats.Failed.Add(1)
+			if err := w.opts.Worker.Fail(ctx, cmd, rep, err.Error()); err == nil {
+				_ = msg.Ack()
+				return
+			}
+		}
+		w.log.Warn("natsjs: playbook unavailable; command handed back", "command_id", cmd.ID, "error", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	cmd.Playbook = pb
+
+	progress := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		t := time.NewTicker(max(w.cfg.AckWait/3, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-progress:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	w.execute(ctx, cmd, rep)
+	close(progress)
+	<-progressDone
+
+	switch {
+	case rep.finished.Load() || ctx.Err() == nil:
+		w.stats.Executed.Add(1)
+		_ = msg.Ack()
+	case rep.claimed.Load() && len(cmd.Rows) == 0:
+		// Another delivery of this message would claim fresh rows under
+		// the same fencing token; the engine's re-issue brings the recorded
+		// ones instead.
+		w.stats.Abandoned.Add(1)
+		_ = msg.Term()
+	default:
+		w.stats.Abandoned.Add(1)
+		_ = msg.Nak()
+	}
+}
+
+// execute runs cmd, turning a panic into a failure report.
+func (w *Worker) execute(ctx context.Context, cmd *engine.Command, rep *reporter) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.stats.Failed.Add(1)
+			w.log.Error("natsjs: command panicked", "command_id", cmd.ID, "panic", r, "stack", string(debug.Stack()))
+			_ = w.opts.Worker.Fail(ctx, cmd, rep, fmt.Sprintf("panic: %v", r))
+		}
+	}()
+	if err := w.opts.Worker.Execute(ctx, cmd, rep); err != nil && ctx.Err() == nil {
+		w.log.Debug("natsjs: report refused", "command_id", cmd.ID, "error", err)
+	}
+}
+
+// vouched asks the orchestrator whether a redelivered command should run:
+// only if its attempt is still current and, for a frame without rows, no
+// claim of it is on record.
+func (w *Worker) vouched(ctx context.Context, cmd *engine.Command) bool {
+	b, _ := json.Marshal(heartbeatMsg{ExecutionID: cmd.ExecutionID, CommandID: cmd.ID})
+	cctx, cancel := context.WithTimeout(ctx, w.opts.CheckTimeout)
+	defer cancel()
+	reply, err := w.cfg.Conn.RequestWithContext(cctx, w.n.check, b)
+	if err != nil {
+		w.log.Info("natsjs: no answer on a redelivered command; dropping it", "command_id", cmd.ID, "error", err)
+		return false
+	}
+	switch string(reply.Data) {
+	case checkRun:
+		return true
+	case checkClaimed:
+		return len(cmd.Rows) > 0
+	}
+	w.log.Info("natsjs: dropping a redelivered command", "command_id", cmd.ID, "verdict", string(reply.Data))
+	return false
+}
+
+// permanentError marks a playbook that can never be run.
+type permanentError struct{ error }
+
+// playbook returns the command's parsed playbook, fetching its source from
+// the bucket once per hash.
+func (w *Worker) playbook(ctx context.Context, cmd *engine.Command) (*dsl.Playbook, error) {
+	w.pbMu.Lock()
+	pb := w.playbooks[cmd.PlaybookHash]
+	w.pbMu.Unlock()
+	if pb != nil {
+		return pb, nil
+	}
+	v, err, _ := w.pbGroup.Do(cmd.PlaybookHash, func() (any, error) {
+		e, err := w.kv.Get(ctx, cmd.PlaybookHash)
+		if err != nil {
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				return nil, permanentError{fmt.Errorf("natsjs: playbook %s is not in bucket %s", cmd.PlaybookHash, w.n.bucket)}
+			}
+			return nil, fmt.Errorf("natsjs: fetch playbook %s: %w", cmd.PlaybookHash, err)
+		}
+		src := e.Value()
+		if got := engine.PlaybookHash(src); got != cmd.PlaybookHash {
+			return nil, permanentError{fmt.Errorf("natsjs: playbook %s: stored source hashes to %s", cmd.PlaybookHash, got)}
+		}
+		pb, err := dsl.Parse(cmd.PlaybookFile, src)
+		if err != nil {
+			return nil, permanentError{fmt.Errorf("natsjs: playbook %s: %w", cmd.PlaybookHash, err)}
+		}
+		w.pbMu.Lock()
+		w.playbooks[cmd.PlaybookHash] = pb
+		w.pbMu.Unlock()
+		return pb, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*dsl.Playbook), nil
+}
+
+func (w *Worker) onVerdict(m *nats.Msg) {
+	w.vmu.Lock()
+	ch := w.verdicts[m.Subject]
+	delete(w.verdicts, m.Subject)
+	w.vmu.Unlock()
+	if ch != nil {
+		ch <- string(m.Data)
+	}
+}
+
+// reporter is the engine.Reporter a command runs with: reports go to the
+// events stream, heartbeats to the heartbeat subject.
+type reporter struct {
+	w        *Worker
+	claimed  atomic.Bool // frame.claimed was recorded
+	finished atomic.Bool // the command's final report is in the stream
+}
+
+// Report implements engine.Reporter. A report is durable once the events
+// stream acknowledged it; frame.claimed also waits for the orchestrator's
+// verdict, since the frame's rows must be on record before its body runs.
+func (r *reporter) Report(ctx context.Context, ev eventlog.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := r.w
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("natsjs: encode report: %w", err)
+	}
+	msg := &nats.Msg{Subject: w.n.evt, Data: b, Header: nats.Header{}}
+	var verdict chan string
+	if ev.Type == eventlog.TypeFrameClaimed {
+		subj := w.inbox + "." + strconv.FormatInt(w.vseq.Add(1), 36)
+		verdict = make(chan string, 1)
+		w.vmu.Lock()
+		w.verdicts[subj] = verdict
+		w.vmu.Unlock()
+		defer func() {
+			w.vmu.Lock()
+			delete(w.verdicts, subj)
+			w.vmu.Unlock()
+		}()
+		msg.Header.Set(headerReply, subj)
+	}
+	if _, err := w.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("natsjs: publish %s report: %w", ev.Type, err)
+	}
+	if verdict == nil {
+		r.finished.Store(true)
+		return nil
+	}
+	t := time.NewTimer(w.cfg.ReportTimeout)
+	defer t.Stop()
+	select {
+	case v := <-verdict:
+		if v == verdictStale {
+			return engine.ErrStale
+		}
+		r.claimed.Store(true)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return ErrNoVerdict
+	}
+}
+
+// Heartbeat implements engine.Reporter over core NATS (at most once: a
+// lost heartbeat is made up by the next).
+func (r *reporter) Heartbeat(ctx context.Context, executionID, commandID string) error {
+	b, _ := json.Marshal(heartbeatMsg{ExecutionID: executionID, CommandID: commandID})
+	return r.w.cfg.Conn.Publish(r.w.n.hb, b)
+}
