@@ -109,7 +109,7 @@ workflow:
       - step: total
         when: '{{ event.name == "loop.done" }}'
   - step: total
-    tool: {kind: rec, key: total, sum: '{{ start.data | map(attribute="square") | sum }}', count: '{{ start.count }}'}
+    tool: {kind: rec, key: total, sum: '{{ start | map(attribute="square") | sum }}', count: '{{ start | length }}'}
 `, nil)
 			defer dumpOnFail(t, evs)
 			if sum.Status != engine.StatusCompleted {

@@ -7,8 +7,10 @@ import (
 )
 
 // scope builds the render context of the execution as it stands: workload
-// keys at top level and under workload, each finished step's result under
-// its name, ctx, vars and execution_id. The maps it returns are fresh; the
+// keys at top level and under workload, each finished step's result data
+// under its name (as NoETL does: a postgres step's rows are
+// step_name.rows, an http step's body step_name.data), ctx, vars and
+// execution_id. The maps it returns are fresh; the
 // values inside are never mutated after they enter the state, so a scope
 // may be handed to workers running concurrently.
 func (s *State) scope() map[string]any {
@@ -17,7 +19,7 @@ func (s *State) scope() map[string]any {
 		m[k] = v
 	}
 	for k, v := range s.Results {
-		m[k] = v
+		m[k] = resultData(v)
 	}
 	m["workload"] = s.Workload
 	m["ctx"] = copyMap(s.Ctx)
@@ -111,4 +113,14 @@ func setPath(delta map[string]any, current any, path string, v any) {
 	child := overlay(base, nil)
 	setPath(child, base, tail, v)
 	delta[head] = child
+}
+
+// resultData returns the data of a result envelope {status, data, error}.
+func resultData(v any) any {
+	if m, ok := v.(map[string]any); ok {
+		if d, ok := m["data"]; ok {
+			return d
+		}
+	}
+	return v
 }

@@ -163,7 +163,7 @@ func quickstart(ctx context.Context, n int, dir string, progress bool, out io.Wr
 	if ls.Rows > 0 {
 		fmt.Fprintf(out, "events per item %.3f\n", float64(st.Events)/float64(ls.Rows))
 	}
-	fmt.Fprintf(out, "event log       %s (inspect: go run ./examples/cursorflow resume %s --eventlog sqlite:%s)\n", eventsPath, id, eventsPath)
+	fmt.Fprintf(out, "event log       %s\n", eventsPath)
 	fmt.Fprintf(out, "wall time       %s\n", elapsed.Round(time.Millisecond))
 	return nil
 }
