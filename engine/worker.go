@@ -432,6 +432,10 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 		return fail(fmt.Sprintf("loop.cursor: open %s cursor (auth %q): %v", lp.Cursor.Kind, spec.Auth, err))
 	}
 	defer cur.Close()
+	// The lease runs from dispatch: heartbeat through the claim too, which
+	// can be slow on a loaded source.
+	stop := w.heartbeat(ctx, cmd, rep)
+	defer stop()
 
 	rows := cmd.Rows
 	var claimed []cursor.Row
@@ -461,8 +465,6 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 		}
 	}
 
-	stop := w.heartbeat(ctx, cmd, rep)
-	defer stop()
 	runCtx := ctx
 	var deadline time.Time
 	if fs.MaxSeconds > 0 {

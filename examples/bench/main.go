@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -41,6 +42,13 @@ import (
 	sqlitelog "github.com/cursorflow/cursorflow/eventlog/sqlite"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/tools"
+)
+
+// heapProfile, when set, names a file that receives a heap profile taken
+// heapProfileAfter into each engine run (diagnostics only).
+var (
+	heapProfile      string
+	heapProfileAfter time.Duration
 )
 
 type config struct {
@@ -61,8 +69,13 @@ func main() {
 	flag.IntVar(&c.maxRows, "max-rows", 100, "rows per frame")
 	flag.IntVar(&c.rowConc, "row-concurrency", 4, "rows run at once per frame (process: row)")
 	flag.StringVar(&c.eventlogURL, "eventlog", "sqlite", "event log for the engine runs: postgres (in the queue's database), sqlite (a temporary file: the embedded default) or memory")
+	flag.StringVar(&heapProfile, "heapprofile", "", "write a heap profile taken -heapprofile-after into each engine run")
+	flag.DurationVar(&heapProfileAfter, "heapprofile-after", 5*time.Second, "when to take the heap profile")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if heapProfile != "" {
+		runtime.MemProfileRate = 16 << 10
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -130,7 +143,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}()
 
 	fmt.Fprintf(out, "cursorflow bench: slots=%d max_rows=%d row_concurrency=%d GOMAXPROCS=%d\n\n", c.slots, c.maxRows, c.rowConc, runtime.GOMAXPROCS(0))
-	fmt.Fprintf(out, "%-8s %-16s %10s %10s %10s %12s %12s\n", "N", "run", "items/s", "ratio", "seconds", "events/item", "peak heap")
+	fmt.Fprintf(out, "%-8s %-16s %10s %10s %10s %12s %12s\n", "N", "run", "items/s", "ratio", "seconds", "events/item", "peak live")
 	for _, n := range c.sizes {
 		var rs []result
 		for _, mode := range []string{"baseline-row", "row", "baseline-frame", "frame", "noop"} {
@@ -180,7 +193,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	return nil
 }
 
-// measure runs f, timing it and sampling the peak heap in use.
+// measure runs f, timing it and sampling the peak live heap.
 func measure(f func() (int64, error)) (result, error) {
 	runtime.GC()
 	var peak atomic.Uint64
@@ -191,11 +204,13 @@ func measure(f func() (int64, error)) (result, error) {
 		defer wg.Done()
 		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
-		var ms runtime.MemStats
+		// The live heap as of the last GC: what the run retains, without the
+		// garbage a collection cycle has not reclaimed yet.
+		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
+			metrics.Read(sample)
+			if v := sample[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
 			}
 			select {
 			case <-stop:
@@ -382,6 +397,16 @@ workflow:
 	if err != nil {
 		return 0, err
 	}
+	if heapProfile != "" {
+		go func() {
+			time.Sleep(heapProfileAfter)
+			f, err := os.Create(heapProfile)
+			if err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				_ = f.Close()
+			}
+		}()
+	}
 	sum, err := e.Wait(ctx, id)
 	if err != nil {
 		return 0, err
@@ -389,9 +414,18 @@ workflow:
 	if sum.Status != engine.StatusCompleted {
 		return 0, fmt.Errorf("execution %s: %s at %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
 	}
-	evs, err := log.Read(ctx, id, 0, 0)
-	if err != nil {
-		return 0, err
+	// Count in pages: reading the whole history at once would itself be
+	// the run's peak memory.
+	var count, after int64
+	for {
+		evs, err := log.Read(ctx, id, after, 50)
+		if err != nil {
+			return 0, err
+		}
+		if len(evs) == 0 {
+			return count, nil
+		}
+		count += int64(len(evs))
+		after = evs[len(evs)-1].Seq
 	}
-	return int64(len(evs)), nil
 }
