@@ -1,0 +1,203 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+	"github.com/cursorflow/cursorflow/dsl"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxOpenConns is the default size of each connection pool.
+	DefaultMaxOpenConns = 8
+	// DefaultConnMaxLifetime is how long a pooled connection is reused by
+	// default; it stays below MySQL's default wait_timeout (8 hours) and
+	// common proxy idle timeouts.
+	DefaultConnMaxLifetime = 30 * time.Minute
+)
+
+// OptMark is the cursor option holding the statement that marks the rows
+// the claim SELECTed as claimed, run in the claim's transaction.
+const OptMark = "mark"
+
+// Config configures a Driver.
+type Config struct {
+	// MaxOpenConns caps each pool; the driver keeps one pool per
+	// credential. Defaults to DefaultMaxOpenConns (8).
+	MaxOpenConns int
+	// ConnMaxLifetime bounds how long a connection is reused. Defaults to
+	// DefaultConnMaxLifetime (30 minutes).
+	ConnMaxLifetime time.Duration
+	// Logger receives connection-loss retries and option warnings when a
+	// Spec carries no logger of its own. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Driver is the MariaDB/MySQL cursor driver (go-sql-driver/mysql). It
+// keeps one database/sql pool per credential; Open is cheap. Safe for
+// concurrent use.
+type Driver struct {
+	cfg    Config
+	log    *slog.Logger
+	mu     sync.Mutex
+	dbs    map[string]*sql.DB
+	closed bool
+}
+
+var (
+	_ cursor.Driver           = (*Driver)(nil)
+	_ cursor.TemplateOptioner = (*Driver)(nil)
+)
+
+// New returns a driver. Pools are created lazily, by the first Open of
+// each credential.
+func New(cfg Config) *Driver {
+	if cfg.MaxOpenConns <= 0 {
+		cfg.MaxOpenConns = DefaultMaxOpenConns
+	}
+	if cfg.ConnMaxLifetime <= 0 {
+		cfg.ConnMaxLifetime = DefaultConnMaxLifetime
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Driver{cfg: cfg, log: log, dbs: make(map[string]*sql.DB)}
+}
+
+// Features reports what the mysql driver guarantees: the same as the
+// postgres driver. Attempts and dead-lettering depend on the claim
+// returning an attempts column and on a dead_letter statement; leases and
+// redelivery are the claim SQL's.
+func (d *Driver) Features() cursor.Features {
+	return cursor.Features{
+		BatchClaim:    true,
+		DeadLetter:    true,
+		ClaimTemplate: true,
+		Attempts:      true,
+	}
+}
+
+// TemplateOptions names the options the driver renders itself per call
+// (mark, ack, release, dead_letter); the engine passes them unrendered.
+func (d *Driver) TemplateOptions() []string {
+	return append(sqlcursor.TemplateOptions(), OptMark)
+}
+
+// Open returns a cursor over spec's claim (and mark) on the database that
+// spec.Credential names (see ParseCredential).
+func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, error) {
+	fail := func(err error) error {
+		return &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "open", Err: err}
+	}
+	db, err := d.db(spec.Credential)
+	if err != nil {
+		return nil, fail(err)
+	}
+	log := spec.Logger
+	if log == nil {
+		log = d.log
+	}
+	opts := spec.Options
+	var mark *dsl.Template
+	if v, ok := opts[OptMark]; ok {
+		mark, err = compileMark(v)
+		if err != nil {
+			return nil, fail(err)
+		}
+		// sqlcursor does not know the option; it must not warn about it.
+		opts = maps.Clone(opts)
+		delete(opts, OptMark)
+		spec.Options = opts
+	}
+	so, err := sqlcursor.ParseOptions(opts, nil)
+	if err != nil {
+		return nil, fail(err)
+	}
+	exec := &executor{db: db, log: log, mark: mark, key: so.Key, scope: spec.Scope, slot: spec.SlotID}
+	return sqlcursor.New(spec, exec, d.log)
+}
+
+func compileMark(v any) (*dsl.Template, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case *dsl.Template:
+		return v, nil
+	case string:
+		if isBlank(v) {
+			return nil, nil
+		}
+		t, err := dsl.CompileTemplate(v, dsl.Pos{})
+		if err != nil {
+			return nil, fmt.Errorf("option %q: %w", OptMark, err)
+		}
+		return t, nil
+	default:
+		return nil, fmt.Errorf("option %q is %T, want a SQL statement", OptMark, v)
+	}
+}
+
+func isBlank(s string) bool {
+	for _, r := range s {
+		switch r {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (d *Driver) db(credential string) (*sql.DB, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, cursor.ErrClosed
+	}
+	if db, ok := d.dbs[credential]; ok {
+		return db, nil
+	}
+	cfg, err := ParseCredential(credential)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, errors.New("the credential is not a valid mysql data source name")
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(d.cfg.MaxOpenConns)
+	db.SetMaxIdleConns(d.cfg.MaxOpenConns)
+	db.SetConnMaxLifetime(d.cfg.ConnMaxLifetime)
+	d.dbs[credential] = db
+	return db, nil
+}
+
+// Close closes every pool. Cursors opened earlier fail afterwards.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	dbs := d.dbs
+	d.dbs = make(map[string]*sql.DB)
+	d.closed = true
+	d.mu.Unlock()
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(dbs)) {
+		if err := dbs[k].Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

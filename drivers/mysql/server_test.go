@@ -1,0 +1,166 @@
+package mysql_test
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/drivers/mysql"
+	"github.com/cursorflow/cursorflow/dsl"
+)
+
+func compile(t *testing.T, src string) *dsl.Template {
+	t.Helper()
+	tmpl, err := dsl.CompileTemplate(src, dsl.Pos{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmpl
+}
+
+// TestValues checks how column types reach Row.Values on the server.
+func TestValues(t *testing.T) {
+	h := newHarness(t, mysql.Config{})
+	name, cred := h.newDatabase(t, 0)
+	ctx := context.Background()
+	_, err := h.admin.ExecContext(ctx, `CREATE TABLE `+name+`.v (
+		id int PRIMARY KEY, d decimal(10,2), di decimal(10,0), f float, b bit(9), bin varbinary(4),
+		txt text, dt datetime(6), j json, n int NULL);
+		INSERT INTO `+name+`.v VALUES (1, 12.50, 42, 0.1, b'100000001', x'ff00', 'héllo',
+		'2024-05-06 07:08:09.123456', '{"a": [1, 2.5]}', NULL)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := cursor.Spec{Kind: "mysql", Credential: cred, Claim: compile(t, `SELECT * FROM v LIMIT {{ __frame_max_rows }}`)}
+	cur, err := h.drv.Open(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	rows, err := cur.Claim(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 {
+		t.Fatalf("got %d rows", len(rows))
+	}
+	v := rows[0].Values
+	want := map[string]any{
+		"id": int64(1), "d": 12.5, "di": int64(42), "f": 0.1, "b": int64(257), "bin": "/wA=",
+		"txt": "héllo", "dt": "2024-05-06T07:08:09.123456Z", "n": nil,
+	}
+	for k, w := range want {
+		if !reflect.DeepEqual(v[k], w) {
+			t.Errorf("column %s = %#v (%T), want %#v (%T)", k, v[k], v[k], w, w)
+		}
+	}
+	// MariaDB's JSON is LONGTEXT (a string); MySQL's is decoded.
+	switch j := v["j"].(type) {
+	case string:
+		if !strings.Contains(j, `"a"`) {
+			t.Errorf("json column = %q", j)
+		}
+	case map[string]any:
+		if !reflect.DeepEqual(j, map[string]any{"a": []any{int64(1), 2.5}}) {
+			t.Errorf("json column = %#v", j)
+		}
+	default:
+		t.Errorf("json column is %T", j)
+	}
+	if rows[0].Key != "1" || rows[0].Lease.Attempt != 1 {
+		t.Errorf("key %q attempt %d", rows[0].Key, rows[0].Lease.Attempt)
+	}
+}
+
+// TestMarkIsInTheClaimTransaction: a failing mark rolls the claim back,
+// so its rows stay unclaimed and unlocked; composite keys reach the mark.
+func TestMarkIsInTheClaimTransaction(t *testing.T) {
+	h := newHarness(t, mysql.Config{})
+	name, cred := h.newDatabase(t, 0)
+	ctx := context.Background()
+	_, err := h.admin.ExecContext(ctx, `CREATE TABLE `+name+`.c (
+		tenant varchar(8), id int, status varchar(8) NOT NULL DEFAULT 'pending', PRIMARY KEY (tenant, id));
+		INSERT INTO `+name+`.c (tenant, id) VALUES ('a', 1), ('a', 2), ('b', 1)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := compile(t, `SELECT tenant, id FROM c WHERE status = 'pending' ORDER BY tenant, id LIMIT {{ __frame_max_rows }} FOR UPDATE SKIP LOCKED`)
+	tests := []struct {
+		name    string
+		mark    string
+		wantErr string
+		want    []string
+	}{
+		{"failing mark", `UPDATE c SET status = 'claimed' WHERE no_such_column = 1`, "mark", nil},
+		{"mark with composite keys", `UPDATE c SET status = 'claimed' WHERE CONCAT(tenant, '/', id) IN ('{{ keys | join("','") }}')`, "", []string{"a/1", "a/2", "b/1"}},
+		{"everything claimed", `UPDATE c SET status = 'x'`, "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cur, err := h.drv.Open(ctx, cursor.Spec{Kind: "mysql", Credential: cred, Claim: claim,
+				Options: map[string]any{"mark": tt.mark, "key": "tenant, id"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cur.Close()
+			rows, err := cur.Claim(ctx, 10)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Claim: rows %v err %v, want error %q", rows, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			for _, r := range rows {
+				keys = append(keys, r.Key)
+			}
+			if !reflect.DeepEqual(keys, tt.want) {
+				t.Fatalf("claimed %v, want %v", keys, tt.want)
+			}
+		})
+	}
+}
+
+func TestClaimStatements(t *testing.T) {
+	h := newHarness(t, mysql.Config{})
+	_, cred := h.newDatabase(t, 3)
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		claim   string
+		want    int
+		wantErr string
+	}{
+		{"several statements, the last result set wins", `SET @n := {{ __frame_max_rows }}; SELECT 99 AS id; SELECT id FROM q ORDER BY id LIMIT {{ __frame_max_rows }}`, 2, ""},
+		{"statements after the select", `SELECT id FROM q ORDER BY id LIMIT {{ __frame_max_rows }}; DO 1`, 2, ""},
+		{"no result set", `DO 1`, 0, "no result set"},
+		{"syntax error", `SELEKT 1`, 0, "1064"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cur, err := h.drv.Open(ctx, cursor.Spec{Kind: "mysql", Credential: cred, Claim: compile(t, tt.claim)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cur.Close()
+			rows, err := cur.Claim(ctx, 2)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Claim: %d rows, err %v; want error %q", len(rows), err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != tt.want || rows[0].Key != "1" {
+				t.Fatalf("claimed %+v, want %d rows from q", rows, tt.want)
+			}
+		})
+	}
+}

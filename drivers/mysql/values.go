@@ -1,0 +1,107 @@
+package mysql
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+)
+
+// convert turns one scanned column value into a JSON-friendly Go value,
+// given the column's type name as go-sql-driver reports it.
+//
+//   - DECIMAL becomes an int64 when integral and in range, else a float64.
+//   - JSON (MySQL's JSON type) is decoded; integral numbers become int64.
+//     MariaDB stores JSON as LONGTEXT, so there it stays a string.
+//   - BIT(n) becomes an int64.
+//   - FLOAT becomes the float64 with the same shortest decimal form
+//     (0.1, not 0.10000000149011612).
+//   - everything else goes through sqlcursor.Normalize: integers int64,
+//     times RFC 3339 strings in UTC, text strings, binary data base64
+//     unless valid UTF-8.
+func convert(typeName string, v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	switch strings.ToUpper(typeName) {
+	case "DECIMAL", "NEWDECIMAL":
+		if b, ok := v.([]byte); ok {
+			return decimalValue(string(b))
+		}
+	case "JSON":
+		if b, ok := v.([]byte); ok {
+			return jsonValue(b)
+		}
+	case "BIT":
+		if b, ok := v.([]byte); ok && len(b) <= 8 {
+			var n uint64
+			for _, c := range b {
+				n = n<<8 | uint64(c)
+			}
+			return sqlcursor.Normalize(n), nil
+		}
+	}
+	if f, ok := v.(float32); ok {
+		d, err := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+		if err != nil {
+			return float64(f), nil
+		}
+		return d, nil
+	}
+	return sqlcursor.Normalize(v), nil
+}
+
+// decimalValue parses a DECIMAL's text form.
+func decimalValue(s string) (any, error) {
+	intPart, frac, hasFrac := strings.Cut(s, ".")
+	if !hasFrac || strings.Trim(frac, "0") == "" {
+		if n, err := strconv.ParseInt(intPart, 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, fmt.Errorf("decimal %q: %w", s, err)
+	}
+	return f, nil
+}
+
+// jsonValue decodes a JSON column, keeping integers exact.
+func jsonValue(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("json: %w", err)
+	}
+	return numbers(v), nil
+}
+
+func numbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if n, err := v.Int64(); err == nil {
+			return n
+		}
+		f, err := v.Float64()
+		if err != nil || math.IsInf(f, 0) {
+			return v.String()
+		}
+		return f
+	case map[string]any:
+		for k, e := range v {
+			v[k] = numbers(e)
+		}
+		return v
+	case []any:
+		for i, e := range v {
+			v[i] = numbers(e)
+		}
+		return v
+	}
+	return v
+}

@@ -1,0 +1,75 @@
+// Package natsconsumer is the NATS JetStream cursor driver (nats.go's
+// jetstream package): a cursor loop drains a stream through a durable
+// pull consumer. A host registers it under the kind its playbooks use:
+//
+//	reg := cursor.NewRegistry()
+//	if err := reg.Register("natsconsumer", natsconsumer.New(natsconsumer.Config{})); err != nil {
+//		return err
+//	}
+//	eng, err := engine.New(engine.Config{Cursors: reg, ...})
+//
+// A playbook names the stream and, usually, the consumer:
+//
+//	cursor:
+//	  kind: natsconsumer
+//	  auth: nats_queue                # a nats:// URL (several: comma-separated)
+//	  stream: JOBS                    # required
+//	  consumer: jobs-workers          # durable name (alias: durable); default per loop run
+//	  subject: jobs.>                 # filter subject of a consumer the driver creates
+//	  dead_letter_subject: dead.jobs  # optional; a stream must capture it
+//
+// The driver binds to the durable consumer, or creates it (explicit acks,
+// deliver all, no MaxDeliver and no MaxAckPending limit: the driver
+// counts deliveries itself). Without a consumer option every loop run
+// gets a consumer of its own (cursorflow_<loop id>_<hash>), which reads
+// the whole stream; name a consumer to share one queue across
+// executions, so that a later run continues where the last one stopped.
+// Credentials that do not fit in a URL (creds files, nkeys) go in
+// Config.NATSOptions.
+//
+// # Claim, ack, release
+//
+// A claim is a no-wait pull (FetchNoWait) of up to max messages.
+// Row.Key is the message's stream sequence, Row.Values the payload's
+// fields when it is a JSON object (integral numbers as int64), else
+// {"data": payload as text}; Lease.Attempt is the delivery count,
+// Lease.Deadline the claim time plus the lease, and Lease.Token the
+// message's ack reply subject. Zero rows means the consumer has nothing
+// to deliver: no new message and none whose AckWait ran out (the driver
+// checks the consumer's pending count before it says so).
+//
+// The lease is the consumer's AckWait: Spec.Lease (the frame's
+// lease_seconds; a minute when zero), set when the driver creates or
+// binds the consumer. Ack sends +ACK, Release -NAK (redelivery at once)
+// and dead-lettering +TERM to the token's reply subject, and each waits
+// for the server's confirmation. Since the token carries the reply
+// subject, any cursor of the same credential can complete any row: the
+// engine's usual path (Claim, run the frame, Ack or Release on the same
+// cursor) and its re-run of a frame from its log on a fresh cursor both
+// work. The driver does not send +WPI (in progress) when the engine
+// heartbeats a frame: keep lease_seconds above the longest frame.
+//
+// # Guarantees
+//
+// Delivery is at least once. The consumer delivers a message to one
+// claimer at a time, across any number of processes, and again only
+// after AckWait or a Release. JetStream accepts an ack from a holder
+// whose delivery has since been redelivered to another claimer, so the
+// driver cannot fence stale holders (Features.Fencing is false); and
+// redeliveries interleave with new messages, so claims are not strictly
+// in stream order.
+//
+// # Dead letter
+//
+// A message delivered more than Spec.MaxAttempts times (the frame's
+// max_attempts) is not returned by the claim: the driver publishes a copy
+// to dead_letter_subject (when set; with its headers plus
+// Cursorflow-Stream, -Consumer, -Sequence, -Subject, -Deliveries and
+// -Reason) and then terminates it (+TERM), so the consumer never delivers
+// it again. DeadLetter (the engine's request, cursor.DeadLetterer) does
+// the same, reading the stored message by its sequence.
+//
+// Connections: one connection per credential, reconnecting forever with
+// Config.ReconnectWait between attempts. Errors never quote the
+// credential.
+package natsconsumer

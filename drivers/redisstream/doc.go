@@ -1,0 +1,72 @@
+// Package redisstream is the Redis Streams cursor driver (go-redis v9,
+// Redis 6.2 or later): a cursor loop drains a stream through a consumer
+// group. A host registers it under the kind its playbooks use:
+//
+//	reg := cursor.NewRegistry()
+//	if err := reg.Register("redisstream", redisstream.New(redisstream.Config{})); err != nil {
+//		return err
+//	}
+//	eng, err := engine.New(engine.Config{Cursors: reg, ...})
+//
+// A playbook names the stream and, usually, the group:
+//
+//	cursor:
+//	  kind: redisstream
+//	  auth: redis_queue              # a redis:// or rediss:// URL
+//	  stream: jobs                   # required
+//	  group: jobs-workers            # default: cursorflow:<loop id>
+//	  consumer: worker               # consumer name prefix; default slot
+//	  dead_letter_stream: jobs:dead  # default: <stream>:dead
+//	  start: "0"                     # where a new group starts: 0 or $
+//	  delete_acked: false            # XDEL entries once acknowledged
+//
+// The driver creates the group (and the stream) when it does not exist.
+// Without a group option every loop run gets a group of its own, which
+// reads the whole stream from start; name a group to share one queue
+// across executions, so that a later run continues where the last one
+// stopped.
+//
+// # Claim, ack, release
+//
+// Frame slot N claims as consumer "<consumer>-N". One Lua script per
+// claim, atomic on the server: XAUTOCLAIM takes over entries that a
+// consumer of the group has held longer than the lease (Spec.Lease, the
+// frame's lease_seconds; a minute when zero) without acknowledging them,
+// then XREADGROUP reads new entries, up to max in all. Row.Key is the
+// entry id, Row.Values the entry's fields (strings), Lease.Attempt the
+// group's delivery count, Lease.Deadline the claim time plus the lease,
+// and Lease.Token the entry id with its delivery count ("1700000000000-0#2").
+// Zero rows means nothing is new and nothing is overdue; entries that
+// other consumers hold within their lease are theirs.
+//
+// Ack acknowledges (XACK; with delete_acked also XDEL). Release hands
+// entries back at once: it sets their idle time past the lease, so the
+// next claim of any slot reclaims them, counting another delivery.
+//
+// # Guarantees
+//
+// Delivery is at least once. The consumer group arbitrates between any
+// number of claimers in any number of processes: an entry is delivered
+// to one consumer at a time, and again only after its lease ran out or
+// it was released. Ack and Release are fenced (Features.Fencing): a Lua
+// script acknowledges or releases an entry only if its delivery count
+// still equals the token's, so a holder whose lease ran out and whose
+// entry was reclaimed gets cursor.ErrStaleLease instead of acknowledging
+// work someone else now does. The engine heartbeats its frames but the
+// driver has no lease extension: keep lease_seconds above the longest
+// frame.
+//
+// # Dead letter
+//
+// An entry claimed for a delivery beyond Spec.MaxAttempts (the frame's
+// max_attempts) is copied, in the claim's script, to the dead-letter
+// stream with its fields plus cursorflow_id, cursorflow_stream,
+// cursorflow_group, cursorflow_deliveries and cursorflow_reason, and
+// acknowledged; the claim does not return it. DeadLetter (the engine's
+// request, cursor.DeadLetterer) does the same for still-pending entries
+// without checking tokens. In Redis Cluster the stream and its dead-letter
+// stream must share a hash slot: use a hash tag ({jobs} and {jobs}:dead).
+//
+// Connections: one go-redis client per credential, which reconnects by
+// itself. Errors never quote the credential.
+package redisstream

@@ -1,0 +1,403 @@
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cursorflow/cursorflow/cursor"
+)
+
+// DefaultLease is the lease taken on claimed entries when the Spec names
+// none: how long an entry stays with its consumer before another claim
+// may take it over.
+const DefaultLease = time.Minute
+
+// Config configures a Driver.
+type Config struct {
+	// PoolSize caps each client's connection pool; the driver keeps one
+	// client per credential. Defaults to go-redis's default (10 per CPU).
+	PoolSize int
+	// Logger receives dead-letter notices and option warnings when a Spec
+	// carries no logger of its own. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Driver is the Redis Streams cursor driver (go-redis v9, Redis 6.2 or
+// later). It keeps one client per credential; Open is cheap. Safe for
+// concurrent use.
+type Driver struct {
+	cfg     Config
+	log     *slog.Logger
+	mu      sync.Mutex
+	clients map[string]*redis.Client
+	groups  map[string]bool // credential \x00 stream \x00 group known to exist
+	closed  bool
+}
+
+var _ cursor.Driver = (*Driver)(nil)
+
+// New returns a driver. Clients are created lazily, by the first Open of
+// each credential.
+func New(cfg Config) *Driver {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Driver{cfg: cfg, log: log, clients: make(map[string]*redis.Client), groups: make(map[string]bool)}
+}
+
+// Features reports what the driver guarantees: batch claims, redelivery
+// of entries whose lease (the consumer group's idle time) ran out,
+// acknowledgement by XACK, delivery counts as attempts, a dead-letter
+// stream, and fencing: Ack and Release refuse an entry that was
+// redelivered since the token was issued. Entries are not strictly
+// claimed in stream order, since reclaimed entries come first.
+func (d *Driver) Features() cursor.Features {
+	return cursor.Features{
+		BatchClaim:  true,
+		LeaseExpiry: true,
+		NeedsAck:    true,
+		DeadLetter:  true,
+		Fencing:     true,
+		Attempts:    true,
+	}
+}
+
+// Open returns a cursor on the stream that spec.Options names, in the
+// Redis that spec.Credential (a redis:// or rediss:// URL) names. It
+// creates the consumer group (and the stream) if they do not exist.
+func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, error) {
+	log := spec.Logger
+	if log == nil {
+		log = d.log
+	}
+	log = log.With("cursor", spec.Kind, "auth", spec.Auth, "loop_id", spec.LoopID, "slot", spec.SlotID)
+	c := &Cursor{spec: spec, log: log}
+	opts, err := ParseOptions(spec.Options, log)
+	if err != nil {
+		return nil, c.fail("open", err)
+	}
+	if opts.Group == "" {
+		if spec.LoopID == "" {
+			return nil, c.fail("open", fmt.Errorf("option %q is required when the spec has no loop id", OptGroup))
+		}
+		opts.Group = "cursorflow:" + spec.LoopID
+	}
+	c.opts = opts
+	c.consumer = opts.Consumer + "-" + strconv.Itoa(spec.SlotID)
+	c.lease = spec.Lease
+	switch {
+	case c.lease <= 0:
+		c.lease = DefaultLease
+	case c.lease < time.Millisecond:
+		// XAUTOCLAIM counts idle time in milliseconds; 0 would take over
+		// every pending entry at once.
+		c.lease = time.Millisecond
+	}
+	client, err := d.client(spec.Credential)
+	if err != nil {
+		return nil, c.fail("open", err)
+	}
+	c.rdb = client
+	c.ensureGroup = func(ctx context.Context, force bool) error {
+		return d.ensureGroup(ctx, client, spec.Credential, opts, force)
+	}
+	if err := c.ensureGroup(ctx, false); err != nil {
+		return nil, c.fail("open", err)
+	}
+	return c, nil
+}
+
+func (d *Driver) client(credential string) (*redis.Client, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, cursor.ErrClosed
+	}
+	if c, ok := d.clients[credential]; ok {
+		return c, nil
+	}
+	if strings.TrimSpace(credential) == "" {
+		return nil, errors.New("empty credential: want a redis:// URL")
+	}
+	o, err := redis.ParseURL(credential)
+	if err != nil {
+		// The parse error may quote the URL, password and all.
+		return nil, errors.New("the credential is not a valid redis:// URL")
+	}
+	if d.cfg.PoolSize > 0 {
+		o.PoolSize = d.cfg.PoolSize
+	}
+	c := redis.NewClient(o)
+	d.clients[credential] = c
+	return c, nil
+}
+
+// ensureGroup creates the group at opts.Start (and the stream) unless
+// this driver already saw it; force checks again after NOGROUP.
+func (d *Driver) ensureGroup(ctx context.Context, c *redis.Client, credential string, opts Options, force bool) error {
+	key := credential + "\x00" + opts.Stream + "\x00" + opts.Group
+	d.mu.Lock()
+	known := d.groups[key]
+	d.mu.Unlock()
+	if known && !force {
+		return nil
+	}
+	err := c.XGroupCreateMkStream(ctx, opts.Stream, opts.Group, opts.Start).Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("create group %q on stream %q: %w", opts.Group, opts.Stream, err)
+	}
+	d.mu.Lock()
+	d.groups[key] = true
+	d.mu.Unlock()
+	return nil
+}
+
+// Close closes every client. Cursors opened earlier fail afterwards.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	clients := d.clients
+	d.clients = make(map[string]*redis.Client)
+	d.groups = make(map[string]bool)
+	d.closed = true
+	d.mu.Unlock()
+	var errs []error
+	for _, c := range clients {
+		if err := c.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Cursor claims entries of one stream for one consumer of one group. It
+// is a cursor.Cursor and a cursor.DeadLetterer.
+type Cursor struct {
+	spec        cursor.Spec
+	opts        Options
+	consumer    string
+	lease       time.Duration
+	rdb         *redis.Client
+	ensureGroup func(ctx context.Context, force bool) error
+	log         *slog.Logger
+	closed      atomic.Bool
+}
+
+var (
+	_ cursor.Cursor       = (*Cursor)(nil)
+	_ cursor.DeadLetterer = (*Cursor)(nil)
+)
+
+func (c *Cursor) fail(op string, err error) error {
+	return &cursor.ClaimError{Kind: c.spec.Kind, Auth: c.spec.Auth, Op: op, Err: err}
+}
+
+// run runs a script, recreating the group once if it vanished.
+func (c *Cursor) run(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	v, err := s.Run(ctx, c.rdb, keys, args...).Result()
+	if err != nil && strings.Contains(err.Error(), "NOGROUP") {
+		if gerr := c.ensureGroup(ctx, true); gerr != nil {
+			return nil, gerr
+		}
+		v, err = s.Run(ctx, c.rdb, keys, args...).Result()
+	}
+	return v, err
+}
+
+// Claim leases up to max entries: first entries whose consumer held them
+// longer than the lease without an Ack (XAUTOCLAIM), then new ones
+// (XREADGROUP). Entries past Spec.MaxAttempts deliveries go to the
+// dead-letter stream instead. Zero entries means that nothing is new and
+// nothing is overdue; entries other consumers hold within their lease are
+// theirs.
+func (c *Cursor) Claim(ctx context.Context, max int) ([]cursor.Row, error) {
+	if c.closed.Load() {
+		return nil, c.fail("claim", cursor.ErrClosed)
+	}
+	if max < 1 {
+		return nil, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", max))
+	}
+	start := time.Now()
+	reason := fmt.Sprintf("delivered more than max_attempts %d times", c.spec.MaxAttempts)
+	v, err := c.run(ctx, claimScript, []string{c.opts.Stream, c.opts.DeadLetterStream},
+		c.opts.Group, c.consumer, max, c.lease.Milliseconds(), max0(c.spec.MaxAttempts), reason)
+	if err != nil {
+		return nil, c.fail("claim", err)
+	}
+	dead, rows, err := parseClaim(v)
+	if err != nil {
+		return nil, c.fail("claim", err)
+	}
+	if dead > 0 {
+		c.log.Info("redisstream cursor: dead-lettered entries past max attempts",
+			"entries", dead, "max_attempts", c.spec.MaxAttempts, "dead_letter_stream", c.opts.DeadLetterStream)
+	}
+	deadline := start.Add(c.lease)
+	for i := range rows {
+		rows[i].Lease.Deadline = deadline
+	}
+	return rows, nil
+}
+
+func max0(n int) int {
+	if n < 0 {
+		return 0
+	}
+	return n
+}
+
+// parseClaim reads claimScript's reply.
+func parseClaim(v any) (int, []cursor.Row, error) {
+	top, ok := v.([]any)
+	if !ok || len(top) != 2 {
+		return 0, nil, fmt.Errorf("unexpected claim reply %T", v)
+	}
+	dead, ok := top[0].(int64)
+	if !ok {
+		return 0, nil, fmt.Errorf("unexpected claim reply: dead count is %T", top[0])
+	}
+	list, ok := top[1].([]any)
+	if !ok {
+		return 0, nil, fmt.Errorf("unexpected claim reply: entries are %T", top[1])
+	}
+	rows := make([]cursor.Row, 0, len(list))
+	for _, e := range list {
+		t, ok := e.([]any)
+		if !ok || len(t) != 3 {
+			return 0, nil, fmt.Errorf("unexpected claim reply: entry is %T", e)
+		}
+		id, ok1 := t[0].(string)
+		count, ok2 := t[1].(int64)
+		fields, ok3 := t[2].([]any)
+		if !ok1 || !ok2 || !ok3 || len(fields)%2 != 0 {
+			return 0, nil, fmt.Errorf("unexpected claim reply: entry %v", t)
+		}
+		values := make(map[string]any, len(fields)/2)
+		for i := 0; i < len(fields); i += 2 {
+			k, _ := fields[i].(string)
+			values[k] = fields[i+1]
+		}
+		rows = append(rows, cursor.Row{
+			Key:    id,
+			Values: values,
+			Lease:  cursor.Lease{Attempt: int(count), Token: Token(id, int(count))},
+		})
+	}
+	return int(dead), rows, nil
+}
+
+// Token is the lease token of entry id at its deliveries-th delivery.
+func Token(id string, deliveries int) string {
+	return id + "#" + strconv.Itoa(deliveries)
+}
+
+// parseToken splits a lease token into entry id and delivery count.
+func parseToken(tok string) (string, int, error) {
+	i := strings.LastIndexByte(tok, '#')
+	if i <= 0 {
+		return "", 0, fmt.Errorf("malformed lease token %q", tok)
+	}
+	n, err := strconv.Atoi(tok[i+1:])
+	if err != nil || n < 1 {
+		return "", 0, fmt.Errorf("malformed lease token %q", tok)
+	}
+	return tok[:i], n, nil
+}
+
+// tokenArgs returns group, extra, then id, count pairs for a fenced script.
+func (c *Cursor) tokenArgs(rows []cursor.Row, extra any) ([]any, error) {
+	args := make([]any, 0, 2+2*len(rows))
+	args = append(args, c.opts.Group, extra)
+	for _, r := range rows {
+		id, n, err := parseToken(r.Lease.Token)
+		if err != nil {
+			return nil, err
+		}
+		if id != r.Key {
+			return nil, fmt.Errorf("lease token %q is not for entry %q", r.Lease.Token, r.Key)
+		}
+		args = append(args, id, n)
+	}
+	return args, nil
+}
+
+// Ack acknowledges rows (XACK), and deletes them with delete_acked. Rows
+// redelivered since their token was issued, or no longer pending, are
+// left alone and reported with an error wrapping cursor.ErrStaleLease;
+// the other rows are acknowledged all the same.
+func (c *Cursor) Ack(ctx context.Context, rows []cursor.Row) error {
+	del := "0"
+	if c.opts.DeleteAcked {
+		del = "1"
+	}
+	return c.fenced(ctx, "ack", ackScript, rows, del)
+}
+
+// Release hands rows back: the next claim of any consumer reclaims them
+// at once, counting another delivery. Stale tokens are refused as in Ack.
+func (c *Cursor) Release(ctx context.Context, rows []cursor.Row) error {
+	return c.fenced(ctx, "release", releaseScript, rows, c.lease.Milliseconds()+1)
+}
+
+func (c *Cursor) fenced(ctx context.Context, op string, s *redis.Script, rows []cursor.Row, extra any) error {
+	if c.closed.Load() {
+		return c.fail(op, cursor.ErrClosed)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	args, err := c.tokenArgs(rows, extra)
+	if err != nil {
+		return c.fail(op, err)
+	}
+	v, err := c.run(ctx, s, []string{c.opts.Stream}, args...)
+	if err != nil {
+		return c.fail(op, err)
+	}
+	stale, _ := v.([]any)
+	if len(stale) > 0 {
+		return c.fail(op, fmt.Errorf("%w: %d of %d entries were redelivered or are no longer pending (e.g. %v)",
+			cursor.ErrStaleLease, len(stale), len(rows), stale[0]))
+	}
+	return nil
+}
+
+// DeadLetter copies rows that are still pending to the dead-letter stream
+// with reason and acknowledges them. It does not check lease tokens: the
+// engine dead-letters rows after its own attempts ran out.
+func (c *Cursor) DeadLetter(ctx context.Context, rows []cursor.Row, reason string) error {
+	if c.closed.Load() {
+		return c.fail("dead_letter", cursor.ErrClosed)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 2+len(rows))
+	args = append(args, c.opts.Group, reason)
+	for _, r := range rows {
+		args = append(args, r.Key)
+	}
+	n, err := c.run(ctx, deadLetterScript, []string{c.opts.Stream, c.opts.DeadLetterStream}, args...)
+	if err != nil {
+		return c.fail("dead_letter", err)
+	}
+	c.log.Info("redisstream cursor: dead-lettered entries on request", "entries", n, "dead_letter_stream", c.opts.DeadLetterStream)
+	return nil
+}
+
+// Close ends the cursor; later calls fail with cursor.ErrClosed. The
+// driver's client stays open, and entries the cursor claimed stay with
+// its consumer until acknowledged or their lease runs out.
+func (c *Cursor) Close() error {
+	c.closed.Store(true)
+	return nil
+}

@@ -1,0 +1,134 @@
+package redisstream
+
+import "github.com/redis/go-redis/v9"
+
+// claimScript claims up to ARGV[3] entries for consumer ARGV[2] of group
+// ARGV[1] on stream KEYS[1], atomically: first entries of dead consumers
+// (XAUTOCLAIM with min idle time ARGV[4] ms, which counts a delivery),
+// then new entries (XREADGROUP >). An entry whose delivery count exceeds
+// ARGV[5] (0: no limit) is copied to the dead-letter stream KEYS[2] with
+// ARGV[6] as the reason, acknowledged, and not returned. It returns
+// {dead, {id, deliveries, {field, value, ...}}...}.
+var claimScript = redis.NewScript(`
+local stream, dead = KEYS[1], KEYS[2]
+local group, consumer = ARGV[1], ARGV[2]
+local max = tonumber(ARGV[3])
+local minidle = ARGV[4]
+local maxatt = tonumber(ARGV[5])
+local reason = ARGV[6]
+local out, n, ndead = {}, 0, 0
+local function bury(id, fields, count)
+  local args = {dead, '*'}
+  for i = 1, #fields do args[#args + 1] = fields[i] end
+  for _, kv in ipairs({{'cursorflow_id', id}, {'cursorflow_stream', stream}, {'cursorflow_group', group},
+      {'cursorflow_deliveries', tostring(count)}, {'cursorflow_reason', reason}}) do
+    args[#args + 1] = kv[1]
+    args[#args + 1] = kv[2]
+  end
+  redis.call('XADD', unpack(args))
+  redis.call('XACK', stream, group, id)
+  ndead = ndead + 1
+end
+local cursor = '0-0'
+for round = 1, 100 do
+  if n >= max then break end
+  local r = redis.call('XAUTOCLAIM', stream, group, consumer, minidle, cursor, 'COUNT', max - n)
+  cursor = r[1]
+  for _, e in ipairs(r[2]) do
+    if type(e) == 'table' and type(e[2]) == 'table' then
+      local id, fields = e[1], e[2]
+      local p = redis.call('XPENDING', stream, group, id, id, 1)
+      local count = 1
+      if p[1] then count = tonumber(p[1][4]) end
+      if maxatt > 0 and count > maxatt then
+        bury(id, fields, count)
+      else
+        n = n + 1
+        out[n] = {id, count, fields}
+      end
+    end
+  end
+  if cursor == '0-0' then break end
+end
+if n < max then
+  local r = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', max - n, 'STREAMS', stream, '>')
+  if r and r[1] then
+    for _, e in ipairs(r[1][2]) do
+      n = n + 1
+      out[n] = {e[1], 1, e[2]}
+    end
+  end
+end
+return {ndead, out}
+`)
+
+// ackScript acknowledges entries of group ARGV[1] on stream KEYS[1] whose
+// delivery count still equals the one their lease token carries (pairs
+// of id, count from ARGV[3]); with ARGV[2] == "1" it also deletes them.
+// It returns the ids it refused: not pending any more, or redelivered
+// since.
+var ackScript = redis.NewScript(`
+local stream, group, del = KEYS[1], ARGV[1], ARGV[2]
+local stale = {}
+for i = 3, #ARGV, 2 do
+  local id, count = ARGV[i], ARGV[i + 1]
+  local p = redis.call('XPENDING', stream, group, id, id, 1)
+  if p[1] and tostring(p[1][4]) == count then
+    redis.call('XACK', stream, group, id)
+    if del == '1' then redis.call('XDEL', stream, id) end
+  else
+    stale[#stale + 1] = id
+  end
+end
+return stale
+`)
+
+// releaseScript hands entries back: each pending entry of group ARGV[1]
+// on stream KEYS[1] whose delivery count equals its token's (pairs of id,
+// count from ARGV[3]) gets an idle time of ARGV[2] ms, at least the lease,
+// so the next claim reclaims it at once. XCLAIM JUSTID keeps the delivery
+// count: the reclaim counts the next delivery. It returns the ids it
+// refused.
+var releaseScript = redis.NewScript(`
+local stream, group, idle = KEYS[1], ARGV[1], ARGV[2]
+local stale = {}
+for i = 3, #ARGV, 2 do
+  local id, count = ARGV[i], ARGV[i + 1]
+  local p = redis.call('XPENDING', stream, group, id, id, 1)
+  if p[1] and tostring(p[1][4]) == count then
+    redis.call('XCLAIM', stream, group, p[1][2], 0, id, 'IDLE', idle, 'JUSTID')
+  else
+    stale[#stale + 1] = id
+  end
+end
+return stale
+`)
+
+// deadLetterScript copies each still-pending entry (ids in ARGV[3..]) of
+// group ARGV[1] on stream KEYS[1] to the dead-letter stream KEYS[2] with
+// reason ARGV[2], and acknowledges it. Entries no longer in the stream
+// are dead-lettered with their id only. It returns how many it moved.
+var deadLetterScript = redis.NewScript(`
+local stream, dead, group, reason = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local moved = 0
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  local p = redis.call('XPENDING', stream, group, id, id, 1)
+  if p[1] then
+    local args = {dead, '*'}
+    local e = redis.call('XRANGE', stream, id, id)
+    if e[1] then
+      for _, v in ipairs(e[1][2]) do args[#args + 1] = v end
+    end
+    for _, kv in ipairs({{'cursorflow_id', id}, {'cursorflow_stream', stream}, {'cursorflow_group', group},
+        {'cursorflow_deliveries', tostring(p[1][4])}, {'cursorflow_reason', reason}}) do
+      args[#args + 1] = kv[1]
+      args[#args + 1] = kv[2]
+    end
+    redis.call('XADD', unpack(args))
+    redis.call('XACK', stream, group, id)
+    moved = moved + 1
+  end
+end
+return moved
+`)
