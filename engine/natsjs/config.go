@@ -21,6 +21,8 @@ const (
 	DefaultPool = "default"
 	// DefaultAckWait is the transport lease of a command message.
 	DefaultAckWait = 30 * time.Second
+	// DefaultEventAckWait is the redelivery delay of an unrecorded report.
+	DefaultEventAckWait = 10 * time.Second
 	// DefaultReportTimeout bounds a worker's wait for the verdict on a
 	// frame.claimed report.
 	DefaultReportTimeout = 2 * time.Minute
@@ -58,6 +60,13 @@ type Config struct {
 	// a message that goes AckWait without it is redelivered. Defaults to
 	// DefaultAckWait (30s).
 	AckWait time.Duration
+	// EventAckWait is how long the orchestrator side may take to record
+	// a report before the events stream delivers it again (to it or, after
+	// a failover, to the new leader). Redelivery is harmless (the engine's
+	// fencing refuses a report twice recorded), so keep it short enough
+	// that a dead leader's unacknowledged reports come back quickly.
+	// Defaults to DefaultEventAckWait (10s).
+	EventAckWait time.Duration
 	// ReportTimeout bounds how long a worker waits for the orchestrator's
 	// verdict on a frame.claimed report (the rows must be on record
 	// before the frame's body runs). Defaults to DefaultReportTimeout (2m).
@@ -79,8 +88,11 @@ func (c Config) withDefaults() (Config, error) {
 	if !namePattern.MatchString(c.Prefix) {
 		return c, fmt.Errorf("%w: Config.Prefix %q: letters, digits, '-' and '_' only", ErrConfig, c.Prefix)
 	}
-	if c.AckWait < 0 || c.ReportTimeout < 0 || c.Replicas < 0 {
-		return c, fmt.Errorf("%w: Config.AckWait, ReportTimeout and Replicas must not be negative", ErrConfig)
+	if c.AckWait < 0 || c.EventAckWait < 0 || c.ReportTimeout < 0 || c.Replicas < 0 {
+		return c, fmt.Errorf("%w: Config.AckWait, EventAckWait, ReportTimeout and Replicas must not be negative", ErrConfig)
+	}
+	if c.EventAckWait == 0 {
+		c.EventAckWait = DefaultEventAckWait
 	}
 	if c.AckWait == 0 {
 		c.AckWait = DefaultAckWait

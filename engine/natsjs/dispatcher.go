@@ -270,7 +270,7 @@ func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
 	defer check.Unsubscribe()
 
 	cons, err := d.js.CreateOrUpdateConsumer(ctx, d.n.evtStream, jetstream.ConsumerConfig{
-		Durable: "orchestrator", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		Durable: "orchestrator", AckPolicy: jetstream.AckExplicitPolicy, AckWait: d.cfg.EventAckWait,
 		MaxAckPending: 4 * DefaultEventConcurrency, DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {

@@ -173,7 +173,7 @@ workflow:
     next: [gpu]
   - step: gpu
     spec: {pool: gpu}
-    tool: {kind: rec, key: gpu, value: '{{ start.data.value }}'}
+    tool: {kind: rec, key: gpu, value: '{{ start.value }}'}
 `)
 	if sum.Steps["gpu"] != "completed" {
 		t.Fatalf("steps %v", sum.Steps)
@@ -196,8 +196,13 @@ workflow:
 	if v := fmt.Sprint(res["value"]); v != "7" {
 		t.Errorf("value %q crossed the wire, want 7", v)
 	}
-	if b.disp.Stats().Reports.Load() < 8 {
-		t.Errorf("reports %d, want >= 8", b.disp.Stats().Reports.Load())
+	// The counter moves after the engine recorded the report.
+	deadline := time.Now().Add(5 * time.Second)
+	for b.disp.Stats().Reports.Load() < 8 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := b.disp.Stats().Reports.Load(); n != 8 {
+		t.Errorf("reports %d, want 8 (one per command)", n)
 	}
 }
 

@@ -1,0 +1,124 @@
+// Command worker runs cursorflow commands that a server (examples/server)
+// dispatches over NATS JetStream: it joins a pool, runs up to
+// --concurrency commands at once with the standard tools and the postgres
+// and sqlite cursor drivers, heartbeats while they run, and reports back.
+//
+//	worker --nats nats://127.0.0.1:4222 --pool default --concurrency 8 \
+//	       --credential pg=postgres://app@db/app
+//
+// Credentials: --credential alias=URL (repeatable), then the environment
+// (CURSORFLOW_CREDENTIAL_<ALIAS>=URL). They never leave the worker.
+//
+// SIGTERM or SIGINT stops it gracefully: no new commands are fetched,
+// running ones get --grace to finish, and the rest are handed back to be
+// run elsewhere. The playbook tool (sub-playbooks) needs an engine and is
+// not available on a remote worker.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/engine/natsjs"
+	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+// multiFlag collects a repeatable flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	var (
+		credentials   multiFlag
+		natsURL       = fs.String("nats", envOr("CURSORFLOW_NATS", nats.DefaultURL), "NATS URL; env CURSORFLOW_NATS")
+		prefix        = fs.String("prefix", natsjs.DefaultPrefix, "prefix of the NATS subjects, streams and bucket (as the server's)")
+		pool          = fs.String("pool", natsjs.DefaultPool, "worker pool to serve (a step picks one with spec.pool)")
+		concurrency   = fs.Int("concurrency", natsjs.DefaultConcurrency, "commands run at once")
+		grace         = fs.Duration("grace", natsjs.DefaultGrace, "on SIGTERM, how long running commands may finish before they are handed back")
+		ackWait       = fs.Duration("ack-wait", natsjs.DefaultAckWait, "JetStream AckWait of command messages (as the server's)")
+		reportTimeout = fs.Duration("report-timeout", natsjs.DefaultReportTimeout, "how long to wait for the orchestrator to record a frame's claim")
+		id            = fs.String("id", "", "worker id in events (default w-<host>-<random>)")
+		verbose       = fs.Bool("v", false, "log at debug level")
+	)
+	fs.Var(&credentials, "credential", "map a keychain alias to a connection URL: alias=URL; repeatable")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	static := map[string]string{}
+	for _, kv := range credentials {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			// Never echo the value: it is a connection URL with a password.
+			fmt.Fprintf(os.Stderr, "worker: --credential %q: want alias=URL\n", k)
+			return 2
+		}
+		static[k] = v
+	}
+	kc := tools.ChainKeychain{tools.StaticURLs(static), tools.EnvKeychain{}}
+	if *id == "" {
+		host, _ := os.Hostname()
+		*id = "w-" + host + "-" + uuid.NewString()[:8]
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	nc, err := nats.Connect(*natsURL, nats.Name("cursorflow-worker "+*id), nats.MaxReconnects(-1))
+	if err != nil {
+		logger.Error("nats", "error", err)
+		return 1
+	}
+	defer nc.Close()
+	treg, creg, closer := stdwire.Registries(kc, logger)
+	defer closer.Close()
+	w, err := natsjs.NewWorker(ctx, natsjs.Config{Conn: nc, Prefix: *prefix, AckWait: *ackWait, ReportTimeout: *reportTimeout, Logger: logger},
+		natsjs.WorkerOptions{
+			Worker: &engine.Worker{ID: *id, Tools: treg, Cursors: creg, Keychain: kc, Logger: logger},
+			Pool:   *pool, Concurrency: *concurrency, Grace: *grace,
+		})
+	if err != nil {
+		logger.Error("worker", "error", err)
+		return 1
+	}
+	logger.Info("worker running", "id", *id, "pool", *pool, "concurrency", *concurrency)
+	started := time.Now()
+	if err := w.Run(ctx); err != nil {
+		logger.Error("worker", "error", err)
+		return 1
+	}
+	s := w.Stats()
+	logger.Info("worker stopped", "id", *id, "uptime", time.Since(started).Round(time.Millisecond),
+		"executed", s.Executed.Load(), "redelivered", s.Redelivered.Load(), "dropped", s.Dropped.Load(),
+		"abandoned", s.Abandoned.Load(), "failed", s.Failed.Load())
+	return 0
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

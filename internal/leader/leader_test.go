@@ -1,0 +1,144 @@
+package leader_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/leader"
+	"github.com/cursorflow/cursorflow/internal/testenv"
+)
+
+func setup(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	dsn := testenv.Postgres(t)
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := fmt.Sprintf("leader_%08x", rand.Uint32())
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+		pool.Close()
+	})
+	return pool, schema
+}
+
+func newLease(t *testing.T, pool *pgxpool.Pool, schema, owner string) *leader.Lease {
+	t.Helper()
+	l, err := leader.New(context.Background(), leader.Config{Pool: pool, Schema: schema, Owner: owner, TTL: time.Second, RenewEvery: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// campaign runs l in the background; leading receives a value each time
+// it starts leading, and the returned stop ends Run.
+func campaign(l *leader.Lease) (leading chan context.Context, stop func()) {
+	leading = make(chan context.Context, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = l.Run(ctx, func(lctx context.Context) {
+			leading <- lctx
+			<-lctx.Done()
+		})
+	}()
+	return leading, func() { cancel(); <-done }
+}
+
+func wait(t *testing.T, ch chan context.Context, within time.Duration) context.Context {
+	t.Helper()
+	select {
+	case c := <-ch:
+		return c
+	case <-time.After(within):
+		t.Fatalf("no leadership within %s", within)
+		return nil
+	}
+}
+
+func TestOneLeaderAndHandover(t *testing.T) {
+	t.Parallel()
+	pool, schema := setup(t)
+	a, b := newLease(t, pool, schema, "a"), newLease(t, pool, schema, "b")
+	la, stopA := campaign(a)
+	wait(t, la, 3*time.Second)
+	lb, stopB := campaign(b)
+	defer stopB()
+	select {
+	case <-lb:
+		t.Fatal("b leads while a holds the lease")
+	case <-time.After(1500 * time.Millisecond): // longer than the TTL: a renews
+	}
+	if !a.Held() || b.Held() {
+		t.Fatalf("held: a=%v b=%v", a.Held(), b.Held())
+	}
+	owner, _, err := a.Holder(context.Background())
+	if err != nil || owner != "a" {
+		t.Fatalf("holder %q %v", owner, err)
+	}
+	// A graceful stop releases the lease: b takes over within one poll.
+	start := time.Now()
+	stopA()
+	wait(t, lb, 2*time.Second)
+	if d := time.Since(start); d > 700*time.Millisecond {
+		t.Errorf("handover took %s after release", d)
+	}
+	if a.Held() || !b.Held() {
+		t.Fatalf("held after handover: a=%v b=%v", a.Held(), b.Held())
+	}
+}
+
+func TestTakeoverDeposesAndFences(t *testing.T) {
+	t.Parallel()
+	pool, schema := setup(t)
+	a := newLease(t, pool, schema, "a")
+	la, stopA := campaign(a)
+	defer stopA()
+	lctx := wait(t, la, 3*time.Second)
+	log := a.Fence(eventlog.NewMemory())
+	if log == nil {
+		t.Fatal("Fence returned nil while leading")
+	}
+	ev := []eventlog.Event{{ExecutionID: "x", Type: eventlog.TypeExecutionStarted}}
+	if _, err := log.Append(context.Background(), ev); err != nil {
+		t.Fatalf("append while leading: %v", err)
+	}
+	// Someone else holds the row now (as after a's lease expired while it
+	// was paused): a's next renewal is refused and it steps down.
+	if _, err := pool.Exec(context.Background(), "UPDATE "+schema+".leases SET owner = 'intruder', token = token + 1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lctx.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("a kept leading after the takeover")
+	}
+	if _, err := log.Append(context.Background(), ev); !errors.Is(err, leader.ErrNotLeader) {
+		t.Fatalf("append after losing the lease: %v, want ErrNotLeader", err)
+	}
+	// The intruder never renews: a leads again once the row expired.
+	lctx = wait(t, la, 3*time.Second)
+	if lctx.Err() != nil || !a.Held() {
+		t.Fatal("a did not lead again")
+	}
+	if _, err := log.Append(context.Background(), ev); !errors.Is(err, leader.ErrNotLeader) {
+		t.Fatalf("the old term's fence let an append through: %v", err)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	if _, err := leader.New(context.Background(), leader.Config{}); err == nil {
+		t.Fatal("want an error without Pool")
+	}
+}
