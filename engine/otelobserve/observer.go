@@ -316,7 +316,9 @@ func (o *Observer) Observe(ev eventlog.Event) {
 		o.finishCommand(ctx, ev, ts, "expired", "lease expired")
 	case eventlog.TypeRetryScheduled:
 		o.inst.retries.Add(ctx, 1, stepAttr)
-		if s := o.stepOf(ev); s != nil {
+		var p runPayload
+		o.decode(ev, &p)
+		if s := o.get(stepKey(ev.ExecutionID, p.Run)); s != nil {
 			s.span.AddEvent("retry scheduled", trace.WithTimestamp(ts), trace.WithAttributes(AttrCommandID.String(ev.CommandID)))
 		}
 	case eventlog.TypeStepCompleted, eventlog.TypeStepFailed, eventlog.TypeStepSkipped, eventlog.TypeLoopDone:
@@ -443,14 +445,6 @@ func (o *Observer) ensureStep(ev eventlog.Event, ts time.Time, run string) *open
 	return s
 }
 
-// stepOf returns the open step span of the event's command, if any.
-func (o *Observer) stepOf(ev eventlog.Event) *openSpan {
-	if c := o.get(cmdKey(ev.ExecutionID, ev.CommandID)); c != nil {
-		return o.get(c.parent)
-	}
-	return nil
-}
-
 func (o *Observer) issue(ctx context.Context, ev eventlog.Event, ts time.Time, p issuedPayload) {
 	if p.Reason == "lease" {
 		o.inst.leaseExpiries.Add(ctx, 1, metric.WithAttributes(AttrStep.String(ev.Step)))
@@ -474,7 +468,7 @@ func (o *Observer) issue(ctx context.Context, ev eventlog.Event, ts time.Time, p
 	if p.Kind == engine.KindFrame {
 		attrs = append(attrs, AttrFrame.Int(ev.Frame), AttrSlot.Int(p.Slot), AttrLoopID.String(ev.LoopID))
 	}
-	c := o.start(cmdKey(ev.ExecutionID, ev.CommandID), s.key, ev.ExecutionID, p.Kind+" "+ev.Step, ts, attrs...)
+	c := o.start(cmdKey(ev.ExecutionID, ev.CommandID), s.key, ev.ExecutionID, "command "+ev.Step, ts, attrs...)
 	c.step, c.kind = ev.Step, p.Kind
 }
 

@@ -5,12 +5,23 @@
 //	cursorflow validate [-v] FILE...
 //	cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--json]
 //	cursorflow resume EXECUTION_ID [--eventlog URL] [--credential alias=URL]... [--json]
+//	cursorflow run FILE --server URL [--token TOKEN] [--set key=value]... [--json] [-v]
+//	cursorflow status EXECUTION_ID --server URL [--token TOKEN] [--json]
+//	cursorflow events EXECUTION_ID --server URL [--token TOKEN] [--follow] [--after SEQ] [--json]
+//	cursorflow cancel EXECUTION_ID --server URL [--token TOKEN] [--json]
 //
 // validate parses and validates each playbook and prints "ok FILE" for a
 // valid one or one "FILE:LINE:COL: message" line per problem. With -v it
 // also prints warnings (unknown keys and the like) as
 // "FILE:LINE:COL: warning: message". It exits 0 when every file is valid,
 // 1 when some are not and 2 on a usage error.
+//
+// With --server URL, run starts the execution on a cursorflow server
+// instead of in this process and follows its events until it ends (exit 0
+// completed, 1 otherwise, 2 on a usage error or an invalid playbook).
+// status, events and cancel always talk to a server: --server or
+// $CURSORFLOW_SERVER. The bearer token comes from --token or
+// $CURSORFLOW_TOKEN.
 package main
 
 import (
@@ -42,7 +53,16 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
 	case "run":
+		if hasServerFlag(args[1:]) {
+			return cmdRunRemote(args[1:], stdout, stderr)
+		}
 		return cmdRun(args[1:], stdout, stderr)
+	case "status":
+		return cmdStatus(args[1:], stdout, stderr)
+	case "events":
+		return cmdEvents(args[1:], stdout, stderr)
+	case "cancel":
+		return cmdCancel(args[1:], stdout, stderr)
 	case "resume":
 		return cmdResume(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -62,5 +82,12 @@ commands:
   validate [-v] FILE...   check playbooks; print ok or file:line:col problems
   run FILE [flags]        run a playbook in this process until it ends
   resume EXECUTION_ID     continue an execution an earlier process left unfinished
+
+on a server (--server URL, for status/events/cancel also $CURSORFLOW_SERVER;
+--token TOKEN or $CURSORFLOW_TOKEN):
+  run FILE --server URL   start the playbook on the server and follow it until it ends
+  status EXECUTION_ID     print an execution's status per step and loop
+  events EXECUTION_ID     print its events; --follow streams them until it ends
+  cancel EXECUTION_ID     ask a running execution to stop
 `)
 }

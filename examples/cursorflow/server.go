@@ -1,0 +1,516 @@
+package main
+
+// The --server forms: run, status, events and cancel against a cursorflow
+// server's HTTP API (internal/api) instead of an in-process engine.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/api"
+)
+
+// Environment variables the remote commands read.
+const (
+	envServer = "CURSORFLOW_SERVER" // default of --server
+	envToken  = "CURSORFLOW_TOKEN"  // default of --token
+)
+
+// requestTimeout bounds one API call (streams excepted).
+const requestTimeout = 30 * time.Second
+
+// hasServerFlag reports whether run's arguments ask for a server.
+func hasServerFlag(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--server" || a == "-server" || strings.HasPrefix(a, "--server=") || strings.HasPrefix(a, "-server=") {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteFlags are the flags every remote command shares.
+type remoteFlags struct {
+	server string
+	token  string
+	json   bool
+}
+
+func (f *remoteFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.server, "server", os.Getenv(envServer), "cursorflow server base URL (default $"+envServer+")")
+	fs.StringVar(&f.token, "token", "", "bearer token (default $"+envToken+")")
+	fs.BoolVar(&f.json, "json", false, "print JSON")
+}
+
+// client builds the API client, or prints why it cannot.
+func (f *remoteFlags) client(stderr io.Writer) (*apiClient, bool) {
+	if f.server == "" {
+		fmt.Fprintln(stderr, "cursorflow: --server URL (or $"+envServer+") is required")
+		return nil, false
+	}
+	u, err := url.Parse(f.server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		fmt.Fprintf(stderr, "cursorflow: --server %q: want http(s)://host[:port]\n", f.server)
+		return nil, false
+	}
+	token := f.token
+	if token == "" {
+		token = os.Getenv(envToken)
+	}
+	return &apiClient{base: strings.TrimSuffix(f.server, "/"), token: token, http: &http.Client{}}, true
+}
+
+// apiClient calls the cursorflow HTTP API.
+type apiClient struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// apiError is a non-2xx answer.
+type apiError struct {
+	status int
+	body   api.ErrorBody
+}
+
+func (e *apiError) Error() string {
+	msg := e.body.Error
+	if msg == "" {
+		msg = http.StatusText(e.status)
+	}
+	if e.status == http.StatusUnauthorized {
+		msg += " (set --token or $" + envToken + ")"
+	}
+	return fmt.Sprintf("server answered %d: %s", e.status, msg)
+}
+
+func (c *apiClient) request(ctx context.Context, method, path string, body any) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// call sends a JSON request and decodes a JSON answer into out.
+func (c *apiClient) call(ctx context.Context, method, path string, body, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	req, err := c.request(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if res.StatusCode/100 != 2 {
+		e := &apiError{status: res.StatusCode}
+		_ = json.Unmarshal(b, &e.body)
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decode %s answer: %w", path, err)
+	}
+	return nil
+}
+
+// stream reads the execution's Server-Sent Events after seq after,
+// calling fn for each, until the terminal event (true) or the stream
+// ends early (false).
+func (c *apiClient) stream(ctx context.Context, id string, after int64, fn func(eventlog.Event)) (bool, int64, error) {
+	req, err := c.request(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id)+"/events/stream?after="+strconv.FormatInt(after, 10), nil)
+	if err != nil {
+		return false, after, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := c.http.Do(req)
+	if err != nil {
+		return false, after, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		e := &apiError{status: res.StatusCode}
+		_ = json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&e.body)
+		return false, after, e
+	}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	var data []byte
+	for sc.Scan() {
+		line := sc.Bytes()
+		switch {
+		case len(line) == 0:
+			if len(data) == 0 {
+				continue
+			}
+			var ev eventlog.Event
+			if err := json.Unmarshal(data, &ev); err != nil {
+				return false, after, fmt.Errorf("decode streamed event: %w", err)
+			}
+			data = data[:0]
+			if ev.Seq > after {
+				after = ev.Seq
+				fn(ev)
+			}
+			if eventlog.IsTerminal(ev.Type) {
+				return true, after, nil
+			}
+		case bytes.HasPrefix(line, []byte("data:")):
+			data = append(data, bytes.TrimSpace(line[len("data:"):])...)
+		}
+	}
+	return false, after, sc.Err()
+}
+
+// follow streams events (reconnecting after a dropped stream) until the
+// execution's terminal event.
+func (c *apiClient) follow(ctx context.Context, id string, after int64, fn func(eventlog.Event)) error {
+	backoff := 100 * time.Millisecond
+	for {
+		done, next, err := c.stream(ctx, id, after, fn)
+		if done {
+			return nil
+		}
+		var ae *apiError
+		if errors.As(err, &ae) && ae.status/100 == 4 {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if next > after {
+			backoff = 100 * time.Millisecond
+		}
+		after = next
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// cmdRunRemote implements `cursorflow run FILE --server URL`.
+func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f remoteFlags
+	f.register(fs)
+	var sets multiFlag
+	fs.Var(&sets, "set", "override a workload key: key=value (value read as a YAML scalar); repeatable")
+	verbose := fs.Bool("v", false, "print every event as it is recorded")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "usage: cursorflow run FILE --server URL [--token TOKEN] [--set key=value]... [--json] [-v]")
+		return exitUsage
+	}
+	c, ok := f.client(stderr)
+	if !ok {
+		return exitUsage
+	}
+	file := pos[0]
+	src, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitUsage
+	}
+	workload, err := parseSets(sets)
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	started := time.Now()
+	var out api.Started
+	err = c.call(ctx, http.MethodPost, "/v1/executions", api.StartRequest{Source: string(src), File: file, Workload: workload}, &out)
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && len(ae.body.Problems) > 0 {
+			for _, p := range ae.body.Problems {
+				fmt.Fprintf(stderr, "%s: %s\n", p.Position, p.Message)
+			}
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "cursorflow: start: %v\n", err)
+		return exitInvalid
+	}
+	id := out.ExecutionID
+	if !f.json {
+		fmt.Fprintf(stdout, "execution %s\n", id)
+	}
+	err = c.follow(ctx, id, 0, func(ev eventlog.Event) {
+		if *verbose {
+			printEvent(stderr, ev)
+		}
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: following %s: %v (check later with: cursorflow status %s --server %s)\n", id, err, id, c.base)
+		return exitInvalid
+	}
+	var st engine.Status
+	if err := c.call(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id), nil, &st); err != nil {
+		fmt.Fprintf(stderr, "cursorflow: status of %s: %v\n", id, err)
+		return exitInvalid
+	}
+	if f.json {
+		res := map[string]any{"execution_id": st.ExecutionID, "status": st.Status, "steps": st.Steps,
+			"events": st.Events, "seconds": time.Since(started).Seconds(), "server": c.base}
+		if st.Status == engine.StatusFailed {
+			res["failed_step"], res["failed_field"], res["error"] = st.FailedStep, st.FailedField, st.Error
+		}
+		b, _ := json.Marshal(res)
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		fmt.Fprintf(stdout, "%s in %s (%d events)\n", st.Status, time.Since(started).Round(time.Millisecond), st.Events)
+		if st.Status == engine.StatusFailed {
+			fmt.Fprintf(stdout, "failed at step %s (%s): %s\n", st.FailedStep, st.FailedField, st.Error)
+		}
+	}
+	if st.Status != engine.StatusCompleted {
+		return exitInvalid
+	}
+	return exitOK
+}
+
+// parseSets reads --set key=value pairs, each value as a YAML scalar.
+func parseSets(sets []string) (map[string]any, error) {
+	workload := map[string]any{}
+	for _, kv := range sets {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--set %q: want key=value", kv)
+		}
+		var x any
+		if err := yaml.Unmarshal([]byte(v), &x); err != nil {
+			x = v
+		}
+		if x == nil && v != "" && v != "null" && v != "~" {
+			x = v
+		}
+		workload[k] = normalizeYAML(x)
+	}
+	return workload, nil
+}
+
+// oneID parses a remote command's flags and its single EXECUTION_ID.
+func oneID(name, extra string, fs *flag.FlagSet, f *remoteFlags, args []string, stderr io.Writer) (*apiClient, string, bool) {
+	fs.SetOutput(stderr)
+	f.register(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return nil, "", false
+	}
+	if len(pos) != 1 || pos[0] == "" {
+		fmt.Fprintf(stderr, "usage: cursorflow %s EXECUTION_ID --server URL [--token TOKEN]%s [--json]\n", name, extra)
+		return nil, "", false
+	}
+	c, ok := f.client(stderr)
+	return c, pos[0], ok
+}
+
+// cmdStatus implements `cursorflow status EXECUTION_ID --server URL`.
+func cmdStatus(args []string, stdout, stderr io.Writer) int {
+	var f remoteFlags
+	c, id, ok := oneID("status", "", flag.NewFlagSet("status", flag.ContinueOnError), &f, args, stderr)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	var st engine.Status
+	if err := c.call(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id), nil, &st); err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitInvalid
+	}
+	if f.json {
+		b, _ := json.Marshal(st)
+		fmt.Fprintln(stdout, string(b))
+		return exitOK
+	}
+	printStatus(stdout, &st)
+	return exitOK
+}
+
+func printStatus(w io.Writer, st *engine.Status) {
+	fmt.Fprintf(w, "execution %s (%s): %s, %d events\n", st.ExecutionID, st.Playbook, st.Status, st.Events)
+	if st.Status == engine.StatusFailed {
+		fmt.Fprintf(w, "failed at step %s (%s): %s\n", st.FailedStep, st.FailedField, st.Error)
+	}
+	steps := make([]string, 0, len(st.Steps))
+	for s := range st.Steps {
+		steps = append(steps, s)
+	}
+	sort.Strings(steps)
+	for _, s := range steps {
+		fmt.Fprintf(w, "  step %-24s %s\n", s, st.Steps[s])
+	}
+	loops := make([]string, 0, len(st.Loops))
+	for l := range st.Loops {
+		loops = append(loops, l)
+	}
+	sort.Strings(loops)
+	for _, id := range loops {
+		l := st.Loops[id]
+		state := "running"
+		if l.Finished {
+			state = "finished"
+		}
+		if l.Mode == "cursor" {
+			fmt.Fprintf(w, "  loop %-24s cursor %s: frames %d, rows %d (ok %d, failed %d, dead %d), in flight %d\n",
+				id, state, l.Frames, l.Rows, l.OK, l.Failed, l.Dead, l.InFlight)
+		} else {
+			fmt.Fprintf(w, "  loop %-24s %s %s: %d/%d done, in flight %d\n", id, l.Mode, state, l.Done, l.Items, l.InFlight)
+		}
+	}
+	if len(st.InFlight) > 0 {
+		fmt.Fprintf(w, "  in flight: %s\n", strings.Join(st.InFlight, ", "))
+	}
+}
+
+// cmdEvents implements `cursorflow events EXECUTION_ID [--follow]`.
+func cmdEvents(args []string, stdout, stderr io.Writer) int {
+	var f remoteFlags
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	followFlag := fs.Bool("follow", false, "keep streaming until the execution ends")
+	after := fs.Int64("after", 0, "start after this event seq")
+	c, id, ok := oneID("events", " [--follow] [--after SEQ]", fs, &f, args, stderr)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	emit := func(ev eventlog.Event) {
+		if f.json {
+			b, _ := json.Marshal(ev)
+			fmt.Fprintln(stdout, string(b))
+		} else {
+			printEvent(stdout, ev)
+		}
+	}
+	if *followFlag {
+		if err := c.follow(ctx, id, *after, emit); err != nil {
+			fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+			return exitInvalid
+		}
+		return exitOK
+	}
+	next := *after
+	for {
+		var page api.EventPage
+		q := "?limit=" + strconv.Itoa(api.MaxEventsLimit) + "&after=" + strconv.FormatInt(next, 10)
+		if err := c.call(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id)+"/events"+q, nil, &page); err != nil {
+			fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+			return exitInvalid
+		}
+		for _, ev := range page.Events {
+			emit(ev)
+		}
+		if len(page.Events) == 0 || page.Terminal || page.NextAfter <= next {
+			return exitOK
+		}
+		next = page.NextAfter
+	}
+}
+
+// printEvent prints one event as a line: seq, time, type, step and ids.
+func printEvent(w io.Writer, ev eventlog.Event) {
+	parts := []string{fmt.Sprintf("%5d", ev.Seq), ev.Time.UTC().Format("15:04:05.000"), fmt.Sprintf("%-19s", ev.Type)}
+	for _, kv := range [][2]string{{"step", ev.Step}, {"command", ev.CommandID}, {"loop", ev.LoopID}, {"worker", ev.WorkerID}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	if ev.Frame != 0 {
+		parts = append(parts, "frame="+strconv.Itoa(ev.Frame))
+	}
+	if slices.Contains([]string{eventlog.TypeExecutionFailed, eventlog.TypeStepFailed, eventlog.TypeCommandFailed}, ev.Type) {
+		var p struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(ev.Payload, &p) == nil {
+			if msg := p.Error + p.Message; msg != "" {
+				parts = append(parts, "error="+strconv.Quote(msg))
+			}
+		}
+	}
+	fmt.Fprintln(w, strings.Join(parts, " "))
+}
+
+// cmdCancel implements `cursorflow cancel EXECUTION_ID --server URL`.
+func cmdCancel(args []string, stdout, stderr io.Writer) int {
+	var f remoteFlags
+	c, id, ok := oneID("cancel", "", flag.NewFlagSet("cancel", flag.ContinueOnError), &f, args, stderr)
+	if !ok {
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	var out api.Cancelled
+	if err := c.call(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/cancel", nil, &out); err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitInvalid
+	}
+	if f.json {
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		fmt.Fprintf(stdout, "cancel requested for %s\n", out.ExecutionID)
+	}
+	return exitOK
+}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/api"
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+const remoteToken = "cli-test-token"
+
+// remote is a cursorflow API server on a real in-process engine.
+type remote struct {
+	url  string
+	log  eventlog.Log
+	gate chan struct{}
+
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *remote) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.msgs...)
+}
+
+func startRemote(t *testing.T) *remote {
+	t.Helper()
+	r := &remote{log: eventlog.NewMemory(), gate: make(chan struct{})}
+	reg := tools.NewRegistry()
+	reg.MustRegister("echo", tools.ToolFunc(func(ctx context.Context, c *tools.Call) (tools.Output, error) {
+		msg := fmt.Sprint(c.Config["msg"])
+		r.mu.Lock()
+		r.msgs = append(r.msgs, msg)
+		r.mu.Unlock()
+		if msg == "fail" {
+			return tools.Output{Status: tools.StatusError, Error: "asked to fail"}, nil
+		}
+		return tools.Output{Status: tools.StatusSuccess, Data: c.Config}, nil
+	}))
+	reg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, c *tools.Call) (tools.Output, error) {
+		select {
+		case <-r.gate:
+			return tools.Output{Status: tools.StatusSuccess}, nil
+		case <-ctx.Done():
+			return tools.Output{Status: tools.StatusError, Error: ctx.Err().Error()}, nil
+		}
+	}))
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	e, err := engine.New(engine.Config{Log: r.log, Tools: reg, Workers: 4, Tick: 5 * time.Millisecond, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(api.Config{Engine: e, Log: r.log, Token: remoteToken, Logger: logger, KeepAlive: 50 * time.Millisecond}))
+	t.Cleanup(func() {
+		srv.Close()
+		_ = e.Close()
+	})
+	r.url = srv.URL
+	return r
+}
+
+func cli(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = dispatch(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+const remotePlaybook = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: remote}
+workload: {msg: hello}
+workflow:
+  - step: start
+    tool: {kind: echo, msg: '{{ msg }}'}
+`
+
+const gatedRemotePlaybook = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: gated}
+workflow:
+  - step: start
+    tool: {kind: gate}
+`
+
+// executionID pulls the id out of run's first line.
+func executionID(t *testing.T, stdout string) string {
+	t.Helper()
+	first, _, _ := strings.Cut(stdout, "\n")
+	id, ok := strings.CutPrefix(first, "execution ")
+	if !ok || id == "" {
+		t.Fatalf("no execution line in %q", stdout)
+	}
+	return id
+}
+
+func TestRemoteRun(t *testing.T) {
+	t.Parallel()
+	r := startRemote(t)
+	file := writeFile(t, "remote.yaml", remotePlaybook)
+
+	code, out, errOut := cli("run", file, "--server", r.url, "--token", remoteToken, "--set", "msg=42", "-v")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	id := executionID(t, out)
+	if !strings.Contains(out, "completed in ") {
+		t.Errorf("stdout %q", out)
+	}
+	if !strings.Contains(errOut, "execution.completed") || !strings.Contains(errOut, "command.issued") {
+		t.Errorf("-v did not print events: %q", errOut)
+	}
+	if got := r.seen(); len(got) != 1 || got[0] != "42" {
+		t.Fatalf("tool saw %q, want the --set override", got)
+	}
+	st, err := engine.Inspect(context.Background(), r.log, id)
+	if err != nil || st.Status != engine.StatusCompleted {
+		t.Fatalf("server status %v %v", st, err)
+	}
+
+	// --json: one summary object.
+	code, out, errOut = cli("run", "--server="+r.url, "--token", remoteToken, "--json", file)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var sum map[string]any
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum["status"] != "completed" {
+		t.Fatalf("--json output %q: %v", out, err)
+	}
+
+	// A failing execution exits 1 and says where it failed.
+	failing := writeFile(t, "fail.yaml", remotePlaybook)
+	code, out, _ = cli("run", failing, "--server", r.url, "--token", remoteToken, "--set", "msg=fail")
+	if code != exitInvalid || !strings.Contains(out, "failed at step start") {
+		t.Fatalf("failing run: exit %d, stdout %q", code, out)
+	}
+
+	// An invalid playbook exits 2 with the server's positions.
+	bad := writeFile(t, "bad.yaml", invalidPlaybook)
+	code, _, errOut = cli("run", bad, "--server", r.url, "--token", remoteToken)
+	if code != exitUsage || !strings.Contains(errOut, bad+":5:5: step start: tool is required") {
+		t.Fatalf("invalid playbook: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestRemoteToken(t *testing.T) {
+	r := startRemote(t)
+	file := writeFile(t, "remote.yaml", remotePlaybook)
+	code, _, errOut := cli("run", file, "--server", r.url)
+	if code != exitInvalid || !strings.Contains(errOut, "401") || !strings.Contains(errOut, "CURSORFLOW_TOKEN") {
+		t.Fatalf("no token: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = cli("run", file, "--server", r.url, "--token", "wrong")
+	if code != exitInvalid || !strings.Contains(errOut, "invalid bearer token") {
+		t.Fatalf("wrong token: exit %d, stderr %q", code, errOut)
+	}
+	t.Setenv(envToken, remoteToken)
+	code, out, errOut := cli("run", file, "--server", r.url)
+	if code != exitOK {
+		t.Fatalf("token from $%s: exit %d, %s", envToken, code, errOut)
+	}
+	id := executionID(t, out)
+	t.Setenv(envServer, r.url)
+	if code, out, errOut := cli("status", id); code != exitOK || !strings.Contains(out, "completed") {
+		t.Fatalf("status with $%s: exit %d %q %q", envServer, code, out, errOut)
+	}
+}
+
+func TestRemoteStatusEventsCancel(t *testing.T) {
+	t.Parallel()
+	r := startRemote(t)
+	srv := []string{"--server", r.url, "--token", remoteToken}
+	file := writeFile(t, "remote.yaml", remotePlaybook)
+	code, out, errOut := cli(append([]string{"run", file}, srv...)...)
+	if code != exitOK {
+		t.Fatalf("run: %d %s", code, errOut)
+	}
+	id := executionID(t, out)
+
+	code, out, _ = cli(append([]string{"status", id}, srv...)...)
+	if code != exitOK || !strings.Contains(out, "execution "+id+" (remote): completed") || !strings.Contains(out, "step start") {
+		t.Fatalf("status: %d %q", code, out)
+	}
+	code, out, _ = cli(append([]string{"status", id, "--json"}, srv...)...)
+	var st engine.Status
+	if code != exitOK || json.Unmarshal([]byte(out), &st) != nil || st.Status != engine.StatusCompleted {
+		t.Fatalf("status --json: %d %q", code, out)
+	}
+	if code, _, errOut := cli(append([]string{"status", "nope"}, srv...)...); code != exitInvalid || !strings.Contains(errOut, "404") {
+		t.Fatalf("status of unknown: %d %q", code, errOut)
+	}
+
+	evs, _ := r.log.Read(context.Background(), id, 0, 0)
+	code, out, _ = cli(append([]string{"events", id}, srv...)...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != exitOK || len(lines) != len(evs) || !strings.Contains(lines[len(lines)-1], "execution.completed") {
+		t.Fatalf("events: %d, %d lines for %d events: %q", code, len(lines), len(evs), out)
+	}
+	code, out, _ = cli(append([]string{"events", id, "--json", "--after", "1"}, srv...)...)
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	var first eventlog.Event
+	if code != exitOK || len(lines) != len(evs)-1 || json.Unmarshal([]byte(lines[0]), &first) != nil || first.Seq != 2 {
+		t.Fatalf("events --json --after 1: %d %q", code, out)
+	}
+
+	// A running execution: follow it in the background, cancel it, and
+	// the follow ends with the cancellation.
+	gated := writeFile(t, "gated.yaml", gatedRemotePlaybook)
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	runDone := make(chan result, 1)
+	go func() {
+		c, o, e := cli(append([]string{"run", gated}, srv...)...)
+		runDone <- result{c, o, e}
+	}()
+	var gid string
+	deadline := time.Now().Add(10 * time.Second)
+	for gid == "" {
+		ids, _ := r.log.Executions(context.Background(), true)
+		for _, x := range ids {
+			if s, err := engine.Inspect(context.Background(), r.log, x); err == nil && len(s.InFlight) > 0 {
+				gid = x
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gated execution never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	followDone := make(chan result, 1)
+	go func() {
+		c, o, e := cli(append([]string{"events", gid, "--follow"}, srv...)...)
+		followDone <- result{c, o, e}
+	}()
+	code, out, errOut = cli(append([]string{"cancel", gid}, srv...)...)
+	if code != exitOK || !strings.Contains(out, "cancel requested for "+gid) {
+		t.Fatalf("cancel: %d %q %q", code, out, errOut)
+	}
+	for name, ch := range map[string]chan result{"run": runDone, "events --follow": followDone} {
+		select {
+		case res := <-ch:
+			switch name {
+			case "run":
+				if res.code != exitInvalid || !strings.Contains(res.out, "cancelled in ") {
+					t.Errorf("run of a cancelled execution: %d %q %q", res.code, res.out, res.errOut)
+				}
+			default:
+				if res.code != exitOK || !strings.Contains(res.out, "execution.cancelled") {
+					t.Errorf("events --follow: %d %q %q", res.code, res.out, res.errOut)
+				}
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not end after the cancellation", name)
+		}
+	}
+	if code, _, errOut := cli(append([]string{"cancel", gid}, srv...)...); code != exitInvalid || !strings.Contains(errOut, "409") {
+		t.Fatalf("second cancel: %d %q", code, errOut)
+	}
+}
+
+func TestRemoteUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"status"},
+		{"status", "a", "b", "--server", "http://x"},
+		{"events", "--server", "http://x"},
+		{"cancel", "id", "--server", "ftp://x"},
+		{"run", "--server", "http://x"},
+		{"run", "f.yaml", "--server", "http://x", "--credential", "a=b"},
+		{"status", "--bogus", "id", "--server", "http://x"},
+	} {
+		if code, _, _ := cli(args...); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+	t.Run("no server", func(t *testing.T) {
+		if code, _, errOut := cli("status", "id", "--server", ""); code != exitUsage || !strings.Contains(errOut, "--server") {
+			t.Errorf("exit %d %q", code, errOut)
+		}
+	})
+}

@@ -1,0 +1,324 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxBody bounds request bodies (4 MiB).
+	DefaultMaxBody int64 = 4 << 20
+	// DefaultKeepAlive is how often an idle event stream sends a comment.
+	DefaultKeepAlive = 15 * time.Second
+	// DefaultEventsLimit is the page size of GET .../events without limit.
+	DefaultEventsLimit = 100
+	// MaxEventsLimit is the largest page GET .../events returns.
+	MaxEventsLimit = 1000
+)
+
+// ErrUnavailable is what a Runner returns (wrapped) when it cannot take
+// writes, for example on a standby replica; the API answers 503.
+var ErrUnavailable = errors.New("api: runner unavailable")
+
+// Runner starts and cancels executions. *engine.Engine satisfies it.
+type Runner interface {
+	// Start parses src and starts an execution of it, returning its id.
+	Start(ctx context.Context, src []byte, opts engine.StartOptions) (string, error)
+	// Cancel asks a running execution to stop.
+	Cancel(ctx context.Context, executionID string) error
+}
+
+var _ Runner = (*engine.Engine)(nil)
+
+// Config configures the handler New returns.
+type Config struct {
+	// Engine starts and cancels executions. Required.
+	Engine Runner
+	// Log is the event log executions are read from. Required.
+	Log eventlog.Log
+	// Playbooks stores registered playbooks. Defaults to a MemoryStore.
+	Playbooks Store
+	// Token is the bearer token every route but /healthz and /readyz
+	// requires. Empty disables authentication (local development only;
+	// New logs a warning).
+	Token string
+	// MaxBody bounds request bodies; larger ones get 413. Defaults to
+	// DefaultMaxBody (4 MiB).
+	MaxBody int64
+	// Logger receives request and execution logs. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// Metrics, if set, serves GET /metrics (for example a Prometheus
+	// handler); without it /metrics is 404.
+	Metrics http.Handler
+	// Ready reports whether the server can take work; GET /readyz answers
+	// 503 while it returns an error. Defaults to always ready.
+	Ready func(ctx context.Context) error
+	// KeepAlive is how often an idle event stream sends an SSE comment so
+	// proxies keep the connection open. Defaults to 15 seconds.
+	KeepAlive time.Duration
+}
+
+// Route is one (method, path pattern) the handler serves. Paths use
+// net/http.ServeMux's wildcard syntax, which is also OpenAPI's:
+// /v1/executions/{id}.
+type Route struct {
+	Method string
+	Path   string
+	// Public routes skip authentication.
+	Public bool
+}
+
+// route binds a Route to its handler.
+type route struct {
+	Route
+	handle func(s *server, w http.ResponseWriter, r *http.Request)
+}
+
+// table is the API: the single list both New and Routes read.
+func table() []route {
+	return []route{
+		{Route{http.MethodGet, "/healthz", true}, (*server).healthz},
+		{Route{http.MethodGet, "/readyz", true}, (*server).readyz},
+		{Route{http.MethodGet, "/metrics", false}, (*server).metrics},
+		{Route{http.MethodGet, "/openapi.yaml", false}, (*server).openapi},
+		{Route{http.MethodPost, "/v1/playbooks", false}, (*server).registerPlaybook},
+		{Route{http.MethodGet, "/v1/playbooks", false}, (*server).listPlaybooks},
+		{Route{http.MethodGet, "/v1/playbooks/{name}", false}, (*server).getPlaybook},
+		{Route{http.MethodPost, "/v1/executions", false}, (*server).startExecution},
+		{Route{http.MethodGet, "/v1/executions", false}, (*server).listExecutions},
+		{Route{http.MethodGet, "/v1/executions/{id}", false}, (*server).getExecution},
+		{Route{http.MethodGet, "/v1/executions/{id}/events", false}, (*server).listEvents},
+		{Route{http.MethodGet, "/v1/executions/{id}/events/stream", false}, (*server).streamEvents},
+		{Route{http.MethodPost, "/v1/executions/{id}/cancel", false}, (*server).cancelExecution},
+	}
+}
+
+// Routes lists every route the handler serves, sorted by path then
+// method.
+func Routes() []Route {
+	t := table()
+	out := make([]Route, len(t))
+	for i, r := range t {
+		out[i] = r.Route
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Path != out[j].Path {
+			return out[i].Path < out[j].Path
+		}
+		return out[i].Method < out[j].Method
+	})
+	return out
+}
+
+//go:embed openapi.yaml
+var openapiSpec []byte
+
+// OpenAPI returns the API's OpenAPI 3.0 document (YAML).
+func OpenAPI() []byte { return append([]byte(nil), openapiSpec...) }
+
+type server struct {
+	cfg       Config
+	tokenHash [32]byte
+	log       *slog.Logger
+}
+
+// Validate reports the first missing or invalid field of cfg, by name.
+func (cfg Config) Validate() error {
+	if cfg.Engine == nil {
+		return errors.New("api: Config.Engine is required")
+	}
+	if cfg.Log == nil {
+		return errors.New("api: Config.Log is required")
+	}
+	if cfg.MaxBody < 0 {
+		return errors.New("api: Config.MaxBody must not be negative")
+	}
+	return nil
+}
+
+// New returns the API as an http.Handler. A server should call
+// cfg.Validate first: with an invalid cfg every route but /healthz
+// answers 500 naming the problem.
+func New(cfg Config) http.Handler {
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Playbooks == nil {
+		cfg.Playbooks = NewMemoryStore()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+	s := &server{cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.Token)), log: cfg.Logger}
+	if cfg.Token == "" {
+		s.log.Warn("api: no bearer token configured; every route is open")
+	}
+	mux := http.NewServeMux()
+	allowed := map[string][]string{}
+	public := map[string]bool{}
+	for _, rt := range table() {
+		h := rt.handle
+		var hf http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(s, w, r) })
+		if !rt.Public {
+			hf = s.authenticate(hf)
+		}
+		mux.Handle(rt.Method+" "+rt.Path, hf)
+		allowed[rt.Path] = append(allowed[rt.Path], rt.Method)
+		public[rt.Path] = public[rt.Path] || rt.Public
+	}
+	// Method-less patterns are less specific than the method ones, so they
+	// catch only the methods a path does not serve: answer 405 in JSON
+	// (ServeMux's own 405 and 404 are plain text).
+	for path, methods := range allowed {
+		allow := strings.Join(append(methods, headIfGet(methods)...), ", ")
+		var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, path, allow))
+		})
+		if !public[path] {
+			h = s.authenticate(h)
+		}
+		mux.Handle(path, h)
+	}
+	mux.Handle("/", s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such route: "+r.URL.Path)
+	})))
+	if err := cfg.Validate(); err != nil {
+		s.log.Error("api: invalid configuration", "error", err)
+		inner := mux
+		mux = http.NewServeMux()
+		mux.Handle("GET /healthz", inner)
+		mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusInternalServerError, err.Error())
+		}))
+	}
+	return s.logRequests(mux)
+}
+
+func headIfGet(methods []string) []string {
+	for _, m := range methods {
+		if m == http.MethodGet {
+			return []string{http.MethodHead}
+		}
+	}
+	return nil
+}
+
+// authenticate requires the bearer token. Both sides are hashed first so
+// the comparison takes the same time whatever the presented token's
+// length.
+func (s *server) authenticate(next http.Handler) http.Handler {
+	if s.cfg.Token == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		scheme, token, ok := strings.Cut(auth, " ")
+		if auth == "" || !ok || !strings.EqualFold(scheme, "Bearer") {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cursorflow"`)
+			writeError(w, http.StatusUnauthorized, "missing bearer token")
+			return
+		}
+		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cursorflow", error="invalid_token"`)
+			writeError(w, http.StatusUnauthorized, "invalid bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusRecorder remembers the status a handler wrote, for the request
+// log. It forwards Flush (and everything else) through Unwrap, which
+// http.ResponseController follows.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (s *server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		level := slog.LevelDebug
+		if rec.status >= 500 {
+			level = slog.LevelError
+		}
+		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start)}
+		if id := r.PathValue("id"); id != "" {
+			attrs = append(attrs, "execution_id", id)
+		}
+		s.log.Log(r.Context(), level, "api request", attrs...)
+	})
+}
+
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(r.Context()); err != nil {
+			// The reason may name hosts; it goes to the log, not to an
+			// unauthenticated client.
+			s.log.Warn("api: not ready", "error", err)
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *server) metrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Metrics == nil {
+		writeError(w, http.StatusNotFound, "metrics are not configured")
+		return
+	}
+	s.cfg.Metrics.ServeHTTP(w, r)
+}
+
+func (s *server) openapi(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	_, _ = w.Write(openapiSpec)
+}

@@ -1,0 +1,372 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// DefaultEngineTimeout bounds a call to the Runner (a stopped engine never
+// answers); past it the API answers 503.
+const DefaultEngineTimeout = 30 * time.Second
+
+// streamBatch is how many events one read of a stream fetches.
+const streamBatch = 500
+
+// StartRequest is POST /v1/executions's body: exactly one of Playbook
+// (a registered name) and Source (YAML text).
+type StartRequest struct {
+	Playbook string `json:"playbook,omitempty"`
+	// Version pins a registered playbook's version; 0 means the latest.
+	Version int    `json:"version,omitempty"`
+	Source  string `json:"source,omitempty"`
+	// File names Source in diagnostics; defaults to "request.yaml".
+	File string `json:"file,omitempty"`
+	// Workload overrides top-level workload keys.
+	Workload map[string]any `json:"workload,omitempty"`
+}
+
+// Started is POST /v1/executions's answer.
+type Started struct {
+	ExecutionID string `json:"execution_id"`
+	Playbook    string `json:"playbook,omitempty"`
+	Version     int    `json:"version,omitempty"`
+}
+
+func (s *server) runnerContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), DefaultEngineTimeout)
+}
+
+func (s *server) startExecution(w http.ResponseWriter, r *http.Request) {
+	var req StartRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if (req.Playbook == "") == (req.Source == "") {
+		writeError(w, http.StatusBadRequest, `want exactly one of "playbook" (a registered name) and "source" (playbook YAML)`)
+		return
+	}
+	if req.Version < 0 {
+		writeError(w, http.StatusBadRequest, `field "version": want a positive integer`)
+		return
+	}
+	out := Started{}
+	src, file := []byte(req.Source), req.File
+	if req.Playbook != "" {
+		pb, err := s.cfg.Playbooks.Get(r.Context(), req.Playbook, req.Version)
+		if errors.Is(err, ErrPlaybookNotFound) {
+			msg := fmt.Sprintf("playbook %q is not registered", req.Playbook)
+			if req.Version > 0 {
+				msg = fmt.Sprintf("playbook %q has no version %d", req.Playbook, req.Version)
+			}
+			writeError(w, http.StatusNotFound, msg)
+			return
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		src, out.Playbook, out.Version = []byte(pb.Source), pb.Name, pb.Version
+		if file == "" {
+			file = pb.Name + ".yaml"
+		}
+	}
+	if file == "" {
+		file = "request.yaml"
+	}
+	workload, _ := normalizeNumbers(req.Workload).(map[string]any)
+	ctx, cancel := s.runnerContext(r)
+	defer cancel()
+	id, err := s.cfg.Engine.Start(ctx, src, engine.StartOptions{File: file, Workload: workload})
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "engine: vars.") {
+			// Rendering the playbook's vars against the workload failed:
+			// the request's input is at fault.
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		s.runnerFailed(w, r, err)
+		return
+	}
+	out.ExecutionID = id
+	s.log.InfoContext(r.Context(), "execution started", "execution_id", id, "playbook", out.Playbook, "file", file)
+	w.Header().Set("Location", "/v1/executions/"+id)
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// runnerFailed maps a Runner error: a deadline means the engine did not
+// answer (503), like ErrUnavailable.
+func (s *server) runnerFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+		s.log.ErrorContext(r.Context(), "api: engine did not answer", "path", r.URL.Path, "error", err)
+		writeError(w, http.StatusServiceUnavailable, "engine did not answer in time")
+		return
+	}
+	s.fail(w, r, err)
+}
+
+// ExecutionList is GET /v1/executions's answer.
+type ExecutionList struct {
+	Executions []string `json:"executions"`
+}
+
+func (s *server) listExecutions(w http.ResponseWriter, r *http.Request) {
+	unfinished := false
+	if v := r.URL.Query().Get("unfinished"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "query parameter unfinished: want true or false, got "+strconv.Quote(v))
+			return
+		}
+		unfinished = b
+	}
+	ids, err := s.cfg.Log.Executions(r.Context(), unfinished)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	writeJSON(w, http.StatusOK, ExecutionList{Executions: ids})
+}
+
+// inspect folds the execution, answering 404 for an unknown one.
+func (s *server) inspect(w http.ResponseWriter, r *http.Request) (*engine.Status, bool) {
+	id := r.PathValue("id")
+	st, err := engine.Inspect(r.Context(), s.cfg.Log, id)
+	if errors.Is(err, engine.ErrUnknownExecution) {
+		writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
+		return nil, false
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return st, true
+}
+
+func (s *server) getExecution(w http.ResponseWriter, r *http.Request) {
+	if st, ok := s.inspect(w, r); ok {
+		writeJSON(w, http.StatusOK, st)
+	}
+}
+
+// Cancelled is POST /v1/executions/{id}/cancel's answer.
+type Cancelled struct {
+	ExecutionID string `json:"execution_id"`
+	// Status is "cancel_requested": the execution ends cancelled once its
+	// orchestrator has applied the request.
+	Status string `json:"status"`
+}
+
+func (s *server) cancelExecution(w http.ResponseWriter, r *http.Request) {
+	st, ok := s.inspect(w, r)
+	if !ok {
+		return
+	}
+	log := s.log.With("execution_id", st.ExecutionID)
+	if st.Status != engine.StatusRunning {
+		writeError(w, http.StatusConflict, fmt.Sprintf("execution %s already ended %s", st.ExecutionID, st.Status))
+		return
+	}
+	ctx, cancel := s.runnerContext(r)
+	defer cancel()
+	if err := s.cfg.Engine.Cancel(ctx, st.ExecutionID); err != nil {
+		if errors.Is(err, engine.ErrUnknownExecution) {
+			// Running per the log but not driven here: it ended meanwhile,
+			// or another orchestrator (or none, until resumed) drives it.
+			log.WarnContext(r.Context(), "cancel refused: execution not driven by this engine", "error", err)
+			writeError(w, http.StatusConflict, "execution "+st.ExecutionID+" is not driven by this server's engine")
+			return
+		}
+		s.runnerFailed(w, r, err)
+		return
+	}
+	log.InfoContext(r.Context(), "execution cancel requested")
+	writeJSON(w, http.StatusAccepted, Cancelled{ExecutionID: st.ExecutionID, Status: "cancel_requested"})
+}
+
+// EventPage is GET /v1/executions/{id}/events's answer.
+type EventPage struct {
+	Events []eventlog.Event `json:"events"`
+	// NextAfter is the after value of the next page (the last event's
+	// seq, or the request's after when the page is empty).
+	NextAfter int64 `json:"next_after"`
+	// Terminal is true when the page holds the execution's terminal event.
+	Terminal bool `json:"terminal"`
+}
+
+func queryInt(r *http.Request, name string, def, min int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < min {
+		return 0, badRequest("query parameter %s: want an integer >= %d, got %q", name, min, v)
+	}
+	return n, nil
+}
+
+// exists reports whether the log holds any event of the execution.
+func (s *server) exists(ctx context.Context, id string) (bool, error) {
+	evs, err := s.cfg.Log.Read(ctx, id, 0, 1)
+	return len(evs) > 0, err
+}
+
+func (s *server) listEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	after, err := queryInt(r, "after", 0, 0)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	limit, err := queryInt(r, "limit", DefaultEventsLimit, 1)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	limit = min(limit, MaxEventsLimit)
+	evs, err := s.cfg.Log.Read(r.Context(), id, after, int(limit))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(evs) == 0 {
+		ok, err := s.exists(r.Context(), id)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if !ok {
+			writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
+			return
+		}
+	}
+	page := EventPage{Events: evs, NextAfter: after}
+	if page.Events == nil {
+		page.Events = []eventlog.Event{}
+	}
+	for _, ev := range evs {
+		page.NextAfter = ev.Seq
+		page.Terminal = page.Terminal || eventlog.IsTerminal(ev.Type)
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// streamEvents sends the execution's events as Server-Sent Events (id:
+// seq, event: type, data: the event's JSON) from ?after= or Last-Event-ID,
+// and ends after the terminal event.
+func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ctx := r.Context()
+	after, err := queryInt(r, "after", 0, 0)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "header Last-Event-ID: want an event seq, got "+strconv.Quote(v))
+			return
+		}
+		after = max(after, n)
+	}
+	ok, err := s.exists(ctx, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !ok {
+		writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
+		return
+	}
+	log := s.log.With("execution_id", id)
+	// A client resuming right after the terminal event gets an empty,
+	// finished stream rather than one that waits forever.
+	ended := false
+	if after > 0 {
+		last, err := s.cfg.Log.Read(ctx, id, after-1, 1)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		ended = len(last) == 1 && last[0].Seq == after && eventlog.IsTerminal(last[0].Type)
+	}
+	rc := http.NewResponseController(w)
+	// A server-wide WriteTimeout would cut long streams; lift it here.
+	_ = rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	log.DebugContext(ctx, "event stream opened", "after", after)
+	for !ended {
+		evs, err := s.cfg.Log.Read(ctx, id, after, streamBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.ErrorContext(ctx, "event stream: read failed", "error", err)
+				fmt.Fprintf(w, "event: error\ndata: %s\n\n", mustMarshal(ErrorBody{Error: "read events failed"}))
+				_ = rc.Flush()
+			}
+			return
+		}
+		for _, ev := range evs {
+			b, err := json.Marshal(ev)
+			if err != nil {
+				b = mustMarshal(ErrorBody{Error: "encode event: " + err.Error()})
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, b); err != nil {
+				return
+			}
+			after = ev.Seq
+			if eventlog.IsTerminal(ev.Type) {
+				ended = true
+				break
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		if ended || len(evs) == streamBatch {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.KeepAlive)
+		err = s.cfg.Log.Wait(wctx, id, after)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			log.DebugContext(ctx, "event stream closed by client", "after", after)
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		case err != nil:
+			log.ErrorContext(ctx, "event stream: wait failed", "error", err)
+			return
+		}
+	}
+	log.DebugContext(ctx, "event stream ended", "after", after)
+}
+
+func mustMarshal(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,143 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultPostgresSchema is the schema PostgresStore uses without one
+// ("cursorflow", the event log's default too).
+const DefaultPostgresSchema = "cursorflow"
+
+// PostgresStore is a Store in the PostgreSQL table SCHEMA.playbooks(name,
+// version, source, registered_at), shared by every server replica.
+type PostgresStore struct {
+	pool  *pgxpool.Pool
+	table string // quoted schema.playbooks
+}
+
+var _ Store = (*PostgresStore)(nil)
+
+// NewPostgresStore creates the schema and table if they do not exist and
+// returns a store on pool. schema defaults to DefaultPostgresSchema. The
+// pool stays the caller's to close.
+func NewPostgresStore(ctx context.Context, pool *pgxpool.Pool, schema string) (*PostgresStore, error) {
+	if pool == nil {
+		return nil, errors.New("api: NewPostgresStore: pool is required")
+	}
+	if schema == "" {
+		schema = DefaultPostgresSchema
+	}
+	q := pgx.Identifier{schema}.Sanitize()
+	st := &PostgresStore{pool: pool, table: q + ".playbooks"}
+	// Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog;
+	// an advisory lock serialises replicas starting together.
+	ddl := fmt.Sprintf(`SELECT pg_advisory_lock(hashtextextended('cursorflow.playbooks:' || %[2]s, 0));
+CREATE SCHEMA IF NOT EXISTS %[1]s;
+CREATE TABLE IF NOT EXISTS %[1]s.playbooks (
+	name          text        NOT NULL,
+	version       integer     NOT NULL,
+	source        text        NOT NULL,
+	registered_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (name, version)
+);
+SELECT pg_advisory_unlock(hashtextextended('cursorflow.playbooks:' || %[2]s, 0));`, q, quoteLiteral(schema))
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("api: playbook store: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
+		// The lock dies with the session; do not hand it back to the pool.
+		_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("api: playbook store: create table: %w", err)
+	}
+	return st, nil
+}
+
+func quoteLiteral(s string) string {
+	out := []byte{'\''}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			out = append(out, '\'')
+		}
+		out = append(out, s[i])
+	}
+	return string(append(out, '\''))
+}
+
+// Put implements Store. Two replicas registering the same name at once
+// both succeed, one version after the other.
+func (p *PostgresStore) Put(ctx context.Context, name, source string) (Playbook, bool, error) {
+	for attempt := 0; ; attempt++ {
+		latest, err := p.Get(ctx, name, 0)
+		switch {
+		case err == nil && latest.Source == source:
+			return latest, false, nil
+		case err != nil && !errors.Is(err, ErrPlaybookNotFound):
+			return Playbook{}, false, err
+		}
+		pb := Playbook{Name: name, Source: source}
+		err = p.pool.QueryRow(ctx, `INSERT INTO `+p.table+` (name, version, source)
+			SELECT $1, coalesce(max(version), 0) + 1, $2 FROM `+p.table+` WHERE name = $1
+			RETURNING version, registered_at`, name, source).Scan(&pb.Version, &pb.RegisteredAt)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" && attempt < 5 {
+			continue // another replica took this version number
+		}
+		if err != nil {
+			return Playbook{}, false, fmt.Errorf("api: playbook store: insert %s: %w", name, err)
+		}
+		pb.RegisteredAt = pb.RegisteredAt.UTC()
+		return pb, true, nil
+	}
+}
+
+// Get implements Store.
+func (p *PostgresStore) Get(ctx context.Context, name string, version int) (Playbook, error) {
+	pb := Playbook{Name: name}
+	var err error
+	if version == 0 {
+		err = p.pool.QueryRow(ctx, `SELECT version, source, registered_at FROM `+p.table+`
+			WHERE name = $1 ORDER BY version DESC LIMIT 1`, name).Scan(&pb.Version, &pb.Source, &pb.RegisteredAt)
+	} else {
+		err = p.pool.QueryRow(ctx, `SELECT version, source, registered_at FROM `+p.table+`
+			WHERE name = $1 AND version = $2`, name, version).Scan(&pb.Version, &pb.Source, &pb.RegisteredAt)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Playbook{}, ErrPlaybookNotFound
+	}
+	if err != nil {
+		return Playbook{}, fmt.Errorf("api: playbook store: get %s: %w", name, err)
+	}
+	pb.RegisteredAt = pb.RegisteredAt.UTC()
+	return pb, nil
+}
+
+// List implements Store.
+func (p *PostgresStore) List(ctx context.Context) ([]Playbook, error) {
+	rows, err := p.pool.Query(ctx, `SELECT DISTINCT ON (name) name, version, registered_at FROM `+p.table+`
+		ORDER BY name, version DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("api: playbook store: list: %w", err)
+	}
+	out := []Playbook{}
+	for rows.Next() {
+		var pb Playbook
+		if err := rows.Scan(&pb.Name, &pb.Version, &pb.RegisteredAt); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("api: playbook store: list: %w", err)
+		}
+		pb.RegisteredAt = pb.RegisteredAt.UTC()
+		out = append(out, pb)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("api: playbook store: list: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,101 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/cursorflow/cursorflow/dsl"
+)
+
+// RegisteredPlaybook is POST /v1/playbooks's answer.
+type RegisteredPlaybook struct {
+	Playbook
+	// Created is false when the source equals the latest version's.
+	Created bool `json:"created"`
+	// Warnings are non-fatal findings (unknown keys, ...).
+	Warnings []Problem `json:"warnings,omitempty"`
+}
+
+// registerPlaybook validates a YAML body and stores it under its
+// metadata.name.
+func (s *server) registerPlaybook(w http.ResponseWriter, r *http.Request) {
+	src, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	file := r.URL.Query().Get("file")
+	if file == "" {
+		file = "playbook.yaml"
+	}
+	pb, err := dsl.Parse(file, src)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	name := pb.Metadata.Name
+	if name == "" {
+		writeError(w, http.StatusBadRequest, "playbook has no metadata.name to register it under")
+		return
+	}
+	stored, created, err := s.cfg.Playbooks.Put(r.Context(), name, string(src))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	warns := make([]*dsl.Diagnostic, len(pb.Warnings))
+	for i := range pb.Warnings {
+		warns[i] = &pb.Warnings[i]
+	}
+	stored.Source = ""
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		s.log.InfoContext(r.Context(), "playbook registered", "playbook", name, "version", stored.Version)
+	}
+	out := RegisteredPlaybook{Playbook: stored, Created: created}
+	if len(warns) > 0 {
+		out.Warnings = problemsOf(warns)
+	}
+	writeJSON(w, status, out)
+}
+
+// PlaybookList is GET /v1/playbooks's answer.
+type PlaybookList struct {
+	Playbooks []Playbook `json:"playbooks"`
+}
+
+func (s *server) listPlaybooks(w http.ResponseWriter, r *http.Request) {
+	list, err := s.cfg.Playbooks.List(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []Playbook{}
+	}
+	writeJSON(w, http.StatusOK, PlaybookList{Playbooks: list})
+}
+
+func (s *server) getPlaybook(w http.ResponseWriter, r *http.Request) {
+	version := 0
+	if v := r.URL.Query().Get("version"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "query parameter version: want a positive integer, got "+strconv.Quote(v))
+			return
+		}
+		version = n
+	}
+	pb, err := s.cfg.Playbooks.Get(r.Context(), r.PathValue("name"), version)
+	if errors.Is(err, ErrPlaybookNotFound) {
+		writeError(w, http.StatusNotFound, "playbook "+strconv.Quote(r.PathValue("name"))+" not found")
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, pb)
+}
