@@ -1,0 +1,311 @@
+package pftflow
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cursorflow/cursorflow/internal/pftapi"
+	"github.com/cursorflow/cursorflow/internal/testenv"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// cli builds the cursorflow CLI once per test binary.
+func cli(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		testenv.Require(t, "CURSORFLOW_TEST_GO_TOOLCHAIN")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cursorflow-pft-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "cursorflow")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/cursorflow/cursorflow/examples/cursorflow").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// flowFile is NoETL's playbook, used as it is in the shared corpus.
+func flowFile(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(testenv.SharedDir(t), "noetl-playbooks", "pft_flow_test", "test_pft_flow_v2.yaml")
+}
+
+// database creates a database of its own for one run of the flow (the
+// flow's tables have fixed names in public) and returns its DSN.
+func database(t testing.TB) string {
+	t.Helper()
+	base := testenv.Postgres(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("cursorflow_pft_%d", rand.Uint32())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), base)
+		if err == nil {
+			_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			_ = c.Close(context.Background())
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+type flowRun struct {
+	api       *pftapi.Server
+	apiURL    string
+	dsn       string
+	eventlog  string
+	facility  int
+	patients  int
+	rateLimit int
+}
+
+func newRun(t testing.TB, facilities, patients int, cfg pftapi.Config) *flowRun {
+	t.Helper()
+	api := pftapi.New(cfg)
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	rate := cfg.RateLimit
+	if rate == 0 {
+		rate = pftapi.DefaultRateLimit
+	}
+	return &flowRun{api: api, apiURL: srv.URL, dsn: database(t), eventlog: "sqlite:" + filepath.Join(t.TempDir(), "events.db"),
+		facility: facilities, patients: patients, rateLimit: rate}
+}
+
+func (r *flowRun) runArgs() []string {
+	return []string{"--set", "api_url=" + r.apiURL, "--set", fmt.Sprintf("num_facilities=%d", r.facility),
+		"--set", fmt.Sprintf("patients_per_facility=%d", r.patients), "--credential", "pg_k8s=" + r.dsn,
+		"--eventlog", r.eventlog, "--json"}
+}
+
+type summary struct {
+	ExecutionID string            `json:"execution_id"`
+	Status      string            `json:"status"`
+	Steps       map[string]string `json:"steps"`
+	Events      int64             `json:"events"`
+	Seconds     float64           `json:"seconds"`
+	Error       string            `json:"error"`
+	FailedStep  string            `json:"failed_step"`
+}
+
+func parseSummary(t testing.TB, out []byte) summary {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var s summary
+		if strings.HasPrefix(lines[i], "{") && json.Unmarshal([]byte(lines[i]), &s) == nil {
+			return s
+		}
+	}
+	t.Fatalf("no JSON summary in the CLI's output:\n%s", out)
+	return summary{}
+}
+
+// verify checks the result tables: every patient of every facility for
+// every data type, and every MDS detail the assessments name.
+func (r *flowRun) verify(t testing.TB, executionID string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, r.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, table := range []string{"assessments", "conditions", "medications", "vital_signs", "demographics"} {
+		var facilities, minPatients, maxPatients int
+		q := fmt.Sprintf(`SELECT count(*), coalesce(min(n), 0), coalesce(max(n), 0) FROM (
+			SELECT facility_mapping_id, count(DISTINCT pcc_patient_id) AS n FROM public.pft_test_patient_%s GROUP BY 1) f`, table)
+		if err := conn.QueryRow(ctx, q).Scan(&facilities, &minPatients, &maxPatients); err != nil {
+			t.Fatal(err)
+		}
+		if facilities != r.facility || minPatients != r.patients || maxPatients != r.patients {
+			t.Errorf("%s: %d facilities with %d..%d patients, want %d with %d each", table, facilities, minPatients, maxPatients, r.facility, r.patients)
+		}
+	}
+	var expected, fetched, missing int
+	err = conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM public.pft_test_mds_assessment_ids_work),
+		(SELECT count(*) FROM public.pft_test_mds_assessment_details),
+		(SELECT count(*) FROM public.pft_test_mds_assessment_ids_work w
+		  WHERE NOT EXISTS (SELECT 1 FROM public.pft_test_mds_assessment_details d WHERE d.assessment_id = w.assessment_id))`).Scan(&expected, &fetched, &missing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every assessment page names its MDS ids: count them from the saved
+	// payloads independently of the flow's own work table.
+	var named int
+	err = conn.QueryRow(ctx, `SELECT count(DISTINCT id) FROM public.pft_test_patient_assessments a,
+		LATERAL jsonb_array_elements(a.payload->'data') rec, LATERAL jsonb_array_elements_text(rec->'mdsAssessmentIds') id`).Scan(&named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if expected == 0 || fetched != expected || missing != 0 || named != expected {
+		t.Errorf("MDS details: %d named in assessments, %d queued, %d fetched, %d missing", named, expected, fetched, missing)
+	}
+	var logged int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM public.pft_test_validation_log WHERE execution_id = $1 AND assessments_done = total_expected`, executionID).Scan(&logged); err != nil {
+		t.Fatal(err)
+	}
+	if logged != r.facility {
+		t.Errorf("validation log holds %d passing facilities for execution %s, want %d", logged, executionID, r.facility)
+	}
+	var queueLeft int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM public.pft_test_patient_work_queue WHERE status <> 'done'`).Scan(&queueLeft); err != nil {
+		t.Fatal(err)
+	}
+	if queueLeft != 0 {
+		t.Errorf("%d patient work-queue rows are not done", queueLeft)
+	}
+}
+
+func TestPFTFlowV2(t *testing.T) {
+	bin := cli(t)
+	r := newRun(t, 2, 25, pftapi.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"run", flowFile(t)}, r.runArgs()...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("cursorflow run: %v\n%s", err, out)
+	}
+	s := parseSummary(t, out)
+	if s.Status != "completed" || s.Steps["check_results"] != "completed" {
+		t.Fatalf("execution %s: %s (check_results %s): %s at %s", s.ExecutionID, s.Status, s.Steps["check_results"], s.Error, s.FailedStep)
+	}
+	r.verify(t, s.ExecutionID)
+	st := r.api.Stats()
+	var answered int64
+	for _, n := range st.Answered {
+		answered += n
+	}
+	bound := float64(answered) / float64(r.rateLimit)
+	t.Logf("2 x 25: %.1fs wall, bound %.1fs (%d requests / %d per s), %.2fx; %d events, %.2f per patient; %d throttled",
+		s.Seconds, bound, answered, r.rateLimit, s.Seconds/bound, s.Events, float64(s.Events)/50, st.RateLimited)
+}
+
+// TestPFTFlowV2UnderFaults injects 5% HTTP 500s, keeps the throttle, and
+// kills the CLI twice at random moments before resuming it to the end.
+func TestPFTFlowV2UnderFaults(t *testing.T) {
+	bin := cli(t)
+	r := newRun(t, 2, 25, pftapi.Config{FailureRate: 0.05, Seed: time.Now().UnixNano()})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+
+	start := exec.CommandContext(ctx, bin, append([]string{"run", flowFile(t)}, r.runArgs()...)...)
+	id, wait := startAndReadID(t, start)
+	var s summary
+	killed := 0
+	for attempt := 0; ; attempt++ {
+		if killed < 2 {
+			time.Sleep(time.Duration(1500+rand.IntN(4000)) * time.Millisecond)
+			if err := start.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			out := wait()
+			if strings.Contains(string(out), `"status":"completed"`) {
+				s = parseSummary(t, out)
+				t.Logf("the run completed before kill %d", killed+1)
+				break
+			}
+			killed++
+			t.Logf("killed the CLI (%d) while execution %s was running", killed, id)
+			start = exec.CommandContext(ctx, bin, "resume", id, "--credential", "pg_k8s="+r.dsn, "--eventlog", r.eventlog, "--json")
+			_, wait = startAndReadID(t, start)
+			continue
+		}
+		out := wait()
+		s = parseSummary(t, out)
+		break
+	}
+	if s.Status != "completed" || s.Steps["check_results"] != "completed" {
+		t.Fatalf("execution %s: %s: %s at %s", s.ExecutionID, s.Status, s.Error, s.FailedStep)
+	}
+	if s.ExecutionID != id {
+		t.Fatalf("resumed execution %s, started %s", s.ExecutionID, id)
+	}
+	r.verify(t, id)
+	st := r.api.Stats()
+	t.Logf("faults: %d injected 500s, %d throttled, %d kills; %d events", st.Injected, st.RateLimited, killed, s.Events)
+	if st.Injected == 0 {
+		t.Fatal("no failure was injected: the fault variant tested nothing")
+	}
+}
+
+// startAndReadID starts cmd, reads the execution id it prints first, and
+// returns a function that waits for the process and returns the rest of
+// its output.
+func startAndReadID(t *testing.T, cmd *exec.Cmd) (string, func() []byte) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(stdout)
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		_ = cmd.Wait()
+		t.Fatalf("reading execution id: %v\n%s", err, stderr.String())
+	}
+	id := strings.TrimSpace(strings.TrimPrefix(line, "execution "))
+	return id, func() []byte {
+		rest, _ := readAll(rd)
+		_ = cmd.Wait()
+		return append(rest, []byte(stderr.String())...)
+	}
+}
+
+func readAll(rd *bufio.Reader) ([]byte, error) {
+	var b []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := rd.Read(buf)
+		b = append(b, buf[:n]...)
+		if err != nil {
+			return b, nil
+		}
+	}
+}
