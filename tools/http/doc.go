@@ -29,4 +29,13 @@
 // or timeout is an error Output with status_code 0.
 //
 // One Tool shares one *http.Client (see NewClient) across every call.
+//
+// # Throttled hosts
+//
+// When a host answers 429 Too Many Requests, the tool learns how many
+// requests the host admitted in its window (Retry-After, or one second)
+// and from then on spaces requests to that host to stay under that
+// limit, instead of being refused most of each window. A task's retry
+// policy still sees the 429 that taught the limit. Config.NoPacing turns
+// this off.
 package http

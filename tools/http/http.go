@@ -46,6 +46,11 @@ type Config struct {
 	// Logger receives debug lines when a Call carries no Logger. Defaults
 	// to slog.Default().
 	Logger *slog.Logger
+	// NoPacing turns off pacing after 429 answers (see pace.go): by
+	// default, once a host answers 429 Too Many Requests, the tool learns
+	// how many requests the host admits per window and spaces requests to
+	// that host so they stay under it.
+	NoPacing bool
 }
 
 // Tool is the http tool. Create it with New; it is safe for concurrent use.
@@ -53,6 +58,7 @@ type Tool struct {
 	cfg        Config
 	client     *nethttp.Client
 	noRedirect *nethttp.Client
+	pace       *pacer
 }
 
 // NewClient returns an *http.Client whose Transport is tuned for a flow
@@ -81,7 +87,11 @@ func New(cfg Config) *Tool {
 	}
 	noRedirect := *cfg.Client
 	noRedirect.CheckRedirect = func(*nethttp.Request, []*nethttp.Request) error { return nethttp.ErrUseLastResponse }
-	return &Tool{cfg: cfg, client: cfg.Client, noRedirect: &noRedirect}
+	t := &Tool{cfg: cfg, client: cfg.Client, noRedirect: &noRedirect}
+	if !cfg.NoPacing {
+		t.pace = newPacer()
+	}
+	return t
 }
 
 // ErrBadConfig is wrapped by the errors Execute returns for a task whose
@@ -106,7 +116,25 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if !follow {
 		client = t.noRedirect
 	}
+	host := req.URL.Host
+	if t.pace != nil {
+		if err := t.pace.acquire(ctx, host); err != nil {
+			return tools.Output{
+				Status: tools.StatusError,
+				Error:  fmt.Sprintf("%s %s: waiting for the host's rate limit: %v", req.Method, redactURL(req.URL), err),
+				Data:   map[string]any{"status_code": 0, "headers": map[string]any{}, "data": nil},
+				HTTP:   map[string]any{"status": 0, "headers": map[string]any{}},
+			}, nil
+		}
+	}
 	resp, err := client.Do(req)
+	if t.pace != nil {
+		if err != nil {
+			t.pace.release(host, 0, "")
+		} else {
+			t.pace.release(host, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
 	if err != nil {
 		msg := err.Error()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
