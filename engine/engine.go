@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -355,13 +357,15 @@ func summarize(s *State) *Summary {
 	return sum
 }
 
+// runNumber returns n of a run id "step#n" (0 if malformed).
 func runNumber(id string) int {
-	n := 0
-	for i := len(id) - 1; i >= 0; i-- {
-		if id[i] == '#' {
-			fmt.Sscanf(id[i+1:], "%d", &n)
-			break
-		}
+	i := strings.LastIndexByte(id, '#')
+	if i < 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil {
+		return 0
 	}
 	return n
 }

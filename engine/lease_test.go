@@ -26,8 +26,6 @@ type killingDispatcher struct {
 	eng    *engine.Engine
 	victim string // command id of the frame to kill
 
-	mu        sync.Mutex
-	held      *eventlog.Event
 	lateErr   chan error
 	reissued  chan struct{}
 	reissueOn sync.Once

@@ -54,7 +54,6 @@ type execution struct {
 	state  *State
 	leases map[string]time.Time
 	lease  map[string]time.Duration
-	done   chan struct{}
 }
 
 // orchestrator appends, folds, decides and dispatches. One goroutine runs

@@ -92,11 +92,6 @@ type retryPayload struct {
 	Carry       map[string]any `json:"carry,omitempty"`
 }
 
-// expiredPayload is command.expired's payload.
-type expiredPayload struct {
-	Reason string `json:"reason"`
-}
-
 // frameClaimedPayload is frame.claimed's payload.
 type frameClaimedPayload struct {
 	Rows []FrameRow `json:"rows"`

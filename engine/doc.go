@@ -1,0 +1,67 @@
+// Package engine runs playbook executions as an event-sourced
+// orchestrator.
+//
+// # The log is the authority
+//
+// Everything an execution does is an event in an eventlog.Log. State is a
+// pure fold over those events (Fold, State.Apply), and every decision is a
+// deterministic function of the state, the current time and the leases
+// that ran out (State.Decide). Command ids are derived from the state
+// ("fetch#2/s0.f7@1": step run, slot, frame, attempt), so a decision made
+// twice — before and after a crash — produces the same command.issued,
+// which the log refuses as a duplicate. Any process can therefore rebuild
+// an execution from its events and continue it (Engine.Resume).
+//
+// The events of one execution:
+//
+//	execution.started   the playbook source, workload and vars
+//	command.issued      a unit of work (step, loop item or cursor frame)
+//	command.completed   its outcome, reported by a worker
+//	command.failed      an unhandled failure, or a request for a retry
+//	retry.scheduled     a durable retry with its due time
+//	step.completed      a step's result, ctx assignments and routing, in one event
+//	step.failed / step.skipped
+//	loop.started        a loop's collection or cursor slots
+//	frame.claimed       the rows a frame claimed, recorded before its body runs
+//	frame.done          the frame's per-row outcomes (key, outcome, duration)
+//	loop.done           once per loop, when every slot has drained
+//	execution.completed / execution.failed / execution.cancelled
+//
+// # Orchestrator and workers
+//
+// The orchestrator (one goroutine per Engine) receives worker reports,
+// checks their fencing token (a report for an attempt that is no longer
+// current is refused with ErrStale), folds them, decides, appends the
+// reports and the decisions in one batch, and only then dispatches the new
+// commands. Workers (Worker) render a step's tool configuration, run its
+// tools under their policies, claim cursor frames and heartbeat while they
+// run. In one process the transport is an in-memory queue; engine/natsjs
+// carries commands and reports over NATS JetStream.
+//
+// # Loops
+//
+// Collection loops (loop.in) issue one command per item, never more than
+// max_in_flight at once (sequential: one). Cursor loops issue one frame
+// command per slot; a frame claims up to frame.max_rows rows through a
+// cursor.Driver, records them in frame.claimed, runs the tool chain per
+// row (process: row, at most row_concurrency at once) or once per frame
+// (process: frame), acknowledges the rows that succeeded, and reports one
+// frame.done. A zero-row claim drains its slot; when every slot has
+// drained, loop.done fires exactly once and the step routes with
+// event.name == "loop.done". A frame whose worker stops heartbeating for
+// lease_seconds is re-issued with the same rows and attempt + 1; after
+// frame.max_attempts expiries its rows are recorded as dead.
+//
+// A row whose tools fail without a policy deciding is recorded as that
+// row's error (and released to the source) while the loop goes on; a
+// policy's explicit fail stops the loop and fails the step.
+//
+// # Policies
+//
+// Each task's spec.policy rules (or a single-tool step's spec.policy) are
+// matched against output, _attempt and the render context: continue,
+// retry (none, fixed, linear or exponential backoff), break, jump (to a
+// task of the pipeline or to a step) and fail. Retries of steps and loop
+// items are scheduled in the log (retry.scheduled) and survive restarts;
+// rows of a frame retry inside the frame, which keeps heartbeating.
+package engine
