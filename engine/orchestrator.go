@@ -185,8 +185,9 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 				inflight := ex.state.InFlight()
 				if o.dispatch.Durable() {
 					for _, cid := range inflight {
-						ex.leases[cid] = now.Add(o.lease)
-						ex.lease[cid] = o.lease
+						d := ex.state.leaseFor(cid, o.lease)
+						ex.leases[cid] = now.Add(d)
+						ex.lease[cid] = d
 					}
 				} else {
 					loaded[id] = inflight

@@ -426,6 +426,25 @@ func (s *State) current(ev eventlog.Event) *commandState {
 	return c
 }
 
+// leaseFor returns the lease of a command in flight: its loop's
+// frame.lease_seconds for a frame, def otherwise.
+func (s *State) leaseFor(commandID string, def time.Duration) time.Duration {
+	base, _, ok := splitCommandID(commandID)
+	if !ok || s.Playbook == nil {
+		return def
+	}
+	c := s.Commands[base]
+	if c == nil || c.Kind != KindFrame {
+		return def
+	}
+	if r := s.Runs[c.Run]; r != nil {
+		if st := s.Playbook.Step(r.Step); st != nil && st.Loop != nil && st.Loop.Frame.LeaseSeconds > 0 {
+			return time.Duration(st.Loop.Frame.LeaseSeconds * float64(time.Second))
+		}
+	}
+	return def
+}
+
 // Accepts reports whether a worker's report for commandID would be applied:
 // the fencing check the orchestrator runs before appending.
 func (s *State) Accepts(ev eventlog.Event) bool { return s.current(ev) != nil }
