@@ -10,15 +10,18 @@ import (
 	"log/slog"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	mysqldriver "github.com/cursorflow/cursorflow/drivers/mysql"
+	natsdriver "github.com/cursorflow/cursorflow/drivers/natsconsumer"
 	pgdriver "github.com/cursorflow/cursorflow/drivers/postgres"
+	redisdriver "github.com/cursorflow/cursorflow/drivers/redisstream"
 	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/builtin"
 )
 
 // Registries returns a tool registry with the builtin tools and a cursor
-// registry with the postgres and sqlite drivers, and a closer for their
-// connection pools.
+// registry with every driver of this module, and a closer for their
+// connection pools. Drivers connect lazily, on their first cursor.
 func Registries(kc tools.Keychain, logger *slog.Logger) (*tools.Registry, *cursor.Registry, io.Closer) {
 	if logger == nil {
 		logger = slog.Default()
@@ -27,6 +30,9 @@ func Registries(kc tools.Keychain, logger *slog.Logger) (*tools.Registry, *curso
 	creg := cursor.NewRegistry()
 	_ = creg.Register("postgres", pgdriver.New(pgdriver.Config{Logger: logger}))
 	_ = creg.Register("sqlite", sqlitedriver.New(sqlitedriver.Config{Logger: logger}))
+	_ = creg.Register("mysql", mysqldriver.New(mysqldriver.Config{Logger: logger}))
+	_ = creg.Register("redisstream", redisdriver.New(redisdriver.Config{Logger: logger}))
+	_ = creg.Register("natsconsumer", natsdriver.New(natsdriver.Config{Logger: logger}))
 	return treg, creg, closers{tclose, creg}
 }
 
