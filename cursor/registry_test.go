@@ -183,7 +183,7 @@ func TestClaimError(t *testing.T) {
 		if got := tt.err.Error(); got != tt.want {
 			t.Errorf("Error() = %q, want %q", got, tt.want)
 		}
-		var err error = fmt.Errorf("frame 3: %w", tt.err)
+		err := fmt.Errorf("frame 3: %w", tt.err)
 		var ce *cursor.ClaimError
 		if !errors.Is(err, inner) || !errors.As(err, &ce) || ce != tt.err {
 			t.Errorf("%v does not unwrap to its ClaimError and cause", err)

@@ -210,8 +210,9 @@ func (e *PathError) Error() string { return e.Path + ": " + e.Err.Error() }
 func (e *PathError) Unwrap() error { return e.Err }
 
 func atPath(step string, err error) error {
-	var pe *PathError
-	if errors.As(err, &pe) && pe == err {
+	// Only a bare PathError is extended; a wrapped one stays the cause so
+	// its wrapper's context is kept.
+	if pe, ok := err.(*PathError); ok { //nolint:errorlint // deliberately not errors.As, see above
 		sep := "."
 		if strings.HasPrefix(pe.Path, "[") {
 			sep = ""

@@ -46,11 +46,12 @@ func convert(typeName string, v any) (any, error) {
 		}
 	}
 	if f, ok := v.(float32); ok {
-		d, err := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
-		if err != nil {
-			return float64(f), nil
+		// The shortest decimal form of a float32 always parses back; were it
+		// not to, the plainly widened value is still correct, only untidy.
+		if d, err := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64); err == nil {
+			return d, nil
 		}
-		return d, nil
+		return float64(f), nil
 	}
 	return sqlcursor.Normalize(v), nil
 }

@@ -58,7 +58,7 @@ func (e *executor) retry(ctx context.Context, op string, fn func(*pgxpool.Conn) 
 		if err == nil {
 			return nil
 		}
-		if attempt > 0 || ctx.Err() != nil || !(broken || connectionLost(err)) {
+		if attempt > 0 || ctx.Err() != nil || !broken && !connectionLost(err) {
 			return err
 		}
 		// The other idle connections most likely died with this one.

@@ -250,7 +250,9 @@ func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
 	if err != nil {
 		return fmt.Errorf("natsjs: subscribe %s: %w", d.n.hb, err)
 	}
-	defer hb.Unsubscribe()
+	// Unsubscribing fails only on a closed connection, which has dropped the
+	// subscription already.
+	defer func() { _ = hb.Unsubscribe() }()
 	_ = hb.SetPendingLimits(1<<20, 256<<20)
 	check, err := nc.Subscribe(d.n.check, func(m *nats.Msg) {
 		var h heartbeatMsg
@@ -267,7 +269,7 @@ func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
 	if err != nil {
 		return fmt.Errorf("natsjs: subscribe %s: %w", d.n.check, err)
 	}
-	defer check.Unsubscribe()
+	defer func() { _ = check.Unsubscribe() }() // as hb above
 
 	cons, err := d.js.CreateOrUpdateConsumer(ctx, d.n.evtStream, jetstream.ConsumerConfig{
 		Durable: "orchestrator", AckPolicy: jetstream.AckExplicitPolicy, AckWait: d.cfg.EventAckWait,

@@ -257,7 +257,10 @@ workflow:
 		t.Fatalf("wait: %v %+v", err, sum)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for zw.Stats().Redelivered.Load() == 0 && time.Now().Before(deadline) {
+	// Dropped is counted after the dispatcher answers the worker's check,
+	// a round trip after Redelivered, so wait for it rather than for
+	// Redelivered.
+	for zw.Stats().Dropped.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond) // polling the counter with a deadline
 	}
 	if zw.Stats().Redelivered.Load() != 1 || zw.Stats().Dropped.Load() != 1 {

@@ -146,7 +146,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("natsjs: subscribe to verdicts: %w", err)
 	}
-	defer sub.Unsubscribe()
+	// Unsubscribing fails only on a closed connection, which has dropped the
+	// subscription already.
+	defer func() { _ = sub.Unsubscribe() }()
 
 	hard, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardCancel()

@@ -376,7 +376,7 @@ func TestEngineTracesAndPropagation(t *testing.T) {
 	d := channelDispatcher{ch: make(chan *engine.Command, 64)}
 	log := eventlog.NewMemory()
 	e, err := engine.New(engine.Config{Log: log, Tools: reg, Workers: 0, Dispatcher: b.obs.WrapDispatcher(d),
-		Observer: b.obs, Tick: 5 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Observer: b.obs, Tick: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

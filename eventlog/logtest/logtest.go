@@ -190,7 +190,7 @@ func testRoundTrip(t *testing.T, l eventlog.Log) {
 	if tm := got[2].Time; tm.Before(before.Add(-time.Millisecond)) || tm.After(after.Add(time.Millisecond)) {
 		t.Errorf("zero Time was stored as %v, want between %v and %v", tm, before, after)
 	}
-	if got[2].Meta != nil && len(got[2].Meta) != 0 {
+	if len(got[2].Meta) != 0 {
 		t.Errorf("empty meta came back as %q", got[2].Meta)
 	}
 	// Mutating what Read returned must not change the log.

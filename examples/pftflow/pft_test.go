@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http/httptest"
 	"net/url"
@@ -292,20 +293,9 @@ func startAndReadID(t *testing.T, cmd *exec.Cmd) (string, func() []byte) {
 	}
 	id := strings.TrimSpace(strings.TrimPrefix(line, "execution "))
 	return id, func() []byte {
-		rest, _ := readAll(rd)
+		// The process is exiting: a read error only ends its output.
+		rest, _ := io.ReadAll(rd)
 		_ = cmd.Wait()
 		return append(rest, []byte(stderr.String())...)
-	}
-}
-
-func readAll(rd *bufio.Reader) ([]byte, error) {
-	var b []byte
-	buf := make([]byte, 4096)
-	for {
-		n, err := rd.Read(buf)
-		b = append(b, buf[:n]...)
-		if err != nil {
-			return b, nil
-		}
 	}
 }

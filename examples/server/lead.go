@@ -63,8 +63,8 @@ func lead(lctx context.Context, o options, logger *slog.Logger, log eventlog.Log
 	sctx, stopServe := context.WithCancel(lctx)
 	served := make(chan error, 1)
 	go func() { served <- d.Serve(sctx, e.Reporter()) }()
-	r.set(e, lctx)
-	defer r.set(nil, nil)
+	r.setLeader(lctx, e)
+	defer r.clearLeader()
 
 	select {
 	case <-lctx.Done():
@@ -72,10 +72,12 @@ func lead(lctx context.Context, o options, logger *slog.Logger, log eventlog.Log
 		stopServe()
 		return fmt.Errorf("report consumer stopped: %w", err)
 	}
-	r.set(nil, nil)
+	r.clearLeader()
 	_ = e.Close()
 	stopServe()
-	<-served
+	// Serve was cancelled on purpose; its result cannot change the
+	// step-down, and the lease is gone either way.
+	<-served //nolint:errcheck // only Serve's return is awaited, see above
 	return nil
 }
 
@@ -89,9 +91,18 @@ type runner struct {
 
 var _ api.Runner = (*runner)(nil)
 
-func (r *runner) set(e *engine.Engine, term context.Context) {
+// setLeader makes e, driven for the leader's term, the engine requests run
+// on.
+func (r *runner) setLeader(term context.Context, e *engine.Engine) {
 	r.mu.Lock()
 	r.e, r.term = e, term
+	r.mu.Unlock()
+}
+
+// clearLeader turns this replica back into a standby.
+func (r *runner) clearLeader() {
+	r.mu.Lock()
+	r.e, r.term = nil, nil
 	r.mu.Unlock()
 }
 

@@ -154,10 +154,9 @@ func (l *Lease) Holder(ctx context.Context) (owner string, expires time.Time, er
 // everything that writes on the leader's behalf before it returns. When
 // ctx ends, Run releases a held lease so a standby takes over at once.
 func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) error {
-	for {
-		if ctx.Err() != nil {
-			return nil
-		}
+	// The end of ctx is how Run is told to stop, not a failure: Run returns
+	// nil then.
+	for ctx.Err() == nil {
 		start := time.Now()
 		token, ok, err := l.acquire(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -191,10 +190,8 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) error {
 			l.release(rctx, token)
 			rcancel()
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
 	}
+	return nil
 }
 
 // keep renews the lease until it is lost, lead returns or ctx is done,

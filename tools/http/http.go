@@ -218,7 +218,7 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 	if v, _, present := conv.First(cfg, "timeout", "timeout_seconds"); present {
 		d, ok, err := conv.Seconds(v)
 		if err != nil {
-			return nil, nil, 0, false, fmt.Errorf("%w: timeout: %v", ErrBadConfig, err)
+			return nil, nil, 0, false, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
 		}
 		if ok && d > 0 {
 			timeout = d
@@ -329,7 +329,7 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 		default:
 			body, err = json.Marshal(bodySrc)
 			if err != nil {
-				return nil, nil, 0, false, fmt.Errorf("%w: %s is not JSON-encodable: %v", ErrBadConfig, bodyKind, err)
+				return nil, nil, 0, false, fmt.Errorf("%w: %s is not JSON-encodable: %w", ErrBadConfig, bodyKind, err)
 			}
 			if ct == "" {
 				headers.Set("Content-Type", "application/json")
@@ -343,7 +343,7 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 	}
 	req, err = nethttp.NewRequestWithContext(ctx, method, u.String(), rdr)
 	if err != nil {
-		return nil, nil, 0, false, fmt.Errorf("%w: %v", ErrBadConfig, err)
+		return nil, nil, 0, false, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	for k, vs := range headers {
 		req.Header[k] = vs

@@ -130,11 +130,11 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	}
 	stdin, err := json.Marshal(req)
 	if err != nil {
-		return tools.Output{}, fmt.Errorf("%w: input is not JSON-encodable: %v", ErrBadConfig, err)
+		return tools.Output{}, fmt.Errorf("%w: input is not JSON-encodable: %w", ErrBadConfig, err)
 	}
 	if v, _, ok := conv.First(call.Config, "timeout", "timeout_seconds"); ok {
 		if d, ok, err := conv.Seconds(v); err != nil {
-			return tools.Output{}, fmt.Errorf("%w: timeout: %v", ErrBadConfig, err)
+			return tools.Output{}, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
 		} else if ok && d > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, d)
@@ -235,7 +235,7 @@ type capped struct {
 }
 
 func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Buffer.Len(); room < len(p) {
+	if room := c.max - c.Len(); room < len(p) {
 		c.truncated = true
 		if room > 0 {
 			c.Buffer.Write(p[:room])

@@ -90,7 +90,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if v, _, ok := conv.First(call.Config, "timeout", "timeout_seconds"); ok {
 		d, ok, err := conv.Seconds(v)
 		if err != nil {
-			return tools.Output{}, fmt.Errorf("%w: timeout: %v", ErrBadConfig, err)
+			return tools.Output{}, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
 		}
 		if ok && d > 0 {
 			var cancel context.CancelFunc
@@ -160,7 +160,7 @@ type capped struct {
 }
 
 func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Builder.Len(); room < len(p) {
+	if room := c.max - c.Len(); room < len(p) {
 		if room > 0 {
 			c.Builder.Write(p[:room])
 		}
