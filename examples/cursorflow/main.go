@@ -7,6 +7,7 @@
 //	cursorflow resume EXECUTION_ID [--eventlog URL] [--credential alias=URL]... [--json]
 //	cursorflow run FILE --server URL [--token TOKEN] [--set key=value]... [--json] [-v]
 //	cursorflow status EXECUTION_ID --server URL [--token TOKEN] [--json]
+//	cursorflow status EXECUTION_ID --eventlog URL
 //	cursorflow events EXECUTION_ID --server URL [--token TOKEN] [--follow] [--after SEQ] [--json]
 //	cursorflow cancel EXECUTION_ID --server URL [--token TOKEN] [--json]
 //
@@ -19,8 +20,9 @@
 // With --server URL, run starts the execution on a cursorflow server
 // instead of in this process and follows its events until it ends (exit 0
 // completed, 1 otherwise, 2 on a usage error or an invalid playbook).
-// status, events and cancel always talk to a server: --server or
-// $CURSORFLOW_SERVER. The bearer token comes from --token or
+// status, events and cancel talk to a server: --server or
+// $CURSORFLOW_SERVER; status with --eventlog instead folds the execution
+// straight from that event log. The bearer token comes from --token or
 // $CURSORFLOW_TOKEN.
 package main
 
@@ -58,6 +60,9 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		}
 		return cmdRun(args[1:], stdout, stderr)
 	case "status":
+		if hasEventLogFlag(args[1:]) && !hasServerFlag(args[1:]) {
+			return cmdStatusLocal(args[1:], stdout, stderr)
+		}
 		return cmdStatus(args[1:], stdout, stderr)
 	case "events":
 		return cmdEvents(args[1:], stdout, stderr)
@@ -87,6 +92,7 @@ on a server (--server URL, for status/events/cancel also $CURSORFLOW_SERVER;
 --token TOKEN or $CURSORFLOW_TOKEN):
   run FILE --server URL   start the playbook on the server and follow it until it ends
   status EXECUTION_ID     print an execution's status per step and loop
+                          (--eventlog URL reads a local event log instead)
   events EXECUTION_ID     print its events; --follow streams them until it ends
   cancel EXECUTION_ID     ask a running execution to stop
 `)

@@ -164,6 +164,7 @@ func quickstart(ctx context.Context, n int, dir string, progress bool, out io.Wr
 		fmt.Fprintf(out, "events per item %.3f\n", float64(st.Events)/float64(ls.Rows))
 	}
 	fmt.Fprintf(out, "event log       %s\n", eventsPath)
+	fmt.Fprintf(out, "inspect it      go run ./examples/cursorflow status %s --eventlog sqlite:%s\n", id, eventsPath)
 	fmt.Fprintf(out, "wall time       %s\n", elapsed.Round(time.Millisecond))
 	return nil
 }
