@@ -10,10 +10,12 @@ import (
 	"log/slog"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	chdriver "github.com/cursorflow/cursorflow/drivers/clickhouse"
 	mysqldriver "github.com/cursorflow/cursorflow/drivers/mysql"
 	natsdriver "github.com/cursorflow/cursorflow/drivers/natsconsumer"
 	pgdriver "github.com/cursorflow/cursorflow/drivers/postgres"
 	redisdriver "github.com/cursorflow/cursorflow/drivers/redisstream"
+	s3driver "github.com/cursorflow/cursorflow/drivers/s3prefix"
 	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/builtin"
@@ -33,6 +35,8 @@ func Registries(kc tools.Keychain, logger *slog.Logger) (*tools.Registry, *curso
 	_ = creg.Register("mysql", mysqldriver.New(mysqldriver.Config{Logger: logger}))
 	_ = creg.Register("redisstream", redisdriver.New(redisdriver.Config{Logger: logger}))
 	_ = creg.Register("natsconsumer", natsdriver.New(natsdriver.Config{Logger: logger}))
+	_ = creg.Register("s3prefix", s3driver.New(s3driver.Config{Logger: logger}))
+	_ = creg.Register("clickhouse", chdriver.New(chdriver.Config{Logger: logger}))
 	return treg, creg, closers{tclose, creg}
 }
 

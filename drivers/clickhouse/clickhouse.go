@@ -1,0 +1,231 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/cursorflow/cursorflow/cursor"
+)
+
+// Defaults of Config and of a cursor's lease.
+const (
+	// DefaultMaxConns is the default size of each connection pool.
+	DefaultMaxConns = 8
+	// DefaultLease is the lease taken when Spec.Lease is zero.
+	DefaultLease = time.Minute
+	// DefaultMaxRounds bounds how often one Claim retries after every
+	// candidate was contested by another claimer.
+	DefaultMaxRounds = 20
+)
+
+// Config configures a Driver.
+type Config struct {
+	// MaxConns caps each pool; the driver keeps one pool per credential.
+	// Defaults to DefaultMaxConns (8).
+	MaxConns int
+	// MaxRounds bounds the claim rounds of one Claim whose candidates were
+	// all contested (each round picks new candidates after a short random
+	// pause). Defaults to DefaultMaxRounds (20).
+	MaxRounds int
+	// Logger receives retries, option warnings and dead-letter reasons
+	// when a Spec carries no logger of its own. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Driver is the ClickHouse cursor driver (clickhouse-go v2, native
+// protocol). Safe for concurrent use.
+type Driver struct {
+	cfg    Config
+	log    *slog.Logger
+	mu     sync.Mutex
+	conns  map[string]driver.Conn
+	ready  map[string]bool // credential + tables whose bookkeeping tables exist
+	closed bool
+}
+
+var _ cursor.Driver = (*Driver)(nil)
+
+// New returns a driver. Connections are opened lazily, by the first Open
+// of each credential.
+func New(cfg Config) *Driver {
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.MaxRounds <= 0 {
+		cfg.MaxRounds = DefaultMaxRounds
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Driver{cfg: cfg, log: log, conns: make(map[string]driver.Conn), ready: make(map[string]bool)}
+}
+
+// Features reports what the driver guarantees. Claims are merge-based
+// (no locks) and expire on their own; completion is recorded by Ack;
+// stale tokens are refused; delivery counts come from the claims table.
+// An optional claim template is the source query, rendered per claim.
+// Rows are not claimed in source order.
+func (d *Driver) Features() cursor.Features {
+	return cursor.Features{
+		BatchClaim:    true,
+		LeaseExpiry:   true,
+		NeedsAck:      true,
+		DeadLetter:    true,
+		Fencing:       true,
+		Attempts:      true,
+		ClaimTemplate: true,
+	}
+}
+
+// Open returns a cursor over the table of spec.Options on the server that
+// spec.Credential (a clickhouse:// DSN) names, creating the claims, done
+// and dead tables when absent.
+func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, error) {
+	fail := func(err error) error {
+		return &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "open", Err: err}
+	}
+	log := spec.Logger
+	if log == nil {
+		log = d.log
+	}
+	opts, err := ParseOptions(spec.Options, log)
+	if err != nil {
+		return nil, fail(err)
+	}
+	names, _ := opts.quoted() // validated by ParseOptions
+	if spec.Claim == nil && opts.Table == "" {
+		return nil, fail(fmt.Errorf("%w %s: required without a claim", ErrOption, OptTable))
+	}
+	cred := spec.Credential
+	if cred == "" {
+		if u, ok := spec.Options[OptURL].(string); ok {
+			cred = u
+		}
+	}
+	c := &Cursor{
+		drv:   d,
+		cred:  cred,
+		spec:  spec,
+		opts:  opts,
+		t:     names,
+		lease: spec.Lease,
+		log:   log.With("cursor", spec.Kind, "auth", spec.Auth, "loop_id", spec.LoopID, "slot", spec.SlotID),
+	}
+	if c.lease <= 0 {
+		c.lease = DefaultLease
+	}
+	if err := d.ensureTables(ctx, c); err != nil {
+		return nil, fail(err)
+	}
+	return c, nil
+}
+
+func (d *Driver) conn(credential string) (driver.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, cursor.ErrClosed
+	}
+	if c, ok := d.conns[credential]; ok {
+		return c, nil
+	}
+	if credential == "" {
+		return nil, errors.New("no credential: give the cursor an auth credential or a url option")
+	}
+	opts, err := ch.ParseDSN(credential)
+	if err != nil {
+		// The parse error may quote the DSN, password and all.
+		return nil, errors.New("the credential is not a valid clickhouse:// DSN")
+	}
+	opts.MaxOpenConns = d.cfg.MaxConns
+	opts.MaxIdleConns = d.cfg.MaxConns
+	c, err := ch.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	d.conns[credential] = c
+	return c, nil
+}
+
+// dropConn forgets a credential's pool after a connection failure, so
+// that the retry dials afresh.
+func (d *Driver) dropConn(credential string, c driver.Conn) {
+	d.mu.Lock()
+	if d.conns[credential] == c {
+		delete(d.conns, credential)
+	}
+	d.mu.Unlock()
+	_ = c.Close()
+}
+
+// ensureTables creates the claims, done and dead tables once per
+// credential and table set.
+func (d *Driver) ensureTables(ctx context.Context, c *Cursor) error {
+	id := c.cred + "\x00" + c.t.claims + c.t.done + c.t.dead
+	d.mu.Lock()
+	ok := d.ready[id]
+	d.mu.Unlock()
+	if ok {
+		return nil
+	}
+	for _, stmt := range []string{
+		`CREATE TABLE IF NOT EXISTS ` + c.t.claims + ` (key String, token String, kind String, expires UInt64, at UInt64)
+		 ENGINE = ReplacingMergeTree ORDER BY (key, token, kind)`,
+		`CREATE TABLE IF NOT EXISTS ` + c.t.done + ` (key String, token String, at UInt64)
+		 ENGINE = ReplacingMergeTree ORDER BY (key, token)`,
+		`CREATE TABLE IF NOT EXISTS ` + c.t.dead + ` (key String, token String, reason String, at UInt64)
+		 ENGINE = ReplacingMergeTree ORDER BY (key, token)`,
+	} {
+		if err := c.exec(ctx, stmt); err != nil {
+			return fmt.Errorf("create bookkeeping table: %w", err)
+		}
+	}
+	d.mu.Lock()
+	d.ready[id] = true
+	d.mu.Unlock()
+	return nil
+}
+
+// Close closes every pool. Cursors opened earlier fail afterwards.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	conns := d.conns
+	d.conns = make(map[string]driver.Conn)
+	d.closed = true
+	d.mu.Unlock()
+	var errs []error
+	for _, c := range conns {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// connLost reports errors after which a statement is retried once on a
+// fresh connection: the server or the network dropped the connection.
+func connLost(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	var ne *net.OpError
+	if errors.As(err, &ne) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset") || strings.Contains(msg, "EOF")
+}

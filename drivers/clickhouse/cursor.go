@@ -1,0 +1,541 @@
+package clickhouse
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+)
+
+// keyColumn is the alias under which a claim reads toString(key) next to
+// the source's columns.
+const keyColumn = "__cursorflow_key"
+
+// Cursor claims rows of one ClickHouse table through its claims table. It
+// is a cursor.Cursor and a cursor.DeadLetterer; safe for concurrent use.
+type Cursor struct {
+	drv    *Driver
+	cred   string
+	spec   cursor.Spec
+	opts   Options
+	t      tables
+	lease  time.Duration
+	log    *slog.Logger
+	closed atomic.Bool
+}
+
+var (
+	_ cursor.Cursor       = (*Cursor)(nil)
+	_ cursor.DeadLetterer = (*Cursor)(nil)
+)
+
+func (c *Cursor) fail(op string, err error) error {
+	return &cursor.ClaimError{Kind: c.spec.Kind, Auth: c.spec.Auth, Op: op, Err: err}
+}
+
+// exec runs one statement, once more on a fresh connection if the first
+// attempt lost its connection. Every statement of the driver is safe to
+// repeat: the bookkeeping tables deduplicate and the queries count
+// distinct tokens.
+func (c *Cursor) exec(ctx context.Context, stmt string) error {
+	return c.retry(ctx, func(conn driver.Conn) error { return conn.Exec(ctx, stmt) })
+}
+
+func (c *Cursor) retry(ctx context.Context, fn func(driver.Conn) error) error {
+	for attempt := 0; ; attempt++ {
+		conn, err := c.drv.conn(c.cred)
+		if err != nil {
+			return err
+		}
+		err = fn(conn)
+		if err == nil || attempt > 0 || !connLost(err) || ctx.Err() != nil {
+			return err
+		}
+		c.log.Warn("clickhouse: connection lost, retrying on a fresh one", "err", err)
+		c.drv.dropConn(c.cred, conn)
+	}
+}
+
+// query runs a SELECT and returns its column names and rows, values
+// normalized to JSON-friendly Go values.
+func (c *Cursor) query(ctx context.Context, stmt string) ([]string, [][]any, error) {
+	var (
+		cols []string
+		out  [][]any
+	)
+	err := c.retry(ctx, func(conn driver.Conn) error {
+		cols, out = nil, nil
+		rows, err := conn.Query(ctx, stmt)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		types := rows.ColumnTypes()
+		cols = rows.Columns()
+		for rows.Next() {
+			ptrs := make([]any, len(types))
+			for i, ct := range types {
+				ptrs[i] = reflect.New(ct.ScanType()).Interface()
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				return err
+			}
+			vals := make([]any, len(ptrs))
+			for i, p := range ptrs {
+				vals[i] = normalize(reflect.ValueOf(p).Elem().Interface())
+			}
+			out = append(out, vals)
+		}
+		return rows.Err()
+	})
+	return cols, out, err
+}
+
+// normalize dereferences Nullable values and converts the rest with
+// sqlcursor.Normalize.
+func normalize(v any) any {
+	rv := reflect.ValueOf(v)
+	for rv.IsValid() && rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return nil
+		}
+		rv = rv.Elem()
+	}
+	if !rv.IsValid() {
+		return nil
+	}
+	return sqlcursor.Normalize(rv.Interface())
+}
+
+// quote returns s as a ClickHouse string literal.
+func quote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
+	return "'" + r.Replace(s) + "'"
+}
+
+// list returns keys as a ClickHouse array literal.
+func list(keys []string) string {
+	q := make([]string, len(keys))
+	for i, k := range keys {
+		q[i] = quote(k)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// newToken returns a claim token: the claim's time in Unix milliseconds
+// (fixed width, so tokens sort by time) and 64 random bits.
+func newToken(at int64) string {
+	b := make([]byte, 8)
+	_, _ = crand.Read(b) // never fails
+	return fmt.Sprintf("%013d-%s", at, hex.EncodeToString(b))
+}
+
+// tokenTime reads the claim time back from a token.
+func tokenTime(tok string) (int64, error) {
+	ms, _, ok := strings.Cut(tok, "-")
+	at, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || at <= 0 {
+		return 0, fmt.Errorf("lease token %q was not issued by the clickhouse driver", tok)
+	}
+	return at, nil
+}
+
+// SQL fragments over the claims table. A claim is "ended" when its holder
+// released it or withdrew it after losing; it is "active" while it is
+// neither ended nor expired.
+func (c *Cursor) ended() string {
+	return `(SELECT key, token FROM ` + c.t.claims + ` WHERE kind != 'claim')`
+}
+
+func (c *Cursor) withdrawn() string {
+	return `(SELECT key, token FROM ` + c.t.claims + ` WHERE kind = 'withdraw')`
+}
+
+func (c *Cursor) activeKeys(now int64) string {
+	return `(SELECT key FROM ` + c.t.claims + ` WHERE kind = 'claim' AND expires > ` + strconv.FormatInt(now, 10) +
+		` AND (key, token) NOT IN ` + c.ended() + `)`
+}
+
+// exhaustedKeys are the keys delivered MaxAttempts times or more.
+func (c *Cursor) exhaustedKeys() string {
+	return `(SELECT key FROM ` + c.t.claims + ` WHERE kind = 'claim' AND (key, token) NOT IN ` + c.withdrawn() +
+		` GROUP BY key HAVING uniqExact(token) >= ` + strconv.Itoa(c.spec.MaxAttempts) + `)`
+}
+
+// source returns the FROM item of the source rows: the table, or the
+// claim template rendered with the loop's scope, __frame_max_rows and
+// __worker_slot_id.
+func (c *Cursor) source(limit int) (string, error) {
+	if c.spec.Claim == nil {
+		return c.t.src, nil
+	}
+	vars := make(map[string]any, len(c.spec.Scope)+2)
+	maps.Copy(vars, c.spec.Scope)
+	vars["__frame_max_rows"] = limit
+	vars["__worker_slot_id"] = c.spec.SlotID
+	q, err := c.spec.Claim.RenderString(vars)
+	if err != nil {
+		return "", fmt.Errorf("render claim: %w", err)
+	}
+	q = strings.TrimRight(strings.TrimSpace(q), ";")
+	if q == "" {
+		return "", errors.New("the claim rendered empty")
+	}
+	return "(" + q + ")", nil
+}
+
+// candidates selects toString(key) AS k of the source rows that are
+// neither done nor dead, nor held by an active claim.
+func (c *Cursor) candidates(src string, now int64) string {
+	where := ""
+	if c.opts.Where != "" {
+		where = ` WHERE (` + c.opts.Where + `)`
+	}
+	return `SELECT k FROM (SELECT toString(` + c.t.key + `) AS k FROM ` + src + where + `)
+	 WHERE k NOT IN (SELECT key FROM ` + c.t.done + `) AND k NOT IN (SELECT key FROM ` + c.t.dead + `)
+	   AND k NOT IN ` + c.activeKeys(now)
+}
+
+// Claim leases up to limit rows. It inserts a claim with a fresh token
+// for up to limit candidates (INSERT ... SELECT), then reads back which of
+// them this token won: a claim wins when, once it is visible, no other
+// active claim of the same key is. Lost claims are withdrawn at once; if
+// every candidate was contested, Claim tries again with new candidates.
+// Rows past MaxAttempts deliveries go to the dead table first.
+func (c *Cursor) Claim(ctx context.Context, limit int) ([]cursor.Row, error) {
+	if c.closed.Load() {
+		return nil, c.fail("claim", cursor.ErrClosed)
+	}
+	if limit < 1 {
+		return nil, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", limit))
+	}
+	src, err := c.source(limit)
+	if err != nil {
+		return nil, c.fail("claim", err)
+	}
+	if c.spec.MaxAttempts > 0 {
+		if err := c.buryExhausted(ctx, src); err != nil {
+			return nil, c.fail("claim", err)
+		}
+	}
+	for round := 0; ; round++ {
+		rows, contested, err := c.claimRound(ctx, src, limit)
+		if err != nil {
+			return nil, c.fail("claim", err)
+		}
+		if len(rows) > 0 || contested == 0 {
+			return rows, nil
+		}
+		if round+1 >= c.drv.cfg.MaxRounds {
+			return nil, c.fail("claim", fmt.Errorf("every candidate was contested in %d rounds", round+1))
+		}
+		// Every candidate was contested: pause briefly, at random, so that
+		// the contenders stop picking the same rows at the same moment.
+		pause := time.Duration(1+rand.IntN(10*(round+1))) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return nil, c.fail("claim", ctx.Err())
+		case <-time.After(pause):
+		}
+	}
+}
+
+// buryExhausted moves the keys that have had MaxAttempts deliveries and
+// are not held by an active claim to the dead table.
+func (c *Cursor) buryExhausted(ctx context.Context, src string) error {
+	now := time.Now().UnixMilli()
+	reason := fmt.Sprintf("lease lapsed after the last of %d deliveries", c.spec.MaxAttempts)
+	stmt := `INSERT INTO ` + c.t.dead + ` (key, token, reason, at)
+	 SELECT k, '', ` + quote(reason) + `, toUInt64(` + strconv.FormatInt(now, 10) + `)
+	 FROM (` + c.candidates(src, now) + `) WHERE k IN ` + c.exhaustedKeys()
+	if err := c.exec(ctx, stmt); err != nil {
+		return fmt.Errorf("dead-letter exhausted rows: %w", err)
+	}
+	return nil
+}
+
+// claimRound makes one claim attempt; contested counts the candidates
+// another claimer contested.
+func (c *Cursor) claimRound(ctx context.Context, src string, limit int) ([]cursor.Row, int, error) {
+	now := time.Now()
+	at := now.UnixMilli()
+	tok := newToken(at)
+	expires := now.Add(c.lease).UnixMilli()
+	order := `cityHash64(k, ` + quote(tok) + `)`
+	cands := c.candidates(src, at)
+	if c.spec.MaxAttempts > 0 {
+		cands += ` AND k NOT IN ` + c.exhaustedKeys()
+	}
+	if c.opts.OrderBy != "" {
+		// The order is over the source's columns: pick the keys there.
+		where := ""
+		if c.opts.Where != "" {
+			where = ` AND (` + c.opts.Where + `)`
+		}
+		cands = `SELECT toString(` + c.t.key + `) AS k FROM ` + src + ` WHERE k IN (` + cands + `)` + where +
+			` ORDER BY ` + c.opts.OrderBy
+		order = ""
+	}
+	if order != "" {
+		cands += ` ORDER BY ` + order
+	}
+	insert := `INSERT INTO ` + c.t.claims + ` (key, token, kind, expires, at)
+	 SELECT k, ` + quote(tok) + `, 'claim', toUInt64(` + strconv.FormatInt(expires, 10) + `), toUInt64(` + strconv.FormatInt(at, 10) + `)
+	 FROM (` + cands + ` LIMIT ` + strconv.Itoa(limit) + `)`
+	if err := c.exec(ctx, insert); err != nil {
+		return nil, 0, fmt.Errorf("insert claims: %w", err)
+	}
+	// The claims are visible now (a synchronous insert on one node). Read
+	// back, with the current time, which of them have no active rival.
+	check := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	readBack := `SELECT key,
+	   sum(token != ` + quote(tok) + ` AND expires > ` + check + ` AND (key, token) NOT IN ` + c.ended() + `) AS rivals,
+	   uniqExactIf(token, (key, token) NOT IN ` + c.withdrawn() + `) AS attempts,
+	   max(key IN (SELECT key FROM ` + c.t.done + `) OR key IN (SELECT key FROM ` + c.t.dead + `)) AS finished
+	 FROM ` + c.t.claims + `
+	 WHERE kind = 'claim' AND key IN (SELECT key FROM ` + c.t.claims + ` WHERE token = ` + quote(tok) + ` AND kind = 'claim')
+	 GROUP BY key`
+	_, res, err := c.query(ctx, readBack)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read back claims: %w", err)
+	}
+	var won, lost []string
+	attempts := make(map[string]int, len(res))
+	for _, r := range res {
+		key, _ := r[0].(string)
+		rivals, _ := r[1].(int64)
+		n, _ := r[2].(int64)
+		finished, _ := r[3].(int64)
+		if rivals == 0 && finished == 0 {
+			won = append(won, key)
+			attempts[key] = int(n)
+		} else {
+			lost = append(lost, key)
+		}
+	}
+	if len(lost) > 0 {
+		if err := c.record(ctx, tok, lost, "withdraw"); err != nil {
+			// The lost claims stay active until they expire: the rows are
+			// delayed, never claimed twice.
+			c.log.Warn("clickhouse: withdraw lost claims", "rows", len(lost), "err", err)
+		}
+	}
+	if len(won) == 0 {
+		return nil, len(lost), nil
+	}
+	rows, err := c.fetch(ctx, src, won, tok, attempts, time.UnixMilli(expires))
+	if err != nil {
+		// Hand the rows back rather than strand them until they expire.
+		_ = c.record(context.WithoutCancel(ctx), tok, won, "release")
+		return nil, 0, err
+	}
+	return rows, len(lost), nil
+}
+
+// fetch reads the won rows' values from the source.
+func (c *Cursor) fetch(ctx context.Context, src string, keys []string, tok string, attempts map[string]int, deadline time.Time) ([]cursor.Row, error) {
+	stmt := `SELECT ` + c.opts.Columns + `, toString(` + c.t.key + `) AS ` + keyColumn + ` FROM ` + src +
+		` WHERE toString(` + c.t.key + `) IN (SELECT arrayJoin(` + list(keys) + `))`
+	cols, res, err := c.query(ctx, stmt)
+	if err != nil {
+		return nil, fmt.Errorf("read claimed rows: %w", err)
+	}
+	rows := make([]cursor.Row, 0, len(res))
+	seen := make(map[string]bool, len(res))
+	for _, r := range res {
+		key, _ := r[len(r)-1].(string)
+		if seen[key] {
+			continue // a source with duplicate keys delivers the key once
+		}
+		seen[key] = true
+		vals := make(map[string]any, len(cols)-1)
+		for i, col := range cols[:len(cols)-1] {
+			vals[col] = r[i]
+		}
+		rows = append(rows, cursor.Row{Key: key, Values: vals,
+			Lease: cursor.Lease{Attempt: max(1, attempts[key]), Deadline: deadline, Token: tok}})
+	}
+	slices.SortFunc(rows, func(a, b cursor.Row) int { return strings.Compare(a.Key, b.Key) })
+	return rows, nil
+}
+
+// record inserts one claims-table record of kind for each key.
+func (c *Cursor) record(ctx context.Context, tok string, keys []string, kind string) error {
+	stmt := `INSERT INTO ` + c.t.claims + ` (key, token, kind, expires, at)
+	 SELECT arrayJoin(` + list(keys) + `), ` + quote(tok) + `, ` + quote(kind) + `, toUInt64(0), toUInt64(` +
+		strconv.FormatInt(time.Now().UnixMilli(), 10) + `)`
+	return c.exec(ctx, stmt)
+}
+
+// stale returns the keys among keys (claimed with tok) that a later claim
+// of another token holds or held: a claim made after tok's that was not
+// withdrawn.
+func (c *Cursor) stale(ctx context.Context, tok string, keys []string) (map[string]bool, error) {
+	at, err := tokenTime(tok)
+	if err != nil {
+		return nil, err
+	}
+	stmt := `SELECT DISTINCT key FROM ` + c.t.claims + `
+	 WHERE kind = 'claim' AND key IN (SELECT arrayJoin(` + list(keys) + `)) AND token != ` + quote(tok) + `
+	   AND at > ` + strconv.FormatInt(at, 10) + ` AND (key, token) NOT IN ` + c.withdrawn()
+	_, res, err := c.query(ctx, stmt)
+	if err != nil {
+		return nil, fmt.Errorf("check leases: %w", err)
+	}
+	out := make(map[string]bool, len(res))
+	for _, r := range res {
+		k, _ := r[0].(string)
+		out[k] = true
+	}
+	return out, nil
+}
+
+// settle groups rows by token, leaves out the stale ones and calls do
+// with the rest; stale rows are reported with cursor.ErrStaleLease.
+// verify re-checks after do, for operations that must not race a
+// reclaimer (Ack).
+func (c *Cursor) settle(ctx context.Context, op string, rows []cursor.Row, verify bool,
+	do func(tok string, rows []cursor.Row) error) error {
+	if c.closed.Load() {
+		return c.fail(op, cursor.ErrClosed)
+	}
+	byTok := map[string][]cursor.Row{}
+	var toks []string
+	for _, r := range rows {
+		if _, ok := byTok[r.Lease.Token]; !ok {
+			toks = append(toks, r.Lease.Token)
+		}
+		byTok[r.Lease.Token] = append(byTok[r.Lease.Token], r)
+	}
+	var stale []string
+	var errs []error
+	for _, tok := range toks {
+		group := byTok[tok]
+		st, err := c.stale(ctx, tok, keysOf(group))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fresh := slices.DeleteFunc(slices.Clone(group), func(r cursor.Row) bool { return st[r.Key] })
+		for k := range st {
+			stale = append(stale, k)
+		}
+		if len(fresh) == 0 {
+			continue
+		}
+		if err := do(tok, fresh); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if verify {
+			// A reclaim that became visible between the check and the
+			// record: the record stands (the row was processed), but the
+			// holder learns that it no longer held the row.
+			st, err := c.stale(ctx, tok, keysOf(fresh))
+			if err != nil {
+				errs = append(errs, err)
+			}
+			for k := range st {
+				stale = append(stale, k)
+			}
+		}
+	}
+	if len(stale) > 0 {
+		slices.Sort(stale)
+		errs = append([]error{fmt.Errorf("%w: rows %v were re-issued to another claimer", cursor.ErrStaleLease, stale)}, errs...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c.fail(op, err)
+	}
+	return nil
+}
+
+func keysOf(rows []cursor.Row) []string {
+	keys := make([]string, len(rows))
+	for i, r := range rows {
+		keys[i] = r.Key
+	}
+	return keys
+}
+
+// Ack records the rows as done. Rows whose lease was re-issued are
+// refused with cursor.ErrStaleLease.
+func (c *Cursor) Ack(ctx context.Context, rows []cursor.Row) error {
+	return c.settle(ctx, "ack", rows, true, func(tok string, rows []cursor.Row) error {
+		stmt := `INSERT INTO ` + c.t.done + ` (key, token, at) SELECT arrayJoin(` + list(keysOf(rows)) + `), ` +
+			quote(tok) + `, toUInt64(` + strconv.FormatInt(time.Now().UnixMilli(), 10) + `)`
+		if err := c.exec(ctx, stmt); err != nil {
+			return fmt.Errorf("record done: %w", err)
+		}
+		return nil
+	})
+}
+
+// Release ends the rows' claims so that the next claim gets them again,
+// counting the delivery; rows that have had MaxAttempts deliveries go to
+// the dead table instead. Stale tokens are refused with
+// cursor.ErrStaleLease.
+func (c *Cursor) Release(ctx context.Context, rows []cursor.Row) error {
+	mx := c.spec.MaxAttempts
+	return c.settle(ctx, "release", rows, false, func(tok string, rows []cursor.Row) error {
+		var back, dead []cursor.Row
+		for _, r := range rows {
+			if mx > 0 && r.Lease.Attempt >= mx {
+				dead = append(dead, r)
+			} else {
+				back = append(back, r)
+			}
+		}
+		if len(dead) > 0 {
+			if err := c.bury(ctx, tok, dead, fmt.Sprintf("released after the last of %d deliveries", mx)); err != nil {
+				return err
+			}
+		}
+		if len(back) > 0 {
+			if err := c.record(ctx, tok, keysOf(back), "release"); err != nil {
+				return fmt.Errorf("record release: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// DeadLetter records the rows in the dead table with reason. Stale tokens
+// are refused with cursor.ErrStaleLease.
+func (c *Cursor) DeadLetter(ctx context.Context, rows []cursor.Row, reason string) error {
+	return c.settle(ctx, "dead_letter", rows, false, func(tok string, rows []cursor.Row) error {
+		return c.bury(ctx, tok, rows, reason)
+	})
+}
+
+func (c *Cursor) bury(ctx context.Context, tok string, rows []cursor.Row, reason string) error {
+	stmt := `INSERT INTO ` + c.t.dead + ` (key, token, reason, at) SELECT arrayJoin(` + list(keysOf(rows)) + `), ` +
+		quote(tok) + `, ` + quote(reason) + `, toUInt64(` + strconv.FormatInt(time.Now().UnixMilli(), 10) + `)`
+	if err := c.exec(ctx, stmt); err != nil {
+		return fmt.Errorf("record dead letter: %w", err)
+	}
+	c.log.Warn("clickhouse: dead-lettered", "rows", keysOf(rows), "reason", reason)
+	return nil
+}
+
+// Close ends the cursor. Claims it holds stay until acknowledged,
+// released or expired.
+func (c *Cursor) Close() error {
+	c.closed.Store(true)
+	return nil
+}

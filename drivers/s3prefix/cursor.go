@@ -1,0 +1,521 @@
+package s3prefix
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+
+	"github.com/cursorflow/cursorflow/cursor"
+)
+
+// listPageSize is the page size of listings (S3's maximum).
+const listPageSize = 1000
+
+// Cursor claims objects under one pending prefix. It is a cursor.Cursor
+// and a cursor.DeadLetterer; safe for concurrent use.
+type Cursor struct {
+	spec   cursor.Spec
+	opts   Options
+	b      *bucket
+	lease  time.Duration
+	conc   int
+	log    *slog.Logger
+	closed atomic.Bool
+}
+
+var (
+	_ cursor.Cursor       = (*Cursor)(nil)
+	_ cursor.DeadLetterer = (*Cursor)(nil)
+)
+
+func (c *Cursor) fail(op string, err error) error {
+	return &cursor.ClaimError{Kind: c.spec.Kind, Auth: c.spec.Auth, Op: op, Err: err}
+}
+
+// markerRef is one listed marker object.
+type markerRef struct {
+	key string
+	gen int64
+	id  string // cache identity: key, modification time and size
+}
+
+// candidate is one pending object and its listed markers (ascending).
+type candidate struct {
+	name    string
+	obj     *blob.ListObject
+	markers []markerRef
+}
+
+// Claim leases up to max pending objects. For each candidate it reads the
+// latest marker (cached: markers never change) and creates the next
+// generation conditionally; losing that race means another claimer has
+// the object. Objects whose latest marker is done or dead are moved on
+// behalf of a claimer that died half-way; objects past MaxAttempts go to
+// the dead prefix. Zero rows mean every pending object holds a live
+// lease or there is none.
+func (c *Cursor) Claim(ctx context.Context, limit int) ([]cursor.Row, error) {
+	if c.closed.Load() {
+		return nil, c.fail("claim", cursor.ErrClosed)
+	}
+	if limit < 1 {
+		return nil, c.fail("claim", fmt.Errorf("limit rows %d, want at least 1", limit))
+	}
+	var (
+		rows    []cursor.Row
+		markers map[string][]markerRef
+		pending = make(map[string]bool)
+		tok     = blob.FirstPageToken
+		lo      = &blob.ListOptions{Prefix: c.opts.Prefix}
+	)
+	// Claimers of one loop start at different points of a page (by slot),
+	// so a page holds room for the frames of the slots below this one.
+	pageSize := min(listPageSize, max(100, limit*(c.spec.SlotID+2)))
+	for len(rows) < limit {
+		// Markers are listed before each page: an object claimed and
+		// finished in between is then absent from the page rather than
+		// present without markers (which costs a marker and its removal).
+		var err error
+		if markers, err = c.listMarkers(ctx); err != nil {
+			return rows, c.fail("claim", err)
+		}
+		page, next, err := c.b.b.ListPage(ctx, tok, pageSize, lo)
+		if err != nil {
+			return rows, c.fail("claim", fmt.Errorf("list pending: %w", err))
+		}
+		cands := make([]candidate, 0, len(page))
+		for _, obj := range page {
+			name := strings.TrimPrefix(obj.Key, c.opts.Prefix)
+			if obj.IsDir || name == "" || strings.HasSuffix(name, "/") {
+				continue // "directory" placeholders are not rows
+			}
+			pending[name] = true
+			cands = append(cands, candidate{name: name, obj: obj, markers: markers[name]})
+		}
+		if n := len(cands); n > 0 {
+			off := (c.spec.SlotID * limit) % n
+			cands = append(cands[off:], cands[:off]...)
+		}
+		for len(cands) > 0 && len(rows) < limit {
+			n := min(limit-len(rows), len(cands))
+			won, err := c.tryBatch(ctx, cands[:n])
+			rows = append(rows, won...)
+			if err != nil {
+				if len(rows) == 0 {
+					return nil, c.fail("claim", err)
+				}
+				// Hand out what was leased rather than strand it until
+				// its lease lapses.
+				c.log.Warn("s3prefix: claim cut short", "rows", len(rows), "err", err)
+				return rows, nil
+			}
+			cands = cands[n:]
+		}
+		if len(next) == 0 {
+			if len(rows) < limit {
+				c.collectOrphans(ctx, markers, pending)
+			}
+			break
+		}
+		tok = next
+	}
+	slices.SortFunc(rows, func(a, b cursor.Row) int { return strings.Compare(a.Key, b.Key) })
+	return rows, nil
+}
+
+// listMarkers lists the lease prefix: row name → markers, ascending.
+func (c *Cursor) listMarkers(ctx context.Context) (map[string][]markerRef, error) {
+	out := make(map[string][]markerRef)
+	it := c.b.b.List(&blob.ListOptions{Prefix: c.opts.LeasePrefix})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list lease markers: %w", err)
+		}
+		name, gen, ok := parseMarkerKey(c.opts.LeasePrefix, obj.Key)
+		if !ok {
+			continue
+		}
+		id := obj.Key + "|" + strconv.FormatInt(obj.ModTime.UnixNano(), 10) + "|" + strconv.FormatInt(obj.Size, 10)
+		out[name] = append(out[name], markerRef{key: obj.Key, gen: gen, id: id})
+	}
+	for _, ms := range out {
+		slices.SortFunc(ms, func(a, b markerRef) int { return int(a.gen - b.gen) })
+	}
+	return out, nil
+}
+
+// state reads a marker's body, from the cache when it was read before.
+// ok is false when the marker no longer exists.
+func (c *Cursor) state(ctx context.Context, m markerRef) (marker, bool, error) {
+	if st, ok := c.b.cached(m.id); ok {
+		return st, true, nil
+	}
+	body, err := c.b.b.ReadAll(ctx, m.key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return marker{}, false, nil
+	}
+	if err != nil {
+		return marker{}, false, fmt.Errorf("read lease marker: %w", err)
+	}
+	st, err := decodeMarker(body)
+	if err != nil {
+		return marker{}, false, fmt.Errorf("%s: %w", m.key, err)
+	}
+	c.b.remember(m.id, st)
+	return st, true, nil
+}
+
+// create writes name's marker of generation gen unless it exists. won is
+// false when another writer created it first.
+func (c *Cursor) create(ctx context.Context, name string, gen int64, m marker) (won bool, err error) {
+	if gen >= maxGen {
+		return false, fmt.Errorf("%s: lease generation overflow", name)
+	}
+	err = c.b.b.WriteAll(ctx, markerKey(c.opts.LeasePrefix, name, gen), m.encode(), &blob.WriterOptions{
+		IfNotExist:                  true,
+		ContentType:                 "application/json",
+		DisableContentTypeDetection: true,
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case gcerrors.Code(err) == gcerrors.FailedPrecondition:
+		return false, nil
+	default:
+		return false, fmt.Errorf("create lease marker: %w", err)
+	}
+}
+
+// parallel runs fn for 0..n-1 with at most conc calls at once.
+func parallel(n, conc int, fn func(i int)) {
+	sem := make(chan struct{}, max(1, conc))
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// tryBatch tries to lease every candidate, in parallel.
+func (c *Cursor) tryBatch(ctx context.Context, cands []candidate) ([]cursor.Row, error) {
+	got := make([]*cursor.Row, len(cands))
+	errs := make([]error, len(cands))
+	parallel(len(cands), c.conc, func(i int) { got[i], errs[i] = c.try(ctx, cands[i]) })
+	err := errors.Join(errs...)
+	var rows []cursor.Row
+	for _, r := range got {
+		if r != nil {
+			rows = append(rows, *r)
+		}
+	}
+	return rows, err
+}
+
+// try leases one candidate; a nil row means it is not claimable now.
+func (c *Cursor) try(ctx context.Context, cand candidate) (*cursor.Row, error) {
+	now := time.Now()
+	next := marker{State: stateLeased, Attempt: 1, Expires: now.Add(c.lease).UnixMilli()}
+	gen := int64(1)
+	if n := len(cand.markers); n > 0 {
+		latest := cand.markers[n-1]
+		st, ok, err := c.state(ctx, latest)
+		if err != nil || !ok {
+			return nil, err // gone: the object is moving; skip it
+		}
+		switch st.State {
+		case stateLeased:
+			if st.Expires > now.UnixMilli() {
+				return nil, nil
+			}
+		case stateDone:
+			return nil, c.finish(ctx, []move{{cand.name, c.opts.DonePrefix, latest.gen}})
+		case stateDead:
+			return nil, c.finish(ctx, []move{{cand.name, c.opts.DeadPrefix, latest.gen}})
+		}
+		gen = latest.gen + 1
+		if mx := c.spec.MaxAttempts; mx > 0 && st.Attempt >= mx {
+			reason := fmt.Sprintf("lease lapsed after attempt %d of %d", st.Attempt, mx)
+			if st.State == stateReleased {
+				reason = fmt.Sprintf("released after attempt %d of %d", st.Attempt, mx)
+			}
+			return nil, c.bury(ctx, cand.name, gen, st.Attempt, reason)
+		}
+		next.Attempt = st.Attempt + 1
+	}
+	won, err := c.create(ctx, cand.name, gen, next)
+	if err != nil || !won {
+		return nil, err
+	}
+	values, exists, err := c.values(ctx, cand)
+	if err != nil || !exists {
+		// The object was moved after we listed it and every marker of its
+		// past was deleted before we created ours: ours is an orphan.
+		if derr := c.b.b.Delete(ctx, markerKey(c.opts.LeasePrefix, cand.name, gen)); derr != nil && gcerrors.Code(derr) != gcerrors.NotFound {
+			err = errors.Join(err, fmt.Errorf("delete orphan lease marker: %w", derr))
+		}
+		return nil, err
+	}
+	return &cursor.Row{
+		Key:    cand.name,
+		Values: values,
+		Lease:  cursor.Lease{Attempt: next.Attempt, Deadline: time.UnixMilli(next.Expires), Token: token(gen)},
+	}, nil
+}
+
+// values builds a row's values and checks that its object still exists.
+func (c *Cursor) values(ctx context.Context, cand candidate) (map[string]any, bool, error) {
+	key := cand.obj.Key
+	v := map[string]any{
+		"key":      key,
+		"name":     cand.name,
+		"size":     cand.obj.Size,
+		"modified": cand.obj.ModTime.UTC().Format(time.RFC3339Nano),
+	}
+	if !c.opts.ReadBody || cand.obj.Size > c.opts.MaxBodyBytes {
+		if c.opts.ReadBody {
+			v["body_skipped"] = true
+		}
+		ok, err := c.b.b.Exists(ctx, key)
+		if err != nil {
+			return nil, false, fmt.Errorf("stat %s: %w", key, err)
+		}
+		return v, ok, nil
+	}
+	body, err := c.b.b.ReadAll(ctx, key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s: %w", key, err)
+	}
+	setBody(v, body, c.opts.BodyJSON)
+	return v, true, nil
+}
+
+// setBody stores body under "body": decoded JSON when asked (falling back
+// to text with body_error set), else text, or base64 with body_base64 set
+// when it is not UTF-8.
+func setBody(v map[string]any, body []byte, asJSON bool) {
+	if asJSON {
+		var x any
+		if err := json.Unmarshal(body, &x); err == nil {
+			v["body"] = x
+			return
+		} else {
+			v["body_error"] = err.Error()
+		}
+	}
+	if utf8.Valid(body) {
+		v["body"] = string(body)
+		return
+	}
+	v["body"] = base64.StdEncoding.EncodeToString(body)
+	v["body_base64"] = true
+}
+
+// bury creates generation gen as a dead marker and moves the object to
+// the dead prefix; losing the race leaves the object to the winner.
+func (c *Cursor) bury(ctx context.Context, name string, gen int64, attempt int, reason string) error {
+	won, err := c.create(ctx, name, gen, marker{State: stateDead, Attempt: attempt, Reason: reason})
+	if err != nil || !won {
+		return err
+	}
+	c.log.Warn("s3prefix: dead-lettered", "name", name, "attempt", attempt, "reason", reason)
+	return c.finish(ctx, []move{{name, c.opts.DeadPrefix, gen}})
+}
+
+// move is a row whose marker of generation gen is terminal, to be moved
+// to dest.
+type move struct {
+	name, dest string
+	gen        int64
+}
+
+// finish moves rows with a terminal marker to their destination prefix
+// (copy, then delete) and deletes their markers, older generations
+// before the terminal one, so that a crash half-way leaves the terminal
+// marker as the latest and the next claimer finishes the move. Every step
+// tolerates a concurrent finisher.
+func (c *Cursor) finish(ctx context.Context, moves []move) error {
+	copied := make([]bool, len(moves))
+	errs := make([]error, len(moves))
+	parallel(len(moves), c.conc, func(i int) {
+		m := moves[i]
+		src := c.opts.Prefix + m.name
+		err := c.b.b.Copy(ctx, m.dest+m.name, src, nil)
+		switch {
+		case err == nil:
+			copied[i] = true
+		case gcerrors.Code(err) != gcerrors.NotFound: // NotFound: moved already
+			errs[i] = fmt.Errorf("copy %s to %s: %w", src, m.dest, err)
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var pending, older, terminal []string
+	for i, m := range moves {
+		if copied[i] {
+			pending = append(pending, c.opts.Prefix+m.name)
+		}
+		for g := int64(1); g < m.gen; g++ {
+			older = append(older, markerKey(c.opts.LeasePrefix, m.name, g))
+		}
+		terminal = append(terminal, markerKey(c.opts.LeasePrefix, m.name, m.gen))
+	}
+	for _, keys := range [][]string{pending, older, terminal} {
+		if err := c.b.deleteKeys(ctx, keys, c.conc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collectOrphans deletes the markers of rows that left the pending prefix
+// with a terminal marker (a finisher died before deleting them), so that
+// a later object of the same name starts afresh.
+func (c *Cursor) collectOrphans(ctx context.Context, markers map[string][]markerRef, pending map[string]bool) {
+	var orphans []string
+	for name := range markers {
+		if !pending[name] {
+			orphans = append(orphans, name)
+		}
+	}
+	dead := make([]bool, len(orphans))
+	parallel(len(orphans), c.conc, func(i int) {
+		ms := markers[orphans[i]]
+		st, ok, err := c.state(ctx, ms[len(ms)-1])
+		dead[i] = err == nil && ok && (st.State == stateDone || st.State == stateDead)
+	})
+	var keys []string
+	for i, name := range orphans {
+		if dead[i] {
+			for _, m := range markers[name] {
+				keys = append(keys, m.key)
+			}
+		}
+	}
+	if err := c.b.deleteKeys(ctx, keys, c.conc); err != nil {
+		c.log.Debug("s3prefix: delete orphan markers", "err", err)
+	}
+}
+
+// transition creates, for every row, the generation after its token with
+// the marker that mk returns; the rows whose new marker is terminal are
+// then moved to dest(marker). Rows whose next generation exists already
+// hold stale tokens.
+func (c *Cursor) transition(ctx context.Context, op string, rows []cursor.Row,
+	mk func(cursor.Row) marker, dest func(marker) string) error {
+	if c.closed.Load() {
+		return c.fail(op, cursor.ErrClosed)
+	}
+	var (
+		mu    sync.Mutex
+		stale []string
+		moves []move
+	)
+	errs := make([]error, len(rows))
+	parallel(len(rows), c.conc, func(i int) {
+		r := rows[i]
+		gen, err := parseToken(r.Lease.Token)
+		if err != nil {
+			errs[i] = fmt.Errorf("row %q: %w", r.Key, err)
+			return
+		}
+		m := mk(r)
+		won, err := c.create(ctx, r.Key, gen+1, m)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("row %q: %w", r.Key, err)
+		case !won:
+			stale = append(stale, r.Key)
+		case m.State == stateDone || m.State == stateDead:
+			if m.State == stateDead {
+				c.log.Warn("s3prefix: dead-lettered", "name", r.Key, "attempt", m.Attempt, "reason", m.Reason)
+			}
+			moves = append(moves, move{r.Key, dest(m), gen + 1})
+		}
+	})
+	err := errors.Join(errs...)
+	if len(moves) > 0 {
+		err = errors.Join(err, c.finish(ctx, moves))
+	}
+	if len(stale) > 0 {
+		slices.Sort(stale)
+		err = errors.Join(fmt.Errorf("%w: rows %v were re-issued to another claimer", cursor.ErrStaleLease, stale), err)
+	}
+	if err != nil {
+		return c.fail(op, err)
+	}
+	return nil
+}
+
+func (c *Cursor) destOf(m marker) string {
+	if m.State == stateDone {
+		return c.opts.DonePrefix
+	}
+	return c.opts.DeadPrefix
+}
+
+// Ack moves the rows' objects to the done prefix. A row whose lease was
+// re-issued (its next generation exists) is refused with
+// cursor.ErrStaleLease; the others are acknowledged all the same.
+func (c *Cursor) Ack(ctx context.Context, rows []cursor.Row) error {
+	return c.transition(ctx, "ack", rows,
+		func(r cursor.Row) marker { return marker{State: stateDone, Attempt: r.Lease.Attempt} }, c.destOf)
+}
+
+// Release hands rows back for another claim, counting the delivery; a row
+// that has had Spec.MaxAttempts deliveries goes to the dead prefix
+// instead. Stale tokens are refused with cursor.ErrStaleLease.
+func (c *Cursor) Release(ctx context.Context, rows []cursor.Row) error {
+	mx := c.spec.MaxAttempts
+	return c.transition(ctx, "release", rows, func(r cursor.Row) marker {
+		if mx > 0 && r.Lease.Attempt >= mx {
+			return marker{State: stateDead, Attempt: r.Lease.Attempt,
+				Reason: fmt.Sprintf("released after attempt %d of %d", r.Lease.Attempt, mx)}
+		}
+		return marker{State: stateReleased, Attempt: r.Lease.Attempt}
+	}, c.destOf)
+}
+
+// DeadLetter moves the rows' objects to the dead prefix at the engine's
+// request; the reason is logged. Stale tokens are refused with
+// cursor.ErrStaleLease.
+func (c *Cursor) DeadLetter(ctx context.Context, rows []cursor.Row, reason string) error {
+	return c.transition(ctx, "dead_letter", rows, func(r cursor.Row) marker {
+		return marker{State: stateDead, Attempt: r.Lease.Attempt, Reason: reason}
+	}, c.destOf)
+}
+
+// Close ends the cursor. Leases it holds stay until acknowledged,
+// released or expired.
+func (c *Cursor) Close() error {
+	c.closed.Store(true)
+	return nil
+}
