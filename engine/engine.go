@@ -242,7 +242,9 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 	}
 	ev := eventlog.Event{ExecutionID: id, Type: eventlog.TypeExecutionStarted,
 		Payload: mustJSON(startedPayload{Playbook: string(src), File: opts.File, Workload: workload, Vars: vars, Parent: opts.Parent})}
-	if err := e.orch.send(ctx, message{kind: msgStart, ev: ev, state: NewState(id)}); err != nil {
+	st := NewState(id)
+	st.Playbook = pb
+	if err := e.orch.send(ctx, message{kind: msgStart, ev: ev, state: st}); err != nil {
 		return "", err
 	}
 	return id, nil

@@ -194,11 +194,15 @@ func (s *State) Apply(ev eventlog.Event) error {
 		if err := decode(ev, &p); err != nil {
 			return err
 		}
-		pb, err := dsl.Parse(p.File, []byte(p.Playbook))
-		if err != nil {
-			return fmt.Errorf("engine: execution %s: playbook in execution.started: %w", s.ExecutionID, err)
+		if s.Playbook == nil {
+			// A state built by Start already holds the parsed playbook;
+			// one rebuilt from the log parses the recorded source.
+			pb, err := dsl.Parse(p.File, []byte(p.Playbook))
+			if err != nil {
+				return fmt.Errorf("engine: execution %s: playbook in execution.started: %w", s.ExecutionID, err)
+			}
+			s.Playbook = pb
 		}
-		s.Playbook = pb
 		s.started = p
 		s.parent = p.Parent
 		s.Status = StatusRunning
