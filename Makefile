@@ -1,0 +1,59 @@
+# cursorflow developer targets. `make test` is what CI runs (.ci/run).
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := test
+
+GO        ?= go
+PKGS      ?= ./...
+TESTFLAGS ?= -race -count=1 -timeout 40m
+FUZZTIME  ?= 60s
+GOBIN     := $(shell $(GO) env GOBIN)
+ifeq ($(GOBIN),)
+GOBIN     := $(shell $(GO) env GOPATH)/bin
+endif
+GOLANGCI_LINT ?= $(shell command -v golangci-lint 2>/dev/null || echo $(GOBIN)/golangci-lint)
+
+.PHONY: test testenv testenv-down vet lint tools bench fuzz fmt
+
+## test: bring the backends up (scripts/testenv), then go vet and the race-enabled suite
+test: testenv
+	set -a; . ./.testenv.env; set +a; \
+	$(GO) vet $(PKGS); \
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+## testenv: start whatever backend is missing and write .testenv.env
+testenv:
+	scripts/testenv up >/dev/null
+
+## testenv-down: stop the servers that scripts/testenv up started
+testenv-down:
+	scripts/testenv down
+
+## vet: go vet only
+vet:
+	$(GO) vet $(PKGS)
+
+## lint: golangci-lint (install it with `make tools`)
+lint:
+	@if [ -x "$(GOLANGCI_LINT)" ]; then \
+		"$(GOLANGCI_LINT)" run $(PKGS); \
+	else \
+		echo "golangci-lint is not installed: run 'make tools'" >&2; exit 1; \
+	fi
+
+## tools: install the developer tools (golangci-lint v2)
+tools:
+	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@latest
+
+## bench: the end-to-end benchmark program
+bench: testenv
+	set -a; . ./.testenv.env; set +a; \
+	$(GO) run ./examples/bench
+
+## fuzz: fuzz the playbook parser for FUZZTIME
+fuzz:
+	$(GO) test -run '^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./dsl/
+
+## fmt: gofmt every Go file in place
+fmt:
+	gofmt -s -w $$(git ls-files -co --exclude-standard '*.go')
