@@ -25,7 +25,6 @@ const (
 	TypeCommandIssued    = "command.issued"
 	TypeCommandCompleted = "command.completed"
 	TypeCommandFailed    = "command.failed"
-	TypeCommandExpired   = "command.expired"
 	TypeRetryScheduled   = "retry.scheduled"
 
 	TypeLoopStarted = "loop.started"

@@ -312,8 +312,6 @@ func (o *Observer) Observe(ev eventlog.Event) {
 			msg = "command failed"
 		}
 		o.finishCommand(ctx, ev, ts, "failed", msg, attribute.Bool("cursorflow.retry_wanted", len(p.Retry) > 0 && string(p.Retry) != "null"))
-	case eventlog.TypeCommandExpired:
-		o.finishCommand(ctx, ev, ts, "expired", "lease expired")
 	case eventlog.TypeRetryScheduled:
 		o.inst.retries.Add(ctx, 1, stepAttr)
 		var p runPayload
