@@ -307,13 +307,9 @@ func (s *State) Apply(ev eventlog.Event) error {
 			c.Rows = p.Rows
 		}
 	case eventlog.TypeCommandCompleted:
-		var p completedPayload
-		if err := decode(ev, &p); err != nil {
-			return err
-		}
-		c := s.current(ev)
+		c, p, err := reported[completedPayload](s, ev)
 		if c == nil {
-			return nil
+			return err
 		}
 		s.finishCommand(c, cmdCompleted)
 		merge(s.Ctx, p.Ctx)
@@ -333,22 +329,17 @@ func (s *State) Apply(ev eventlog.Event) error {
 			}
 		}
 	case eventlog.TypeCommandFailed:
-		var p completedPayload
-		if err := decode(ev, &p); err != nil {
+		c, p, err := reported[completedPayload](s, ev)
+		if c == nil {
 			return err
 		}
-		c := s.current(ev)
-		if c == nil {
-			return nil
-		}
+		c.Failure = p
 		if p.Retry != nil {
 			s.finishCommand(c, cmdRetryWanted)
-			c.Failure = &p
 			return nil
 		}
 		s.finishCommand(c, cmdFailed)
-		c.Failure = &p
-		s.failWork(c, &p)
+		s.failWork(c, p)
 	case eventlog.TypeRetryScheduled:
 		var p retryPayload
 		if err := decode(ev, &p); err != nil {
@@ -359,13 +350,9 @@ func (s *State) Apply(ev eventlog.Event) error {
 			c.Retry = &p
 		}
 	case eventlog.TypeFrameDone:
-		var p frameDonePayload
-		if err := decode(ev, &p); err != nil {
-			return err
-		}
-		c := s.current(ev)
+		c, p, err := reported[frameDonePayload](s, ev)
 		if c == nil {
-			return nil
+			return err
 		}
 		s.finishCommand(c, cmdCompleted)
 		merge(s.Ctx, p.Ctx)
@@ -413,6 +400,17 @@ func (s *State) playbookHash() string {
 		s.hash = hex.EncodeToString(sum[:])
 	}
 	return s.hash
+}
+
+// reported decodes a worker report and returns the command it reports on;
+// a nil command means the report is stale (or its payload is bad: then
+// err says why) and changes nothing.
+func reported[P any](s *State, ev eventlog.Event) (*commandState, *P, error) {
+	p := new(P)
+	if err := decode(ev, p); err != nil {
+		return nil, nil, err
+	}
+	return s.current(ev), p, nil
 }
 
 // current returns the command an event reports on, or nil when the event
