@@ -155,9 +155,9 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			var err error
 			switch mode {
 			case "baseline-row":
-				r, err = measure(func() (int64, error) { return 0, baseline(ctx, pool, c, table, false) })
+				r, err = measure(func() (int64, error) { return 0, baseline(ctx, c.dsn, c, table, false) })
 			case "baseline-frame":
-				r, err = measure(func() (int64, error) { return 0, baseline(ctx, pool, c, table, true) })
+				r, err = measure(func() (int64, error) { return 0, baseline(ctx, c.dsn, c, table, true) })
 			default:
 				r, err = measure(func() (int64, error) { return viaEngine(ctx, pool, c, schema, table, mode) })
 			}
@@ -227,6 +227,15 @@ func measure(f func() (int64, error)) (result, error) {
 	return result{seconds: secs, events: events, peakHeap: peak.Load()}, err
 }
 
+func poolOf(ctx context.Context, dsn string, conns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = conns
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
 func makeQueue(ctx context.Context, pool *pgxpool.Pool, table string, n int) error {
 	_, err := pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE %[1]s (id bigint PRIMARY KEY, payload text NOT NULL,
 		status text NOT NULL DEFAULT 'pending', claimed_at timestamptz, done_at timestamptz);
@@ -263,7 +272,21 @@ func markFrameSQL(table, rowsJSON string) string {
 
 // baseline drains the queue with the same SQL, slots and row concurrency
 // as the engine, and nothing else.
-func baseline(ctx context.Context, pool *pgxpool.Pool, c config, table string, perFrame bool) error {
+//
+// Like the engine, it claims through one pool (the cursor driver's 8
+// connections) and marks rows done through another (the postgres tool's
+// 16), so both sides queue for connections alike.
+func baseline(ctx context.Context, dsn string, c config, table string, perFrame bool) error {
+	claims, err := poolOf(ctx, dsn, 8)
+	if err != nil {
+		return err
+	}
+	defer claims.Close()
+	bodies, err := poolOf(ctx, dsn, 16)
+	if err != nil {
+		return err
+	}
+	defer bodies.Close()
 	var wg sync.WaitGroup
 	errs := make(chan error, c.slots)
 	for s := 0; s < c.slots; s++ {
@@ -271,7 +294,7 @@ func baseline(ctx context.Context, pool *pgxpool.Pool, c config, table string, p
 		go func() {
 			defer wg.Done()
 			for {
-				rows, err := pool.Query(ctx, claimSQL(table, strconv.Itoa(c.maxRows)), pgx.QueryExecModeSimpleProtocol)
+				rows, err := claims.Query(ctx, claimSQL(table, strconv.Itoa(c.maxRows)), pgx.QueryExecModeSimpleProtocol)
 				if err != nil {
 					errs <- err
 					return
@@ -300,7 +323,7 @@ func baseline(ctx context.Context, pool *pgxpool.Pool, c config, table string, p
 				}
 				if perFrame {
 					b, _ := json.Marshal(claimed)
-					if _, err := pool.Exec(ctx, markFrameSQL(table, string(b)), pgx.QueryExecModeSimpleProtocol); err != nil {
+					if _, err := bodies.Exec(ctx, markFrameSQL(table, string(b)), pgx.QueryExecModeSimpleProtocol); err != nil {
 						errs <- err
 						return
 					}
@@ -314,7 +337,7 @@ func baseline(ctx context.Context, pool *pgxpool.Pool, c config, table string, p
 					go func() {
 						defer rw.Done()
 						defer func() { <-sem }()
-						if _, err := pool.Exec(ctx, markRowSQL(table, strconv.FormatInt(r.ID, 10)), pgx.QueryExecModeSimpleProtocol); err != nil {
+						if _, err := bodies.Exec(ctx, markRowSQL(table, strconv.FormatInt(r.ID, 10)), pgx.QueryExecModeSimpleProtocol); err != nil {
 							select {
 							case errs <- err:
 							default:
