@@ -2,16 +2,12 @@ package clickhouse_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/drivers/clickhouse"
-	"github.com/cursorflow/cursorflow/engine"
-	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/drivertest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
-	"github.com/cursorflow/cursorflow/tools/builtin"
 )
 
 const playbookPath = "../../examples/playbooks/clickhouse_drain.yaml"
@@ -23,52 +19,18 @@ func TestPlaybookDrainsTable(t *testing.T) {
 	const n = 10_000
 	dsn := testenv.ClickHouse(t)
 	admin, _ := adminConn(t)
-	table := "e2e_" + randSuffix(t)
+	table := "e2e_" + testenv.RandomSuffix(t)
 	createQueue(t, admin, table, n)
-	src, err := os.ReadFile(playbookPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	creg := cursor.NewRegistry()
-	if err := creg.Register("clickhouse", clickhouse.New(clickhouse.Config{})); err != nil {
-		t.Fatal(err)
-	}
-	treg, tclose := builtin.NewRegistry(builtin.Options{})
-	log := eventlog.NewMemory()
-	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Tick: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.Close()
-		_ = creg.Close()
-		_ = tclose.Close()
+	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: playbookPath,
+		Kind:         "clickhouse",
+		Driver:       clickhouse.New(clickhouse.Config{}),
+		Workload:     map[string]any{"clickhouse_url": dsn, "table": table},
 	})
-
-	start := time.Now()
-	id, err := e.Start(ctx, src, engine.StartOptions{File: playbookPath, Workload: map[string]any{
-		"clickhouse_url": dsn, "table": table,
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := e.Wait(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	elapsed := time.Since(start)
-	if sum.Status != engine.StatusCompleted {
-		t.Fatalf("status %s: %s %s %s", sum.Status, sum.Step, sum.Field, sum.Error)
-	}
-	st, err := engine.Inspect(ctx, log, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls := st.Loops["start#1"]
-	if ls.Rows != n || ls.OK != n {
+	if ls := r.Loop; ls.Rows != n || ls.OK != n {
 		t.Fatalf("loop status %+v, want %d rows, all ok", ls, n)
 	}
 	var done, doneRecords, won uint64
@@ -86,6 +48,5 @@ func TestPlaybookDrainsTable(t *testing.T) {
 	if done != n || doneRecords != n || won != n {
 		t.Fatalf("%d keys done (%d records), %d winning claims; want %d each", done, doneRecords, won, n)
 	}
-	t.Logf("drained %d rows in %v (%.0f rows/s), %d frames, %d events (%.4f per row)",
-		n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), ls.Frames, st.Events, float64(st.Events)/float64(n))
+	r.LogRate(t, n, "rows")
 }

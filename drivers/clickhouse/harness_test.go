@@ -2,8 +2,6 @@ package clickhouse_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -20,16 +18,9 @@ import (
 	"github.com/cursorflow/cursorflow/cursor/cursortest"
 	"github.com/cursorflow/cursorflow/drivers/clickhouse"
 	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/internal/drivertest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
-
-func randSuffix(t testing.TB) string {
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
 
 // harness implements cursortest.Harness on tables with a random prefix.
 // Every queue reaches the server through its own TCP proxy, hence its own
@@ -41,7 +32,7 @@ type harness struct {
 	prefix string
 	seq    atomic.Int64
 	mu     sync.Mutex
-	prox   map[string]*proxy // credential → proxy
+	prox   map[string]*testenv.Proxy // credential → proxy
 }
 
 func adminConn(t testing.TB) (driver.Conn, *url.URL) {
@@ -67,7 +58,7 @@ func newHarness(t testing.TB, cfg clickhouse.Config) *harness {
 	t.Helper()
 	admin, base := adminConn(t)
 	h := &harness{drv: clickhouse.New(cfg), admin: admin, base: base,
-		prefix: "cursortest_" + randSuffix(t), prox: make(map[string]*proxy)}
+		prefix: "cursortest_" + testenv.RandomSuffix(t), prox: make(map[string]*testenv.Proxy)}
 	t.Cleanup(func() { _ = h.drv.Close() })
 	return h
 }
@@ -103,9 +94,9 @@ func (h *harness) Driver() cursor.Driver { return h.drv }
 // credential returns the server's DSN with the host pointing at a fresh
 // proxy.
 func (h *harness) credential(t testing.TB) string {
-	p := newProxy(t, h.base.Host)
+	p := testenv.NewProxy(t, h.base.Host)
 	u := *h.base
-	u.Host = p.addr()
+	u.Host = p.Addr()
 	h.mu.Lock()
 	h.prox[u.String()] = p
 	h.mu.Unlock()
@@ -120,10 +111,7 @@ func (h *harness) NewQueue(t *testing.T, n int, opts cursortest.QueueOptions) (c
 	if lease == 0 {
 		lease = time.Minute
 	}
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = strconv.Itoa(i + 1)
-	}
+	keys := drivertest.SeqKeys(n)
 	var claim *dsl.Template
 	if opts.EchoTemplateVars {
 		// The claim template is the source query.
@@ -151,22 +139,7 @@ func (h *harness) Complete(context.Context, cursor.Spec, []cursor.Row) error { r
 func (h *harness) DeadLettered(t *testing.T, spec cursor.Spec) []string {
 	t.Helper()
 	rows, err := h.admin.Query(context.Background(), `SELECT DISTINCT key FROM `+spec.Options["table"].(string)+`_dead ORDER BY key`)
-	if err != nil {
-		t.Fatalf("dead letter: %v", err)
-	}
-	defer rows.Close()
-	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return keys
+	return drivertest.Strings(t, rows, err)
 }
 
 // DropConnections closes every connection between the driver and the
@@ -176,14 +149,8 @@ func (h *harness) DropConnections(t *testing.T, spec cursor.Spec) {
 	h.mu.Lock()
 	p := h.prox[spec.Credential]
 	h.mu.Unlock()
-	if n := p.drop(); n == 0 {
+	if n := p.DropConnections(); n == 0 {
 		t.Fatal("the driver holds no connection to the server")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for p.open() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d proxied connections still open 10s after the drop", p.open())
-		}
-		time.Sleep(10 * time.Millisecond) // polling the proxy with a deadline
-	}
+	p.WaitClosed(t, 10*time.Second)
 }

@@ -2,9 +2,7 @@ package mysql_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,16 +17,9 @@ import (
 	"github.com/cursorflow/cursorflow/cursor/cursortest"
 	"github.com/cursorflow/cursorflow/drivers/mysql"
 	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/internal/drivertest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
-
-func randSuffix(t testing.TB) string {
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
 
 // admin opens the test server's base database with the driver's own
 // credential rules (multi statements on).
@@ -68,7 +59,7 @@ type harness struct {
 func newHarness(t testing.TB, cfg mysql.Config) *harness {
 	t.Helper()
 	db, base := admin(t)
-	h := &harness{drv: mysql.New(cfg), admin: db, base: base, prefix: "cursortest_" + randSuffix(t)}
+	h := &harness{drv: mysql.New(cfg), admin: db, base: base, prefix: "cursortest_" + testenv.RandomSuffix(t)}
 	t.Cleanup(func() {
 		_ = h.drv.Close()
 		h.mu.Lock()
@@ -137,13 +128,8 @@ func (h *harness) NewQueue(t *testing.T, n int, opts cursortest.QueueOptions) (c
 	if err != nil {
 		t.Fatalf("compile claim: %v", err)
 	}
-	options := map[string]any{
-		"mark":    markSQL,
-		"release": `UPDATE q SET status = 'pending' WHERE status = 'claimed' AND id IN ({{ keys | join(', ') }})`,
-	}
-	if opts.MaxAttempts > 0 {
-		options["dead_letter"] = `UPDATE q SET status = 'dead' WHERE id IN ({{ keys | join(', ') }})`
-	}
+	options := drivertest.StatusOptions("q", opts.MaxAttempts)
+	options["mark"] = markSQL
 	spec := cursor.Spec{
 		Kind:       "mysql",
 		Auth:       "mysql_test",
@@ -158,11 +144,7 @@ func (h *harness) NewQueue(t *testing.T, n int, opts cursortest.QueueOptions) (c
 		Lease:       opts.Lease,
 		MaxAttempts: opts.MaxAttempts,
 	}
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = strconv.Itoa(i + 1)
-	}
-	return spec, keys
+	return spec, drivertest.SeqKeys(n)
 }
 
 func dbOf(spec cursor.Spec) string {
@@ -187,22 +169,7 @@ func (h *harness) Complete(ctx context.Context, spec cursor.Spec, rows []cursor.
 func (h *harness) DeadLettered(t *testing.T, spec cursor.Spec) []string {
 	t.Helper()
 	rows, err := h.admin.Query(`SELECT CAST(id AS CHAR) FROM ` + dbOf(spec) + `.q WHERE status = 'dead' ORDER BY id`)
-	if err != nil {
-		t.Fatalf("dead letter: %v", err)
-	}
-	defer rows.Close()
-	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return keys
+	return drivertest.Strings(t, rows, err)
 }
 
 // DropConnections kills every connection whose current database is the

@@ -2,12 +2,8 @@ package natsconsumer_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -25,14 +21,6 @@ import (
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
-func randSuffix(t testing.TB) string {
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
 // admin connects to the test server.
 func admin(t testing.TB) (*nats.Conn, jetstream.JetStream, string) {
 	t.Helper()
@@ -49,78 +37,6 @@ func admin(t testing.TB) (*nats.Conn, jetstream.JetStream, string) {
 	return nc, js, base
 }
 
-// proxy forwards TCP connections to the NATS server and can drop them
-// all, which the client sees exactly as the server dropping them: NATS
-// has no way to kick a client without a system account.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  map[net.Conn]bool
-	wg     sync.WaitGroup
-}
-
-func newProxy(t testing.TB, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *proxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[c], p.conns[s] = true, true
-		p.mu.Unlock()
-		p.wg.Add(2)
-		pipe := func(dst, src net.Conn) {
-			defer p.wg.Done()
-			_, _ = io.Copy(dst, src)
-			_ = dst.Close()
-			_ = src.Close()
-			p.mu.Lock()
-			delete(p.conns, dst)
-			delete(p.conns, src)
-			p.mu.Unlock()
-		}
-		go pipe(c, s)
-		go pipe(s, c)
-	}
-}
-
-// drop closes every proxied connection and returns how many pairs it cut.
-func (p *proxy) drop() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := len(p.conns) / 2
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	return n
-}
-
-func (p *proxy) close() {
-	_ = p.ln.Close()
-	p.drop()
-	p.wg.Wait()
-}
-
 // harness implements cursortest.Harness. Every queue is a stream of its
 // own (plus a dead-letter stream), reached through a proxy of its own, so
 // the driver keeps a connection per queue and DropConnections cuts only
@@ -132,8 +48,9 @@ type harness struct {
 	prefix string
 	seq    atomic.Int64
 	mu     sync.Mutex
-	// proxies maps a queue's stream to its proxy.
-	proxies map[string]*proxy
+	// proxies maps a queue's stream to its proxy, which NATS needs: it
+	// has no way to kick a client without a system account.
+	proxies map[string]*testenv.Proxy
 }
 
 func newHarness(t testing.TB, cfg natsconsumer.Config) *harness {
@@ -143,7 +60,7 @@ func newHarness(t testing.TB, cfg natsconsumer.Config) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{drv: natsconsumer.New(cfg), js: js, host: u.Host, prefix: "CT_" + randSuffix(t), proxies: map[string]*proxy{}}
+	h := &harness{drv: natsconsumer.New(cfg), js: js, host: u.Host, prefix: "CT_" + testenv.RandomSuffix(t), proxies: map[string]*testenv.Proxy{}}
 	t.Cleanup(func() { _ = h.drv.Close() })
 	return h
 }
@@ -199,14 +116,14 @@ func (h *harness) NewQueue(t *testing.T, n int, opts cursortest.QueueOptions) (c
 	t.Helper()
 	name := fmt.Sprintf("%s_%d", h.prefix, h.seq.Add(1))
 	seqs := newStreams(t, h.js, name, n)
-	p := newProxy(t, h.host)
+	p := testenv.NewProxy(t, h.host)
 	h.mu.Lock()
 	h.proxies[name] = p
 	h.mu.Unlock()
 	spec := cursor.Spec{
 		Kind:       "natsconsumer",
 		Auth:       "nats_test",
-		Credential: "nats://" + p.ln.Addr().String(),
+		Credential: "nats://" + p.Addr(),
 		Options: map[string]any{
 			"stream":              name,
 			"dead_letter_subject": name + ".dead",
@@ -255,7 +172,7 @@ func (h *harness) DropConnections(t *testing.T, spec cursor.Spec) {
 	h.mu.Lock()
 	p := h.proxies[name]
 	h.mu.Unlock()
-	if n := p.drop(); n == 0 {
+	if n := p.DropConnections(); n == 0 {
 		t.Fatalf("no connection through the proxy of %s: the driver holds no connection", name)
 	}
 	if !strings.HasPrefix(spec.Credential, "nats://") {

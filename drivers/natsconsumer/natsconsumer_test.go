@@ -12,6 +12,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/drivers/natsconsumer"
+	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
 func TestOpenErrors(t *testing.T) {
@@ -48,7 +49,7 @@ func TestCursorBehaviour(t *testing.T) {
 	defer cancel()
 	drv := natsconsumer.New(natsconsumer.Config{})
 	t.Cleanup(func() { _ = drv.Close() })
-	prefix := "CB_" + randSuffix(t)
+	prefix := "CB_" + testenv.RandomSuffix(t)
 	seq := 0
 	newQueue := func(t *testing.T, n int, opts map[string]any) (cursor.Spec, []string) {
 		seq++

@@ -2,10 +2,7 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -18,7 +15,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/cursortest"
 	"github.com/cursorflow/cursorflow/drivers/postgres"
-	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/internal/drivertest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
@@ -33,14 +30,6 @@ type harness struct {
 	seq    atomic.Int64
 }
 
-func randSuffix(t testing.TB) string {
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
 func newHarness(t testing.TB, cfg postgres.Config) *harness {
 	t.Helper()
 	base := testenv.Postgres(t)
@@ -49,7 +38,7 @@ func newHarness(t testing.TB, cfg postgres.Config) *harness {
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	h := &harness{drv: postgres.New(cfg), admin: admin, base: base, schema: "cursortest_" + randSuffix(t)}
+	h := &harness{drv: postgres.New(cfg), admin: admin, base: base, schema: "cursortest_" + testenv.RandomSuffix(t)}
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+h.schema); err != nil {
 		t.Fatalf("create schema: %v", err)
 	}
@@ -117,40 +106,14 @@ func (h *harness) createTable(t testing.TB, n int) string {
 func (h *harness) NewQueue(t *testing.T, n int, opts cursortest.QueueOptions) (cursor.Spec, []string) {
 	t.Helper()
 	table := h.createTable(t, n)
-	claim, err := dsl.CompileTemplate(claimSQL, dsl.Pos{})
-	if err != nil {
-		t.Fatalf("compile claim: %v", err)
-	}
-	options := map[string]any{
-		"release": `UPDATE {{ workload.table }} SET status = 'pending' WHERE status = 'claimed' AND id IN ({{ keys | join(', ') }})`,
-	}
-	if opts.MaxAttempts > 0 {
-		options["dead_letter"] = `UPDATE {{ workload.table }} SET status = 'dead' WHERE id IN ({{ keys | join(', ') }})`
-	}
-	spec := cursor.Spec{
+	spec := drivertest.TableQueue{
 		Kind:       "postgres",
 		Auth:       "pg_test",
 		Credential: withAppName(h.base, strings.ReplaceAll(table, ".", "_")),
-		Claim:      claim,
-		Scope: map[string]any{"workload": map[string]any{
-			"table":    table,
-			"lease_ms": opts.Lease.Milliseconds(),
-			"echo":     opts.EchoTemplateVars,
-		}},
-		Options:     options,
-		Lease:       opts.Lease,
-		MaxAttempts: opts.MaxAttempts,
-		Logger:      slog.New(slog.NewTextHandler(t.Output(), nil)),
-	}
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = strconv.Itoa(i + 1)
-	}
-	return spec, keys
-}
-
-func tableOf(spec cursor.Spec) string {
-	return spec.Scope["workload"].(map[string]any)["table"].(string)
+		Claim:      claimSQL,
+		Table:      table,
+	}.Spec(t, opts)
+	return spec, drivertest.SeqKeys(n)
 }
 
 func ids(rows []cursor.Row) ([]int64, error) {
@@ -170,36 +133,21 @@ func (h *harness) Complete(ctx context.Context, spec cursor.Spec, rows []cursor.
 	if err != nil {
 		return err
 	}
-	_, err = h.admin.Exec(ctx, `UPDATE `+tableOf(spec)+` SET status = 'done' WHERE id = ANY($1)`, id)
+	_, err = h.admin.Exec(ctx, `UPDATE `+drivertest.TableOf(spec)+` SET status = 'done' WHERE id = ANY($1)`, id)
 	return err
 }
 
 func (h *harness) DeadLettered(t *testing.T, spec cursor.Spec) []string {
 	t.Helper()
-	rows, err := h.admin.Query(context.Background(), `SELECT id::text FROM `+tableOf(spec)+` WHERE status = 'dead' ORDER BY id`)
-	if err != nil {
-		t.Fatalf("dead letter: %v", err)
-	}
-	defer rows.Close()
-	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return keys
+	rows, err := h.admin.Query(context.Background(), `SELECT id::text FROM `+drivertest.TableOf(spec)+` WHERE status = 'dead' ORDER BY id`)
+	return drivertest.Strings(t, rows, err)
 }
 
 // DropConnections terminates the backends of spec's application_name
 // and waits until the server has reaped them.
 func (h *harness) DropConnections(t *testing.T, spec cursor.Spec) {
 	t.Helper()
-	app := strings.ReplaceAll(tableOf(spec), ".", "_")
+	app := strings.ReplaceAll(drivertest.TableOf(spec), ".", "_")
 	ctx := context.Background()
 	var killed int
 	err := h.admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&killed)

@@ -2,8 +2,6 @@ package redisstream_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/url"
 	"strings"
@@ -19,14 +17,6 @@ import (
 	"github.com/cursorflow/cursorflow/drivers/redisstream"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
-
-func randSuffix(t testing.TB) string {
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
 
 // admin connects to the test server.
 func admin(t testing.TB) (*redis.Client, string) {
@@ -96,7 +86,7 @@ type harness struct {
 func newHarness(t testing.TB, cfg redisstream.Config) *harness {
 	t.Helper()
 	c, base := admin(t)
-	h := &harness{drv: redisstream.New(cfg), admin: c, base: base, prefix: "cursortest_" + randSuffix(t)}
+	h := &harness{drv: redisstream.New(cfg), admin: c, base: base, prefix: "cursortest_" + testenv.RandomSuffix(t)}
 	t.Cleanup(func() {
 		_ = h.drv.Close()
 		h.mu.Lock()

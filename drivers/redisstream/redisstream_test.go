@@ -11,6 +11,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/drivers/redisstream"
+	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
 func TestOpenErrors(t *testing.T) {
@@ -53,7 +54,7 @@ func TestOpenErrors(t *testing.T) {
 // queue makes a stream with n entries and a spec on it.
 func queue(t *testing.T, h *harness, n int, opts map[string]any) (cursor.Spec, []string) {
 	t.Helper()
-	stream := h.prefix + "_" + randSuffix(t) + ":jobs"
+	stream := h.prefix + "_" + testenv.RandomSuffix(t) + ":jobs"
 	h.mu.Lock()
 	h.keys = append(h.keys, stream, stream+":dead")
 	h.mu.Unlock()

@@ -3,19 +3,15 @@ package s3prefix_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 
-	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/drivers/s3prefix"
-	"github.com/cursorflow/cursorflow/engine"
-	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/drivertest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
-	"github.com/cursorflow/cursorflow/tools/builtin"
 )
 
 const playbookPath = "../../examples/playbooks/s3prefix_drain.yaml"
@@ -24,52 +20,18 @@ const playbookPath = "../../examples/playbooks/s3prefix_drain.yaml"
 // in bucket (opened by the driver from bucketURL) and checks that every
 // object ended in the done prefix exactly once.
 func drainThroughEngine(t *testing.T, cfg s3prefix.Config, admin *blob.Bucket, bucketURL, root string, n int) {
-	src, err := os.ReadFile(playbookPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	h := &harness{admin: admin, root: root}
 	qroot, names := h.newQueue(t, n, func(i int) []byte { return fmt.Appendf(nil, `{"n": %d}`, i+1) })
 
-	creg := cursor.NewRegistry()
-	if err := creg.Register("s3prefix", s3prefix.New(cfg)); err != nil {
-		t.Fatal(err)
-	}
-	treg, tclose := builtin.NewRegistry(builtin.Options{})
-	log := eventlog.NewMemory()
-	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Tick: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.Close()
-		_ = creg.Close()
-		_ = tclose.Close()
+	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: playbookPath,
+		Kind:         "s3prefix",
+		Driver:       s3prefix.New(cfg),
+		Workload:     map[string]any{"bucket_url": bucketURL, "prefix": qroot + "pending/"},
 	})
-
-	start := time.Now()
-	id, err := e.Start(ctx, src, engine.StartOptions{File: playbookPath, Workload: map[string]any{
-		"bucket_url": bucketURL, "prefix": qroot + "pending/",
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := e.Wait(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	elapsed := time.Since(start)
-	if sum.Status != engine.StatusCompleted {
-		t.Fatalf("status %s: %s %s %s", sum.Status, sum.Step, sum.Field, sum.Error)
-	}
-	st, err := engine.Inspect(ctx, log, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls := st.Loops["start#1"]
-	if ls.Rows != n || ls.OK != n {
+	if ls := r.Loop; ls.Rows != n || ls.OK != n {
 		t.Fatalf("loop status %+v, want %d rows, all ok", ls, n)
 	}
 	if left := h.list(t, qroot+"pending/"); len(left) != 0 {
@@ -82,8 +44,7 @@ func drainThroughEngine(t *testing.T, cfg s3prefix.Config, admin *blob.Bucket, b
 	if len(done) != n || done[0] != names[0] || done[n-1] != names[n-1] {
 		t.Fatalf("done prefix holds %d objects, want %d", len(done), n)
 	}
-	t.Logf("drained %d objects in %v (%.0f rows/s), %d frames, %d events (%.3f per row)",
-		n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), ls.Frames, st.Events, float64(st.Events)/float64(n))
+	r.LogRate(t, n, "objects")
 }
 
 // TestPlaybookDrainsMemBucket drains 10,000 objects of an embedded
@@ -104,7 +65,7 @@ func TestPlaybookDrainsS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := "e2e-" + randSuffix(t) + "/"
+	root := "e2e-" + testenv.RandomSuffix(t) + "/"
 	t.Cleanup(func() {
 		if err := deleteAll(context.Background(), admin, root); err != nil {
 			t.Errorf("clean up: %v", err)

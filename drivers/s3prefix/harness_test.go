@@ -2,8 +2,6 @@ package s3prefix_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,14 +22,6 @@ import (
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
-func randSuffix(t testing.TB) string {
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
 // harness implements cursortest.Harness. Each queue is a prefix of its
 // own (root/pending/, root/done/, ...) in one bucket. Against S3 every
 // queue also gets its own TCP proxy in front of the server, hence its own
@@ -43,7 +33,7 @@ type harness struct {
 	base  *url.URL // nil for memblob
 	seq   atomic.Int64
 	mu    sync.Mutex
-	prox  map[string]*proxy // credential → proxy
+	prox  map[string]*testenv.Proxy // credential → proxy
 }
 
 // newS3Harness works on the S3 server of CURSORFLOW_TEST_S3 (versitygw).
@@ -59,7 +49,7 @@ func newS3Harness(t testing.TB, cfg s3prefix.Config) *harness {
 		t.Fatalf("open bucket: %v", err)
 	}
 	h := &harness{drv: s3prefix.New(cfg), admin: admin, base: base,
-		root: "cursortest-" + randSuffix(t) + "/", prox: make(map[string]*proxy)}
+		root: "cursortest-" + testenv.RandomSuffix(t) + "/", prox: make(map[string]*testenv.Proxy)}
 	t.Cleanup(func() {
 		_ = h.drv.Close()
 		if err := deleteAll(context.Background(), admin, h.root); err != nil {
@@ -133,8 +123,8 @@ func (h *harness) credential(t testing.TB) string {
 	if err != nil || ep.Host == "" {
 		t.Fatalf("%s has no usable endpoint parameter", testenv.EnvS3)
 	}
-	p := newProxy(t, ep.Host)
-	ep.Host = p.addr()
+	p := testenv.NewProxy(t, ep.Host)
+	ep.Host = p.Addr()
 	q.Set("endpoint", ep.String())
 	u := *h.base
 	u.RawQuery = q.Encode()
@@ -223,17 +213,11 @@ func (h *harness) DropConnections(t *testing.T, spec cursor.Spec) {
 	if p == nil {
 		t.Skip("memblob is in-process: there is no connection to drop")
 	}
-	if n := p.drop(); n == 0 {
+	if n := p.DropConnections(); n == 0 {
 		// versitygw closes most connections after the response, so there
 		// may be none open between claims; the next claim still goes
 		// through a proxy that has just cut everything.
 		t.Log("no connection was open at the drop")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for p.open() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d proxied connections still open 10s after the drop", p.open())
-		}
-		time.Sleep(10 * time.Millisecond) // polling the proxy with a deadline
-	}
+	p.WaitClosed(t, 10*time.Second)
 }

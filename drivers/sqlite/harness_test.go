@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,7 +13,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/cursortest"
 	"github.com/cursorflow/cursorflow/drivers/sqlite"
-	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/internal/drivertest"
 )
 
 // harness implements cursortest.Harness on tables of one database file.
@@ -86,40 +85,14 @@ func (h *harness) createTable(t testing.TB, n int) string {
 func (h *harness) NewQueue(t *testing.T, n int, opts cursortest.QueueOptions) (cursor.Spec, []string) {
 	t.Helper()
 	table := h.createTable(t, n)
-	claim, err := dsl.CompileTemplate(claimSQL, dsl.Pos{})
-	if err != nil {
-		t.Fatalf("compile claim: %v", err)
-	}
-	options := map[string]any{
-		"release": `UPDATE {{ workload.table }} SET status = 'pending' WHERE status = 'claimed' AND id IN ({{ keys | join(', ') }})`,
-	}
-	if opts.MaxAttempts > 0 {
-		options["dead_letter"] = `UPDATE {{ workload.table }} SET status = 'dead' WHERE id IN ({{ keys | join(', ') }})`
-	}
-	spec := cursor.Spec{
+	spec := drivertest.TableQueue{
 		Kind:       "sqlite",
 		Auth:       "local_db",
 		Credential: "sqlite:" + h.path,
-		Claim:      claim,
-		Scope: map[string]any{"workload": map[string]any{
-			"table":    table,
-			"lease_ms": opts.Lease.Milliseconds(),
-			"echo":     opts.EchoTemplateVars,
-		}},
-		Options:     options,
-		Lease:       opts.Lease,
-		MaxAttempts: opts.MaxAttempts,
-		Logger:      slog.New(slog.NewTextHandler(t.Output(), nil)),
-	}
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = strconv.Itoa(i + 1)
-	}
-	return spec, keys
-}
-
-func tableOf(spec cursor.Spec) string {
-	return spec.Scope["workload"].(map[string]any)["table"].(string)
+		Claim:      claimSQL,
+		Table:      table,
+	}.Spec(t, opts)
+	return spec, drivertest.SeqKeys(n)
 }
 
 func (h *harness) Complete(ctx context.Context, spec cursor.Spec, rows []cursor.Row) error {
@@ -130,29 +103,14 @@ func (h *harness) Complete(ctx context.Context, spec cursor.Spec, rows []cursor.
 		}
 		keys[i] = r.Key
 	}
-	_, err := h.db.ExecContext(ctx, `UPDATE `+tableOf(spec)+` SET status = 'done' WHERE id IN (`+strings.Join(keys, ",")+`)`)
+	_, err := h.db.ExecContext(ctx, `UPDATE `+drivertest.TableOf(spec)+` SET status = 'done' WHERE id IN (`+strings.Join(keys, ",")+`)`)
 	return err
 }
 
 func (h *harness) DeadLettered(t *testing.T, spec cursor.Spec) []string {
 	t.Helper()
-	rows, err := h.db.QueryContext(context.Background(), `SELECT CAST(id AS TEXT) FROM `+tableOf(spec)+` WHERE status = 'dead' ORDER BY id`)
-	if err != nil {
-		t.Fatalf("dead letter: %v", err)
-	}
-	defer rows.Close()
-	var keys []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return keys
+	rows, err := h.db.QueryContext(context.Background(), `SELECT CAST(id AS TEXT) FROM `+drivertest.TableOf(spec)+` WHERE status = 'dead' ORDER BY id`)
+	return drivertest.Strings(t, rows, err)
 }
 
 func (h *harness) DropConnections(t *testing.T, _ cursor.Spec) {

@@ -4,72 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/api"
-	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/internal/apitest"
 )
 
 const remoteToken = "cli-test-token"
 
-// remote is a cursorflow API server on a real in-process engine.
-type remote struct {
-	url  string
-	log  eventlog.Log
-	gate chan struct{}
-
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *remote) seen() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.msgs...)
-}
-
-func startRemote(t *testing.T) *remote {
+// startRemote starts a cursorflow API server on a real in-process engine
+// (see apitest.Server for its echo and gate tools).
+func startRemote(t *testing.T) *apitest.Server {
 	t.Helper()
-	r := &remote{log: eventlog.NewMemory(), gate: make(chan struct{})}
-	reg := tools.NewRegistry()
-	reg.MustRegister("echo", tools.ToolFunc(func(ctx context.Context, c *tools.Call) (tools.Output, error) {
-		msg := fmt.Sprint(c.Config["msg"])
-		r.mu.Lock()
-		r.msgs = append(r.msgs, msg)
-		r.mu.Unlock()
-		if msg == "fail" {
-			return tools.Output{Status: tools.StatusError, Error: "asked to fail"}, nil
-		}
-		return tools.Output{Status: tools.StatusSuccess, Data: c.Config}, nil
-	}))
-	reg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, c *tools.Call) (tools.Output, error) {
-		select {
-		case <-r.gate:
-			return tools.Output{Status: tools.StatusSuccess}, nil
-		case <-ctx.Done():
-			return tools.Output{Status: tools.StatusError, Error: ctx.Err().Error()}, nil
-		}
-	}))
-	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
-	e, err := engine.New(engine.Config{Log: r.log, Tools: reg, Workers: 4, Tick: 5 * time.Millisecond, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.New(api.Config{Engine: e, Log: r.log, Token: remoteToken, Logger: logger, KeepAlive: 50 * time.Millisecond}))
-	t.Cleanup(func() {
-		srv.Close()
-		_ = e.Close()
-	})
-	r.url = srv.URL
-	return r
+	return apitest.Start(t, apitest.Config{Token: remoteToken})
 }
 
 func cli(args ...string) (code int, stdout, stderr string) {
@@ -111,7 +61,7 @@ func TestRemoteRun(t *testing.T) {
 	r := startRemote(t)
 	file := writeFile(t, "remote.yaml", remotePlaybook)
 
-	code, out, errOut := cli("run", file, "--server", r.url, "--token", remoteToken, "--set", "msg=42", "-v")
+	code, out, errOut := cli("run", file, "--server", r.URL(), "--token", remoteToken, "--set", "msg=42", "-v")
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
@@ -122,16 +72,16 @@ func TestRemoteRun(t *testing.T) {
 	if !strings.Contains(errOut, "execution.completed") || !strings.Contains(errOut, "command.issued") {
 		t.Errorf("-v did not print events: %q", errOut)
 	}
-	if got := r.seen(); len(got) != 1 || got[0] != "42" {
+	if got := r.Seen(); len(got) != 1 || got[0] != "42" {
 		t.Fatalf("tool saw %q, want the --set override", got)
 	}
-	st, err := engine.Inspect(context.Background(), r.log, id)
+	st, err := engine.Inspect(context.Background(), r.Log, id)
 	if err != nil || st.Status != engine.StatusCompleted {
 		t.Fatalf("server status %v %v", st, err)
 	}
 
 	// --json: one summary object.
-	code, out, errOut = cli("run", "--server="+r.url, "--token", remoteToken, "--json", file)
+	code, out, errOut = cli("run", "--server="+r.URL(), "--token", remoteToken, "--json", file)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -142,14 +92,14 @@ func TestRemoteRun(t *testing.T) {
 
 	// A failing execution exits 1 and says where it failed.
 	failing := writeFile(t, "fail.yaml", remotePlaybook)
-	code, out, _ = cli("run", failing, "--server", r.url, "--token", remoteToken, "--set", "msg=fail")
+	code, out, _ = cli("run", failing, "--server", r.URL(), "--token", remoteToken, "--set", "msg=fail")
 	if code != exitInvalid || !strings.Contains(out, "failed at step start") {
 		t.Fatalf("failing run: exit %d, stdout %q", code, out)
 	}
 
 	// An invalid playbook exits 2 with the server's positions.
 	bad := writeFile(t, "bad.yaml", invalidPlaybook)
-	code, _, errOut = cli("run", bad, "--server", r.url, "--token", remoteToken)
+	code, _, errOut = cli("run", bad, "--server", r.URL(), "--token", remoteToken)
 	if code != exitUsage || !strings.Contains(errOut, bad+":5:5: step start: tool is required") {
 		t.Fatalf("invalid playbook: exit %d, stderr %q", code, errOut)
 	}
@@ -158,21 +108,21 @@ func TestRemoteRun(t *testing.T) {
 func TestRemoteToken(t *testing.T) {
 	r := startRemote(t)
 	file := writeFile(t, "remote.yaml", remotePlaybook)
-	code, _, errOut := cli("run", file, "--server", r.url)
+	code, _, errOut := cli("run", file, "--server", r.URL())
 	if code != exitInvalid || !strings.Contains(errOut, "401") || !strings.Contains(errOut, "CURSORFLOW_TOKEN") {
 		t.Fatalf("no token: exit %d, stderr %q", code, errOut)
 	}
-	code, _, errOut = cli("run", file, "--server", r.url, "--token", "wrong")
+	code, _, errOut = cli("run", file, "--server", r.URL(), "--token", "wrong")
 	if code != exitInvalid || !strings.Contains(errOut, "invalid bearer token") {
 		t.Fatalf("wrong token: exit %d, stderr %q", code, errOut)
 	}
 	t.Setenv(envToken, remoteToken)
-	code, out, errOut := cli("run", file, "--server", r.url)
+	code, out, errOut := cli("run", file, "--server", r.URL())
 	if code != exitOK {
 		t.Fatalf("token from $%s: exit %d, %s", envToken, code, errOut)
 	}
 	id := executionID(t, out)
-	t.Setenv(envServer, r.url)
+	t.Setenv(envServer, r.URL())
 	if code, out, errOut := cli("status", id); code != exitOK || !strings.Contains(out, "completed") {
 		t.Fatalf("status with $%s: exit %d %q %q", envServer, code, out, errOut)
 	}
@@ -181,7 +131,7 @@ func TestRemoteToken(t *testing.T) {
 func TestRemoteStatusEventsCancel(t *testing.T) {
 	t.Parallel()
 	r := startRemote(t)
-	srv := []string{"--server", r.url, "--token", remoteToken}
+	srv := []string{"--server", r.URL(), "--token", remoteToken}
 	file := writeFile(t, "remote.yaml", remotePlaybook)
 	code, out, errOut := cli(append([]string{"run", file}, srv...)...)
 	if code != exitOK {
@@ -202,7 +152,7 @@ func TestRemoteStatusEventsCancel(t *testing.T) {
 		t.Fatalf("status of unknown: %d %q", code, errOut)
 	}
 
-	evs, _ := r.log.Read(context.Background(), id, 0, 0)
+	evs, _ := r.Log.Read(context.Background(), id, 0, 0)
 	code, out, _ = cli(append([]string{"events", id}, srv...)...)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != exitOK || len(lines) != len(evs) || !strings.Contains(lines[len(lines)-1], "execution.completed") {
@@ -230,9 +180,9 @@ func TestRemoteStatusEventsCancel(t *testing.T) {
 	var gid string
 	deadline := time.Now().Add(10 * time.Second)
 	for gid == "" {
-		ids, _ := r.log.Executions(context.Background(), true)
+		ids, _ := r.Log.Executions(context.Background(), true)
 		for _, x := range ids {
-			if s, err := engine.Inspect(context.Background(), r.log, x); err == nil && len(s.InFlight) > 0 {
+			if s, err := engine.Inspect(context.Background(), r.Log, x); err == nil && len(s.InFlight) > 0 {
 				gid = x
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/internal/api"
+	"github.com/cursorflow/cursorflow/internal/apitest"
 )
 
 // TestOpenAPIMatchesRoutes keeps the document true: the (method, path)
@@ -149,11 +150,11 @@ func TestAuthentication(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, path := range []string{"/v1/playbooks", "/openapi.yaml", "/v2/unknown"} {
-				req, _ := http.NewRequest(http.MethodGet, b.srv.URL+path, nil)
+				req, _ := http.NewRequest(http.MethodGet, b.HTTP.URL+path, nil)
 				if tc.header != "" {
 					req.Header.Set("Authorization", tc.header)
 				}
-				res, err := b.srv.Client().Do(req)
+				res, err := b.HTTP.Client().Do(req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -301,7 +302,7 @@ func TestPlaybooks(t *testing.T) {
 	b.waitStatus(t, id, engine.StatusCompleted)
 	id = b.start(t, api.StartRequest{Playbook: "echo", Version: 1, Workload: map[string]any{"greeting": "hi"}})
 	b.waitStatus(t, id, engine.StatusCompleted)
-	msgs := b.seen()
+	msgs := b.Seen()
 	if !slices.Equal(msgs, []string{"hello 2", "hi 1"}) {
 		t.Fatalf("tool saw %q", msgs)
 	}
@@ -403,7 +404,7 @@ func TestStartWithWorkloadAndStatus(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	// 42 arrives as an integer, not 42.0.
-	if msgs := b.seen(); !slices.Equal(msgs, []string{"hello 42"}) {
+	if msgs := b.Seen(); !slices.Equal(msgs, []string{"hello 42"}) {
 		t.Fatalf("tool saw %q", msgs)
 	}
 
@@ -488,9 +489,9 @@ func TestEventStream(t *testing.T) {
 	id := b.start(t, api.StartRequest{Source: gatedPlaybook})
 	b.waitInFlight(t, id)
 
-	req, _ := http.NewRequest(http.MethodGet, b.srv.URL+"/v1/executions/"+id+"/events/stream", nil)
+	req, _ := http.NewRequest(http.MethodGet, b.HTTP.URL+"/v1/executions/"+id+"/events/stream", nil)
 	req.Header.Set("Authorization", "Bearer "+testToken)
-	res, err := b.srv.Client().Do(req)
+	res, err := b.HTTP.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,7 +523,7 @@ func TestEventStream(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no keepalive on an idle stream")
 	}
-	close(b.gate)
+	close(b.Gate)
 	var got result
 	select {
 	case got = <-done:
@@ -552,11 +553,11 @@ func TestEventStream(t *testing.T) {
 		lastID string
 		want   int
 	}{{"2", len(got.events) - 2}, {last.id, 0}} {
-		req, _ := http.NewRequest(http.MethodGet, b.srv.URL+"/v1/executions/"+id+"/events/stream", nil)
+		req, _ := http.NewRequest(http.MethodGet, b.HTTP.URL+"/v1/executions/"+id+"/events/stream", nil)
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		req.Header.Set("Last-Event-ID", tc.lastID)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, err := b.srv.Client().Do(req.WithContext(ctx))
+		res, err := b.HTTP.Client().Do(req.WithContext(ctx))
 		if err != nil {
 			cancel()
 			t.Fatal(err)
@@ -609,14 +610,14 @@ func TestStandbyRunner(t *testing.T) {
 	// A running execution in the shared log, driven by the other replica.
 	id := b.start(t, api.StartRequest{Source: gatedPlaybook})
 	b.waitInFlight(t, id)
-	srv := httptest.NewServer(api.New(api.Config{Engine: standby{}, Log: b.log, Token: testToken, Logger: testLogger(t)}))
+	srv := httptest.NewServer(api.New(api.Config{Engine: standby{}, Log: b.Log, Token: testToken, Logger: testLogger(t)}))
 	defer srv.Close()
-	s := &bundle{srv: srv}
+	s := &bundle{&apitest.Server{HTTP: srv}}
 	r := s.do(t, http.MethodPost, "/v1/executions", api.StartRequest{Source: echoPlaybook})
 	want(t, r, http.StatusServiceUnavailable)
 	r.errorBody(t)
 	want(t, s.do(t, http.MethodPost, "/v1/executions/"+id+"/cancel", nil), http.StatusServiceUnavailable)
 	// Reads work on a standby.
 	want(t, s.do(t, http.MethodGet, "/v1/executions/"+id, nil), http.StatusOK)
-	close(b.gate)
+	close(b.Gate)
 }

@@ -5,20 +5,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
-	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/internal/api"
-	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/internal/apitest"
 )
 
 const testToken = "s3cret-token"
@@ -53,20 +49,10 @@ workflow:
     tool: {kind: echo, msg: 'item {{ iter.it }}'}
 `
 
+// bundle is an API server on an in-process engine (see apitest.Server
+// for its echo and gate tools).
 type bundle struct {
-	srv  *httptest.Server
-	log  eventlog.Log
-	eng  *engine.Engine
-	gate chan struct{}
-
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (b *bundle) seen() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]string(nil), b.msgs...)
+	*apitest.Server
 }
 
 // testLogger logs into the test's output, shown when it fails or with -v.
@@ -78,37 +64,11 @@ type option func(*api.Config)
 
 func setup(t *testing.T, opts ...option) *bundle {
 	t.Helper()
-	b := &bundle{log: eventlog.NewMemory(), gate: make(chan struct{})}
-	reg := tools.NewRegistry()
-	reg.MustRegister("echo", tools.ToolFunc(func(ctx context.Context, c *tools.Call) (tools.Output, error) {
-		b.mu.Lock()
-		b.msgs = append(b.msgs, fmt.Sprint(c.Config["msg"]))
-		b.mu.Unlock()
-		return tools.Output{Status: tools.StatusSuccess, Data: c.Config}, nil
-	}))
-	reg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, c *tools.Call) (tools.Output, error) {
-		select {
-		case <-b.gate:
-			return tools.Output{Status: tools.StatusSuccess}, nil
-		case <-ctx.Done():
-			return tools.Output{Status: tools.StatusError, Error: ctx.Err().Error()}, nil
+	return &bundle{apitest.Start(t, apitest.Config{Token: testToken, Logger: testLogger(t), Configure: func(c *api.Config) {
+		for _, o := range opts {
+			o(c)
 		}
-	}))
-	e, err := engine.New(engine.Config{Log: b.log, Tools: reg, Tick: 5 * time.Millisecond, Workers: 4, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.eng = e
-	cfg := api.Config{Engine: e, Log: b.log, Token: testToken, KeepAlive: 50 * time.Millisecond, Logger: testLogger(t)}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	b.srv = httptest.NewServer(api.New(cfg))
-	t.Cleanup(func() {
-		b.srv.Close()
-		_ = e.Close()
-	})
-	return b
+	}})}
 }
 
 // response is a finished request.
@@ -156,14 +116,14 @@ func (b *bundle) doToken(t *testing.T, token, method, path string, body any) res
 		}
 		rd = bytes.NewReader(j)
 	}
-	req, err := http.NewRequest(method, b.srv.URL+path, rd)
+	req, err := http.NewRequest(method, b.HTTP.URL+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	res, err := b.srv.Client().Do(req)
+	res, err := b.HTTP.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +182,7 @@ func (b *bundle) waitInFlight(t *testing.T, id string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, err := engine.Inspect(context.Background(), b.log, id)
+		st, err := engine.Inspect(context.Background(), b.Log, id)
 		if err == nil && len(st.InFlight) > 0 {
 			return
 		}

@@ -1,0 +1,163 @@
+package drivertest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/builtin"
+)
+
+// DefaultLoop is the run id of the cursor loop a drain playbook runs in
+// its first step: the loop [Result.Loop] describes unless
+// [DrainConfig.Loop] names another.
+const DefaultLoop = "start#1"
+
+// Tick is the engine's tick in [Drain], short so that the drain is not
+// paced by it.
+const Tick = 10 * time.Millisecond
+
+// DrainConfig describes one run of a drain playbook.
+type DrainConfig struct {
+	// PlaybookFile is the playbook's path, relative to the test's package
+	// directory (go test runs there). Required.
+	PlaybookFile string
+	// Kind is the cursor kind the playbook names, under which Driver is
+	// registered. Required.
+	Kind string
+	// Driver is the driver under test. Required; Drain closes it at the
+	// end of the test.
+	Driver cursor.Driver
+	// Keychain resolves the playbook's credential aliases, for the engine
+	// and the built-in tools. Defaults to an empty keychain.
+	Keychain tools.Keychain
+	// Workload overrides the playbook's workload keys (table, stream, ...).
+	Workload map[string]any
+	// Loop is the run id of the loop Result.Loop describes. Defaults to
+	// DefaultLoop.
+	Loop string
+}
+
+// Result is what a completed drain left behind.
+type Result struct {
+	// ExecutionID is the execution's id.
+	ExecutionID string
+	// Summary is what engine.Engine.Wait returned.
+	Summary *engine.Summary
+	// Status is the execution folded by engine.Inspect after it ended.
+	Status *engine.Status
+	// Loop is Status.Loops[DrainConfig.Loop].
+	Loop engine.LoopStatus
+	// Events is the execution's whole history.
+	Events []eventlog.Event
+	// Elapsed runs from Start to the end of Wait.
+	Elapsed time.Duration
+}
+
+// Drain runs cfg.PlaybookFile on an engine with an in-memory event log,
+// the built-in tools and cfg.Driver registered as cfg.Kind, waits for the
+// execution to end and fails the test unless it completed. ctx bounds the
+// run; the engine, the registries and the driver are closed when the test
+// ends.
+func Drain(ctx context.Context, t testing.TB, cfg DrainConfig) Result {
+	t.Helper()
+	if cfg.Loop == "" {
+		cfg.Loop = DefaultLoop
+	}
+	src, err := os.ReadFile(cfg.PlaybookFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	treg, tclose := builtin.NewRegistry(builtin.Options{Keychain: cfg.Keychain})
+	t.Cleanup(func() { _ = tclose.Close() })
+	creg := cursor.NewRegistry()
+	if err := creg.Register(cfg.Kind, cfg.Driver); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = creg.Close() })
+	log := eventlog.NewMemory()
+	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: cfg.Keychain, Tick: Tick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+
+	began := time.Now()
+	id, err := e.Start(ctx, src, engine.StartOptions{File: cfg.PlaybookFile, Workload: cfg.Workload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := e.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Result{ExecutionID: id, Summary: sum, Elapsed: time.Since(began)}
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("execution %s: %s %s %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	if r.Events, err = log.Read(ctx, id, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r.Status, err = engine.Inspect(ctx, log, id); err != nil {
+		t.Fatal(err)
+	}
+	r.Loop = r.Status.Loops[cfg.Loop]
+	return r
+}
+
+// LogRate logs the drain's throughput and cost: n items of the named
+// kind (rows, entries, ...) in Elapsed, the loop's frames and the events
+// per item.
+func (r Result) LogRate(t testing.TB, n int, items string) {
+	t.Helper()
+	t.Logf("drained %d %s in %v (%.0f %s/s), %d frames, %d events (%.4f per item)",
+		n, items, r.Elapsed.Round(time.Millisecond), float64(n)/r.Elapsed.Seconds(), items,
+		r.Loop.Frames, len(r.Events), float64(len(r.Events))/float64(n))
+}
+
+// FrameItems returns every row key the engine reported in frame.done
+// events, with its outcomes in order.
+func FrameItems(t testing.TB, evs []eventlog.Event) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, ev := range evs {
+		if ev.Type != eventlog.TypeFrameDone {
+			continue
+		}
+		var p struct {
+			Items []struct {
+				Key     string `json:"key"`
+				Outcome string `json:"outcome"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal(ev.Payload, &p); err != nil {
+			t.Fatalf("frame.done payload: %v", err)
+		}
+		for _, it := range p.Items {
+			out[it.Key] = append(out[it.Key], it.Outcome)
+		}
+	}
+	return out
+}
+
+// ExpectEachOnceOK fails the test unless the frame.done events in evs
+// report exactly the given keys, each once, with outcome ok: every row
+// ran through the loop's body once, successfully.
+func ExpectEachOnceOK(t testing.TB, evs []eventlog.Event, keys []string) {
+	t.Helper()
+	items := FrameItems(t, evs)
+	if len(items) != len(keys) {
+		t.Fatalf("the engine reported %d distinct keys, want %d", len(items), len(keys))
+	}
+	for _, k := range keys {
+		if got := items[k]; len(got) != 1 || got[0] != engine.OutcomeOK {
+			t.Fatalf("key %s: outcomes %v, want [ok]", k, got)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package testenv
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Proxy forwards TCP connections from a local listener to a real server,
+// so that a test can make "the server" drop every connection of one
+// client at once: point the client at [Proxy.Addr] and call
+// [Proxy.DropConnections]. Servers such as NATS, ClickHouse or an S3
+// gateway offer no way to kick one client; to the client, a proxy that
+// closes its sockets looks exactly like that.
+type Proxy struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]bool // both ends of every open pair
+	closed bool
+}
+
+// NewProxy listens on a free port of 127.0.0.1 and forwards every
+// connection it accepts to target (host:port). The proxy and every
+// connection through it are closed when the test ends.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("testenv: proxy listen: %v", err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]bool)}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// Addr returns the proxy's host:port, to use in place of the target's.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// DropConnections closes every connection through the proxy, on both
+// sides, and returns how many client connections it cut. The proxy keeps
+// accepting new ones.
+func (p *Proxy) DropConnections() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.conns) / 2
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	return n
+}
+
+// Open returns the number of client connections through the proxy that
+// are still open.
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns) / 2
+}
+
+// WaitClosed polls until no connection through the proxy is open and
+// fails the test if some still are after timeout. A dropped pair leaves
+// the count once both of its copying goroutines have seen the close.
+func (p *Proxy) WaitClosed(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for p.Open() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: %d proxied connections still open %v after the drop", p.Open(), timeout)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the proxy with a deadline
+	}
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			_ = c.Close()
+			_ = up.Close()
+			return
+		}
+		p.conns[c], p.conns[up] = true, true
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+// pipe copies src to dst until either side closes, then closes both.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	_ = dst.Close()
+	_ = src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// close stops accepting, cuts every connection and waits for the
+// goroutines.
+func (p *Proxy) close() {
+	_ = p.ln.Close()
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.DropConnections()
+	p.wg.Wait()
+}
