@@ -393,22 +393,31 @@ func (d *decoder) spend(n *yaml.Node) bool {
 	return true
 }
 
-// enterAlias guards against an alias that refers to its own ancestor.
-func (d *decoder) enterAlias(n *yaml.Node) (*yaml.Node, bool) {
+// enterAlias returns the node to decode for n: n itself, or the target of
+// the alias n, then marked as being expanded until the caller calls leave
+// (never nil when ok). It guards against an alias that refers to its own
+// ancestor.
+func (d *decoder) enterAlias(n *yaml.Node) (t *yaml.Node, leave func(), ok bool) {
 	if n.Kind != yaml.AliasNode {
-		return n, true
+		return n, noLeave, true
 	}
-	t := d.resolve(n)
+	t = d.resolve(n)
 	if t == nil {
 		d.errorf(n, "unresolvable alias *%s", n.Value)
-		return nil, false
+		return nil, nil, false
 	}
 	if d.expanding[t] {
 		d.errorf(n, "alias *%s refers to a value that contains it", n.Value)
-		return nil, false
+		return nil, nil, false
 	}
-	return t, true
+	if t == n {
+		return n, noLeave, true
+	}
+	d.markExpanding(t, true)
+	return t, func() { d.markExpanding(t, false) }, true
 }
+
+func noLeave() {}
 
 // plain converts n to plain Go values: map[string]any, []any, string,
 // int64, float64, bool, nil.
@@ -416,15 +425,11 @@ func (d *decoder) plain(n *yaml.Node) any {
 	if n == nil || !d.spend(n) {
 		return nil
 	}
-	t, ok := d.enterAlias(n)
+	n, leave, ok := d.enterAlias(n)
 	if !ok {
 		return nil
 	}
-	if t != n {
-		d.markExpanding(t, true)
-		defer d.markExpanding(t, false)
-	}
-	n = t
+	defer leave()
 	switch n.Kind {
 	case yaml.ScalarNode:
 		v, _ := d.scalar(n)
@@ -503,14 +508,11 @@ func (d *decoder) value(n *yaml.Node) *Value {
 	if !d.spend(n) {
 		return NewLiteralValue(nil, d.pos(n))
 	}
-	t, ok := d.enterAlias(n)
+	t, leave, ok := d.enterAlias(n)
 	if !ok {
 		return NewLiteralValue(nil, d.pos(n))
 	}
-	if t != n {
-		d.markExpanding(t, true)
-		defer d.markExpanding(t, false)
-	}
+	defer leave()
 	n = t
 	switch n.Kind {
 	case yaml.ScalarNode:
@@ -731,7 +733,7 @@ func (d *decoder) step(n *yaml.Node) *Step {
 	if s.Name == "" {
 		d.errorf(n, "workflow step: step (its name) is required")
 	}
-	var argsKeys map[string]string // arg name -> the key that set it
+	var argsSetBy map[string]string // arg name -> the key that set it
 	var toolNode *yaml.Node
 	for _, p := range ps {
 		switch p.key {
@@ -741,19 +743,9 @@ func (d *decoder) step(n *yaml.Node) *Step {
 		case "when":
 			s.When = d.template(p.v, what+": when")
 		case "args", "input":
-			aps, _ := d.mapping(p.v, what+": "+p.key)
-			if len(aps) > 0 && s.Args == nil {
-				s.Args = make(map[string]*Value, len(aps))
-				argsKeys = make(map[string]string, len(aps))
-			}
-			for _, ap := range aps {
-				if prev, dup := argsKeys[ap.key]; dup {
-					d.errorf(ap.k, "%s: argument %q is set in both %s and %s", what, ap.key, prev, p.key)
-					continue
-				}
-				argsKeys[ap.key] = p.key
-				s.Args[ap.key] = d.value(ap.v)
-			}
+			d.args(&s.Args, &argsSetBy, p, what+": "+p.key, func(ap pair, prev string) {
+				d.errorf(ap.k, "%s: argument %q is set in both %s and %s", what, ap.key, prev, p.key)
+			})
 		case "vars":
 			s.Vars = d.valueMap(p.v, what+": vars")
 		case "set":
@@ -801,6 +793,26 @@ func (d *decoder) step(n *yaml.Node) *Step {
 		d.warnf(n, "%s: name/task %q is only used by kind: workbook steps", what, s.TaskName)
 	}
 	return s
+}
+
+// args decodes p, an args or input mapping labelled label, into *args.
+// *setBy records the key (args or input) that set each argument; an
+// argument set again is passed to dup, with the key that set it first,
+// and skipped.
+func (d *decoder) args(args *map[string]*Value, setBy *map[string]string, p pair, label string, dup func(ap pair, prev string)) {
+	aps, _ := d.mapping(p.v, label)
+	if len(aps) > 0 && *args == nil {
+		*args = make(map[string]*Value, len(aps))
+		*setBy = make(map[string]string, len(aps))
+	}
+	for _, ap := range aps {
+		if prev, ok := (*setBy)[ap.key]; ok {
+			dup(ap, prev)
+			continue
+		}
+		(*setBy)[ap.key] = p.key
+		(*args)[ap.key] = d.value(ap.v)
+	}
 }
 
 // stepLabel names a step in messages.
@@ -1243,7 +1255,7 @@ func (d *decoder) arc(n *yaml.Node, what string) *Arc {
 		return nil
 	}
 	a := &Arc{Pos: d.pos(n)}
-	var argsKeys map[string]bool
+	var argsSetBy map[string]string
 	for _, p := range ps {
 		switch p.key {
 		case "step":
@@ -1254,19 +1266,9 @@ func (d *decoder) arc(n *yaml.Node, what string) *Arc {
 		case "set":
 			a.Set = d.assignments(p.v, what+": arc set")
 		case "args", "input":
-			aps, _ := d.mapping(p.v, what+": arc "+p.key)
-			if len(aps) > 0 && a.Args == nil {
-				a.Args = make(map[string]*Value, len(aps))
-				argsKeys = make(map[string]bool, len(aps))
-			}
-			for _, ap := range aps {
-				if argsKeys[ap.key] {
-					d.errorf(ap.k, "%s: arc argument %q is set twice", what, ap.key)
-					continue
-				}
-				argsKeys[ap.key] = true
-				a.Args[ap.key] = d.value(ap.v)
-			}
+			d.args(&a.Args, &argsSetBy, p, what+": arc "+p.key, func(ap pair, _ string) {
+				d.errorf(ap.k, "%s: arc argument %q is set twice", what, ap.key)
+			})
 		default:
 			d.warnf(p.k, "%s: unknown arc key %q (ignored)", what, p.key)
 		}

@@ -78,16 +78,8 @@ func NewLiteralValue(v any, pos Pos) *Value {
 
 // NewListValue builds a list of values. Nil items render as nil.
 func NewListValue(items []*Value, pos Pos) *Value {
-	v := &Value{Pos: pos, kind: valueList, items: slices.Clone(items), constant: true}
-	for _, it := range v.items {
-		if it != nil && !it.constant {
-			v.constant = false
-		}
-	}
-	if v.constant {
-		v.lit, _ = v.renderSlow(nil)
-	}
-	return v
+	v := &Value{Pos: pos, kind: valueList, items: slices.Clone(items)}
+	return v.foldConstant(v.items)
 }
 
 // NewMapValue builds a map keeping the keys' order for Raw and Keys. keys
@@ -95,8 +87,16 @@ func NewListValue(items []*Value, pos Pos) *Value {
 // ignored, and a repeated key keeps its last value.
 func NewMapValue(keys []string, vals []*Value, pos Pos) *Value {
 	n := min(len(keys), len(vals))
-	v := &Value{Pos: pos, kind: valueMap, keys: slices.Clone(keys[:n]), vals: slices.Clone(vals[:n]), constant: true}
-	for _, it := range v.vals {
+	v := &Value{Pos: pos, kind: valueMap, keys: slices.Clone(keys[:n]), vals: slices.Clone(vals[:n])}
+	return v.foldConstant(v.vals)
+}
+
+// foldConstant marks the list or map v constant when every one of its
+// children (nil counts as constant) is, rendering it once for good, and
+// returns v.
+func (v *Value) foldConstant(children []*Value) *Value {
+	v.constant = true
+	for _, it := range children {
 		if it != nil && !it.constant {
 			v.constant = false
 		}
@@ -334,15 +334,7 @@ func plainOf(x any, depth int) (any, error) {
 		}
 		return plainOf(x.Interface(), depth+1)
 	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			p, err := plainOf(e, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = p
-		}
-		return out, nil
+		return plainList(x, depth)
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
@@ -354,15 +346,7 @@ func plainOf(x any, depth int) (any, error) {
 		}
 		return out, nil
 	case exec.ValuesList:
-		out := make([]any, len(x))
-		for i, e := range x {
-			p, err := plainOf(e, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = p
-		}
-		return out, nil
+		return plainList(x, depth)
 	case *exec.Dict:
 		if x == nil {
 			return nil, nil
@@ -450,6 +434,19 @@ func plainOf(x any, depth int) (any, error) {
 		return s.String(), nil
 	}
 	return nil, fmt.Errorf("cannot use a value of type %T as data", x)
+}
+
+// plainList converts each element of a list with plainOf.
+func plainList[E any](x []E, depth int) (any, error) {
+	out := make([]any, len(x))
+	for i, e := range x {
+		p, err := plainOf(e, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
 }
 
 func dictPlain(d *exec.Dict, depth int) (any, error) {

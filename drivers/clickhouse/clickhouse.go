@@ -16,6 +16,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
 )
 
 // Defaults of Config and of a cursor's lease.
@@ -46,12 +47,11 @@ type Config struct {
 // Driver is the ClickHouse cursor driver (clickhouse-go v2, native
 // protocol). Safe for concurrent use.
 type Driver struct {
-	cfg    Config
-	log    *slog.Logger
-	mu     sync.Mutex
-	conns  map[string]driver.Conn
-	ready  map[string]bool // credential + tables whose bookkeeping tables exist
-	closed bool
+	cfg   Config
+	log   *slog.Logger
+	conns *clientcache.Cache[driver.Conn]
+	mu    sync.Mutex
+	ready map[string]bool // credential + tables whose bookkeeping tables exist
 }
 
 var _ cursor.Driver = (*Driver)(nil)
@@ -69,7 +69,7 @@ func New(cfg Config) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Driver{cfg: cfg, log: log, conns: make(map[string]driver.Conn), ready: make(map[string]bool)}
+	return &Driver{cfg: cfg, log: log, conns: clientcache.New(driver.Conn.Close), ready: make(map[string]bool)}
 }
 
 // Features reports what the driver guarantees. Claims are merge-based
@@ -133,14 +133,10 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 }
 
 func (d *Driver) conn(credential string) (driver.Conn, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, cursor.ErrClosed
-	}
-	if c, ok := d.conns[credential]; ok {
-		return c, nil
-	}
+	return d.conns.Get(credential, func() (driver.Conn, error) { return d.dial(credential) })
+}
+
+func (d *Driver) dial(credential string) (driver.Conn, error) {
 	if credential == "" {
 		return nil, errors.New("no credential: give the cursor an auth credential or a url option")
 	}
@@ -155,18 +151,13 @@ func (d *Driver) conn(credential string) (driver.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	d.conns[credential] = c
 	return c, nil
 }
 
 // dropConn forgets a credential's pool after a connection failure, so
 // that the retry dials afresh.
 func (d *Driver) dropConn(credential string, c driver.Conn) {
-	d.mu.Lock()
-	if d.conns[credential] == c {
-		delete(d.conns, credential)
-	}
-	d.mu.Unlock()
+	d.conns.Forget(credential, c)
 	_ = c.Close()
 }
 
@@ -199,18 +190,7 @@ func (d *Driver) ensureTables(ctx context.Context, c *Cursor) error {
 }
 
 // Close closes every pool. Cursors opened earlier fail afterwards.
-func (d *Driver) Close() error {
-	d.mu.Lock()
-	conns := d.conns
-	d.conns = make(map[string]driver.Conn)
-	d.closed = true
-	d.mu.Unlock()
-	var errs []error
-	for _, c := range conns {
-		errs = append(errs, c.Close())
-	}
-	return errors.Join(errs...)
-}
+func (d *Driver) Close() error { return d.conns.Close() }
 
 // connLost reports errors after which a statement is retried once on a
 // fresh connection: the server or the network dropped the connection.

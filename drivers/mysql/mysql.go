@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
-	"sync"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
 	"github.com/cursorflow/cursorflow/dsl"
 )
 
@@ -49,11 +48,9 @@ type Config struct {
 // keeps one database/sql pool per credential; Open is cheap. Safe for
 // concurrent use.
 type Driver struct {
-	cfg    Config
-	log    *slog.Logger
-	mu     sync.Mutex
-	dbs    map[string]*sql.DB
-	closed bool
+	cfg Config
+	log *slog.Logger
+	dbs *clientcache.Cache[*sql.DB]
 }
 
 var (
@@ -74,7 +71,7 @@ func New(cfg Config) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Driver{cfg: cfg, log: log, dbs: make(map[string]*sql.DB)}
+	return &Driver{cfg: cfg, log: log, dbs: clientcache.New((*sql.DB).Close)}
 }
 
 // Features reports what the mysql driver guarantees: the same as the
@@ -162,14 +159,10 @@ func isBlank(s string) bool {
 }
 
 func (d *Driver) db(credential string) (*sql.DB, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, cursor.ErrClosed
-	}
-	if db, ok := d.dbs[credential]; ok {
-		return db, nil
-	}
+	return d.dbs.Get(credential, func() (*sql.DB, error) { return d.openDB(credential) })
+}
+
+func (d *Driver) openDB(credential string) (*sql.DB, error) {
 	cfg, err := ParseCredential(credential)
 	if err != nil {
 		return nil, err
@@ -182,22 +175,8 @@ func (d *Driver) db(credential string) (*sql.DB, error) {
 	db.SetMaxOpenConns(d.cfg.MaxOpenConns)
 	db.SetMaxIdleConns(d.cfg.MaxOpenConns)
 	db.SetConnMaxLifetime(d.cfg.ConnMaxLifetime)
-	d.dbs[credential] = db
 	return db, nil
 }
 
 // Close closes every pool. Cursors opened earlier fail afterwards.
-func (d *Driver) Close() error {
-	d.mu.Lock()
-	dbs := d.dbs
-	d.dbs = make(map[string]*sql.DB)
-	d.closed = true
-	d.mu.Unlock()
-	var errs []error
-	for _, k := range slices.Sorted(maps.Keys(dbs)) {
-		if err := dbs[k].Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+func (d *Driver) Close() error { return d.dbs.Close() }

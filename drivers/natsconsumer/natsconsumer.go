@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
 )
 
 // Defaults of Config and Spec.
@@ -73,10 +74,9 @@ type Config struct {
 type Driver struct {
 	cfg       Config
 	log       *slog.Logger
+	conns     *clientcache.Cache[*conn]
 	mu        sync.Mutex
-	conns     map[string]*conn
 	consumers map[string]*consumerEntry
-	closed    bool
 }
 
 type conn struct {
@@ -104,7 +104,10 @@ func New(cfg Config) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Driver{cfg: cfg, log: log, conns: make(map[string]*conn), consumers: make(map[string]*consumerEntry)}
+	return &Driver{cfg: cfg, log: log, conns: clientcache.New(func(c *conn) error {
+		c.nc.Close()
+		return nil
+	}), consumers: make(map[string]*consumerEntry)}
 }
 
 // Features reports what the driver guarantees: batch claims, redelivery
@@ -165,14 +168,10 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 }
 
 func (d *Driver) conn(credential string) (*conn, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, cursor.ErrClosed
-	}
-	if c, ok := d.conns[credential]; ok {
-		return c, nil
-	}
+	return d.conns.Get(credential, func() (*conn, error) { return d.connect(credential) })
+}
+
+func (d *Driver) connect(credential string) (*conn, error) {
 	if strings.TrimSpace(credential) == "" {
 		return nil, errors.New("empty credential: want a nats:// URL")
 	}
@@ -201,9 +200,7 @@ func (d *Driver) conn(credential string) (*conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	c := &conn{nc: nc, js: js}
-	d.conns[credential] = c
-	return c, nil
+	return &conn{nc: nc, js: js}, nil
 }
 
 // consumer returns the cached consumer handle, or binds to (and sets
@@ -211,7 +208,7 @@ func (d *Driver) conn(credential string) (*conn, error) {
 func (d *Driver) consumer(ctx context.Context, cn *conn, credential string, opts Options, lease time.Duration, refresh bool, log *slog.Logger) (jetstream.Consumer, error) {
 	key := credential + "\x00" + opts.Stream + "\x00" + opts.Consumer
 	d.mu.Lock()
-	if d.closed {
+	if d.conns.Closed() {
 		d.mu.Unlock()
 		return nil, cursor.ErrClosed
 	}
@@ -254,7 +251,9 @@ func (d *Driver) consumer(ctx context.Context, cn *conn, credential string, opts
 		return nil, fmt.Errorf("consumer %q on stream %q: %w", opts.Consumer, opts.Stream, err)
 	}
 	d.mu.Lock()
-	if !d.closed {
+	// Close marks the cache closed before it clears consumers (under
+	// d.mu), so no entry is stored after the clearing.
+	if !d.conns.Closed() {
 		d.consumers[key] = &consumerEntry{c: c, lease: lease}
 	}
 	d.mu.Unlock()
@@ -263,16 +262,11 @@ func (d *Driver) consumer(ctx context.Context, cn *conn, credential string, opts
 
 // Close closes every connection. Cursors opened earlier fail afterwards.
 func (d *Driver) Close() error {
+	err := d.conns.Close()
 	d.mu.Lock()
-	conns := d.conns
-	d.conns = make(map[string]*conn)
 	d.consumers = make(map[string]*consumerEntry)
-	d.closed = true
 	d.mu.Unlock()
-	for _, c := range conns {
-		c.nc.Close()
-	}
-	return nil
+	return err
 }
 
 // Cursor claims messages of one durable pull consumer. It is a

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
 )
 
 // DefaultMaxConns is the default size of each connection pool.
@@ -29,11 +29,9 @@ type Config struct {
 // Driver is the postgres cursor driver. It keeps one pgx pool per
 // credential URL; Open is cheap. Safe for concurrent use.
 type Driver struct {
-	cfg    Config
-	log    *slog.Logger
-	mu     sync.Mutex
-	pools  map[string]*pgxpool.Pool
-	closed bool
+	cfg   Config
+	log   *slog.Logger
+	pools *clientcache.Cache[*pgxpool.Pool]
 }
 
 var (
@@ -51,7 +49,10 @@ func New(cfg Config) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Driver{cfg: cfg, log: log, pools: make(map[string]*pgxpool.Pool)}
+	return &Driver{cfg: cfg, log: log, pools: clientcache.New(func(p *pgxpool.Pool) error {
+		p.Close()
+		return nil
+	})}
 }
 
 // Features reports what the postgres driver guarantees. Attempts and
@@ -89,14 +90,10 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 }
 
 func (d *Driver) pool(ctx context.Context, credential string) (*pgxpool.Pool, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, cursor.ErrClosed
-	}
-	if p, ok := d.pools[credential]; ok {
-		return p, nil
-	}
+	return d.pools.Get(credential, func() (*pgxpool.Pool, error) { return d.newPool(ctx, credential) })
+}
+
+func (d *Driver) newPool(ctx context.Context, credential string) (*pgxpool.Pool, error) {
 	if credential == "" {
 		return nil, errors.New("empty credential")
 	}
@@ -111,19 +108,8 @@ func (d *Driver) pool(ctx context.Context, credential string) (*pgxpool.Pool, er
 	if err != nil {
 		return nil, fmt.Errorf("create pool: %w", err)
 	}
-	d.pools[credential] = p
 	return p, nil
 }
 
 // Close closes every pool. Cursors opened earlier fail afterwards.
-func (d *Driver) Close() error {
-	d.mu.Lock()
-	pools := d.pools
-	d.pools = make(map[string]*pgxpool.Pool)
-	d.closed = true
-	d.mu.Unlock()
-	for _, p := range pools {
-		p.Close()
-	}
-	return nil
-}
+func (d *Driver) Close() error { return d.pools.Close() }

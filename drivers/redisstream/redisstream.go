@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
 )
 
 // DefaultLease is the lease taken on claimed entries when the Spec names
@@ -37,10 +38,9 @@ type Config struct {
 type Driver struct {
 	cfg     Config
 	log     *slog.Logger
+	clients *clientcache.Cache[*redis.Client]
 	mu      sync.Mutex
-	clients map[string]*redis.Client
 	groups  map[string]bool // credential \x00 stream \x00 group known to exist
-	closed  bool
 }
 
 var _ cursor.Driver = (*Driver)(nil)
@@ -52,7 +52,7 @@ func New(cfg Config) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Driver{cfg: cfg, log: log, clients: make(map[string]*redis.Client), groups: make(map[string]bool)}
+	return &Driver{cfg: cfg, log: log, clients: clientcache.New((*redis.Client).Close), groups: make(map[string]bool)}
 }
 
 // Features reports what the driver guarantees: batch claims, redelivery
@@ -118,14 +118,10 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 }
 
 func (d *Driver) client(credential string) (*redis.Client, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, cursor.ErrClosed
-	}
-	if c, ok := d.clients[credential]; ok {
-		return c, nil
-	}
+	return d.clients.Get(credential, func() (*redis.Client, error) { return d.newClient(credential) })
+}
+
+func (d *Driver) newClient(credential string) (*redis.Client, error) {
 	if strings.TrimSpace(credential) == "" {
 		return nil, errors.New("empty credential: want a redis:// URL")
 	}
@@ -137,9 +133,7 @@ func (d *Driver) client(credential string) (*redis.Client, error) {
 	if d.cfg.PoolSize > 0 {
 		o.PoolSize = d.cfg.PoolSize
 	}
-	c := redis.NewClient(o)
-	d.clients[credential] = c
-	return c, nil
+	return redis.NewClient(o), nil
 }
 
 // ensureGroup creates the group at opts.Start (and the stream) unless
@@ -164,19 +158,11 @@ func (d *Driver) ensureGroup(ctx context.Context, c *redis.Client, credential st
 
 // Close closes every client. Cursors opened earlier fail afterwards.
 func (d *Driver) Close() error {
+	err := d.clients.Close()
 	d.mu.Lock()
-	clients := d.clients
-	d.clients = make(map[string]*redis.Client)
 	d.groups = make(map[string]bool)
-	d.closed = true
 	d.mu.Unlock()
-	var errs []error
-	for _, c := range clients {
-		if err := c.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return err
 }
 
 // Cursor claims entries of one stream for one consumer of one group. It

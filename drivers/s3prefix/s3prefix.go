@@ -15,6 +15,7 @@ import (
 	_ "gocloud.dev/blob/s3blob"  // s3:// buckets
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
 )
 
 // Defaults of Config and of a cursor's lease.
@@ -59,9 +60,7 @@ type Config struct {
 type Driver struct {
 	cfg     Config
 	log     *slog.Logger
-	mu      sync.Mutex
-	buckets map[string]*bucket
-	closed  bool
+	buckets *clientcache.Cache[*bucket]
 }
 
 var _ cursor.Driver = (*Driver)(nil)
@@ -106,7 +105,7 @@ func New(cfg Config) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Driver{cfg: cfg, log: log, buckets: make(map[string]*bucket)}
+	return &Driver{cfg: cfg, log: log, buckets: clientcache.New(func(b *bucket) error { return b.b.Close() })}
 }
 
 // Features reports what the driver guarantees: batch claims, leases that
@@ -164,14 +163,10 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 }
 
 func (d *Driver) bucket(ctx context.Context, rawURL string) (*bucket, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, cursor.ErrClosed
-	}
-	if b, ok := d.buckets[rawURL]; ok {
-		return b, nil
-	}
+	return d.buckets.Get(rawURL, func() (*bucket, error) { return d.openBucket(ctx, rawURL) })
+}
+
+func (d *Driver) openBucket(ctx context.Context, rawURL string) (*bucket, error) {
 	if rawURL == "" {
 		return nil, errors.New("no bucket URL: give the cursor an auth credential or a url option")
 	}
@@ -192,23 +187,9 @@ func (d *Driver) bucket(ctx context.Context, rawURL string) (*bucket, error) {
 	if u.Scheme == "s3" && bb.As(&cli) {
 		b.s3, b.name = cli, u.Host
 	}
-	d.buckets[rawURL] = b
 	return b, nil
 }
 
 // Close closes every bucket the driver opened. Cursors opened earlier
 // fail afterwards.
-func (d *Driver) Close() error {
-	d.mu.Lock()
-	buckets := d.buckets
-	d.buckets = make(map[string]*bucket)
-	d.closed = true
-	d.mu.Unlock()
-	var errs []error
-	for _, b := range buckets {
-		if err := b.b.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+func (d *Driver) Close() error { return d.buckets.Close() }

@@ -9,13 +9,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
 )
 
 // DefaultBusyTimeout is how long a statement waits for another process's
@@ -38,11 +38,9 @@ type Config struct {
 // claims, acks and releases of one process are serialized in-process
 // rather than contending for SQLite's write lock. Safe for concurrent use.
 type Driver struct {
-	cfg    Config
-	log    *slog.Logger
-	mu     sync.Mutex
-	dbs    map[string]*sql.DB
-	closed bool
+	cfg Config
+	log *slog.Logger
+	dbs *clientcache.Cache[*sql.DB]
 }
 
 var (
@@ -60,7 +58,7 @@ func New(cfg Config) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Driver{cfg: cfg, log: log, dbs: make(map[string]*sql.DB)}
+	return &Driver{cfg: cfg, log: log, dbs: clientcache.New((*sql.DB).Close)}
 }
 
 // Features reports what the sqlite driver guarantees: the same as the
@@ -94,14 +92,10 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 }
 
 func (d *Driver) db(credential string) (*sql.DB, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil, cursor.ErrClosed
-	}
-	if db, ok := d.dbs[credential]; ok {
-		return db, nil
-	}
+	return d.dbs.Get(credential, func() (*sql.DB, error) { return d.openDB(credential) })
+}
+
+func (d *Driver) openDB(credential string) (*sql.DB, error) {
 	dsn, err := DSN(credential, d.cfg.BusyTimeout)
 	if err != nil {
 		return nil, err
@@ -117,7 +111,6 @@ func (d *Driver) db(credential string) (*sql.DB, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	d.dbs[credential] = db
 	return db, nil
 }
 
@@ -170,20 +163,7 @@ func escapePath(p string) string {
 }
 
 // Close closes every database handle.
-func (d *Driver) Close() error {
-	d.mu.Lock()
-	dbs := d.dbs
-	d.dbs = make(map[string]*sql.DB)
-	d.closed = true
-	d.mu.Unlock()
-	var errs []error
-	for _, db := range dbs {
-		if err := db.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+func (d *Driver) Close() error { return d.dbs.Close() }
 
 // executor runs a cursor's SQL in IMMEDIATE transactions.
 type executor struct{ db *sql.DB }

@@ -4,46 +4,28 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cursorflow/cursorflow/eventlog/internal/sqllog"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations returns the embedded migrations, ordered by version, with
 // {{schema}} replaced by the quoted schema name.
-func migrations(schema string) ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
+func migrations(schema string) ([]sqllog.Migration, error) {
+	ms, err := sqllog.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
 	}
-	var out []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration %q: name must start with a version number", e.Name())
-		}
-		body, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: e.Name(), sql: strings.ReplaceAll(string(body), "{{schema}}", schema)})
+	for i := range ms {
+		ms[i].SQL = strings.ReplaceAll(ms[i].SQL, "{{schema}}", schema)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	return out, nil
+	return ms, nil
 }
 
 // migrate creates the schema and applies the pending migrations while
@@ -84,18 +66,18 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 		return fmt.Errorf("read schema_version: %w", err)
 	}
 	for _, m := range ms {
-		if m.version <= applied {
+		if m.Version <= applied {
 			continue
 		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL, pgx.QueryExecModeSimpleProtocol); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s.schema_version (version, name) VALUES ($1, $2)", quoted), m.version, m.name)
+			_, err := tx.Exec(ctx, fmt.Sprintf("INSERT INTO %s.schema_version (version, name) VALUES ($1, $2)", quoted), m.Version, m.Name)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
 	}
 	return nil

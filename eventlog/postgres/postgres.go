@@ -7,14 +7,13 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/eventlog/internal/notify"
+	"github.com/cursorflow/cursorflow/eventlog/internal/sqllog"
 )
 
 // Defaults for Config fields left zero.
@@ -63,9 +62,7 @@ type Log struct {
 	sql     statements
 	channel string // LISTEN/NOTIFY channel; the payload is an execution id
 
-	hub       notify.Hub
-	closed    atomic.Bool
-	done      chan struct{}
+	state     sqllog.State
 	closeOnce sync.Once
 
 	listenOnce   sync.Once
@@ -125,7 +122,6 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Log, error) {
 		pool:    pool,
 		sql:     newStatements(pgx.Identifier{cfg.Schema}.Sanitize()),
 		channel: channel,
-		done:    make(chan struct{}),
 	}, nil
 }
 
@@ -134,17 +130,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Log, error) {
 // one implicit transaction (lock the executions rows; insert the
 // non-duplicates with their seqs and update the executions rows; notify).
 func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
-	if l.closed.Load() {
-		return nil, eventlog.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := eventlog.ValidateBatch(events); err != nil {
-		return nil, err
-	}
-	if len(events) == 0 {
-		return []eventlog.Result{}, nil
+	if results, stop, err := l.state.CheckAppend(ctx, events); stop {
+		return results, err
 	}
 	n := len(events)
 	var (
@@ -182,7 +169,7 @@ func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.R
 	// Waiters in this process do not have to wait for the notification's
 	// round trip through the server.
 	for _, id := range distinct {
-		l.hub.Notify(id)
+		l.state.Notify(id)
 	}
 	return results, nil
 }
@@ -224,18 +211,12 @@ func readAppend(br pgx.BatchResults, n int) ([]eventlog.Result, error) {
 // opErr maps an error of an operation: ErrClosed once the log is closed,
 // the context's error when it ended the operation.
 func (l *Log) opErr(ctx context.Context, op string, err error) error {
-	if l.closed.Load() {
-		return eventlog.ErrClosed
-	}
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
-	}
-	return fmt.Errorf("postgres eventlog: %s: %w", op, err)
+	return l.state.OpErr(ctx, "postgres", op, err)
 }
 
 // Read implements eventlog.Log.
 func (l *Log) Read(ctx context.Context, executionID string, afterSeq int64, limit int) ([]eventlog.Event, error) {
-	if l.closed.Load() {
+	if l.state.Closed() {
 		return nil, eventlog.ErrClosed
 	}
 	var lim *int64
@@ -281,39 +262,11 @@ func (l *Log) lastSeq(ctx context.Context, executionID string) (int64, error) {
 // every Config.PollInterval until it is back.
 func (l *Log) Wait(ctx context.Context, executionID string, afterSeq int64) error {
 	l.listenOnce.Do(l.startListener)
-	var timer *time.Timer
-	for {
-		if l.closed.Load() {
-			return eventlog.ErrClosed
-		}
-		woken, release := l.hub.Subscribe(executionID)
-		last, err := l.lastSeq(ctx, executionID)
-		if err != nil || last > afterSeq {
-			release()
-			return err
-		}
-		if timer == nil {
-			timer = time.NewTimer(l.cfg.PollInterval)
-			defer timer.Stop()
-		} else {
-			timer.Reset(l.cfg.PollInterval)
-		}
-		select {
-		case <-woken:
-		case <-timer.C:
-		case <-ctx.Done():
-			release()
-			return ctx.Err()
-		case <-l.done:
-			release()
-			return eventlog.ErrClosed
-		}
-		release()
-	}
+	return l.state.Wait(ctx, executionID, afterSeq, l.cfg.PollInterval, l.lastSeq)
 }
 
 func (l *Log) startListener() {
-	if l.closed.Load() {
+	if l.state.Closed() {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -362,19 +315,19 @@ func (l *Log) listenConn(ctx context.Context) (listened bool, err error) {
 	}
 	// Appends committed before LISTEN took effect sent no notification we
 	// could hear: let every current waiter re-check.
-	l.hub.NotifyAll()
+	l.state.NotifyAll()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return true, err
 		}
-		l.hub.Notify(n.Payload)
+		l.state.Notify(n.Payload)
 	}
 }
 
 // Executions implements eventlog.Log.
 func (l *Log) Executions(ctx context.Context, unfinished bool) ([]string, error) {
-	if l.closed.Load() {
+	if l.state.Closed() {
 		return nil, eventlog.ErrClosed
 	}
 	q := l.sql.executions
@@ -397,8 +350,7 @@ func (l *Log) Executions(ctx context.Context, unfinished bool) ([]string, error)
 // Closing twice is a no-op.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
-		l.closed.Store(true)
-		close(l.done)
+		l.state.Close()
 		// Stop a listener, or keep one from starting.
 		l.listenOnce.Do(func() {})
 		if l.listenCancel != nil {

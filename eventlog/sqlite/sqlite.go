@@ -8,11 +8,10 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/eventlog/internal/notify"
+	"github.com/cursorflow/cursorflow/eventlog/internal/sqllog"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -68,9 +67,7 @@ type Log struct {
 	slot chan struct{}
 	w    *writer
 
-	hub       notify.Hub
-	closed    atomic.Bool
-	done      chan struct{}
+	state     sqllog.State
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -100,7 +97,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Log, error) {
 	writeDSN := path + "?" + url.Values{"_pragma": {busy, "journal_mode(WAL)", "synchronous(NORMAL)"}}.Encode()
 	readDSN := path + "?" + url.Values{"_pragma": {busy, "query_only(1)"}}.Encode()
 
-	l := &Log{cfg: cfg, slot: make(chan struct{}, 1), done: make(chan struct{})}
+	l := &Log{cfg: cfg, slot: make(chan struct{}, 1)}
 	if l.writeDB, err = sql.Open("sqlite", writeDSN); err != nil {
 		return nil, fmt.Errorf("sqlite eventlog: open %s: %w", path, err)
 	}
@@ -193,23 +190,14 @@ type execState struct {
 // Append implements eventlog.Log: one IMMEDIATE transaction per batch on
 // the single write connection.
 func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
-	if l.closed.Load() {
-		return nil, eventlog.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := eventlog.ValidateBatch(events); err != nil {
-		return nil, err
-	}
-	if len(events) == 0 {
-		return []eventlog.Result{}, nil
+	if results, stop, err := l.state.CheckAppend(ctx, events); stop {
+		return results, err
 	}
 	select {
 	case l.slot <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-l.done:
+	case <-l.state.Done():
 		return nil, eventlog.ErrClosed
 	}
 	results, touched, err := l.appendLocked(ctx, events)
@@ -218,13 +206,13 @@ func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.R
 		return nil, err
 	}
 	for id := range touched {
-		l.hub.Notify(id)
+		l.state.Notify(id)
 	}
 	return results, nil
 }
 
 func (l *Log) appendLocked(ctx context.Context, events []eventlog.Event) (_ []eventlog.Result, _ map[string]*execState, err error) {
-	if l.closed.Load() {
+	if l.state.Closed() {
 		return nil, nil, eventlog.ErrClosed
 	}
 	if l.w == nil {
@@ -323,13 +311,7 @@ func (l *Log) writeErr(ctx context.Context, op string, err error) error {
 
 // readErr maps an error of a read-side operation.
 func (l *Log) readErr(ctx context.Context, op string, err error) error {
-	if l.closed.Load() {
-		return eventlog.ErrClosed
-	}
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
-	}
-	return fmt.Errorf("sqlite eventlog: %s: %w", op, err)
+	return l.state.OpErr(ctx, "sqlite", op, err)
 }
 
 func nullString(s string) any {
@@ -341,7 +323,7 @@ func nullString(s string) any {
 
 // Read implements eventlog.Log.
 func (l *Log) Read(ctx context.Context, executionID string, afterSeq int64, limit int) ([]eventlog.Event, error) {
-	if l.closed.Load() {
+	if l.state.Closed() {
 		return nil, eventlog.ErrClosed
 	}
 	if limit <= 0 {
@@ -386,40 +368,12 @@ func (l *Log) lastSeq(ctx context.Context, executionID string) (int64, error) {
 // appends by other processes (or other Log values on the same file) are
 // noticed within Config.PollInterval.
 func (l *Log) Wait(ctx context.Context, executionID string, afterSeq int64) error {
-	var timer *time.Timer
-	for {
-		if l.closed.Load() {
-			return eventlog.ErrClosed
-		}
-		woken, release := l.hub.Subscribe(executionID)
-		last, err := l.lastSeq(ctx, executionID)
-		if err != nil || last > afterSeq {
-			release()
-			return err
-		}
-		if timer == nil {
-			timer = time.NewTimer(l.cfg.PollInterval)
-			defer timer.Stop()
-		} else {
-			timer.Reset(l.cfg.PollInterval)
-		}
-		select {
-		case <-woken:
-		case <-timer.C:
-		case <-ctx.Done():
-			release()
-			return ctx.Err()
-		case <-l.done:
-			release()
-			return eventlog.ErrClosed
-		}
-		release()
-	}
+	return l.state.Wait(ctx, executionID, afterSeq, l.cfg.PollInterval, l.lastSeq)
 }
 
 // Executions implements eventlog.Log.
 func (l *Log) Executions(ctx context.Context, unfinished bool) ([]string, error) {
-	if l.closed.Load() {
+	if l.state.Closed() {
 		return nil, eventlog.ErrClosed
 	}
 	q := `SELECT execution_id FROM executions ORDER BY first_id`
@@ -450,8 +404,7 @@ func (l *Log) Executions(ctx context.Context, unfinished bool) ([]string, error)
 // is a no-op.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
-		l.closed.Store(true)
-		close(l.done)
+		l.state.Close()
 		l.slot <- struct{}{} // no append runs past this point
 		if l.w != nil {
 			l.w.close()

@@ -10,12 +10,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
-	"time"
 
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
+	"github.com/cursorflow/cursorflow/tools/internal/proc"
 )
 
 //go:embed driver.py
@@ -69,13 +68,7 @@ func New(cfg Config) *Tool {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, tools.EnvCredentialPrefix) {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "PYTHONIOENCODING=utf-8", "PYTHONDONTWRITEBYTECODE=1")
+	env := append(proc.Environ(), "PYTHONIOENCODING=utf-8", "PYTHONDONTWRITEBYTECODE=1")
 	env = append(env, cfg.Env...)
 	return &Tool{cfg: cfg, env: env}
 }
@@ -132,15 +125,11 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if err != nil {
 		return tools.Output{}, fmt.Errorf("%w: input is not JSON-encodable: %w", ErrBadConfig, err)
 	}
-	if v, _, ok := conv.First(call.Config, "timeout", "timeout_seconds"); ok {
-		if d, ok, err := conv.Seconds(v); err != nil {
-			return tools.Output{}, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
-		} else if ok && d > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, d)
-			defer cancel()
-		}
+	ctx, cancel, err := proc.WithTimeout(ctx, call.Config)
+	if err != nil {
+		return tools.Output{}, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
 	}
+	defer cancel()
 
 	resR, resW, err := os.Pipe()
 	if err != nil {
@@ -148,16 +137,14 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	}
 	defer resR.Close()
 
-	cmd := exec.CommandContext(ctx, t.cfg.Python, "-c", driver)
+	cmd := proc.Command(ctx, t.cfg.Python, "-c", driver)
 	cmd.Env = t.env
 	cmd.Dir = t.cfg.Dir
 	cmd.Stdin = bytes.NewReader(stdin)
-	stdout := &capped{max: t.cfg.MaxOutput}
-	stderr := &capped{max: t.cfg.MaxOutput}
+	stdout := &proc.Capped{Max: t.cfg.MaxOutput}
+	stderr := &proc.Capped{Max: t.cfg.MaxOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{resW} // fd 3 in the child
-	cmd.WaitDelay = 2 * time.Second
-	killGroup(cmd)
 
 	if err := cmd.Start(); err != nil {
 		resW.Close()
@@ -224,23 +211,4 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		return tools.Output{Status: tools.StatusError, Error: "python: unreadable result: " + err.Error()}, nil
 	}
 	return tools.Output{Status: tools.StatusSuccess, Data: result}, nil
-}
-
-// capped is an io.Writer that keeps the first max bytes and drops the
-// rest, so a chatty script cannot exhaust the worker's memory.
-type capped struct {
-	bytes.Buffer
-	max       int
-	truncated bool
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Len(); room < len(p) {
-		c.truncated = true
-		if room > 0 {
-			c.Buffer.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	return c.Buffer.Write(p)
 }

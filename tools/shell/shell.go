@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
+	"github.com/cursorflow/cursorflow/tools/internal/proc"
 )
 
 // Defaults of Config.
@@ -57,13 +55,7 @@ func New(cfg Config) *Tool {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, tools.EnvCredentialPrefix) {
-			env = append(env, kv)
-		}
-	}
-	return &Tool{cfg: cfg, env: env}
+	return &Tool{cfg: cfg, env: proc.Environ()}
 }
 
 // Execute runs the command. A non-zero exit, a signal or a timeout is an
@@ -87,19 +79,13 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if len(argv) == 0 || argv[0] == "" {
 		return tools.Output{}, fmt.Errorf("%w: command (or cmd) is required: a string or a list", ErrBadConfig)
 	}
-	if v, _, ok := conv.First(call.Config, "timeout", "timeout_seconds"); ok {
-		d, ok, err := conv.Seconds(v)
-		if err != nil {
-			return tools.Output{}, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
-		}
-		if ok && d > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, d)
-			defer cancel()
-		}
+	ctx, cancel, err := proc.WithTimeout(ctx, call.Config)
+	if err != nil {
+		return tools.Output{}, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
 	}
+	defer cancel()
 
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd := proc.Command(ctx, argv[0], argv[1:]...)
 	cmd.Env = t.env
 	if em, ok := call.Config["env"].(map[string]any); ok {
 		keys := make([]string, 0, len(em))
@@ -117,13 +103,11 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if dir, ok := conv.String(call.Config, "dir", "cwd"); ok {
 		cmd.Dir = dir
 	}
-	stdout := &capped{max: t.cfg.MaxOutput}
-	stderr := &capped{max: t.cfg.MaxOutput}
+	stdout := &proc.Capped{Max: t.cfg.MaxOutput}
+	stderr := &proc.Capped{Max: t.cfg.MaxOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = 2 * time.Second
-	killGroup(cmd)
 
-	err := cmd.Run()
+	err = cmd.Run()
 	code := 0
 	if cmd.ProcessState != nil {
 		code = cmd.ProcessState.ExitCode()
@@ -151,20 +135,4 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	}
 	log.Debug("shell command", "step", call.Step, "task", call.Task, "exit_code", code)
 	return out, nil
-}
-
-// capped keeps the first max bytes written to it.
-type capped struct {
-	strings.Builder
-	max int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Len(); room < len(p) {
-		if room > 0 {
-			c.Builder.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	return c.Builder.Write(p)
 }

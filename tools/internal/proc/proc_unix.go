@@ -1,6 +1,6 @@
 //go:build unix
 
-package shell
+package proc
 
 import (
 	"os/exec"
@@ -8,7 +8,8 @@ import (
 )
 
 // killGroup runs cmd in its own process group and makes cancellation kill
-// the whole group, so `sh -c "a | b"` leaves no orphan holding the pipes.
+// the whole group, so `sh -c "a | b"`, or code that started subprocesses,
+// leaves no orphan holding the pipes.
 func killGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {

@@ -1,0 +1,81 @@
+// Package proc runs the child processes of the tools that start one per
+// call (python, shell): a credential-free environment, the task's
+// timeout, output kept up to a cap, and cancellation that kills the whole
+// process group.
+package proc
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/internal/conv"
+)
+
+// WaitDelay is how long Wait waits for the child's output pipes to close
+// after the child was killed or exited (a grandchild may hold them).
+const WaitDelay = 2 * time.Second
+
+// Environ returns the worker's environment minus every
+// tools.EnvCredentialPrefix variable: a child sees a credential only when
+// the task passes it on purpose.
+func Environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, tools.EnvCredentialPrefix) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// WithTimeout bounds ctx by the task's timeout (config key timeout or
+// timeout_seconds, in seconds) when it sets a positive one. The returned
+// cancel function is never nil. The error is the timeout's decoding error.
+func WithTimeout(ctx context.Context, config map[string]any) (context.Context, context.CancelFunc, error) {
+	if v, _, ok := conv.First(config, "timeout", "timeout_seconds"); ok {
+		d, ok, err := conv.Seconds(v)
+		if err != nil {
+			return ctx, func() {}, err
+		}
+		if ok && d > 0 {
+			ctx, cancel := context.WithTimeout(ctx, d)
+			return ctx, cancel, nil
+		}
+	}
+	return ctx, func() {}, nil
+}
+
+// Command is exec.CommandContext with WaitDelay set and, where process
+// groups exist, the child in its own group, which cancellation kills
+// whole, so that subprocesses the child started leave no orphan holding
+// the pipes.
+func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = WaitDelay
+	killGroup(cmd)
+	return cmd
+}
+
+// Capped is an io.Writer that keeps the first Max bytes written to it and
+// drops the rest, so a chatty child cannot exhaust the worker's memory.
+type Capped struct {
+	bytes.Buffer
+	// Max is how many bytes are kept.
+	Max int
+}
+
+// Write keeps what fits under Max and reports the whole of p written.
+func (c *Capped) Write(p []byte) (int, error) {
+	if room := c.Max - c.Len(); room < len(p) {
+		if room > 0 {
+			c.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return c.Buffer.Write(p)
+}

@@ -1,9 +1,0 @@
-//go:build !unix
-
-package shell
-
-import "os/exec"
-
-// killGroup is a no-op where process groups are not available: only the
-// direct child is killed on cancellation.
-func killGroup(*exec.Cmd) {}
