@@ -831,6 +831,8 @@ func (d *decoder) stepSpec(s *Step, n *yaml.Node, what string) {
 			s.Spec.Timeout, _ = d.seconds(p.v, what+": spec.timeout")
 		case "on_error":
 			s.Spec.OnError, _ = d.str(p.v, what+": spec.on_error")
+		case "pool":
+			s.Spec.Pool, _ = d.str(p.v, what+": spec.pool")
 		case "policy":
 			var admit any
 			s.Spec.Policy, admit = d.policy(p.v, what+": spec.policy")

@@ -692,3 +692,16 @@ func TestWarningsDoNotFail(t *testing.T) {
 		}
 	}
 }
+
+func TestStepSpecPool(t *testing.T) {
+	pb, err := Parse("pool.yaml", []byte("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: x}\nworkflow:\n  - step: start\n    spec: {pool: gpu}\n    tool: {kind: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pb.Step("start").Spec.Pool; got != "gpu" {
+		t.Fatalf("Spec.Pool = %q, want gpu", got)
+	}
+	if len(pb.Warnings) != 0 {
+		t.Fatalf("spec.pool is a known key, got warnings %v", pb.Warnings)
+	}
+}

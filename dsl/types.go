@@ -116,6 +116,9 @@ type StepSpec struct {
 	// Policy applies to a single-tool step when its task has no policy of
 	// its own.
 	Policy *Policy
+	// Pool names the worker pool that runs the step's commands when the
+	// engine scales out (engine/natsjs); empty means the default pool.
+	Pool string
 	// Extra holds unknown spec keys as plain values.
 	Extra map[string]any
 }

@@ -369,9 +369,7 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 			cmd.Lease = time.Duration(secs * float64(time.Second))
 		}
 	}
-	if pool, ok := step.Spec.Extra["pool"].(string); ok {
-		cmd.Pool = pool
-	}
+	cmd.Pool = step.Spec.Pool
 	return cmd
 }
 
