@@ -247,7 +247,7 @@ func (d *decider) retries() {
 func (d *decider) reissue(c *commandState, p issuedPayload) {
 	attempt := c.Attempt + 1
 	if c.Kind == KindFrame {
-		p.Rows = c.Rows
+		p.Rows = c.frameRows()
 	}
 	ev := eventlog.Event{Type: eventlog.TypeCommandIssued, Step: d.stepOf(c), CommandID: commandID(c.Base, attempt), Attempt: attempt, Payload: mustJSON(p)}
 	if c.Kind != KindStep {
@@ -280,12 +280,13 @@ func (d *decider) expire(id, reason string) {
 	if reason == reasonLease && c.Expiries+1 >= limit {
 		msg := fmt.Sprintf("lease expired %d times", c.Expiries+1)
 		if c.Kind == KindFrame {
-			items := make([]ItemOutcome, len(c.Rows))
-			for i, r := range c.Rows {
+			rows := c.frameRows()
+			items := make([]ItemOutcome, len(rows))
+			for i, r := range rows {
 				items[i] = ItemOutcome{Key: r.Key, Outcome: OutcomeDead, Error: msg}
 			}
 			d.emit(eventlog.Event{Type: eventlog.TypeFrameDone, Step: d.stepOf(c), LoopID: c.Run, CommandID: c.ID(), Attempt: c.Attempt,
-				Payload: mustJSON(frameDonePayload{Items: items})})
+				Payload: mustJSON(frameDonePayload{Items: items, Counts: countOutcomes(items)})})
 			return
 		}
 		d.emit(eventlog.Event{Type: eventlog.TypeCommandFailed, Step: d.stepOf(c), CommandID: c.ID(), Attempt: c.Attempt,

@@ -363,7 +363,7 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 	}
 	if p.Kind == KindFrame {
 		if c := s.Commands[p.Base]; c != nil {
-			cmd.Rows = c.Rows
+			cmd.Rows = c.frameRows()
 		}
 		if secs := step.Loop.Frame.LeaseSeconds; secs > 0 {
 			cmd.Lease = time.Duration(secs * float64(time.Second))

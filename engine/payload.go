@@ -97,6 +97,12 @@ type frameClaimedPayload struct {
 	Rows []FrameRow `json:"rows"`
 }
 
+// frameClaimedRaw is what the fold keeps of a frame.claimed: the rows as
+// recorded, decoded only if the frame is re-issued.
+type frameClaimedRaw struct {
+	Rows json.RawMessage `json:"rows"`
+}
+
 // ItemOutcome is one row's outcome inside frame.done.
 type ItemOutcome struct {
 	Key     string `json:"key"`
@@ -114,12 +120,46 @@ const (
 
 // frameDonePayload is frame.done's payload.
 type frameDonePayload struct {
-	Drained  bool           `json:"drained,omitempty"`
-	Items    []ItemOutcome  `json:"items,omitempty"`
+	Drained bool          `json:"drained,omitempty"`
+	Items   []ItemOutcome `json:"items,omitempty"`
+	// Counts summarises Items, so folding a frame.done need not decode
+	// every row's outcome.
+	Counts   frameCounts    `json:"counts"`
 	Ctx      map[string]any `json:"ctx,omitempty"`
 	Fail     string         `json:"fail,omitempty"`
 	Ms       int64          `json:"ms,omitempty"`
 	Released int            `json:"released,omitempty"`
+}
+
+// frameDoneSummary is what the fold reads of a frame.done.
+type frameDoneSummary struct {
+	Drained bool           `json:"drained,omitempty"`
+	Counts  frameCounts    `json:"counts"`
+	Ctx     map[string]any `json:"ctx,omitempty"`
+	Fail    string         `json:"fail,omitempty"`
+}
+
+// frameCounts counts a frame's rows by outcome.
+type frameCounts struct {
+	Rows   int `json:"rows"`
+	OK     int `json:"ok"`
+	Failed int `json:"failed"`
+	Dead   int `json:"dead"`
+}
+
+func countOutcomes(items []ItemOutcome) frameCounts {
+	c := frameCounts{Rows: len(items)}
+	for _, it := range items {
+		switch it.Outcome {
+		case OutcomeOK:
+			c.OK++
+		case OutcomeDead:
+			c.Dead++
+		default:
+			c.Failed++
+		}
+	}
+	return c
 }
 
 // stepDonePayload is step.completed's, step.failed's, step.skipped's and

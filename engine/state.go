@@ -106,11 +106,24 @@ type commandState struct {
 	Issued  issuedPayload
 	// IssuedAt is the event time of the latest attempt's command.issued.
 	IssuedAt time.Time
-	Rows     []FrameRow
-	Retry    *retryPayload
-	Failure  *completedPayload
+	// rows are a frame's claimed rows as recorded (JSON), see frameRows.
+	rows    json.RawMessage
+	Retry   *retryPayload
+	Failure *completedPayload
 	// Expiries counts re-issues after a lease expired.
 	Expiries int
+}
+
+// frameRows decodes a frame's recorded rows (nil if none were recorded).
+func (c *commandState) frameRows() []FrameRow {
+	if len(c.rows) == 0 {
+		return nil
+	}
+	var rows []FrameRow
+	if err := unmarshal(c.rows, &rows); err != nil {
+		return nil
+	}
+	return rows
 }
 
 // ID is the command id of the latest attempt: the fencing token.
@@ -296,15 +309,15 @@ func (s *State) Apply(ev eventlog.Event) error {
 			c.Expiries++
 		}
 		if len(p.Rows) > 0 {
-			c.Rows = p.Rows
+			c.rows = mustJSON(p.Rows)
 		}
 	case eventlog.TypeFrameClaimed:
-		var p frameClaimedPayload
+		var p frameClaimedRaw
 		if err := decode(ev, &p); err != nil {
 			return err
 		}
 		if c := s.current(ev); c != nil {
-			c.Rows = p.Rows
+			c.rows = p.Rows
 		}
 	case eventlog.TypeCommandCompleted:
 		c, p, err := reported[completedPayload](s, ev)
@@ -350,7 +363,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			c.Retry = &p
 		}
 	case eventlog.TypeFrameDone:
-		c, p, err := reported[frameDonePayload](s, ev)
+		c, p, err := reported[frameDoneSummary](s, ev)
 		if c == nil {
 			return err
 		}
@@ -365,17 +378,10 @@ func (s *State) Apply(ev eventlog.Event) error {
 		if p.Drained {
 			slot.Drained = true
 		}
-		l.Rows += len(p.Items)
-		for _, it := range p.Items {
-			switch it.Outcome {
-			case OutcomeOK:
-				l.OK++
-			case OutcomeDead:
-				l.Dead++
-			default:
-				l.Failed++
-			}
-		}
+		l.Rows += p.Counts.Rows
+		l.OK += p.Counts.OK
+		l.Failed += p.Counts.Failed
+		l.Dead += p.Counts.Dead
 		if p.Fail != "" && l.Fail == "" {
 			l.Fail = p.Fail
 		}

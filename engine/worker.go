@@ -555,7 +555,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	if len(ok) > 0 {
 		if err := cur.Ack(ackCtx, ok); err != nil && fatal == "" {
 			if errors.Is(err, cursor.ErrStaleLease) {
-				return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Fail: "", Items: items, Ms: time.Since(start).Milliseconds()})
+				return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Items: items, Counts: countOutcomes(items), Ms: time.Since(start).Milliseconds()})
 			}
 			fatal = fmt.Sprintf("loop.cursor: ack: %v", err)
 		}
@@ -566,7 +566,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 			released = len(bad)
 		}
 	}
-	return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Items: items, Ctx: ctxDelta, Fail: fatal, Released: released, Ms: time.Since(start).Milliseconds()})
+	return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Items: items, Counts: countOutcomes(items), Ctx: ctxDelta, Fail: fatal, Released: released, Ms: time.Since(start).Milliseconds()})
 }
 
 // limitBytes releases the claimed rows past max bytes (their JSON size);
