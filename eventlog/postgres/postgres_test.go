@@ -145,56 +145,8 @@ func TestTwoProcesses(t *testing.T) {
 	for _, l := range logs {
 		t.Cleanup(func() { _ = l.Close() })
 	}
-	a, b := logs[0], logs[1]
-	exec := logtest.ExecutionID("two")
-	for _, l := range logs {
-		go func() {
-			for range 30 {
-				if _, err := l.Append(ctx, []eventlog.Event{
-					{ExecutionID: exec, Type: eventlog.TypeStepStarted},
-					{ExecutionID: exec, Type: eventlog.TypeCommandIssued, CommandID: "shared"},
-				}); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for range logs {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	evs, err := b.Read(ctx, exec, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(evs) != 91 {
-		t.Fatalf("stored %d events, want 90 step.started + 1 command.issued", len(evs))
-	}
-	for i, e := range evs {
-		if e.Seq != int64(i+1) {
-			t.Fatalf("seq %d at position %d", e.Seq, i)
-		}
-	}
-
-	// PollInterval is an hour: only the notification can wake b.
-	waited := make(chan error, 1)
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	go func() { waited <- b.Wait(wctx, exec, 91) }()
-	select {
-	case err := <-waited:
-		t.Fatalf("Wait returned %v before the append", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	if _, err := a.Append(ctx, []eventlog.Event{{ExecutionID: exec, Type: eventlog.TypeStepCompleted}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-waited; err != nil {
-		t.Fatalf("Wait woken by another process = %v, want nil", err)
-	}
+	// PollInterval is an hour: only the notification can wake a Wait.
+	logtest.RunShared(t, []eventlog.Log{logs[0], logs[1], logs[2]}, 30)
 }
 
 // A batch the server rejects half-way (jsonb refuses \u0000, which

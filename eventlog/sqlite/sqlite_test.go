@@ -64,60 +64,14 @@ func TestReopen(t *testing.T) {
 	}
 }
 
-// Two Log values on one file stand for two processes: appends from both
-// interleave without gaps, duplicates are caught across them, and a Wait
-// on one notices an append through the other (by polling).
+// Two Log values on one file stand for two processes; a Wait on one
+// notices an append through the other by polling.
 func TestTwoWriters(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "events.db")
 	a := open(t, path, sqlite.Config{PollInterval: 20 * time.Millisecond})
 	b := open(t, path, sqlite.Config{PollInterval: 20 * time.Millisecond})
-	exec := logtest.ExecutionID("two")
-
-	done := make(chan error, 2)
-	for _, l := range []*sqlite.Log{a, b} {
-		go func() {
-			for range 50 {
-				if _, err := l.Append(ctx, []eventlog.Event{
-					{ExecutionID: exec, Type: eventlog.TypeStepStarted},
-					{ExecutionID: exec, Type: eventlog.TypeCommandIssued, CommandID: "shared"},
-				}); err != nil {
-					done <- err
-					return
-				}
-			}
-			done <- nil
-		}()
-	}
-	for range 2 {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	evs, err := b.Read(ctx, exec, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(evs) != 101 {
-		t.Fatalf("stored %d events, want 100 step.started + 1 command.issued", len(evs))
-	}
-	for i, e := range evs {
-		if e.Seq != int64(i+1) {
-			t.Fatalf("seq %d at position %d", e.Seq, i)
-		}
-	}
-
-	waited := make(chan error, 1)
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	go func() { waited <- b.Wait(wctx, exec, 101) }()
-	if _, err := a.Append(ctx, []eventlog.Event{{ExecutionID: exec, Type: eventlog.TypeStepCompleted}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-waited; err != nil {
-		t.Fatalf("Wait on the other Log = %v, want nil", err)
-	}
+	logtest.RunShared(t, []eventlog.Log{a, b}, 50)
 }
 
 func TestOpenRejectsBadPath(t *testing.T) {
