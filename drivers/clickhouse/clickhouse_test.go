@@ -70,7 +70,7 @@ func TestTokens(t *testing.T) {
 	if err != nil || at != 1234567890123 {
 		t.Fatalf("tokenTime(%q) = %d, %v", tok, at, err)
 	}
-	if newToken(1) == newToken(1) {
+	if a, b := newToken(1), newToken(1); a == b {
 		t.Fatal("two tokens of the same millisecond are equal")
 	}
 	if newToken(9) >= newToken(10) {

@@ -321,12 +321,12 @@ func (c *Cursor) values(ctx context.Context, cand candidate) (map[string]any, bo
 func setBody(v map[string]any, body []byte, asJSON bool) {
 	if asJSON {
 		var x any
-		if err := json.Unmarshal(body, &x); err == nil {
+		err := json.Unmarshal(body, &x)
+		if err == nil {
 			v["body"] = x
 			return
-		} else {
-			v["body_error"] = err.Error()
 		}
+		v["body_error"] = err.Error()
 	}
 	if utf8.Valid(body) {
 		v["body"] = string(body)
