@@ -553,11 +553,16 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	}
 	ackCtx := context.WithoutCancel(ctx)
 	if len(ok) > 0 {
-		if err := cur.Ack(ackCtx, ok); err != nil && fatal == "" {
-			if errors.Is(err, cursor.ErrStaleLease) {
-				return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Items: items, Counts: countOutcomes(items), Ms: time.Since(start).Milliseconds()})
+		if err := cur.Ack(ackCtx, ok); err != nil {
+			switch {
+			case errors.Is(err, cursor.ErrStaleLease):
+				// The source handed some rows to another claimer after their
+				// lease ran out: their bodies ran here, and will run there
+				// again; nothing to stop the loop for.
+				w.logger().Warn("cursor refused an ack: rows were re-issued", "step", cmd.Step, "command_id", cmd.ID, "error", err)
+			case fatal == "":
+				fatal = fmt.Sprintf("loop.cursor: ack: %v", err)
 			}
-			fatal = fmt.Sprintf("loop.cursor: ack: %v", err)
 		}
 	}
 	released := 0

@@ -29,9 +29,12 @@ func lead(lctx context.Context, o options, logger *slog.Logger, log eventlog.Log
 		return err
 	}
 	defer d.Close()
-	e, err := engine.New(engine.Config{
-		Log: fenced, Workers: 0, Dispatcher: d, CommandLease: o.commandLease, Logger: logger,
-	})
+	cfg := engine.Config{Log: fenced, Workers: 0, Dispatcher: d, CommandLease: o.commandLease, Logger: logger}
+	if o.observer != nil {
+		cfg.Observer = o.observer
+		cfg.Dispatcher = o.observer.WrapDispatcher(d)
+	}
+	e, err := engine.New(cfg)
 	if err != nil {
 		return err
 	}

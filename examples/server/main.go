@@ -11,6 +11,11 @@
 //
 //	server --eventlog postgres://... --nats nats://127.0.0.1:4222 --listen :8080
 //
+// Observability is configured by flags: --otlp-endpoint sends traces and
+// metrics to an OTLP/HTTP collector, --prometheus serves /metrics. Both
+// derive from the events the leader appends (engine/otelobserve), and
+// trace context travels with commands through NATS.
+//
 // SIGTERM or SIGINT stops the server: it releases the lease at once so a
 // standby takes over without waiting for it to expire.
 package main
@@ -34,6 +39,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/natsjs"
+	"github.com/cursorflow/cursorflow/engine/otelobserve"
 	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
 	"github.com/cursorflow/cursorflow/internal/api"
 	"github.com/cursorflow/cursorflow/internal/leader"
@@ -53,6 +59,10 @@ type options struct {
 	ackWait      time.Duration
 	eventAckWait time.Duration
 	verbose      bool
+	otlp         string
+	prometheus   bool
+	// observer derives traces and metrics from the leader's events.
+	observer *otelobserve.Observer
 }
 
 func main() {
@@ -74,6 +84,8 @@ func run(args []string) int {
 	fs.DurationVar(&o.ackWait, "ack-wait", natsjs.DefaultAckWait, "JetStream AckWait of command messages")
 	fs.DurationVar(&o.eventAckWait, "event-ack-wait", natsjs.DefaultEventAckWait, "JetStream AckWait of report messages")
 	fs.BoolVar(&o.verbose, "v", false, "log at debug level")
+	fs.StringVar(&o.otlp, "otlp-endpoint", os.Getenv("CURSORFLOW_OTLP_ENDPOINT"), "OTLP/HTTP collector base URL for traces and metrics (e.g. http://collector:4318); env CURSORFLOW_OTLP_ENDPOINT")
+	fs.BoolVar(&o.prometheus, "prometheus", false, "serve metrics in the Prometheus format at /metrics (behind the token)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -132,10 +144,21 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	}
 	transport := natsjs.Config{Conn: nc, Prefix: o.prefix, AckWait: o.ackWait, EventAckWait: o.eventAckWait, Logger: logger}
 	r := &runner{}
-	// TODO(observability): pass a metrics handler (api.Config.Metrics) and
-	// an engine.Observer once internal/metrics (issue 6 part 5) lands.
+	// Traces and metrics derive from the events the leader appends; the
+	// providers are configured here and exported as the flags say.
+	observer, metrics, shutdownOTel, err := otelobserve.Setup(ctx, otelobserve.Config{
+		OTLPEndpoint: o.otlp, Prometheus: o.prometheus, ServiceName: "cursorflow-server", Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownOTel(sctx) // flush what is buffered; the process is ending either way
+	}()
+	o.observer = observer
 	acfg := api.Config{
-		Engine: r, Log: log, Playbooks: store, Token: o.token, Logger: logger,
+		Engine: r, Log: log, Playbooks: store, Token: o.token, Logger: logger, Metrics: metrics,
 		Ready: func(context.Context) error {
 			if !r.leading() {
 				return errors.New("standby: another replica holds the leader lease")
