@@ -183,9 +183,12 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	if cs.Vars == nil {
 		cs.Vars = map[string]any{}
 	}
-	args, err := dsl.RenderMap(step.Args, w.view(scope, &cs))
-	if err != nil {
-		return chainResult{failed: true, err: err.Error(), field: "args", explicit: true}
+	var args map[string]any
+	if len(step.Args) > 0 {
+		var err error
+		if args, err = dsl.RenderMap(step.Args, w.view(scope, &cs)); err != nil {
+			return chainResult{failed: true, err: err.Error(), field: "args", explicit: true}
+		}
 	}
 	if step.Spec.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -247,8 +250,10 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if err := w.assignChain(action.Set, view, &cs); err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy.set", output: out}
 		}
-		if err := w.assignChain(task.Set, w.withOutput(scope, &cs, out), &cs); err != nil {
-			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "set", output: out}
+		if len(task.Set) > 0 {
+			if err := w.assignChain(task.Set, w.withOutput(scope, &cs, out), &cs); err != nil {
+				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "set", output: out}
+			}
 		}
 		taskAttempt = 1
 		switch action.Do {
