@@ -26,7 +26,7 @@ func TestParallelLoopBoundsInFlight(t *testing.T) {
 		total++
 		peak = max(peak, inFlight)
 		mu.Unlock()
-		time.Sleep(15 * time.Millisecond) // the work a real endpoint does
+		time.Sleep(40 * time.Millisecond) // the work a real endpoint does
 		mu.Lock()
 		inFlight--
 		mu.Unlock()
