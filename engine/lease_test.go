@@ -101,7 +101,7 @@ workflow:
       spec:
         mode: cursor
         max_in_flight: 8
-        frame: {max_rows: 500, process: frame, lease_seconds: 1}
+        frame: {max_rows: 500, process: frame, lease_seconds: 2}
     tool:
       kind: postgres
       auth: pg
