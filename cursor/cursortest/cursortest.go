@@ -374,9 +374,9 @@ func testRedelivery(t *testing.T, h Harness, feat cursor.Features) {
 		t.Fatalf("Close: %v", err)
 	}
 	survivor := open(t, ctx, h, spec, 1)
-	if rows := claim(t, ctx, survivor, n, feat); len(rows) != 0 {
-		t.Fatalf("rows %v were claimed again before their lease ended", keysOf(rows))
-	}
+	// Rows that come back are checked against the time the first claim
+	// began: a slow source may legitimately reach the end of the lease
+	// before the survivor's first claim, but never earlier.
 	var again []cursor.Row
 	for len(again) < n {
 		rows := claim(t, ctx, survivor, n, feat)
@@ -385,7 +385,7 @@ func testRedelivery(t *testing.T, h Harness, feat cursor.Features) {
 			continue
 		}
 		if elapsed := time.Since(start); elapsed < ShortLease-200*time.Millisecond {
-			t.Fatalf("rows %v came back after %v, before the %v lease ended", keysOf(rows), elapsed, ShortLease)
+			t.Fatalf("rows %v were claimed again after %v, before their %v lease ended", keysOf(rows), elapsed, ShortLease)
 		}
 		again = append(again, rows...)
 		finish(t, ctx, h, spec, survivor, rows)
