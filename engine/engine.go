@@ -86,14 +86,15 @@ func (f ObserverFunc) Observe(ev eventlog.Event) { f(ev) }
 // Engine runs playbook executions: an orchestrator that folds and decides
 // over the event log, and (unless Workers is 0) in-process workers.
 type Engine struct {
-	cfg    Config
-	orch   *orchestrator
-	worker *Worker
-	queue  *localQueue
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	closed bool
-	mu     sync.Mutex
+	cfg     Config
+	orch    *orchestrator
+	running running
+	worker  *Worker
+	queue   *localQueue
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closed  bool
+	mu      sync.Mutex
 }
 
 // New creates an engine and starts its orchestrator and workers. Close
@@ -144,6 +145,9 @@ func New(cfg Config) (*Engine, error) {
 		lease: cfg.CommandLease, tick: cfg.Tick, maxBatch: cfg.MaxBatch, observer: cfg.Observer,
 		inbox: make(chan message, cfg.MaxBatch), execs: map[string]*execution{},
 		finished: map[string]*Summary{}, waiters: map[string]chan struct{}{},
+		// An execution that ended failed or cancelled stops the commands
+		// this process still runs for it.
+		onFinish: e.running.cancelAll,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
@@ -170,6 +174,9 @@ func (e *Engine) work(ctx context.Context) {
 }
 
 func (e *Engine) execute(ctx context.Context, cmd *Command) {
+	ctx, cancel := context.WithCancel(ctx)
+	e.running.add(cmd.ExecutionID, cmd.ID, cancel)
+	defer e.running.remove(cmd.ExecutionID, cmd.ID)
 	defer func() {
 		if r := recover(); r != nil {
 			// A tool that panics must not take the engine down: the
@@ -275,7 +282,9 @@ func (e *Engine) Resume(ctx context.Context, executionID string) error {
 	return e.orch.send(ctx, message{kind: msgLoad, state: st})
 }
 
-// Cancel asks a running execution to stop; it ends cancelled.
+// Cancel asks a running execution to stop; it ends cancelled, and the
+// commands this process's workers still run for it have their context
+// cancelled. Workers elsewhere finish their command; its report is refused.
 func (e *Engine) Cancel(ctx context.Context, executionID string) error {
 	return e.orch.send(ctx, message{kind: msgCancel, ev: eventlog.Event{ExecutionID: executionID, Type: eventlog.TypeCancelRequested}})
 }
@@ -370,4 +379,44 @@ func runNumber(id string) int {
 		return 0
 	}
 	return n
+}
+
+// running tracks the commands this process's workers are running, so an
+// execution that ends (cancelled, failed) can stop its remaining work.
+type running struct {
+	mu sync.Mutex
+	m  map[string]map[string]context.CancelFunc
+}
+
+func (r *running) add(execID, cmdID string, cancel context.CancelFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]map[string]context.CancelFunc{}
+	}
+	if r.m[execID] == nil {
+		r.m[execID] = map[string]context.CancelFunc{}
+	}
+	r.m[execID][cmdID] = cancel
+}
+
+func (r *running) remove(execID, cmdID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cancel := r.m[execID][cmdID]; cancel != nil {
+		cancel()
+		delete(r.m[execID], cmdID)
+		if len(r.m[execID]) == 0 {
+			delete(r.m, execID)
+		}
+	}
+}
+
+// cancelAll cancels every command running for an execution.
+func (r *running) cancelAll(execID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, cancel := range r.m[execID] {
+		cancel()
+	}
 }

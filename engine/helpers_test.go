@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,10 +17,11 @@ import (
 // config as data, and fails on demand: `fail: N` fails the first N
 // attempts of that call with an error output.
 type recorder struct {
-	mu       sync.Mutex
-	calls    []string
-	seen     map[string]int
-	commands map[string]int
+	mu          sync.Mutex
+	interrupted atomic.Int32
+	calls       []string
+	seen        map[string]int
+	commands    map[string]int
 }
 
 func (r *recorder) countCommand(base string) int {
@@ -47,6 +49,7 @@ func (r *recorder) tool() tools.Tool {
 			select {
 			case <-time.After(time.Duration(d) * time.Millisecond):
 			case <-ctx.Done():
+				r.interrupted.Add(1)
 				return tools.Output{Status: tools.StatusError, Error: ctx.Err().Error()}, nil
 			}
 		}

@@ -253,3 +253,41 @@ workflow:
 		t.Fatalf("status %s, elsewhere %d, normal %d", sum.Status, b.rec.count("elsewhere"), b.rec.count("normal"))
 	}
 }
+
+// TestCancelStopsRunningCommands cancels an execution while its command
+// runs in this process: the command's context ends, so the tool stops
+// instead of running on for nothing.
+func TestCancelStopsRunningCommands(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool: {kind: rec, key: long, sleep_ms: 60000}
+`), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b.rec.count("long") == 0 {
+		if err := b.log.Wait(ctx, id, 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := b.eng.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil || sum.Status != engine.StatusCancelled {
+		t.Fatalf("Wait = %+v, %v; want cancelled", sum, err)
+	}
+	for b.rec.interrupted.Load() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the running command was not interrupted after its execution was cancelled")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}

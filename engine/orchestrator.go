@@ -67,6 +67,8 @@ type orchestrator struct {
 	tick     time.Duration
 	maxBatch int
 	observer Observer
+	// onFinish, if set, is called with an execution's id when it ends.
+	onFinish func(executionID string)
 
 	inbox chan message
 	execs map[string]*execution
@@ -327,6 +329,9 @@ func (o *orchestrator) reload(ctx context.Context, id string) {
 
 func (o *orchestrator) finish(id string, ex *execution) {
 	delete(o.execs, id)
+	if o.onFinish != nil {
+		o.onFinish(id)
+	}
 	sum := summarize(ex.state)
 	o.mu.Lock()
 	o.finished[id] = sum
