@@ -119,7 +119,16 @@ func envOr(key, def string) string {
 
 // serve runs the replica until ctx is done.
 func serve(ctx context.Context, o options, logger *slog.Logger) error {
-	pool, err := pgxpool.New(ctx, o.eventlog)
+	pcfg, err := pgxpool.ParseConfig(o.eventlog)
+	if err != nil {
+		return fmt.Errorf("event log: %w", err)
+	}
+	if _, ok := pcfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		// As eventlog/postgres.Open does: the append statement's generic
+		// plan is as good as a custom one and skips planning on every batch.
+		pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("event log: %w", err)
 	}
