@@ -204,19 +204,15 @@ func mustJSON(v any) json.RawMessage {
 	}
 	// Rendered values may hold what JSON cannot: non-finite floats (1/0 in
 	// a template). Record them as strings rather than lose the event.
-	var generic any
 	if b2, err2 := json.Marshal(sanitize(reflectToAny(v))); err2 == nil {
-		if json.Unmarshal(b2, &generic) == nil {
-			return b2
-		}
+		return b2
 	}
 	b, _ = json.Marshal(map[string]string{"encode_error": err.Error()})
 	return b
 }
 
-// reflectToAny round-trips a payload struct through a map so sanitize can
-// walk it; non-finite floats make json.Marshal fail, so encode them first
-// by hand.
+// reflectToAny copies a payload struct's top-level fields into a map keyed
+// by their JSON names, so sanitize can walk the rendered values inside.
 func reflectToAny(v any) any {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Struct {

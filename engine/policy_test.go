@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -44,5 +46,18 @@ func TestCommandIDRoundTrip(t *testing.T) {
 	}
 	if _, _, ok := splitCommandID("no-attempt"); ok {
 		t.Error("an id without @attempt was accepted")
+	}
+}
+
+func TestMustJSONKeepsNonFiniteValues(t *testing.T) {
+	t.Parallel()
+	b := mustJSON(completedPayload{Output: map[string]any{"data": map[string]any{"x": math.Inf(1)}}, Ms: 3})
+	var back map[string]any
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("mustJSON gave invalid JSON %s: %v", b, err)
+	}
+	x := back["output"].(map[string]any)["data"].(map[string]any)["x"]
+	if x != "+Inf" || back["ms"] != float64(3) {
+		t.Fatalf("mustJSON = %s, want x recorded as +Inf (a string) and ms kept", b)
 	}
 }
