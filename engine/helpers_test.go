@@ -141,3 +141,16 @@ func data(t *testing.T, sum *engine.Summary, step string) map[string]any {
 }
 
 const header = "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: t}\n"
+
+// waitForCall polls until the recorder has seen a call with key, or fails
+// the test when ctx ends.
+func (b *bundle) waitForCall(t *testing.T, ctx context.Context, key string) {
+	t.Helper()
+	for b.rec.count(key) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no call with key %q before %v", key, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}

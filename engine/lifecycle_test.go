@@ -47,12 +47,7 @@ workflow:
 		t.Fatal(err)
 	}
 	// Cancel once the loop is under way.
-	for b.rec.count("i3") == 0 {
-		if err := b.log.Wait(ctx, id, 0); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	b.waitForCall(t, ctx, "i3")
 	if err := b.eng.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -270,12 +265,7 @@ workflow:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for b.rec.count("long") == 0 {
-		if err := b.log.Wait(ctx, id, 1); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	b.waitForCall(t, ctx, "long")
 	if err := b.eng.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
