@@ -1042,6 +1042,23 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 	if frameNode != nil && l.Cursor == nil && l.In != nil {
 		d.warnf(frameNode, "%s: frame only applies to cursor loops (ignored)", what)
 	}
+	if c := l.Cursor; c != nil {
+		if c.MaxAttempts > 0 && l.Frame.MaxAttempts == 0 {
+			l.Frame.MaxAttempts = c.MaxAttempts
+		}
+		lease := l.Frame.LeaseSeconds
+		if lease == 0 {
+			lease = DefaultFrameLeaseSeconds
+		}
+		if secs := c.ReclaimAfter.Seconds(); secs > 0 && secs < lease {
+			// The engine holds the claims: reclaiming a silent frame's rows
+			// is re-issuing the frame, so reclaim_after bounds its lease.
+			if l.Frame.HeartbeatSeconds >= secs {
+				d.errorAt(c.Pos, "%s: cursor reclaim_after (%gs) must be longer than frame heartbeat_seconds (%g)", what, secs, l.Frame.HeartbeatSeconds)
+			}
+			l.Frame.LeaseSeconds = secs
+		}
+	}
 	fillFrameDefaults(&l.Frame)
 	if f := l.Frame; f.HeartbeatSeconds >= f.LeaseSeconds {
 		at := frameNode
@@ -1057,6 +1074,10 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 // playbook must supply.
 var sqlCursorKinds = []string{"postgres", "mysql", "sqlite", "clickhouse"}
 
+// statementCursorKinds are the cursor kinds whose dead letter is a
+// dead_letter statement of the playbook's.
+var statementCursorKinds = []string{"postgres", "mysql", "sqlite"}
+
 func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 	n = d.resolve(n)
 	ps, ok := d.mapping(n, what+": loop.cursor")
@@ -1065,6 +1086,7 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 	}
 	c := &CursorSpec{Pos: d.pos(n)}
 	var authKey string
+	var knobs []pair
 	for _, p := range ps {
 		switch p.key {
 		case "kind":
@@ -1078,6 +1100,13 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 			c.Auth = d.value(p.v)
 		case "claim":
 			c.Claim = d.template(p.v, what+": cursor.claim")
+		case "max_attempts":
+			v, _ := d.nonNegInt(p.v, what+": cursor.max_attempts")
+			c.MaxAttempts = int(min(v, math.MaxInt32))
+			knobs = append(knobs, p)
+		case "reclaim_after":
+			c.ReclaimAfter, _ = d.seconds(p.v, what+": cursor.reclaim_after")
+			knobs = append(knobs, p)
 		default:
 			if c.Options == nil {
 				c.Options = make(map[string]*Value)
@@ -1089,6 +1118,9 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 		d.errorf(n, "%s: cursor.kind is required", what)
 	} else if c.Claim == nil && slices.Contains(sqlCursorKinds, c.Kind) && !hasKey(ps, "claim") {
 		d.errorf(n, "%s: a %s cursor needs claim (the SQL that leases rows)", what, c.Kind)
+	}
+	if len(knobs) > 0 && slices.Contains(statementCursorKinds, c.Kind) && !hasKey(ps, "dead_letter") {
+		d.warnf(knobs[0].k, "%s: cursor.%s without a dead_letter statement: rows the engine gives up on cannot be moved and stay claimed in the table", what, knobs[0].key)
 	}
 	return c
 }
@@ -1144,6 +1176,13 @@ const (
 	DefaultRetryAttempts       = 3
 )
 
+// HeartbeatsPerLease is how many heartbeats fit in a lease by default: a
+// frame's heartbeat_seconds defaults to lease_seconds/HeartbeatsPerLease
+// (the engine does the same for step and item commands), so a worker that
+// dies is noticed after a few missed heartbeats, well before its lease
+// would run out.
+const HeartbeatsPerLease = 10
+
 func fillFrameDefaults(f *FrameSpec) {
 	if f.MaxRows == 0 {
 		f.MaxRows = DefaultFrameMaxRows
@@ -1155,7 +1194,7 @@ func fillFrameDefaults(f *FrameSpec) {
 		f.LeaseSeconds = DefaultFrameLeaseSeconds
 	}
 	if f.HeartbeatSeconds == 0 {
-		f.HeartbeatSeconds = f.LeaseSeconds / 3
+		f.HeartbeatSeconds = f.LeaseSeconds / HeartbeatsPerLease
 	}
 	if f.Process == "" {
 		f.Process = ProcessRow

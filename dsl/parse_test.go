@@ -468,7 +468,7 @@ func TestLoops(t *testing.T) {
 			want: func(l *Loop) bool {
 				return l.In != nil && l.In.Raw() == "{{ items }}" && l.Iterator == "item" && l.Mode == ModeSequential &&
 					l.MaxInFlight == 0 && l.Cursor == nil &&
-					l.Frame == FrameSpec{MaxRows: 1, RowConcurrency: 1, LeaseSeconds: 60, HeartbeatSeconds: 20, Process: ProcessRow, MaxAttempts: 3}
+					l.Frame == FrameSpec{MaxRows: 1, RowConcurrency: 1, LeaseSeconds: 60, HeartbeatSeconds: 6, Process: ProcessRow, MaxAttempts: 3}
 			},
 		},
 		{
@@ -519,7 +519,24 @@ func TestLoops(t *testing.T) {
 			loop: "cursor: {kind: redisstream, credential: r, stream: jobs}\n    iterator: msg\n    spec: {frame: {lease_seconds: 90}}",
 			want: func(l *Loop) bool {
 				return l.Cursor.Claim == nil && l.Cursor.Auth.Raw() == "r" && l.Mode == ModeCursor &&
-					l.Frame.LeaseSeconds == 90 && l.Frame.HeartbeatSeconds == 30
+					l.Frame.LeaseSeconds == 90 && l.Frame.HeartbeatSeconds == 9
+			},
+		},
+		{
+			name: "cursor max_attempts and reclaim_after",
+			loop: "cursor: {kind: postgres, auth: pg, claim: 'SELECT 1', max_attempts: 4, reclaim_after: 5m, dead_letter: 'UPDATE q SET s = 2'}\n    iterator: r",
+			want: func(l *Loop) bool {
+				c := l.Cursor
+				return c.MaxAttempts == 4 && c.ReclaimAfter == 5*time.Minute && c.Options["max_attempts"] == nil &&
+					c.Options["reclaim_after"] == nil && c.Options["dead_letter"] != nil &&
+					l.Frame.MaxAttempts == 4 && l.Frame.LeaseSeconds == 60 && l.Frame.HeartbeatSeconds == 6
+			},
+		},
+		{
+			name: "reclaim_after bounds the lease, frame max_attempts wins",
+			loop: "cursor: {kind: redisstream, stream: s, max_attempts: 4, reclaim_after: 20}\n    iterator: r\n    spec: {frame: {lease_seconds: 120, max_attempts: 7}}",
+			want: func(l *Loop) bool {
+				return l.Cursor.MaxAttempts == 4 && l.Frame.MaxAttempts == 7 && l.Frame.LeaseSeconds == 20 && l.Frame.HeartbeatSeconds == 2
 			},
 		},
 	}
