@@ -119,6 +119,20 @@ func (d *Dispatcher) Dispatch(cmd *engine.Command) {
 	}
 }
 
+// Cancel implements engine.Dispatcher: it announces on <prefix>.cancel
+// (core NATS, at most once: the engine repeats the announcement while
+// commands of the execution are in flight) that an execution is being
+// cancelled, for every worker to stop its commands.
+func (d *Dispatcher) Cancel(executionID string) {
+	if d.closed.Load() {
+		return
+	}
+	b, _ := json.Marshal(heartbeatMsg{ExecutionID: executionID})
+	if err := d.cfg.Conn.Publish(d.n.cancel, b); err != nil {
+		d.log.Warn("natsjs: announcing a cancel failed; it is announced again shortly", "execution_id", executionID, "error", err)
+	}
+}
+
 // Close stops the publisher after it published what was queued (a
 // command it cannot publish is re-issued by the engine when its lease runs
 // out). Close the engine first, so nothing is dispatched after.

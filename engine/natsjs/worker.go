@@ -149,6 +149,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Unsubscribing fails only on a closed connection, which has dropped the
 	// subscription already.
 	defer func() { _ = sub.Unsubscribe() }()
+	cancels, err := w.cfg.Conn.Subscribe(w.n.cancel, func(m *nats.Msg) {
+		var c heartbeatMsg
+		if json.Unmarshal(m.Data, &c) == nil && c.ExecutionID != "" {
+			w.opts.Worker.Cancel(c.ExecutionID)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("natsjs: subscribe to cancels: %w", err)
+	}
+	defer func() { _ = cancels.Unsubscribe() }() // as sub above
 
 	hard, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardCancel()
