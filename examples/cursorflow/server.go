@@ -1,7 +1,7 @@
 package main
 
 // The --server forms: run, status, events and cancel against a cursorflow
-// server's HTTP API (internal/api) instead of an in-process engine.
+// server's HTTP API (engine/api) instead of an in-process engine.
 
 import (
 	"bufio"
@@ -27,7 +27,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/api"
+	"github.com/cursorflow/cursorflow/engine/api"
 )
 
 // Environment variables the remote commands read.

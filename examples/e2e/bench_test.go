@@ -9,7 +9,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
-	"github.com/cursorflow/cursorflow/internal/api"
+	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/tools"
 )

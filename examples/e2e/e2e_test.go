@@ -14,7 +14,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/natsjs"
-	"github.com/cursorflow/cursorflow/internal/api"
+	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 

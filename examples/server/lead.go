@@ -9,8 +9,8 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/api"
-	"github.com/cursorflow/cursorflow/internal/leader"
+	"github.com/cursorflow/cursorflow/engine/api"
+	"github.com/cursorflow/cursorflow/engine/leader"
 )
 
 // lead drives every execution while this replica holds the lease: an

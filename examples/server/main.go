@@ -3,7 +3,7 @@
 // (examples/worker) over NATS JetStream.
 //
 // Run two or more replicas against the same database and NATS: one holds
-// the leader lease (internal/leader) and drives every execution; the
+// the leader lease (engine/leader) and drives every execution; the
 // others are standbys that take over from the event log within the lease
 // time when the leader dies. Reads (GET) work on every replica; writes
 // (start, cancel) answer 503 on a standby, and /readyz answers 503 there
@@ -41,8 +41,8 @@ import (
 	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/engine/otelobserve"
 	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
-	"github.com/cursorflow/cursorflow/internal/api"
-	"github.com/cursorflow/cursorflow/internal/leader"
+	"github.com/cursorflow/cursorflow/engine/api"
+	"github.com/cursorflow/cursorflow/engine/leader"
 )
 
 // options are the server's flags.
