@@ -1042,6 +1042,7 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 	if frameNode != nil && l.Cursor == nil && l.In != nil {
 		d.warnf(frameNode, "%s: frame only applies to cursor loops (ignored)", what)
 	}
+	reported := false // a heartbeat too long for reclaim_after
 	if c := l.Cursor; c != nil {
 		if c.MaxAttempts > 0 && l.Frame.MaxAttempts == 0 {
 			l.Frame.MaxAttempts = c.MaxAttempts
@@ -1055,12 +1056,13 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 			// is re-issuing the frame, so reclaim_after bounds its lease.
 			if l.Frame.HeartbeatSeconds >= secs {
 				d.errorAt(c.Pos, "%s: cursor reclaim_after (%gs) must be longer than frame heartbeat_seconds (%g)", what, secs, l.Frame.HeartbeatSeconds)
+				reported = true
 			}
 			l.Frame.LeaseSeconds = secs
 		}
 	}
 	fillFrameDefaults(&l.Frame)
-	if f := l.Frame; f.HeartbeatSeconds >= f.LeaseSeconds {
+	if f := l.Frame; f.HeartbeatSeconds >= f.LeaseSeconds && !reported {
 		at := frameNode
 		if at == nil {
 			at = n

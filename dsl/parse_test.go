@@ -722,3 +722,56 @@ func TestStepSpecPool(t *testing.T) {
 		t.Fatalf("spec.pool is a known key, got warnings %v", pb.Warnings)
 	}
 }
+
+// TestCursorKnobs: max_attempts and reclaim_after on a SQL cursor without
+// a dead_letter statement warn at their position; a reclaim_after no
+// longer than the heartbeat is refused with file:line:col; a negative
+// max_attempts too.
+func TestCursorKnobs(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor:
+      kind: postgres
+      auth: pg
+      claim: SELECT 1
+      max_attempts: 3
+`))
+	if !hasWarning(p, "cursor.max_attempts without a dead_letter statement") {
+		t.Errorf("no warning about max_attempts without dead_letter: %v", p.Warnings)
+	} else if w := p.Warnings[0]; w.Pos.Line != 14 || w.Pos.Col != 7 {
+		t.Errorf("warning at %v, want line 14 col 7", w.Pos)
+	}
+	p = mustParse(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s, max_attempts: 3, reclaim_after: 30s}
+`))
+	if len(p.Warnings) != 0 {
+		t.Errorf("a stream cursor's knobs warned: %v", p.Warnings)
+	}
+	el := parseErrors(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s, reclaim_after: 5}
+    spec: {frame: {heartbeat_seconds: 5}}
+- step: other
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s, max_attempts: -1}
+`))
+	for _, want := range []string{"t.yaml:10:13: step start: cursor reclaim_after (5s) must be longer than frame heartbeat_seconds (5)",
+		"t.yaml:16:58: step other: cursor.max_attempts must not be negative"} {
+		if !strings.Contains(el.Error(), want) {
+			t.Errorf("errors %v, want %q", el, want)
+		}
+	}
+	if len(el) != 2 {
+		t.Errorf("%d errors, want 2: %v", len(el), el)
+	}
+}
