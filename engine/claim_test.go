@@ -43,7 +43,7 @@ func (d *hookDispatcher) Dispatch(cmd *engine.Command) {
 		_ = d.eng.Worker().Execute(ctx, cmd, rep)
 	}()
 }
-func (d *hookDispatcher) Durable() bool              { return false }
+func (d *hookDispatcher) Durable() bool             { return false }
 func (d *hookDispatcher) Cancel(executionID string) { d.eng.Worker().Cancel(executionID) }
 
 // reporterFunc is a Reporter whose Report is a function of the inner one.
