@@ -115,16 +115,31 @@ INSERT INTO %[2]s (id) SELECT g FROM generate_series(1, %[3]d) g`, e.schema, e.t
 }
 
 func (e *env) server(t testing.TB, bin, name string) *replica {
+	return e.serverEnv(t, bin, name, nil)
+}
+
+// serverEnv starts a server replica with env added to its environment
+// and extra flags after the usual ones (a flag given twice takes the
+// later value).
+func (e *env) serverEnv(t testing.TB, bin, name string, env []string, extra ...string) *replica {
 	addr := freeAddr(t)
-	p := start(t, name, bin, "--listen", addr, "--eventlog", e.dsn, "--schema", e.schema, "--nats", e.natsURL,
+	args := append([]string{"--listen", addr, "--eventlog", e.dsn, "--schema", e.schema, "--nats", e.natsURL,
 		"--prefix", e.prefix, "--id", name, "--lease", "3s", "--command-lease", "3s", "--ack-wait", "5s", "--event-ack-wait", "2s",
-		"--token", e.token)
+		"--token", e.token}, extra...)
+	p := startEnv(t, name, env, bin, args...)
 	return &replica{proc: p, addr: addr, token: e.token}
 }
 
 func (e *env) worker(t testing.TB, bin, name string, concurrency int) *proc {
-	return start(t, name, bin, "--nats", e.natsURL, "--prefix", e.prefix, "--id", name, "--concurrency", fmt.Sprint(concurrency),
-		"--ack-wait", "5s", "--report-timeout", "10s", "--grace", "2s", "--credential", "pg="+e.dsn)
+	return e.workerEnv(t, bin, name, concurrency, nil)
+}
+
+// workerEnv starts a worker with env added to its environment and extra
+// flags after the usual ones.
+func (e *env) workerEnv(t testing.TB, bin, name string, concurrency int, env []string, extra ...string) *proc {
+	args := append([]string{"--nats", e.natsURL, "--prefix", e.prefix, "--id", name, "--concurrency", fmt.Sprint(concurrency),
+		"--ack-wait", "5s", "--report-timeout", "10s", "--grace", "2s", "--credential", "pg=" + e.dsn}, extra...)
+	return startEnv(t, name, env, bin, args...)
 }
 
 func (e *env) done(ctx context.Context) (int, error) {
