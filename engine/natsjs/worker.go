@@ -27,8 +27,8 @@ const fetchWait = 500 * time.Millisecond
 
 // ErrNoVerdict is returned by a worker's report of frame.claimed when the
 // orchestrator did not answer within Config.ReportTimeout. The frame's
-// rows are released; if the claim was recorded after all, the engine
-// re-issues the frame with them once its lease runs out.
+// claim is aborted; if it was recorded after all, the engine re-issues
+// the frame with its rows once the frame's heartbeats stop.
 var ErrNoVerdict = errors.New("natsjs: no verdict from the orchestrator")
 
 // WorkerOptions configure a Worker.
