@@ -54,11 +54,19 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	// can be slow on a loaded source.
 	stop := w.heartbeat(ctx, cmd, rep)
 	defer stop()
-	settleCtx, cancelSettle := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancelSettle()
+	// Settling calls (commit, abort, ack, release) must happen even when
+	// the frame's context ended, and must not hang: each gets its own
+	// bounded context.
+	settle := func(f func(context.Context) error) error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		return f(sctx)
+	}
 
 	if cmd.Settle == SettleDeadLetter {
-		return done(w.deadLetter(settleCtx, cmd, cur))
+		var p frameDonePayload
+		_ = settle(func(sctx context.Context) error { p = w.deadLetter(sctx, cmd, cur); return nil })
+		return done(p)
 	}
 	p := frameDonePayload{}
 	rows := cmd.Rows
@@ -87,14 +95,14 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 		// source undoes (rolled back, or handed back by its lease), and a
 		// re-issued frame resumes with exactly the recorded rows.
 		if err := w.report(ctx, rep, cmd, eventlog.TypeFrameClaimed, frameClaimedPayload{Rows: rows}); err != nil {
-			if aerr := claim.Abort(settleCtx); aerr != nil {
+			if aerr := settle(claim.Abort); aerr != nil {
 				w.logger().Warn("cursor: aborting a claim that could not be recorded failed; the source's rollback or lease takes the rows back",
 					"step", cmd.Step, "command_id", cmd.ID, "rows", len(rows), "error", aerr)
 			}
 			return err
 		}
 		faultpoint.Hit(faultpoint.FrameRecorded)
-		if err := claim.Commit(settleCtx); err != nil {
+		if err := settle(claim.Commit); err != nil {
 			// The rows are on record, so they must run: the source may have
 			// kept the claim or given the rows back (then another frame may
 			// run them too). At least once, never lost.
@@ -107,7 +115,8 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 			// The rows past max_bytes are recorded too: hand them back now
 			// (a re-issue runs every recorded row), or run them where the
 			// source cannot take them back.
-			if err := cur.Release(settleCtx, claimed[keep:]); err == nil {
+			extra := claimed[keep:]
+			if err := settle(func(sctx context.Context) error { return cur.Release(sctx, extra) }); err == nil {
 				p.Released += len(claimed) - keep
 				claimed, rows = claimed[:keep], rows[:keep]
 			} else if !errors.Is(err, cursor.ErrUnsupported) {
@@ -122,7 +131,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	}
 
 	h := &frameRun{w: w, cmd: cmd, step: step, cur: cur, scope: scope, rows: rows, claimed: claimed,
-		cancelled: cancelled, settleCtx: settleCtx, items: make([]ItemOutcome, len(rows))}
+		cancelled: cancelled, settle: settle, items: make([]ItemOutcome, len(rows))}
 	if cmd.Settle == SettleRelease {
 		h.cancelled = closedChan
 	}
@@ -148,7 +157,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 		items = append(items, it)
 	}
 	if len(ok) > 0 {
-		if err := cur.Ack(settleCtx, ok); err != nil {
+		if err := settle(func(sctx context.Context) error { return cur.Ack(sctx, ok) }); err != nil {
 			switch {
 			case errors.Is(err, cursor.ErrStaleLease):
 				// The source handed some rows to another claimer after their
@@ -161,7 +170,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 		}
 	}
 	if len(bad) > 0 {
-		if err := cur.Release(settleCtx, bad); err == nil {
+		if err := settle(func(sctx context.Context) error { return cur.Release(sctx, bad) }); err == nil {
 			p.Released += len(bad)
 		}
 	}
@@ -187,7 +196,7 @@ type frameRun struct {
 	rows      []FrameRow
 	claimed   []cursor.Row
 	cancelled <-chan struct{}
-	settleCtx context.Context
+	settle    func(func(context.Context) error) error
 	deadline  time.Time
 
 	mu        sync.Mutex
@@ -210,7 +219,7 @@ func (f *frameRun) stopForCancel(idx int) bool {
 		return false
 	}
 	rest := f.claimed[idx:]
-	err := f.cur.Release(f.settleCtx, rest)
+	err := f.settle(func(sctx context.Context) error { return f.cur.Release(sctx, rest) })
 	if err != nil {
 		f.finish = true
 		if errors.Is(err, cursor.ErrUnsupported) {
