@@ -203,9 +203,10 @@ const (
 	verdictOK    = "ok"
 	verdictStale = "stale"
 	// check answers
-	checkRun     = "run"
-	checkClaimed = "claimed"
-	checkUnknown = "unknown"
+	checkRun       = "run"
+	checkClaimed   = "claimed"
+	checkUnknown   = "unknown"
+	checkCancelled = "cancelled"
 )
 
 // headerReply carries the subject a report's verdict goes to.

@@ -62,9 +62,10 @@
 // rows, no claim of it is on record (another delivery would claim fresh
 // rows under the same token, and the rows recorded by frame.claimed would
 // be left behind; the engine's re-issue brings them instead). A message
-// the orchestrator does not vouch for is dropped: if it was current after
-// all, the engine's lease re-issues it. The first delivery of a message
-// needs no check.
+// of an execution being cancelled runs knowing it, so it settles at once.
+// A message the orchestrator does not vouch for is dropped: if it was
+// current after all, the engine's lease re-issues it. The first delivery
+// of a message needs no check.
 //
 // A frame.claimed report waits for the orchestrator's verdict, because the
 // rows must be on record before the claim commits and the frame's body

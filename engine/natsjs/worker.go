@@ -333,6 +333,11 @@ func (w *Worker) vouched(ctx context.Context, cmd *engine.Command) bool {
 		return true
 	case checkClaimed:
 		return len(cmd.Rows) > 0
+	case checkCancelled:
+		// Current, but its execution is being cancelled: run it knowing
+		// that, so it settles at once instead of claiming.
+		w.opts.Worker.Cancel(cmd.ExecutionID)
+		return true
 	}
 	w.log.Info("natsjs: dropping a redelivered command", "command_id", cmd.ID, "verdict", string(reply.Data))
 	return false
