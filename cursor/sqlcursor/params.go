@@ -89,7 +89,9 @@ func param(s string) (string, int) {
 	}
 	name := s[2:end]
 	for i, r := range name {
-		if r != '_' && !(r >= 'a' && r <= 'z') && !(r >= 'A' && r <= 'Z') && !(i > 0 && r >= '0' && r <= '9') {
+		letter := r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		digit := i > 0 && r >= '0' && r <= '9'
+		if !letter && !digit {
 			return "", 0
 		}
 	}

@@ -26,6 +26,14 @@ const (
 	FrameRow             = "frame.row"
 	FrameRan             = "frame.ran"
 	OrchestratorAppended = "orchestrator.appended"
-	EnvPoint, EnvAfter   = "CURSORFLOW_FAULTPOINT", "CURSORFLOW_FAULTPOINT_AFTER"
-	EnvMark              = "CURSORFLOW_FAULTPOINT_MARK"
+)
+
+// The environment variables that arm a point in a faultpoint build.
+const (
+	// EnvPoint names the point to fire.
+	EnvPoint = "CURSORFLOW_FAULTPOINT"
+	// EnvAfter is the hit of the point that fires (1 if unset).
+	EnvAfter = "CURSORFLOW_FAULTPOINT_AFTER"
+	// EnvMark names a file that gets "point pid" appended before the kill.
+	EnvMark = "CURSORFLOW_FAULTPOINT_MARK"
 )
