@@ -126,20 +126,7 @@ workflow:
 
 func (b *claimBench) run(t *testing.T, src string) (*engine.Summary, []eventlog.Event) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	id, err := b.eng.Start(ctx, []byte(src), engine.StartOptions{File: "claim.yaml"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := b.eng.Wait(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, err := b.log.Read(ctx, id, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sum, evs := runPlaybook(t, b.eng, b.log, src, engine.StartOptions{File: "claim.yaml"}, time.Minute)
 	t.Cleanup(func() { dumpOnFail(t, evs) })
 	return sum, evs
 }

@@ -317,14 +317,10 @@ func (d *decider) expire(id, reason string) {
 	case c.Kind == KindFrame && len(c.rows) > 0:
 		p.Settle, p.SettleReason = SettleDeadLetter, msg
 		d.reissue(c, p)
-	case c.Kind == KindFrame:
-		// Nothing was recorded: the source took back whatever the lost
-		// attempts claimed (rolled back, or by its lease).
-		d.emit(eventlog.Event{Type: eventlog.TypeFrameDone, Step: d.stepOf(c), LoopID: c.Run, CommandID: c.ID(), Attempt: c.Attempt,
-			Payload: mustJSON(frameDonePayload{})})
 	default:
-		d.emit(eventlog.Event{Type: eventlog.TypeCommandFailed, Step: d.stepOf(c), CommandID: c.ID(), Attempt: c.Attempt,
-			Payload: mustJSON(completedPayload{Error: msg, Field: "lease"})})
+		// A frame without recorded rows: the source took back whatever
+		// the lost attempts claimed (rolled back, or by its lease).
+		d.giveUp(c, frameDonePayload{}, msg)
 	}
 }
 
@@ -346,12 +342,8 @@ func (d *decider) expireCancelling(id, reason string) {
 		d.reissue(c, p)
 	case c.Kind == KindFrame && len(c.rows) > 0:
 		d.giveUpFrame(c, "execution cancelled; the attempt to settle the rows was lost")
-	case c.Kind == KindFrame:
-		d.emit(eventlog.Event{Type: eventlog.TypeFrameDone, Step: d.stepOf(c), LoopID: c.Run, CommandID: c.ID(), Attempt: c.Attempt,
-			Payload: mustJSON(frameDonePayload{Cancelled: true})})
 	default:
-		d.emit(eventlog.Event{Type: eventlog.TypeCommandFailed, Step: d.stepOf(c), CommandID: c.ID(), Attempt: c.Attempt,
-			Payload: mustJSON(completedPayload{Error: "execution cancelled", Field: "lease"})})
+		d.giveUp(c, frameDonePayload{Cancelled: true}, "execution cancelled")
 	}
 }
 
@@ -365,8 +357,19 @@ func (d *decider) giveUpFrame(c *commandState, msg string) {
 		items[i] = ItemOutcome{Key: r.Key, Outcome: OutcomeDead, Error: msg}
 		keys[i] = r.Key
 	}
-	d.emit(eventlog.Event{Type: eventlog.TypeFrameDone, Step: d.stepOf(c), LoopID: c.Run, CommandID: c.ID(), Attempt: c.Attempt,
-		Payload: mustJSON(frameDonePayload{Items: items, Counts: countOutcomes(items), Abandoned: keys})})
+	d.giveUp(c, frameDonePayload{Items: items, Counts: countOutcomes(items), Abandoned: keys}, msg)
+}
+
+// giveUp ends a command in flight without its worker's report: a frame
+// with the frame.done given, any other command failed with msg.
+func (d *decider) giveUp(c *commandState, frame frameDonePayload, msg string) {
+	if c.Kind == KindFrame {
+		d.emit(eventlog.Event{Type: eventlog.TypeFrameDone, Step: d.stepOf(c), LoopID: c.Run, CommandID: c.ID(), Attempt: c.Attempt,
+			Payload: mustJSON(frame)})
+		return
+	}
+	d.emit(eventlog.Event{Type: eventlog.TypeCommandFailed, Step: d.stepOf(c), CommandID: c.ID(), Attempt: c.Attempt,
+		Payload: mustJSON(completedPayload{Error: msg, Field: "lease"})})
 }
 
 // finish decides a finished run: its result, assignments and routing.

@@ -2,6 +2,7 @@ package sqlcursor
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,6 +63,21 @@ type Tx interface {
 	// returns an error, and the server has rolled back already.
 	Rollback(ctx context.Context) error
 }
+
+// DBTx adapts a database/sql transaction to Tx, for drivers built on
+// database/sql. Commit and Rollback ignore their context: the context
+// given to BeginTx governs the transaction.
+func DBTx(tx *sql.Tx) Tx { return dbTx{tx} }
+
+type dbTx struct{ tx *sql.Tx }
+
+func (t dbTx) Exec(ctx context.Context, stmt string) error {
+	_, err := t.tx.ExecContext(ctx, stmt)
+	return err
+}
+
+func (t dbTx) Commit(context.Context) error   { return t.tx.Commit() }
+func (t dbTx) Rollback(context.Context) error { return t.tx.Rollback() }
 
 // Cursor is a cursor.Cursor (and cursor.DeadLetterer) over a SQL source:
 // it renders the claim, runs it through an Executor in a transaction that

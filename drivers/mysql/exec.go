@@ -60,7 +60,7 @@ func (e *executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcur
 	if err != nil {
 		return nil, sqlcursor.Result{}, err
 	}
-	return mysqlTx{tx}, res, nil
+	return sqlcursor.DBTx(tx), res, nil
 }
 
 func (e *executor) Exec(ctx context.Context, stmt string) error {
@@ -130,17 +130,6 @@ func (e *executor) renderMark(res sqlcursor.Result) (string, error) {
 	}
 	return s, nil
 }
-
-// mysqlTx adapts a claim's database/sql transaction to sqlcursor.Tx.
-type mysqlTx struct{ tx *sql.Tx }
-
-func (t mysqlTx) Exec(ctx context.Context, stmt string) error {
-	_, err := t.tx.ExecContext(ctx, stmt)
-	return err
-}
-
-func (t mysqlTx) Commit(context.Context) error   { return t.tx.Commit() }
-func (t mysqlTx) Rollback(context.Context) error { return t.tx.Rollback() }
 
 // retry runs fn, once more after the server dropped the connection (a
 // restart, KILL, a proxy timeout) and up to maxLockRetries times after a

@@ -183,7 +183,7 @@ func (e executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcurs
 	if err == nil {
 		var res sqlcursor.Result
 		if res, err = scan(rows); err == nil {
-			return sqlTx{tx}, res, nil
+			return sqlcursor.DBTx(tx), res, nil
 		}
 	}
 	_ = tx.Rollback()
@@ -192,17 +192,6 @@ func (e executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcurs
 
 // Quote returns s as a standard SQL string literal.
 func (e executor) Quote(s string) string { return sqlcursor.QuoteStandard(s) }
-
-// sqlTx adapts a database/sql transaction to sqlcursor.Tx.
-type sqlTx struct{ tx *sql.Tx }
-
-func (t sqlTx) Exec(ctx context.Context, stmt string) error {
-	_, err := t.tx.ExecContext(ctx, stmt)
-	return err
-}
-
-func (t sqlTx) Commit(context.Context) error   { return t.tx.Commit() }
-func (t sqlTx) Rollback(context.Context) error { return t.tx.Rollback() }
 
 func scan(rows *sql.Rows) (sqlcursor.Result, error) {
 	defer rows.Close()
