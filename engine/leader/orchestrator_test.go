@@ -134,3 +134,58 @@ func TestOrchestratorConfig(t *testing.T) {
 		t.Fatal("want an error without Lease")
 	}
 }
+
+// TestOrchestratorRefreshesTheProjection: while leading, the orchestrator
+// brings every unfinished execution's projected status up to date and
+// saves its snapshot, without anyone asking for the status.
+func TestOrchestratorRefreshesTheProjection(t *testing.T) {
+	t.Parallel()
+	pool, schema := setup(t)
+	ctx := context.Background()
+	log, err := pglog.New(ctx, pool, pglog.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	release := make(chan struct{})
+	defer close(release)
+	reg := tools.NewRegistry()
+	reg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, _ *tools.Call) (tools.Output, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	proj, err := engine.NewProjection(engine.ProjectionConfig{Log: log, SnapshotEvery: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := leader.NewOrchestrator(leader.OrchestratorConfig{
+		Lease: newLease(t, pool, schema, "a"), Log: log, Projection: proj, RefreshEvery: 10 * time.Millisecond,
+		Engine: engine.Config{Tools: reg, Workers: 1, Tick: 5 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = o.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	waitLeading(t, o)
+	id, err := o.Start(ctx, []byte(gatedPlaybook), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		snap, err := log.LoadSnapshot(ctx, id, engine.SnapshotFormat)
+		if err == nil && snap.Seq >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot of the running execution after 10s (%v)", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
