@@ -164,7 +164,7 @@ func (s *server) inspect(w http.ResponseWriter, r *http.Request) (*engine.Status
 	id := r.PathValue("id")
 	st, err := s.cfg.Projection.Status(r.Context(), id)
 	if errors.Is(err, engine.ErrUnknownExecution) {
-		writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
+		executionNotFound(w, id)
 		return nil, false
 	}
 	if err != nil {
@@ -197,7 +197,7 @@ func (s *server) getExecutionPlaybook(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	file, src, err := s.cfg.Projection.Playbook(r.Context(), id)
 	if errors.Is(err, engine.ErrUnknownExecution) {
-		writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
+		executionNotFound(w, id)
 		return
 	}
 	if err != nil {
@@ -310,7 +310,7 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !ok {
-			writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
+			executionNotFound(w, id)
 			return
 		}
 	}
@@ -350,7 +350,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
+		executionNotFound(w, id)
 		return
 	}
 	log := s.log.With("execution_id", id)

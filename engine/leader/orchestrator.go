@@ -192,8 +192,9 @@ func (o *Orchestrator) lead(lctx context.Context) error {
 	stopServe()
 	if d != nil {
 		// Serve was cancelled on purpose; its result cannot change the
-		// step-down.
-		<-served
+		// step-down, and the lease is gone either way.
+		<-served //nolint:errcheck // only Serve's return is awaited
+
 	}
 	return nil
 }
