@@ -194,7 +194,6 @@ func (o *Orchestrator) lead(lctx context.Context) error {
 		// Serve was cancelled on purpose; its result cannot change the
 		// step-down, and the lease is gone either way.
 		<-served //nolint:errcheck // only Serve's return is awaited
-
 	}
 	return nil
 }
