@@ -138,7 +138,7 @@ func TestChaosDrain(t *testing.T) {
 			} else {
 				o = chaosNATS(t, tr, serverBin, workerBin)
 			}
-			dups = append(dups, fmt.Sprintf("%s:%d", tr.fault.point, o.duplicates))
+			dups = append(dups, fmt.Sprintf("%s/%s:%d", tr.mode, tr.fault.point, o.duplicates))
 			if o.reissue > 0 {
 				reissues = append(reissues, o.reissue)
 			}
