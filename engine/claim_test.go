@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"strings"
 	"sync"
@@ -28,13 +29,15 @@ type hookDispatcher struct {
 	eng  *engine.Engine
 	hook func(ctx context.Context, cancel context.CancelFunc, cmd *engine.Command, rep engine.Reporter) engine.Reporter
 	wg   sync.WaitGroup
+	// root ends every command's context when the test is over.
+	root context.Context
 }
 
 func (d *hookDispatcher) Dispatch(cmd *engine.Command) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(d.root)
 		defer cancel()
 		rep := d.hook(ctx, cancel, cmd, d.eng.Reporter())
 		if rep == nil {
@@ -85,7 +88,8 @@ func newClaimBench(t *testing.T, n int, hook func(ctx context.Context, cancel co
 	kc := tools.StaticURLs(map[string]string{"pg": dsn, "pgq": u.String()})
 	treg, creg, closer := stdwire.Registries(kc, nil)
 	t.Cleanup(func() { _ = closer.Close() })
-	b := &claimBench{pool: pool, table: table, app: app, log: eventlog.NewMemory(), d: &hookDispatcher{hook: hook}}
+	root, stop := context.WithCancel(context.Background())
+	b := &claimBench{pool: pool, table: table, app: app, log: eventlog.NewMemory(), d: &hookDispatcher{hook: hook, root: root}}
 	b.eng, err = engine.New(engine.Config{Log: b.log, Tools: treg, Cursors: creg, Keychain: kc, Dispatcher: b.d, Tick: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +97,7 @@ func newClaimBench(t *testing.T, n int, hook func(ctx context.Context, cancel co
 	b.d.eng = b.eng
 	t.Cleanup(func() {
 		_ = b.eng.Close()
+		stop()
 		b.d.wg.Wait()
 	})
 	return b
@@ -682,5 +687,79 @@ workflow:
 				seen = append(seen, id)
 			}
 		}
+	}
+}
+
+// TestCancelIsBoundedByTheLease: a frame whose row blocks does not hold a
+// cancel up forever: one lease after the cancel the row is interrupted.
+// With a release statement its rows go back to pending; without one they
+// cannot, and frame.done lists them as abandoned rather than pretending.
+func TestCancelIsBoundedByTheLease(t *testing.T) {
+	for _, withRelease := range []bool{true, false} {
+		t.Run(fmt.Sprintf("release %v", withRelease), func(t *testing.T) {
+			const n = 20
+			b := newClaimBench(t, n, func(_ context.Context, _ context.CancelFunc, _ *engine.Command, rep engine.Reporter) engine.Reporter {
+				return rep
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			gate, err := b.pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gate.Release()
+			key := rand.Int64N(1 << 40)
+			if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _, _ = gate.Exec(context.Background(), "SELECT pg_advisory_unlock_all()") }()
+			release := ""
+			if withRelease {
+				release = `
+        release: UPDATE {{ table }} SET status = 'pending' WHERE status = 'claimed' AND id IN ({{ keys | join(',') }})`
+			}
+			body := fmt.Sprintf(`SELECT pg_advisory_lock_shared(%d); UPDATE {{ table }} SET status = 'done' WHERE id = {{ iter.job.id }}`, key)
+			id, err := b.eng.Start(ctx, []byte(b.playbook(release, "max_rows: 5, lease_seconds: 1", body)), engine.StartOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The first row's body waits on the gate.
+			pollCount(t, ctx, b.pool, fmt.Sprintf(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+				AND classid::text::bigint = %d AND objid::text::bigint = %d AND NOT granted`, key>>32, key&(1<<32-1)), 1)
+			if err := b.eng.Cancel(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			sum, err := b.eng.Wait(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, _ := b.log.Read(ctx, id, 0, 0)
+			defer dumpOnFail(t, evs)
+			if sum.Status != engine.StatusCancelled {
+				t.Fatalf("status %s, want cancelled", sum.Status)
+			}
+			var abandoned []string
+			for _, ev := range evs {
+				if ev.Type == eventlog.TypeFrameDone {
+					var p struct {
+						Abandoned []string `json:"abandoned"`
+					}
+					if err := json.Unmarshal(ev.Payload, &p); err != nil {
+						t.Fatal(err)
+					}
+					abandoned = append(abandoned, p.Abandoned...)
+				}
+			}
+			counts, _ := b.counts(t)
+			if withRelease {
+				if counts["pending"] != n || len(abandoned) != 0 {
+					t.Fatalf("statuses %v, abandoned %v; want every row pending again", counts, abandoned)
+				}
+				return
+			}
+			if counts["claimed"] != 5 || counts["pending"] != n-5 || len(abandoned) != 5 {
+				t.Fatalf("statuses %v, abandoned %v; want the frame's 5 rows claimed and listed as abandoned", counts, abandoned)
+			}
+		})
 	}
 }

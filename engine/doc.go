@@ -71,7 +71,9 @@
 // Engine.Cancel records cancel.requested; nothing new starts, and every
 // worker is told (Dispatcher.Cancel, Worker.Cancel). Frames stop between
 // rows and hand their unstarted rows back (or run them, where the source
-// cannot take them back); step and item commands are interrupted. The
+// cannot take them back); rows still running one lease after the cancel
+// are interrupted, so a cancel is bounded; step and item commands are
+// interrupted at once. The
 // execution ends cancelled once its commands have reported or were given
 // up; a frame with recorded rows whose worker vanished gets one attempt
 // that only releases them.

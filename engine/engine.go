@@ -299,8 +299,11 @@ func (e *Engine) Resume(ctx context.Context, executionID string) error {
 // Cancel asks a running execution to stop. No new work is issued; every
 // worker running its commands is told (Dispatcher.Cancel): frames stop
 // between rows and hand the rows they have not started back to the source
-// (or run them where the source cannot take them back), step and item
-// commands are interrupted. The execution ends cancelled once its
+// (or run them where the source cannot take them back); rows still
+// running one lease (lease_seconds) after the cancel are interrupted and
+// handed back, or reported abandoned where the source cannot take them;
+// step and item commands are interrupted at once. The execution ends
+// cancelled once its
 // commands in flight have reported or their leases ran out; a frame whose
 // worker vanished meanwhile gets one more attempt that only releases its
 // recorded rows. Cancel returns once the request is recorded; Wait

@@ -22,6 +22,10 @@ import (
 // they must not be skipped because the frame was cancelled.
 const settleTimeout = 30 * time.Second
 
+// errCancelGrace interrupts the rows of a cancelled frame that are still
+// running one lease after the cancel.
+var errCancelGrace = errors.New("execution cancelled: rows still running a lease after the cancel were interrupted")
+
 // runFrame runs a frame command: it claims a frame (or takes the rows an
 // earlier attempt recorded), records the claim, commits it, runs the
 // chain on the rows and reports frame.done. A frame re-issued to settle
@@ -131,20 +135,47 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	}
 
 	h := &frameRun{w: w, cmd: cmd, step: step, cur: cur, scope: scope, rows: rows, claimed: claimed,
-		cancelled: cancelled, settle: settle, items: make([]ItemOutcome, len(rows))}
+		cancelled: cancelled, settle: settle, items: make([]ItemOutcome, len(rows)),
+		released: map[int]bool{}, interrupted: map[int]bool{}}
 	if cmd.Settle == SettleRelease {
 		h.cancelled = closedChan
 	}
 	if fs.MaxSeconds > 0 {
 		h.deadline = time.Now().Add(time.Duration(fs.MaxSeconds * float64(time.Second)))
 	}
+	// A cancel stops the frame between rows; rows in progress (and, where
+	// the source cannot take rows back, the rest) may run for one lease
+	// more, then they are interrupted: a cancel is bounded.
+	rowsCtx, interrupt := context.WithCancelCause(ctx)
+	defer interrupt(nil)
+	go h.graceAfterCancel(rowsCtx, interrupt, cmd.Lease)
 	if fs.Process == dsl.ProcessFrame {
-		h.runFrameChain(ctx)
+		h.runFrameChain(rowsCtx)
 	} else {
-		h.runRows(ctx, max(1, fs.RowConcurrency))
+		h.runRows(rowsCtx, max(1, fs.RowConcurrency))
+	}
+	if len(h.unstarted) > 0 {
+		// Interrupted before they started: hand them back if the source
+		// can, else they are abandoned (claimed, never run).
+		rest := make([]cursor.Row, len(h.unstarted))
+		for n, i := range h.unstarted {
+			rest[n] = claimed[i]
+		}
+		if err := settle(func(sctx context.Context) error { return cur.Release(sctx, rest) }); err == nil {
+			for _, i := range h.unstarted {
+				h.released[i] = true
+			}
+			h.nReleased += len(rest)
+		} else {
+			for _, i := range h.unstarted {
+				h.items[i] = ItemOutcome{Key: rows[i].Key, Outcome: OutcomeError, Error: "execution cancelled before the row started"}
+				h.interrupted[i] = true
+			}
+		}
 	}
 	var ok, bad []cursor.Row
 	var items []ItemOutcome
+	var cut []string // keys of interrupted rows
 	for i, it := range h.items {
 		switch {
 		case h.released[i]:
@@ -153,6 +184,9 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 			ok = append(ok, claimed[i])
 		default:
 			bad = append(bad, claimed[i])
+			if h.interrupted[i] {
+				cut = append(cut, it.Key)
+			}
 		}
 		items = append(items, it)
 	}
@@ -172,6 +206,10 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	if len(bad) > 0 {
 		if err := settle(func(sctx context.Context) error { return cur.Release(sctx, bad) }); err == nil {
 			p.Released += len(bad)
+		} else if len(cut) > 0 {
+			p.Abandoned = cut
+			w.logger().Error("cursor: rows a cancel interrupted could not be handed back; they stay claimed in the source",
+				"step", cmd.Step, "command_id", cmd.ID, "keys", cut, "error", err)
 		}
 	}
 	p.Released += h.nReleased
@@ -208,7 +246,33 @@ type frameRun struct {
 	// finish: the source could not take unstarted rows back on cancel, so
 	// every row runs.
 	finish bool
+	// unstarted lists the rows not started when the cancel grace ran out;
+	// interrupted marks the rows it cut short (or left unstarted).
+	unstarted   []int
+	interrupted map[int]bool
 }
+
+// graceAfterCancel interrupts the frame's rows (ctx, through interrupt)
+// one grace period after the execution was cancelled.
+func (f *frameRun) graceAfterCancel(ctx context.Context, interrupt context.CancelCauseFunc, grace time.Duration) {
+	select {
+	case <-f.cancelled:
+	case <-ctx.Done():
+		return
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		f.w.logger().Warn("execution cancelled: interrupting the frame's rows still running a lease later",
+			"step", f.cmd.Step, "command_id", f.cmd.ID, "lease", grace)
+		interrupt(errCancelGrace)
+	case <-ctx.Done():
+	}
+}
+
+// cutShort reports whether the cancel grace interrupted the rows.
+func cutShort(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errCancelGrace) }
 
 // stopForCancel is called before a row (or the frame's chain) starts.
 // Once the execution is being cancelled it hands the rows from idx on back
@@ -233,9 +297,6 @@ func (f *frameRun) stopForCancel(idx int) bool {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.released == nil {
-		f.released = map[int]bool{}
-	}
 	for i := idx; i < len(f.rows); i++ {
 		f.released[i] = true
 	}
@@ -247,6 +308,12 @@ func (f *frameRun) stopForCancel(idx int) bool {
 func (f *frameRun) runFrameChain(ctx context.Context) {
 	lp := f.step.Loop
 	if f.stopForCancel(0) {
+		return
+	}
+	if cutShort(ctx) {
+		for i := range f.rows {
+			f.unstarted = append(f.unstarted, i)
+		}
 		return
 	}
 	values := make([]any, len(f.rows))
@@ -268,8 +335,13 @@ func (f *frameRun) runFrameChain(ctx context.Context) {
 		}
 	}
 	ms := time.Since(t0).Milliseconds()
+	cut := res.failed && cutShort(ctx)
+	if cut {
+		msg = errCancelGrace.Error()
+	}
 	for i, r := range f.rows {
 		f.items[i] = ItemOutcome{Key: r.Key, Outcome: outcome, Ms: ms, Error: msg}
+		f.interrupted[i] = cut
 	}
 	f.ctxDelta = res.ctx
 }
@@ -296,6 +368,13 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 			<-sem
 			break
 		}
+		if cutShort(ctx) {
+			<-sem
+			for j := i; j < len(f.rows); j++ {
+				f.unstarted = append(f.unstarted, j)
+			}
+			break
+		}
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -308,8 +387,13 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 			if res.failed {
 				it.Outcome, it.Error = OutcomeError, res.err
 			}
+			cut := res.failed && cutShort(ctx)
+			if cut {
+				it.Error = errCancelGrace.Error()
+			}
 			f.mu.Lock()
 			f.items[i] = it
+			f.interrupted[i] = cut
 			if res.failed && res.explicit && f.fatal == "" {
 				f.fatal = fmt.Sprintf("row %s: %s", f.rows[i].Key, res.err)
 			}

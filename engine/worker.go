@@ -31,7 +31,9 @@ type Worker struct {
 // Cancel tells the worker that an execution is being cancelled. Its
 // frames running now stop between rows: rows not started are handed back
 // to the source (or, where the source cannot take them back, run to the
-// end), and the frame reports what it did. Its step and item commands
+// end), rows still running one lease later are interrupted, and the frame
+// reports what it did (rows it could neither finish nor hand back are
+// listed as abandoned). Its step and item commands
 // running now are interrupted and report failure. Commands of the
 // execution that reach the worker later stop at once. The in-process
 // engine calls Cancel itself; a transport calls it when the orchestrator

@@ -25,8 +25,9 @@ var screenshots = flag.String("screenshots", "", "directory TestDashboardInABrow
 // per frame, except that a frame holding a row id above {{ gate_after }}
 // first waits for the advisory lock {{ lock }}, which the test holds:
 // the loop makes visible progress, then waits until the test lets it
-// finish. Its executor block is NoETL's, unknown here: a warning the
-// dashboard marks at line 5.
+// finish. A cancel interrupts a frame blocked at the gate one lease
+// (lease_seconds) after it reached the worker. Its executor block is
+// NoETL's, unknown here: a warning the dashboard marks at line 5.
 const gatedDrain = `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: gated-drain}
@@ -47,7 +48,7 @@ workflow:
       spec:
         mode: cursor
         max_in_flight: 2
-        frame: {max_rows: 5, process: frame, lease_seconds: 30}
+        frame: {max_rows: 5, process: frame, lease_seconds: 3}
     tool:
       kind: postgres
       auth: pg
