@@ -83,5 +83,5 @@ workflow:
 	// broken.yaml:7:12: step begin: next step "finish" does not exist
 	// broken.yaml:8:5: duplicate step name "begin" (first at line 5)
 	// broken.yaml:8:5: step begin: tool is required
-	// broken.yaml:9:60: step begin: bad loop mode "sideways" (want sequential, parallel or cursor)
+	// broken.yaml:9:60: step begin: bad loop mode "sideways" (want sequential, parallel, async, chunked or cursor)
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -135,6 +136,18 @@ func (d *decider) enter(w wantedStep) {
 			return
 		}
 	}
+	if step.Spec.Admit != nil {
+		rule, err := matchRule(step.Spec.Admit, scope)
+		if err != nil {
+			d.failExecution(step.Name, "spec.policy.admit", err.Error())
+			return
+		}
+		if rule != nil && rule.Then.Allow != nil && !*rule.Then.Allow {
+			d.emit(eventlog.Event{Type: eventlog.TypeStepSkipped, Step: step.Name,
+				Payload: mustJSON(stepDonePayload{Run: w.Run})})
+			return
+		}
+	}
 	if step.Loop == nil {
 		base := w.Run
 		d.emit(eventlog.Event{Type: eventlog.TypeCommandIssued, Step: step.Name, CommandID: commandID(base, 1), Attempt: 1,
@@ -142,8 +155,13 @@ func (d *decider) enter(w wantedStep) {
 		return
 	}
 	lp := loopStartedPayload{Run: w.Run, Mode: step.Loop.Mode}
+	maxInFlight, _, err := step.Loop.ResolveLimits(scope)
+	if err != nil {
+		d.failExecution(step.Name, fieldOf(err, "loop"), err.Error())
+		return
+	}
 	if step.Loop.Mode == dsl.ModeCursor {
-		lp.MaxInFlight = max(1, step.Loop.MaxInFlight)
+		lp.MaxInFlight = max(1, maxInFlight)
 	} else {
 		items, err := renderItems(step.Loop.In, scope)
 		if err != nil {
@@ -153,8 +171,8 @@ func (d *decider) enter(w wantedStep) {
 		switch {
 		case step.Loop.Mode == dsl.ModeSequential:
 			lp.MaxInFlight = 1
-		case step.Loop.MaxInFlight > 0:
-			lp.MaxInFlight = step.Loop.MaxInFlight
+		case maxInFlight > 0:
+			lp.MaxInFlight = maxInFlight
 		default:
 			lp.MaxInFlight = max(1, len(items))
 		}
@@ -274,8 +292,10 @@ func (d *decider) expire(id, reason string) {
 		return
 	}
 	limit := DefaultMaxAttempts
-	if st := d.s.Playbook.Step(d.stepOf(c)); st != nil && st.Loop != nil && st.Loop.Frame.MaxAttempts > 0 {
-		limit = st.Loop.Frame.MaxAttempts
+	if st := d.s.Playbook.Step(d.stepOf(c)); st != nil && st.Loop != nil {
+		if fs := d.s.frameOf(st); fs.MaxAttempts > 0 {
+			limit = fs.MaxAttempts
+		}
 	}
 	if reason == reasonLease && c.Expiries+1 >= limit {
 		msg := fmt.Sprintf("lease expired %d times", c.Expiries+1)
@@ -374,8 +394,8 @@ func (d *decider) fail(step *dsl.Step, run *stepRun, field, msg string, result m
 
 // route renders the step's set and vars against its output and picks the
 // arcs to follow. It returns the field that failed to render on error.
-func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eventName string) (stepDonePayload, string, error) {
-	p := stepDonePayload{Run: run.ID, Result: output}
+func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eventName string) (p stepDonePayload, field string, err error) {
+	p = stepDonePayload{Run: run.ID, Result: output}
 	scope := d.s.scope()
 	addArgs(scope, run.Args)
 	scope[step.Name] = output["data"]
@@ -383,7 +403,7 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 	scope["result"] = output["data"]
 	scope["event"] = map[string]any{"name": eventName}
 	ctx, vars := map[string]any{}, map[string]any{}
-	if err := assign(step.Set, scope, ctx, vars); err != nil {
+	if err = assign(step.Set, scope, ctx, vars); err != nil {
 		return p, "set", err
 	}
 	for name, v := range step.Vars {
@@ -399,6 +419,12 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 		scope["vars"] = overlay(scope["vars"], vars)
 	}
 	if step.Next != nil {
+		matched := false
+		defer func() {
+			if !matched && err == nil && step.Next.OnNoMatch == dsl.NoMatchError && len(step.Next.Arcs) > 0 {
+				field, err = "next", fmt.Errorf("no arc matched (on_no_match: error)")
+			}
+		}()
 		for i, arc := range step.Next.Arcs {
 			ok, err := arc.When.Truthy(scope)
 			if err != nil {
@@ -418,6 +444,7 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 				args = nil
 			}
 			p.Next = append(p.Next, nextStep{Step: arc.Step, Args: args})
+			matched = true
 			if step.Next.Mode != dsl.NextInclusive {
 				break
 			}
@@ -430,6 +457,15 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 		p.Vars = vars
 	}
 	return p, "", nil
+}
+
+// fieldOf returns the field a *dsl.FieldError names, else def.
+func fieldOf(err error, def string) string {
+	var fe *dsl.FieldError
+	if errors.As(err, &fe) {
+		return fe.Field
+	}
+	return def
 }
 
 func loopResult(l *loopState) map[string]any {

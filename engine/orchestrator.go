@@ -370,7 +370,7 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 		if c := s.Commands[p.Base]; c != nil {
 			cmd.Rows = c.frameRows()
 		}
-		if secs := step.Loop.Frame.LeaseSeconds; secs > 0 {
+		if secs := s.frameOf(step).LeaseSeconds; secs > 0 {
 			cmd.Lease = time.Duration(secs * float64(time.Second))
 		}
 	}

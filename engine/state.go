@@ -226,7 +226,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 		for k, v := range p.Vars {
 			s.Vars[k] = v
 		}
-		s.want("start", nil)
+		s.want(s.Playbook.Entry, nil)
 	case eventlog.TypeStepSkipped, eventlog.TypeStepCompleted, eventlog.TypeStepFailed, eventlog.TypeLoopDone:
 		var p stepDonePayload
 		if err := decode(ev, &p); err != nil {
@@ -446,11 +446,27 @@ func (s *State) leaseFor(commandID string, def time.Duration) time.Duration {
 		return def
 	}
 	if r := s.Runs[c.Run]; r != nil {
-		if st := s.Playbook.Step(r.Step); st != nil && st.Loop != nil && st.Loop.Frame.LeaseSeconds > 0 {
-			return time.Duration(st.Loop.Frame.LeaseSeconds * float64(time.Second))
+		if st := s.Playbook.Step(r.Step); st != nil && st.Loop != nil {
+			if fs := s.frameOf(st); fs.LeaseSeconds > 0 {
+				return time.Duration(fs.LeaseSeconds * float64(time.Second))
+			}
 		}
 	}
 	return def
+}
+
+// frameOf returns a cursor step's frame spec with its templates rendered
+// against the execution's scope; a template that does not render leaves
+// the defaults (the worker reports the error when it runs the frame).
+func (s *State) frameOf(st *dsl.Step) dsl.FrameSpec {
+	fs := st.Loop.Frame
+	if len(fs.Templates) == 0 {
+		return fs
+	}
+	if r, err := fs.Resolve(s.scope()); err == nil {
+		return r
+	}
+	return fs
 }
 
 // Accepts reports whether a worker's report for commandID would be applied:

@@ -49,6 +49,7 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
 	}
 	res := w.runChain(ctx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
+	res.output = selectOutput(step, res.output)
 	p := completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump, Ms: time.Since(start).Milliseconds()}
 	if res.failed || res.retry != nil {
 		p.Error, p.Task, p.Field, p.Retry = res.err, res.task, res.field, res.retry
@@ -190,9 +191,16 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			return chainResult{failed: true, err: err.Error(), field: "args", explicit: true}
 		}
 	}
-	if step.Spec.Timeout > 0 {
+	timeout, err := step.Spec.ResolveTimeout(w.view(scope, &cs))
+	if err != nil {
+		return chainResult{failed: true, err: err.Error(), field: "spec.timeout", explicit: true}
+	}
+	if timeout == 0 {
+		timeout = cmd.Playbook.DefaultTimeout
+	}
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, step.Spec.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	if taskAttempt < 1 {
@@ -226,7 +234,9 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		}
 		action := dsl.Action{Do: dsl.DoContinue}
 		if rule != nil {
-			action = rule.Then
+			if action, err = rule.Then.Resolve(view); err != nil {
+				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy", output: out, explicit: true}
+			}
 		} else if out["status"] == tools.StatusError {
 			action = dsl.Action{Do: dsl.DoFail}
 		}
@@ -278,6 +288,27 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		res.vars = cs.Vars
 	}
 	return res
+}
+
+// selectOutput keeps only the keys output_select names of the result's
+// data (a mapping); anything else is returned as it is.
+func selectOutput(step *dsl.Step, out map[string]any) map[string]any {
+	if len(step.OutputSelect) == 0 || out == nil {
+		return out
+	}
+	data, ok := out["data"].(map[string]any)
+	if !ok {
+		return out
+	}
+	kept := make(map[string]any, len(step.OutputSelect))
+	for _, k := range step.OutputSelect {
+		if v, ok := data[k]; ok {
+			kept[k] = v
+		}
+	}
+	c := copyMap(out)
+	c["data"] = kept
+	return c
 }
 
 func errorText(out map[string]any) string {
@@ -360,6 +391,9 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 // error means the task could not run at all (bad template, unknown kind);
 // the field names the configuration key at fault.
 func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int) (map[string]any, string, error) {
+	if task.Kind == "workbook" && task.Target != nil {
+		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt)
+	}
 	cfg := make(map[string]any, len(task.Config))
 	for _, k := range sortedKeys(task.Config) {
 		x, err := task.Config[k].Render(view)
@@ -372,9 +406,13 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	if err != nil {
 		return nil, "kind", err
 	}
-	if task.Timeout > 0 {
+	timeout, err := task.ResolveTimeout(view)
+	if err != nil {
+		return nil, "spec.timeout", err
+	}
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, task.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	call := &tools.Call{
@@ -390,6 +428,58 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 		out.Status = tools.StatusSuccess
 	}
 	return out.Map(), "", nil
+}
+
+// runAction runs a workbook call's target: its inputs are rendered first
+// and visible by name to the action's templates, checked against
+// assert.expects; its result data is checked against assert.returns.
+func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, target *dsl.Task, view, args map[string]any, attempt int) (map[string]any, string, error) {
+	var inputs map[string]any
+	if in := target.Config["input"]; in != nil {
+		x, err := in.Render(view)
+		if err != nil {
+			return nil, "input", err
+		}
+		inputs, _ = x.(map[string]any)
+	}
+	if a := target.Assert; a != nil {
+		for _, name := range a.Expects {
+			if inputs[name] == nil {
+				return nil, "input", fmt.Errorf("workbook action %s expects input %q (assert.expects)", target.Action, name)
+			}
+		}
+	}
+	actView := copyMap(view)
+	for k, v := range inputs {
+		actView[k] = v
+	}
+	plain := *target
+	plain.Kind, plain.Target = target.Kind, nil
+	plain.Config = make(map[string]*dsl.Value, len(target.Config))
+	for k, v := range target.Config {
+		plain.Config[k] = v
+	}
+	if inputs != nil {
+		plain.Config["input"] = dsl.NewLiteralValue(inputs, target.Pos)
+	}
+	callArgs := copyMap(args)
+	for k, v := range inputs {
+		callArgs[k] = v
+	}
+	out, field, err := w.runTask(ctx, cmd, step, &plain, actView, callArgs, attempt)
+	if err != nil || target.Assert == nil || out["status"] != tools.StatusSuccess {
+		return out, field, err
+	}
+	data, _ := out["data"].(map[string]any)
+	for _, key := range target.Assert.Returns {
+		if _, ok := data[key]; !ok {
+			out = copyMap(out)
+			out["status"] = tools.StatusError
+			out["error"] = fmt.Sprintf("workbook action %s: result has no %q (assert.returns)", target.Action, key)
+			break
+		}
+	}
+	return out, "", nil
 }
 
 func (w *Worker) logger() *slog.Logger {
@@ -418,9 +508,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep Reporter) error {
 	start := time.Now()
 	lp := step.Loop
-	fs := lp.Frame
 	fail := func(msg string) error {
 		return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Fail: msg, Ms: time.Since(start).Milliseconds()})
+	}
+	fs, err := lp.Frame.Resolve(cmd.Scope)
+	if err != nil {
+		return fail(err.Error())
 	}
 	driver, err := w.Cursors.Lookup(lp.Cursor.Kind)
 	if err != nil {
@@ -428,7 +521,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	}
 	scope := copyMap(cmd.Scope)
 	addArgs(scope, cmd.Args)
-	spec, err := w.cursorSpec(ctx, cmd, lp, scope, driver)
+	spec, err := w.cursorSpec(ctx, cmd, lp, fs, scope, driver)
 	if err != nil {
 		return fail(err.Error())
 	}
@@ -598,12 +691,12 @@ func (w *Worker) limitBytes(ctx context.Context, cur cursor.Cursor, rows []curso
 }
 
 // cursorSpec resolves the cursor's credential and renders its options.
-func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
+func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, fs dsl.FrameSpec, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
 	cs := lp.Cursor
 	spec := cursor.Spec{
 		Kind: cs.Kind, Claim: cs.Claim, Scope: scope, LoopID: cmd.Run, SlotID: cmd.Slot,
-		Lease:       time.Duration(lp.Frame.LeaseSeconds * float64(time.Second)),
-		MaxAttempts: max(1, lp.Frame.MaxAttempts), Logger: w.logger(),
+		Lease:       time.Duration(fs.LeaseSeconds * float64(time.Second)),
+		MaxAttempts: max(1, fs.MaxAttempts), Logger: w.logger(),
 	}
 	if cs.Auth != nil {
 		a, err := cs.Auth.Render(scope)
