@@ -86,20 +86,20 @@ func (f ObserverFunc) Observe(ev eventlog.Event) { f(ev) }
 // Engine runs playbook executions: an orchestrator that folds and decides
 // over the event log, and (unless Workers is 0) in-process workers.
 type Engine struct {
-	cfg     Config
+	cfg Config
 	// checkTools and checkCursors say whether Start checks tool and cursor
 	// kinds against the registries: when this engine runs workers itself,
 	// or the host gave the registry.
 	checkTools   bool
 	checkCursors bool
-	orch    *orchestrator
-	running running
-	worker  *Worker
-	queue   *localQueue
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	closed  bool
-	mu      sync.Mutex
+	orch         *orchestrator
+	running      running
+	worker       *Worker
+	queue        *localQueue
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	closed       bool
+	mu           sync.Mutex
 }
 
 // New creates an engine and starts its orchestrator and workers. Close
