@@ -415,6 +415,19 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	// Secret references (from the secrets tool) become secrets only in
+	// what this tool receives, and references again in what it returns.
+	revealedCfg, revealed, err := tools.RevealSecrets(ctx, w.Keychain, cfg)
+	if err != nil {
+		return nil, "secret", err
+	}
+	revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, w.Keychain, args)
+	if err != nil {
+		return nil, "secret", err
+	}
+	revealed = append(revealed, moreRevealed...)
+	cfg, _ = revealedCfg.(map[string]any)
+	args, _ = revealedArgs.(map[string]any)
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
 		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(),
@@ -427,7 +440,11 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	if out.Status == "" {
 		out.Status = tools.StatusSuccess
 	}
-	return out.Map(), "", nil
+	m := out.Map()
+	if len(revealed) > 0 {
+		m, _ = tools.ConcealSecrets(m, revealed).(map[string]any)
+	}
+	return m, "", nil
 }
 
 // runAction runs a workbook call's target: its inputs are rendered first
