@@ -88,7 +88,6 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 		case "cursor":
 			l.Cursor = d.cursor(p.v, what)
 		case "sink":
-			d.field(p.k, what, "loop.sink")
 			l.Sink = d.sink(p.v, what+": loop.sink")
 		case "aggregate":
 			d.field(p.k, what, "loop.aggregate")

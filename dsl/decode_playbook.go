@@ -374,10 +374,8 @@ func (d *decoder) step(n *yaml.Node) *Step {
 		case "name", "task":
 			s.TaskName, _ = d.str(p.v, what+": "+p.key)
 		case "retry":
-			d.field(p.k, what, "step.retry")
 			s.Retry = d.retry(p.v, what+": retry")
 		case "sink":
-			d.field(p.k, what, "step.sink")
 			s.Sink = d.sink(p.v, what+": sink")
 		case "output":
 			d.stepOutput(s, p.v, what)
@@ -611,10 +609,8 @@ func (d *decoder) task(n *yaml.Node, what, prefix string, named bool) *Task {
 		case "set":
 			t.Set = d.assignments(p.v, what+": set")
 		case "retry":
-			d.field(p.k, what, "task.retry")
 			t.Retry = d.retry(p.v, what+": retry")
 		case "sink":
-			d.field(p.k, what, "task.sink")
 			t.Sink = d.sink(p.v, what+": sink")
 		case "output":
 			ops, _ := d.mapping(p.v, what+": output")

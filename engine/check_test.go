@@ -47,7 +47,6 @@ workflow:
 `,
 			want: []string{
 				`test.yaml:7:11: workbook action wb: tool kind "snowflake"`,
-				`test.yaml:13:9: step start: task a: task.sink is not supported by this build`,
 				`test.yaml:13:15: step start: task a: sink: tool kind "gcs"`,
 				`test.yaml:14:9: step start: task b: tool kind "container"`,
 			},

@@ -50,6 +50,11 @@ type Command struct {
 	StartTask   int            `json:"start_task,omitempty"`
 	TaskAttempt int            `json:"task_attempt,omitempty"`
 	Carry       map[string]any `json:"carry,omitempty"`
+	// NextCall and Pages continue a paginating retry: the overrides of the
+	// next call, and what the earlier pages contributed, in order (from
+	// the log's fold, not recorded again per page).
+	NextCall map[string]any `json:"next_call,omitempty"`
+	Pages    []any          `json:"pages,omitempty"`
 	// Lease is how long the command may go without a heartbeat.
 	Lease time.Duration `json:"lease"`
 	// Pool names the worker pool that should run the command (empty: any),

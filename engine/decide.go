@@ -247,7 +247,7 @@ func (d *decider) retries() {
 			r := c.Failure.Retry
 			due := d.now.Add(time.Duration(r.Delay * float64(time.Second)))
 			d.emit(eventlog.Event{Type: eventlog.TypeRetryScheduled, Step: d.stepOf(c), CommandID: c.ID(), Attempt: c.Attempt,
-				Payload: mustJSON(retryPayload{Run: c.Run, Base: c.Base, Due: due, StartTask: r.StartTask, TaskAttempt: r.TaskAttempt, Carry: r.Carry})})
+				Payload: mustJSON(retryPayload{Run: c.Run, Base: c.Base, Due: due, StartTask: r.StartTask, TaskAttempt: r.TaskAttempt, Carry: r.Carry, NextCall: r.NextCall})})
 		case cmdRetryWaiting:
 			if c.Retry == nil || c.Retry.Due.After(d.now) {
 				continue
@@ -257,6 +257,7 @@ func (d *decider) retries() {
 			p.StartTask = c.Retry.StartTask
 			p.TaskAttempt = c.Retry.TaskAttempt
 			p.Carry = c.Retry.Carry
+			p.NextCall = c.Retry.NextCall
 			d.reissue(c, p)
 		}
 	}

@@ -43,6 +43,9 @@ type issuedPayload struct {
 	StartTask   int            `json:"start_task,omitempty"`
 	TaskAttempt int            `json:"task_attempt,omitempty"`
 	Carry       map[string]any `json:"carry,omitempty"`
+	// NextCall overrides the configuration of the task at StartTask: the
+	// next page of a paginating retry.
+	NextCall map[string]any `json:"next_call,omitempty"`
 	// Rows are a re-issued frame's claimed rows (from frame.claimed).
 	Rows []FrameRow `json:"rows,omitempty"`
 	// Reason says why a command was re-issued (lease, retry, resume).
@@ -80,6 +83,12 @@ type retryRequest struct {
 	TaskAttempt int            `json:"task_attempt"`
 	Delay       float64        `json:"delay"`
 	Carry       map[string]any `json:"carry,omitempty"`
+	// Paging marks a page of a paginating retry that succeeded (reported
+	// with command.completed): Page is what it contributes to the gathered
+	// result, NextCall the next page's overrides.
+	Paging   bool           `json:"paging,omitempty"`
+	Page     any            `json:"page,omitempty"`
+	NextCall map[string]any `json:"next_call,omitempty"`
 }
 
 // retryPayload is retry.scheduled's payload.
@@ -90,6 +99,7 @@ type retryPayload struct {
 	StartTask   int            `json:"start_task"`
 	TaskAttempt int            `json:"task_attempt"`
 	Carry       map[string]any `json:"carry,omitempty"`
+	NextCall    map[string]any `json:"next_call,omitempty"`
 }
 
 // frameClaimedPayload is frame.claimed's payload.

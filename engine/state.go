@@ -110,6 +110,8 @@ type commandState struct {
 	rows    json.RawMessage
 	Retry   *retryPayload
 	Failure *completedPayload
+	// Pages are the contributions of a paginating retry's pages so far.
+	Pages []any
 	// Expiries counts re-issues after a lease expired.
 	Expiries int
 }
@@ -323,6 +325,14 @@ func (s *State) Apply(ev eventlog.Event) error {
 		c, p, err := reported[completedPayload](s, ev)
 		if c == nil {
 			return err
+		}
+		if p.Retry != nil && p.Retry.Paging {
+			// A page of a paginating retry: the next one is decided like a
+			// retry, and this one's contribution kept for the result.
+			c.Pages = append(c.Pages, p.Retry.Page)
+			c.Failure = p
+			s.finishCommand(c, cmdRetryWanted)
+			return nil
 		}
 		s.finishCommand(c, cmdCompleted)
 		merge(s.Ctx, p.Ctx)

@@ -51,6 +51,11 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	res := w.runChain(ctx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
 	res.output = selectOutput(step, res.output)
 	p := completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump, Ms: time.Since(start).Milliseconds()}
+	if res.retry != nil && res.retry.Paging {
+		// A page succeeded and the next one is wanted: recorded as done.
+		p.Retry, p.Task = res.retry, res.task
+		return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
+	}
 	if res.failed || res.retry != nil {
 		p.Error, p.Task, p.Field, p.Retry = res.err, res.task, res.field, res.retry
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
@@ -208,14 +213,65 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	}
 	var output map[string]any
 	res := chainResult{}
+	// A paginating retry resumes at start with the next call's overrides
+	// and the earlier pages' contributions.
+	nextCall, pages := cmd.NextCall, cmd.Pages
 	for ti := start; ti < len(tasks); {
 		task := tasks[ti]
 		view := w.view(scope, &cs)
 		addArgs(view, args)
-		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt)
+		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall)
 		if err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: field, output: out, explicit: true}
 		}
+		if out["status"] == tools.StatusSuccess && task.Sink != nil {
+			out = w.runSink(ctx, cmd, step, task.Sink, view, out)
+		}
+		if rb := retryOf(step, task); rb != nil {
+			if out["status"] == tools.StatusSuccess {
+				for _, rule := range rb.Rules {
+					if rule.Sink != nil {
+						out = w.runSink(ctx, cmd, step, rule.Sink, view, out)
+						break
+					}
+				}
+			}
+			v, err := decideRetry(rb, view, out, taskAttempt)
+			if err != nil {
+				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "retry", output: out, explicit: true}
+			}
+			switch {
+			case v.again || v.page:
+				req := &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: v.delay.Seconds(), Carry: cs.carry()}
+				if v.page {
+					req.Paging, req.Page, req.NextCall = true, collectPage(v.rule.Collect, out), v.nextCall
+				}
+				if durable {
+					res := chainResult{output: out, retry: req, task: task.Name}
+					if !v.page {
+						res.err = errorText(out)
+					}
+					return res
+				}
+				if err := sleepCtx(ctx, v.delay); err != nil {
+					return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
+				}
+				if v.page {
+					pages, nextCall = append(pages, req.Page), req.NextCall
+				} else if nextCall == nil {
+					nextCall = cmd.NextCall
+				}
+				taskAttempt++
+				continue
+			case v.exhausted && out["status"] == tools.StatusError:
+				return chainResult{failed: true, err: fmt.Sprintf("%s (after %d attempts)", errorText(out), taskAttempt), task: task.Name, output: out}
+			}
+			if c := collectOf(rb); c != nil && out["status"] == tools.StatusSuccess {
+				// The last page: the result is every page gathered in order.
+				out = withGathered(out, c, gather(c.Strategy, append(slices.Clone(pages), collectPage(c, out))))
+			}
+		}
+		nextCall, pages = nil, nil
 		output = out
 		view["output"] = out
 		view["result"] = out["data"]
@@ -278,6 +334,18 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			}
 		default:
 			ti++
+		}
+	}
+	// The step's sink (a loop's per iteration) saves the chain's result,
+	// in this command: when it fails, so does the work.
+	sink := step.Sink
+	if cmd.Kind != KindStep && step.Loop != nil && step.Loop.Sink != nil {
+		sink = step.Loop.Sink
+	}
+	if sink != nil && output != nil && output["status"] == tools.StatusSuccess {
+		output = w.runSink(ctx, cmd, step, sink, w.view(scope, &cs), output)
+		if output["status"] != tools.StatusSuccess {
+			return chainResult{failed: true, err: errorText(output), field: "sink", output: output}
 		}
 	}
 	res.output = output
@@ -390,9 +458,9 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 // runTask renders one task's configuration and runs its tool. A returned
 // error means the task could not run at all (bad template, unknown kind);
 // the field names the configuration key at fault.
-func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int) (map[string]any, string, error) {
+func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any) (map[string]any, string, error) {
 	if task.Kind == "workbook" && task.Target != nil {
-		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt)
+		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt, nextCall)
 	}
 	cfg := make(map[string]any, len(task.Config))
 	for _, k := range sortedKeys(task.Config) {
@@ -402,6 +470,7 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 		}
 		cfg[k] = x
 	}
+	applyNextCall(cfg, nextCall)
 	tool, err := w.Tools.Lookup(task.Kind)
 	if err != nil {
 		return nil, "kind", err
@@ -447,10 +516,25 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	return m, "", nil
 }
 
+// applyNextCall puts a paginating retry's next_call overrides into a
+// rendered configuration: a mapping (params, headers, ...) is merged key by
+// key, anything else replaced.
+func applyNextCall(cfg, nextCall map[string]any) {
+	for k, v := range nextCall {
+		if over, ok := v.(map[string]any); ok {
+			if base, ok := cfg[k].(map[string]any); ok {
+				cfg[k] = overlay(base, over)
+				continue
+			}
+		}
+		cfg[k] = v
+	}
+}
+
 // runAction runs a workbook call's target: its inputs are rendered first
 // and visible by name to the action's templates, checked against
 // assert.expects; its result data is checked against assert.returns.
-func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, target *dsl.Task, view, args map[string]any, attempt int) (map[string]any, string, error) {
+func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, target *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any) (map[string]any, string, error) {
 	var inputs map[string]any
 	if in := target.Config["input"]; in != nil {
 		x, err := in.Render(view)
@@ -483,7 +567,7 @@ func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, ta
 	for k, v := range inputs {
 		callArgs[k] = v
 	}
-	out, field, err := w.runTask(ctx, cmd, step, &plain, actView, callArgs, attempt)
+	out, field, err := w.runTask(ctx, cmd, step, &plain, actView, callArgs, attempt, nextCall)
 	if err != nil || target.Assert == nil || out["status"] != tools.StatusSuccess {
 		return out, field, err
 	}
