@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,11 +61,21 @@ func (s *State) Decide(now time.Time, expired []string, reason string) []eventlo
 			}
 		}
 		d.retries()
+		entered := false
 		for _, w := range append([]wantedStep(nil), s.wanted...) {
+			if !slices.ContainsFunc(s.wanted, func(o wantedStep) bool { return o.Run == w.Run }) || s.joinWaits(w, true) {
+				continue // joined into an earlier entry, or waiting at a join
+			}
 			d.enter(w)
+			entered = true
 			if s.Status != StatusRunning {
 				return d.out
 			}
+		}
+		if !entered && len(s.wanted) > 0 && !s.anyRunning() && !s.joinWaits(s.wanted[0], false) {
+			// Joins waiting only on each other (a cycle of waiting
+			// steps): the first one goes.
+			d.enter(s.wanted[0])
 		}
 		d.fillLoops()
 		if len(d.out) == n {
@@ -122,6 +133,8 @@ func (d *decider) enter(w wantedStep) {
 		d.failExecution(w.Step, "next", fmt.Sprintf("no step named %q", w.Step))
 		return
 	}
+	joined, args := d.s.joinedWith(w)
+	w.Args = args
 	scope := d.s.scope()
 	addArgs(scope, w.Args)
 	if step.When != nil {
@@ -132,7 +145,7 @@ func (d *decider) enter(w wantedStep) {
 		}
 		if !ok {
 			d.emit(eventlog.Event{Type: eventlog.TypeStepSkipped, Step: step.Name,
-				Payload: mustJSON(stepDonePayload{Run: w.Run})})
+				Payload: mustJSON(stepDonePayload{Run: w.Run, Joined: joined})})
 			return
 		}
 	}
@@ -144,17 +157,17 @@ func (d *decider) enter(w wantedStep) {
 		}
 		if rule != nil && rule.Then.Allow != nil && !*rule.Then.Allow {
 			d.emit(eventlog.Event{Type: eventlog.TypeStepSkipped, Step: step.Name,
-				Payload: mustJSON(stepDonePayload{Run: w.Run})})
+				Payload: mustJSON(stepDonePayload{Run: w.Run, Joined: joined})})
 			return
 		}
 	}
 	if step.Loop == nil {
 		base := w.Run
 		d.emit(eventlog.Event{Type: eventlog.TypeCommandIssued, Step: step.Name, CommandID: commandID(base, 1), Attempt: 1,
-			Payload: mustJSON(issuedPayload{Kind: KindStep, Run: w.Run, Base: base, Args: w.Args})})
+			Payload: mustJSON(issuedPayload{Kind: KindStep, Run: w.Run, Base: base, Args: w.Args, Joined: joined})})
 		return
 	}
-	lp := loopStartedPayload{Run: w.Run, Mode: step.Loop.Mode}
+	lp := loopStartedPayload{Run: w.Run, Mode: step.Loop.Mode, Joined: joined}
 	maxInFlight, _, err := step.Loop.ResolveLimits(scope)
 	if err != nil {
 		d.failExecution(step.Name, fieldOf(err, "loop"), err.Error())

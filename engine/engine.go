@@ -266,7 +266,7 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 		}
 	}
 	ev := eventlog.Event{ExecutionID: id, Type: eventlog.TypeExecutionStarted,
-		Payload: mustJSON(startedPayload{Playbook: string(src), File: opts.File, Workload: workload, Vars: vars, Parent: opts.Parent})}
+		Payload: mustJSON(startedPayload{Playbook: string(src), File: opts.File, Workload: workload, Vars: vars, Parent: opts.Parent, Semantics: currentSemantics})}
 	st := NewState(id)
 	st.Playbook = pb
 	if err := e.orch.send(ctx, message{kind: msgStart, ev: ev, state: st}); err != nil {

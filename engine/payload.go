@@ -25,6 +25,9 @@ type startedPayload struct {
 	Workload map[string]any `json:"workload"`
 	Vars     map[string]any `json:"vars,omitempty"`
 	Parent   string         `json:"parent,omitempty"`
+	// Semantics is the rule set the execution runs under (join.go); old
+	// histories have none and replay as they were recorded.
+	Semantics int `json:"semantics,omitempty"`
 }
 
 // issuedPayload is command.issued's payload.
@@ -50,6 +53,9 @@ type issuedPayload struct {
 	Rows []FrameRow `json:"rows,omitempty"`
 	// Reason says why a command was re-issued (lease, retry, resume).
 	Reason string `json:"reason,omitempty"`
+	// Joined lists the other wanted entries of the step that this run
+	// took with it (the join barrier).
+	Joined []string `json:"joined,omitempty"`
 }
 
 // FrameRow is a claimed row as recorded in frame.claimed.
@@ -183,6 +189,8 @@ type stepDonePayload struct {
 	Next   []nextStep     `json:"next,omitempty"`
 	Error  string         `json:"error,omitempty"`
 	Field  string         `json:"field,omitempty"`
+	// Joined: see issuedPayload.Joined (a joined step that was skipped).
+	Joined []string `json:"joined,omitempty"`
 }
 
 type nextStep struct {
@@ -197,6 +205,8 @@ type loopStartedPayload struct {
 	Items       []any  `json:"items,omitempty"`
 	MaxInFlight int    `json:"max_in_flight"`
 	Error       string `json:"error,omitempty"`
+	// Joined: see issuedPayload.Joined.
+	Joined []string `json:"joined,omitempty"`
 }
 
 // finishedPayload is the payload of the terminal execution events.

@@ -67,7 +67,11 @@ type State struct {
 	hash     string
 
 	cancelRequested bool
-	runCount        map[string]int
+	// semantics is the execution's recorded semantics (see join.go).
+	semantics int
+	// reach caches the workflow graph's reachability (join barrier).
+	reach    map[[2]string]bool
+	runCount map[string]int
 	// wanted lists step entries routed to but not yet entered, in order.
 	wanted []wantedStep
 	// finishing lists runs whose work ended and that await their step
@@ -219,6 +223,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			s.Playbook = pb
 		}
 		s.started = p
+		s.semantics = p.Semantics
 		s.parent = p.Parent
 		s.Status = StatusRunning
 		s.Workload = p.Workload
@@ -239,6 +244,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			// A skipped step never started a run.
 			run = s.startRun(p.Run, ev.Step, nil)
 		}
+		s.consumeWanted(p.Joined)
 		switch ev.Type {
 		case eventlog.TypeStepSkipped:
 			run.Status = runSkipped
@@ -262,6 +268,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			return err
 		}
 		s.startRun(p.Run, ev.Step, nil)
+		s.consumeWanted(p.Joined)
 		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items}
 		if p.Mode == dsl.ModeCursor {
 			l.Slots = make([]slotState, p.MaxInFlight)
@@ -286,6 +293,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			case KindStep:
 				run := s.startRun(p.Run, ev.Step, p.Args)
 				run.Base = p.Base
+				s.consumeWanted(p.Joined)
 			case KindItem:
 				if l := s.Loops[p.Run]; l != nil {
 					l.Next = max(l.Next, p.Index+1)
