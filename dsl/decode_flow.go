@@ -53,7 +53,6 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 			limitKey = p.key
 			intField(pair{key: "max_in_flight", k: p.k, v: p.v}, w, &l.MaxInFlight)
 		case "chunk_size", "batch_size":
-			d.field(p.k, what, "loop.spec.chunk_size")
 			intField(pair{key: "chunk_size", k: p.k, v: p.v}, w, &l.ChunkSize)
 		case "frame":
 			frameNode = p.v
@@ -132,9 +131,6 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 		}
 	default:
 		l.Mode = mode
-		if mode == ModeChunked {
-			d.field(modeNode, what, "loop.spec.mode.chunked")
-		}
 		if l.Cursor != nil {
 			d.errorf(modeNode, "%s: a cursor loop's mode must be cursor, got %q", what, l.Mode)
 		}

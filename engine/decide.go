@@ -168,7 +168,7 @@ func (d *decider) enter(w wantedStep) {
 		return
 	}
 	lp := loopStartedPayload{Run: w.Run, Mode: step.Loop.Mode, Joined: joined}
-	maxInFlight, _, err := step.Loop.ResolveLimits(scope)
+	maxInFlight, chunkSize, err := step.Loop.ResolveLimits(scope)
 	if err != nil {
 		d.failExecution(step.Name, fieldOf(err, "loop"), err.Error())
 		return
@@ -184,6 +184,12 @@ func (d *decider) enter(w wantedStep) {
 		switch {
 		case step.Loop.Mode == dsl.ModeSequential:
 			lp.MaxInFlight = 1
+		case step.Loop.Mode == dsl.ModeChunked:
+			lp.ChunkSize = chunkSize
+			lp.MaxInFlight = max(1, maxInFlight)
+			if maxInFlight == 0 {
+				lp.MaxInFlight = max(1, (len(items)+chunkSize-1)/chunkSize)
+			}
 		case maxInFlight > 0:
 			lp.MaxInFlight = maxInFlight
 		default:
@@ -243,10 +249,17 @@ func (d *decider) fillLoops() {
 			}
 			continue
 		}
-		for l.Next-l.Done < l.Max && l.Next < len(l.Items) {
+		// A chunked loop's command runs up to Chunk items; the bound is on
+		// commands, so on Max chunks of items.
+		chunk := max(1, l.Chunk)
+		for l.Next-l.Done < l.Max*chunk && l.Next < len(l.Items) {
 			base := run + "/i" + strconv.Itoa(l.Next)
+			p := issuedPayload{Kind: KindItem, Run: run, Base: base, Index: l.Next, Args: r.Args}
+			if l.Chunk > 0 {
+				p.Count = min(chunk, len(l.Items)-l.Next)
+			}
 			d.emit(eventlog.Event{Type: eventlog.TypeCommandIssued, Step: r.Step, LoopID: run, CommandID: commandID(base, 1),
-				Attempt: 1, Payload: mustJSON(issuedPayload{Kind: KindItem, Run: run, Base: base, Index: l.Next, Args: r.Args})})
+				Attempt: 1, Payload: mustJSON(p)})
 		}
 	}
 }

@@ -367,6 +367,10 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 	if p.Kind == KindItem {
 		if l := s.Loops[p.Run]; l != nil && p.Index < len(l.Items) {
 			cmd.Item = l.Items[p.Index]
+			if p.Count > 0 {
+				cmd.Count = p.Count
+				cmd.Items = l.Items[p.Index:min(len(l.Items), p.Index+p.Count)]
+			}
 		}
 	}
 	if p.Kind == KindFrame {

@@ -38,8 +38,10 @@ type issuedPayload struct {
 	// Base identifies the unit of work across its attempts.
 	Base string         `json:"base"`
 	Args map[string]any `json:"args,omitempty"`
-	// Index is the item index (item commands).
+	// Index is the item index (item commands); Count, in a chunked loop,
+	// how many items from Index the command runs.
 	Index int `json:"index,omitempty"`
+	Count int `json:"count,omitempty"`
 	// Slot and Frame number frames of a cursor loop.
 	Slot int `json:"slot,omitempty"`
 	// StartTask and Carry resume a pipeline at a task after a retry.
@@ -82,6 +84,8 @@ type completedPayload struct {
 	Retry *retryRequest `json:"retry,omitempty"`
 	// Ms is the command's run time in milliseconds.
 	Ms int64 `json:"ms,omitempty"`
+	// Outputs are a chunk's item outputs, in order (Output is the last).
+	Outputs []map[string]any `json:"outputs,omitempty"`
 }
 
 type retryRequest struct {
@@ -204,6 +208,7 @@ type loopStartedPayload struct {
 	Mode        string `json:"mode"`
 	Items       []any  `json:"items,omitempty"`
 	MaxInFlight int    `json:"max_in_flight"`
+	ChunkSize   int    `json:"chunk_size,omitempty"`
 	Error       string `json:"error,omitempty"`
 	// Joined: see issuedPayload.Joined.
 	Joined []string `json:"joined,omitempty"`

@@ -156,6 +156,7 @@ type loopState struct {
 	Max  int
 	// Collection loops.
 	Items   []any
+	Chunk   int
 	Next    int
 	Outputs []any
 	Done    int
@@ -269,7 +270,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 		}
 		s.startRun(p.Run, ev.Step, nil)
 		s.consumeWanted(p.Joined)
-		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items}
+		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, Chunk: p.ChunkSize}
 		if p.Mode == dsl.ModeCursor {
 			l.Slots = make([]slotState, p.MaxInFlight)
 		} else {
@@ -296,7 +297,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 				s.consumeWanted(p.Joined)
 			case KindItem:
 				if l := s.Loops[p.Run]; l != nil {
-					l.Next = max(l.Next, p.Index+1)
+					l.Next = max(l.Next, p.Index+max(1, p.Count))
 				}
 			case KindFrame:
 				if l := s.Loops[p.Run]; l != nil && p.Slot < len(l.Slots) {
@@ -354,8 +355,16 @@ func (s *State) Apply(ev eventlog.Event) error {
 			}
 		case KindItem:
 			if l := s.Loops[c.Run]; l != nil && c.Issued.Index < len(l.Outputs) {
-				l.Outputs[c.Issued.Index] = p.Output
-				l.Done++
+				if c.Issued.Count > 0 {
+					for k, o := range p.Outputs {
+						if c.Issued.Index+k < len(l.Outputs) {
+							l.Outputs[c.Issued.Index+k] = o
+						}
+					}
+				} else {
+					l.Outputs[c.Issued.Index] = p.Output
+				}
+				l.Done += max(1, c.Issued.Count)
 				s.checkLoop(l)
 			}
 		}
@@ -522,7 +531,7 @@ func (s *State) failWork(c *commandState, p *completedPayload) {
 			}
 			if c.Kind == KindItem && c.Issued.Index < len(l.Outputs) {
 				l.Outputs[c.Issued.Index] = p.Output
-				l.Done++
+				l.Done += max(1, c.Issued.Count)
 			}
 			if c.Kind == KindFrame && c.Issued.Slot < len(l.Slots) {
 				l.Slots[c.Issued.Slot].Busy = false

@@ -45,6 +45,9 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	defer stop()
 	scope := copyMap(cmd.Scope)
 	addArgs(scope, cmd.Args)
+	if cmd.Kind == KindItem && cmd.Count > 0 {
+		return w.runChunk(ctx, cmd, step, scope, rep, start)
+	}
 	if cmd.Kind == KindItem {
 		setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
 	}
@@ -60,6 +63,34 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		p.Error, p.Task, p.Field, p.Retry = res.err, res.task, res.field, res.retry
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
 	}
+	return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
+}
+
+// runChunk runs a chunked loop's items one after another in this command
+// (retries inside it wait in place, as a frame's rows do) and reports
+// their outputs in order. The first item that fails fails the chunk.
+func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, scope map[string]any, rep Reporter, start time.Time) error {
+	p := completedPayload{Outputs: make([]map[string]any, 0, len(cmd.Items))}
+	for k, item := range cmd.Items {
+		sc := copyMap(scope)
+		setIter(sc, step.Loop.Iterator, item, cmd.Index+k)
+		res := w.runChain(ctx, cmd, step, sc, 0, 1, nil, false)
+		res.output = selectOutput(step, res.output)
+		p.Output = res.output
+		if res.failed {
+			p.Error, p.Task, p.Field = fmt.Sprintf("item %d: %s", cmd.Index+k, res.err), res.task, res.field
+			p.Ms = time.Since(start).Milliseconds()
+			return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
+		}
+		p.Outputs = append(p.Outputs, res.output)
+		if len(res.ctx) > 0 {
+			if p.Ctx == nil {
+				p.Ctx = map[string]any{}
+			}
+			merge(p.Ctx, res.ctx)
+		}
+	}
+	p.Ms = time.Since(start).Milliseconds()
 	return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
 }
 
