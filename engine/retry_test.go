@@ -2,72 +2,19 @@ package engine_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	nethttp "net/http"
-	"net/http/httptest"
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/http"
 )
-
-// pagedAPI serves /items?page=N&pageSize=S over total items as
-// {data: [...], paging: {page, pageSize, hasMore}}; /flaky answers 503 to
-// the first fails calls. It counts calls per page.
-type pagedAPI struct {
-	*httptest.Server
-	total int
-	mu    sync.Mutex
-	calls map[string]int
-	fails int
-}
-
-func newPagedAPI(t *testing.T, total, fails int) *pagedAPI {
-	a := &pagedAPI{total: total, calls: map[string]int{}, fails: fails}
-	a.Server = httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
-		a.mu.Lock()
-		a.calls[r.URL.Path+"?"+r.URL.RawQuery]++
-		flaky := r.URL.Path == "/flaky" && a.fails > 0
-		if flaky {
-			a.fails--
-		}
-		a.mu.Unlock()
-		if flaky {
-			nethttp.Error(w, "busy", nethttp.StatusServiceUnavailable)
-			return
-		}
-		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
-		size, _ := strconv.Atoi(r.URL.Query().Get("pageSize"))
-		if page < 1 {
-			page = 1
-		}
-		if size < 1 {
-			size = 10
-		}
-		items := []any{}
-		for i := (page-1)*size + 1; i <= min(a.total, page*size); i++ {
-			items = append(items, map[string]any{"id": i, "name": fmt.Sprintf("item-%d", i)})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"data": items, "paging": map[string]any{"page": page, "pageSize": size, "hasMore": page*size < a.total}})
-	}))
-	t.Cleanup(a.Close)
-	return a
-}
-
-func (a *pagedAPI) count(key string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.calls[key]
-}
 
 // setupHTTP is setup with the http tool registered too.
 func setupHTTP(t *testing.T) *bundle {
@@ -146,7 +93,7 @@ workflow:
 
 func TestRetryOnStatusAndStepLevelRetry(t *testing.T) {
 	t.Parallel()
-	api := newPagedAPI(t, 5, 2)
+	api := testenv.NewPagedAPI(t, 5, 2)
 	b := setupHTTP(t)
 	sum, evs := b.run(t, header+`
 workload: {api: `+api.URL+`}
@@ -163,7 +110,7 @@ workflow:
 	if sum.Status != engine.StatusCompleted {
 		t.Fatalf("status %s: %s", sum.Status, sum.Error)
 	}
-	if got := api.count("/flaky?"); got != 3 {
+	if got := api.Calls("/flaky?"); got != 3 {
 		t.Errorf("/flaky called %d times, want 3 (two 503s, then 200)", got)
 	}
 	if got := countType(evs, eventlog.TypeRetryScheduled); got != 2 {
@@ -201,7 +148,7 @@ func TestPaginationCollectsPagesInOrder(t *testing.T) {
 	} {
 		t.Run(tt.strategy, func(t *testing.T) {
 			t.Parallel()
-			api := newPagedAPI(t, 35, 0)
+			api := testenv.NewPagedAPI(t, 35, 0)
 			b := setupHTTP(t)
 			sum, evs := b.run(t, header+`
 workload: {api: `+api.URL+`}
@@ -229,7 +176,7 @@ workflow:
 				t.Errorf("%d command.issued for 4 pages", got)
 			}
 			for p := 1; p <= 4; p++ {
-				if got := api.count(fmt.Sprintf("/items?page=%d&pageSize=10", p)); got != 1 {
+				if got := api.Calls(fmt.Sprintf("/items?page=%d&pageSize=10", p)); got != 1 {
 					t.Errorf("page %d fetched %d times", p, got)
 				}
 			}
@@ -243,7 +190,7 @@ workflow:
 // own; every item's result is its own gathered list.
 func TestPaginationInsideALoop(t *testing.T) {
 	t.Parallel()
-	api := newPagedAPI(t, 25, 0)
+	api := testenv.NewPagedAPI(t, 25, 0)
 	b := setupHTTP(t)
 	sum, evs := b.run(t, header+`
 workload:
@@ -284,7 +231,7 @@ workflow:
 // with the third, and the result still holds every page in order.
 func TestPaginationResumesMidway(t *testing.T) {
 	t.Parallel()
-	api := newPagedAPI(t, 35, 0)
+	api := testenv.NewPagedAPI(t, 35, 0)
 	src := header + `
 workload: {api: ` + api.URL + `}
 workflow:
@@ -336,7 +283,7 @@ workflow:
 	if have := got.Results["start"].(map[string]any)["data"].(map[string]any)["data"]; !reflect.DeepEqual(have, want) {
 		t.Fatalf("resumed result differs:\n%v\nwant\n%v", have, want)
 	}
-	if n := api.count("/items?page=1&pageSize=10"); n != 1 {
+	if n := api.Calls("/items?page=1&pageSize=10"); n != 1 {
 		t.Errorf("page 1 fetched %d times across the resume, want 1", n)
 	}
 }

@@ -61,7 +61,7 @@ func queryInts(t *testing.T, dsn, sql string) []int64 {
 // the page's own command (the design's retry sink).
 func TestSinkPerPage(t *testing.T) {
 	t.Parallel()
-	api := newPagedAPI(t, 35, 0)
+	api := testenv.NewPagedAPI(t, 35, 0)
 	b, dsn := setupPG(t)
 	sum, evs := b.run(t, header+`
 workload: {api: `+api.URL+`}
