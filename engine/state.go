@@ -59,6 +59,10 @@ type State struct {
 	// LastSeq is the Seq of the last applied event; Events counts them.
 	LastSeq int64
 	Events  int64
+	// StartedAt, EndedAt and UpdatedAt are the times of execution.started,
+	// of the terminal event and of the last event applied. Decisions never
+	// read them; they are for people watching.
+	StartedAt, EndedAt, UpdatedAt time.Time
 	// Playbook is parsed from execution.started; it is not part of the
 	// fold's data, only its interpretation.
 	Playbook *dsl.Playbook
@@ -169,6 +173,9 @@ type loopState struct {
 	Dead   int
 	// Fail is the first unhandled failure; the loop stops issuing work.
 	Fail string
+	// StartedAt is loop.started's time and ProgressAt the time of the
+	// last item or frame that finished, for the loop's rate.
+	StartedAt, ProgressAt time.Time
 }
 
 type slotState struct {
@@ -208,6 +215,9 @@ func (s *State) Apply(ev eventlog.Event) error {
 		s.LastSeq = ev.Seq
 	}
 	s.Events++
+	if ev.Time.After(s.UpdatedAt) {
+		s.UpdatedAt = ev.Time
+	}
 	switch ev.Type {
 	case eventlog.TypeExecutionStarted:
 		var p startedPayload
@@ -227,6 +237,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 		s.semantics = p.Semantics
 		s.parent = p.Parent
 		s.Status = StatusRunning
+		s.StartedAt = ev.Time
 		s.Workload = p.Workload
 		if s.Workload == nil {
 			s.Workload = map[string]any{}
@@ -270,7 +281,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 		}
 		s.startRun(p.Run, ev.Step, nil)
 		s.consumeWanted(p.Joined)
-		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, Chunk: p.ChunkSize}
+		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, Chunk: p.ChunkSize, StartedAt: ev.Time}
 		if p.Mode == dsl.ModeCursor {
 			l.Slots = make([]slotState, p.MaxInFlight)
 		} else {
@@ -365,6 +376,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 					l.Outputs[c.Issued.Index] = p.Output
 				}
 				l.Done += max(1, c.Issued.Count)
+				l.ProgressAt = ev.Time
 				s.checkLoop(l)
 			}
 		}
@@ -379,6 +391,9 @@ func (s *State) Apply(ev eventlog.Event) error {
 			return nil
 		}
 		s.finishCommand(c, cmdFailed)
+		if l := s.Loops[c.Run]; l != nil && c.Kind == KindItem {
+			l.ProgressAt = ev.Time
+		}
 		s.failWork(c, p)
 	case eventlog.TypeRetryScheduled:
 		var p retryPayload
@@ -405,6 +420,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 		if p.Drained {
 			slot.Drained = true
 		}
+		l.ProgressAt = ev.Time
 		l.Rows += p.Counts.Rows
 		l.OK += p.Counts.OK
 		l.Failed += p.Counts.Failed
@@ -417,10 +433,13 @@ func (s *State) Apply(ev eventlog.Event) error {
 		s.cancelRequested = true
 	case eventlog.TypeExecutionCompleted:
 		s.Status = StatusCompleted
+		s.EndedAt = ev.Time
 	case eventlog.TypeExecutionCancelled:
 		s.Status = StatusCancelled
+		s.EndedAt = ev.Time
 	case eventlog.TypeExecutionFailed:
 		s.Status = StatusFailed
+		s.EndedAt = ev.Time
 		_ = decode(ev, &s.Failure)
 	}
 	return nil
@@ -667,7 +686,9 @@ func fixNumbers(v reflect.Value) {
 		}
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
-			if v.Type().Field(i).IsExported() {
+			// An embedded struct's exported fields are settable even when
+			// its type is unexported.
+			if f := v.Type().Field(i); f.IsExported() || f.Anonymous {
 				fixNumbers(v.Field(i))
 			}
 		}
