@@ -144,3 +144,26 @@ workload: {name: ada}
 		})
 	}
 }
+
+// TestPrevIsThePreviousTasksData: NoETL's _prev in a pipeline.
+func TestPrevIsThePreviousTasksData(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    tool:
+      - name: generate
+        kind: rec
+        key: gen
+        record_id: 100
+      - name: save
+        kind: rec
+        key: save
+        saw: '{{ _prev.record_id }}'
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted || data(t, sum, "start")["saw"] != int64(100) {
+		t.Fatalf("summary %+v, data %v", sum, sum.Results["start"])
+	}
+}

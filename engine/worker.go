@@ -311,6 +311,8 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if task.Name != "" {
 			cs.Locals[task.Name] = out
 		}
+		// NoETL's _prev: the previous task's result data, for the next.
+		cs.Locals["_prev"] = out["data"]
 		policy := task.Policy
 		if policy == nil && !step.Pipeline {
 			policy = step.Spec.Policy
