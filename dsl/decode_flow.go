@@ -670,11 +670,16 @@ func (d *decoder) action(n *yaml.Node, what string) Action {
 		a.Attempts = DefaultRetryAttempts
 	}
 	if a.Backoff == "" {
-		if a.Delay > 0 || a.Templates["delay"] != nil {
-			a.Backoff = BackoffFixed
-		} else {
-			a.Backoff = BackoffNone
-		}
+		a.Backoff = defaultBackoff(a.Delay > 0 || a.Templates["delay"] != nil, BackoffFixed)
 	}
 	return a
+}
+
+// defaultBackoff is the backoff of a rule that names none: delayed (the
+// kind a delay implies) when it has a delay, none otherwise.
+func defaultBackoff(hasDelay bool, delayed string) string {
+	if hasDelay {
+		return delayed
+	}
+	return BackoffNone
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -197,14 +198,10 @@ func (d *decoder) retryDefaults(r *RetryRule) *RetryRule {
 		r.Multiplier = DefaultRetryMultiplier
 	}
 	if r.MaxDelay == 0 {
-		r.MaxDelay = DefaultRetryMaxDelaySeconds * 1e9
+		r.MaxDelay = DefaultRetryMaxDelaySeconds * time.Second
 	}
 	if r.Backoff == "" {
-		if r.Delay > 0 || r.Templates["delay"] != nil {
-			r.Backoff = BackoffExponential
-		} else {
-			r.Backoff = BackoffNone
-		}
+		r.Backoff = defaultBackoff(r.Delay > 0 || r.Templates["delay"] != nil, BackoffExponential)
 	}
 	return r
 }

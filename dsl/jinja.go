@@ -124,26 +124,42 @@ func rewriteSetTag(body string) string {
 	return body[:eq+1] + rewriteExpr(body[eq+1:], false)
 }
 
-// topLevelIndex returns the first index of c outside strings and brackets
-// (and not part of ==, !=, <=, >=).
-func topLevelIndex(s string, c byte) int {
+// scanTop calls visit for each byte of s from from on, string literals
+// skipped, with the bracket depth it stands at (an opening bracket at the
+// depth outside it, a closing one at the depth it returns to). It returns
+// the index where visit returned true, else -1.
+func scanTop(s string, from int, visit func(i, depth int) bool) int {
 	depth := 0
-	for i := 0; i < len(s); i++ {
-		switch ch := s[i]; {
-		case ch == '\'' || ch == '"':
+	for i := from; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\'' || c == '"':
 			i = skipString(s, i)
-		case ch == '(' || ch == '[' || ch == '{':
-			depth++
-		case ch == ')' || ch == ']' || ch == '}':
-			depth--
-		case ch == c && depth == 0:
-			if c == '=' && (i+1 < len(s) && s[i+1] == '=' || i > 0 && strings.ContainsRune("=!<>", rune(s[i-1]))) {
-				continue
+			continue
+		case c == '(' || c == '[' || c == '{':
+			if visit(i, depth) {
+				return i
 			}
+			depth++
+			continue
+		case c == ')' || c == ']' || c == '}':
+			depth--
+		}
+		if visit(i, depth) {
 			return i
 		}
 	}
 	return -1
+}
+
+// topLevelIndex returns the first index of c outside strings and brackets
+// (and not part of ==, !=, <=, >=).
+func topLevelIndex(s string, c byte) int {
+	return scanTop(s, 0, func(i, depth int) bool {
+		if depth != 0 || s[i] != c {
+			return false
+		}
+		return c != '=' || !(i+1 < len(s) && s[i+1] == '=' || i > 0 && strings.ContainsRune("=!<>", rune(s[i-1])))
+	})
 }
 
 // rewriteExpr rewrites the conditionals of one expression. top is true for
@@ -180,50 +196,24 @@ func rewriteExpr(s string, top bool) string {
 // rewriteItems rewrites each comma- or colon-separated item of a bracket
 // group's content.
 func rewriteItems(s string) string {
-	var out []string
-	var seps []byte
-	depth, last := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch ch := s[i]; {
-		case ch == '\'' || ch == '"':
-			i = skipString(s, i)
-		case ch == '(' || ch == '[' || ch == '{':
-			depth++
-		case ch == ')' || ch == ']' || ch == '}':
-			depth--
-		case (ch == ',' || ch == ':') && depth == 0:
-			out = append(out, s[last:i])
-			seps = append(seps, ch)
+	var b strings.Builder
+	last := 0
+	scanTop(s, 0, func(i, depth int) bool {
+		if depth == 0 && (s[i] == ',' || s[i] == ':') {
+			b.WriteString(rewriteExpr(s[last:i], false))
+			b.WriteByte(s[i])
 			last = i + 1
 		}
-	}
-	out = append(out, s[last:])
-	var b strings.Builder
-	for i, item := range out {
-		if i > 0 {
-			b.WriteByte(seps[i-1])
-		}
-		b.WriteString(rewriteExpr(item, false))
-	}
+		return false
+	})
+	b.WriteString(rewriteExpr(s[last:], false))
 	return b.String()
 }
 
-func matchingBracket(s string, i int) int {
-	depth := 0
-	for j := i; j < len(s); j++ {
-		switch ch := s[j]; {
-		case ch == '\'' || ch == '"':
-			j = skipString(s, j)
-		case ch == '(' || ch == '[' || ch == '{':
-			depth++
-		case ch == ')' || ch == ']' || ch == '}':
-			depth--
-			if depth == 0 {
-				return j
-			}
-		}
-	}
-	return -1
+func matchingBracket(s string, open int) int {
+	return scanTop(s, open, func(i, depth int) bool {
+		return i > open && depth == 0 && strings.IndexByte(")]}", s[i]) >= 0
+	})
 }
 
 // ternary rewrites `A if C else B` at the top level of s (its brackets
@@ -256,20 +246,9 @@ func trail(s string) string { return s[len(strings.TrimRight(s, " \t\r\n")):] }
 // keywordAt returns the index of the first keyword kw at or after from
 // outside strings and brackets, as a whole word; -1 if none.
 func keywordAt(s, kw string, from int) int {
-	depth := 0
-	for i := from; i < len(s); i++ {
-		switch ch := s[i]; {
-		case ch == '\'' || ch == '"':
-			i = skipString(s, i)
-		case ch == '(' || ch == '[' || ch == '{':
-			depth++
-		case ch == ')' || ch == ']' || ch == '}':
-			depth--
-		case depth == 0 && strings.HasPrefix(s[i:], kw) && !wordChar(s, i-1) && !wordChar(s, i+len(kw)):
-			return i
-		}
-	}
-	return -1
+	return scanTop(s, from, func(i, depth int) bool {
+		return depth == 0 && strings.HasPrefix(s[i:], kw) && !wordChar(s, i-1) && !wordChar(s, i+len(kw))
+	})
 }
 
 func wordChar(s string, i int) bool {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -189,21 +188,7 @@ func retryableData(out map[string]any) bool {
 
 // retryDelay is the wait before attempt+1 under rule.
 func retryDelay(rule *dsl.RetryRule, attempt int) time.Duration {
-	base := rule.Delay
-	var d time.Duration
-	switch rule.Backoff {
-	case dsl.BackoffNone:
-		return 0
-	case dsl.BackoffFixed:
-		d = base
-	case dsl.BackoffLinear:
-		d = base * time.Duration(attempt)
-	default:
-		d = time.Duration(float64(base) * math.Pow(rule.Multiplier, float64(attempt-1)))
-	}
-	if d > rule.MaxDelay || d < 0 {
-		d = rule.MaxDelay
-	}
+	d := backoffDelay(rule.Backoff, rule.Delay, attempt, rule.Multiplier, rule.MaxDelay)
 	if rule.Jitter && d > 0 {
 		d = d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 	}

@@ -32,6 +32,23 @@ func setupHTTP(t *testing.T) *bundle {
 	return &bundle{log: log, eng: e, rec: rec}
 }
 
+// paginatedStep is a step that pages through the PagedAPI at workload.api,
+// ten items a page, gathering the pages with strategy; then holds more
+// lines of the retry rule's then block (each indented ten spaces).
+func paginatedStep(name, strategy, then string) string {
+	return `
+  - step: ` + name + `
+    tool: http
+    url: '{{ api }}/items'
+    params: {page: 1, pageSize: 10}
+    retry:
+      - when: '{{ response.paging.hasMore }}'
+        then:
+          next_call: {params: {page: '{{ response.paging.page + 1 }}'}}
+          collect: {strategy: ` + strategy + `, path: data}
+` + then
+}
+
 func issued(evs []eventlog.Event, step string) int {
 	n := 0
 	for _, ev := range evs {
@@ -152,18 +169,7 @@ func TestPaginationCollectsPagesInOrder(t *testing.T) {
 			b := setupHTTP(t)
 			sum, evs := b.run(t, header+`
 workload: {api: `+api.URL+`}
-workflow:
-  - step: start
-    tool: http
-    url: '{{ api }}/items'
-    params: {page: 1, pageSize: 10}
-    retry:
-      - when: '{{ response.paging.hasMore }}'
-        then:
-          max_attempts: 10
-          next_call: {params: {page: '{{ response.paging.page + 1 }}'}}
-          collect: {strategy: `+tt.strategy+`, path: data}
-    next: [count]
+workflow:`+paginatedStep("start", tt.strategy, "          max_attempts: 10\n")+`    next: [count]
   - step: count
     tool: {kind: rec, key: count, n: '{{ start.data | length }}'}
 `, nil)
@@ -234,17 +240,7 @@ func TestPaginationResumesMidway(t *testing.T) {
 	api := testenv.NewPagedAPI(t, 35, 0)
 	src := header + `
 workload: {api: ` + api.URL + `}
-workflow:
-  - step: start
-    tool: http
-    url: '{{ api }}/items'
-    params: {page: 1, pageSize: 10}
-    retry:
-      - when: '{{ response.paging.hasMore }}'
-        then:
-          next_call: {params: {page: '{{ response.paging.page + 1 }}'}}
-          collect: {strategy: append, path: data}
-`
+workflow:` + paginatedStep("start", "append", "")
 	b := setupHTTP(t)
 	sum, h := b.run(t, src, nil)
 	if sum.Status != engine.StatusCompleted {

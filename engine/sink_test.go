@@ -68,24 +68,13 @@ workload: {api: `+api.URL+`}
 workflow:
   - step: start
     tool: {kind: postgres, auth: pg, command: "CREATE TABLE raw_data (pk SERIAL PRIMARY KEY, id INT NOT NULL, name TEXT, loaded_at TIMESTAMPTZ DEFAULT now())"}
-    next: [fetch]
-  - step: fetch
-    tool: http
-    url: '{{ api }}/items'
-    params: {page: 1, pageSize: 10}
-    retry:
-      - when: '{{ response.paging.hasMore }}'
-        then:
-          max_attempts: 100
-          next_call: {params: {page: '{{ response.paging.page + 1 }}'}}
-          collect: {strategy: append, path: data}
-          sink:
+    next: [fetch]`+paginatedStep("fetch", "append", `          sink:
             tool: postgres
             table: raw_data
             auth: pg
             data: '{{ response.data }}'
             mode: append
-`, nil)
+`), nil)
 	defer dumpOnFail(t, evs)
 	if sum.Status != engine.StatusCompleted {
 		t.Fatalf("status %s: %s", sum.Status, sum.Error)
