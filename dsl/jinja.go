@@ -131,17 +131,17 @@ func rewriteSetTag(body string) string {
 func scanTop(s string, from int, visit func(i, depth int) bool) int {
 	depth := 0
 	for i := from; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\'' || c == '"':
+		switch s[i] {
+		case '\'', '"':
 			i = skipString(s, i)
 			continue
-		case c == '(' || c == '[' || c == '{':
+		case '(', '[', '{':
 			if visit(i, depth) {
 				return i
 			}
 			depth++
 			continue
-		case c == ')' || c == ']' || c == '}':
+		case ')', ']', '}':
 			depth--
 		}
 		if visit(i, depth) {
@@ -158,7 +158,8 @@ func topLevelIndex(s string, c byte) int {
 		if depth != 0 || s[i] != c {
 			return false
 		}
-		return c != '=' || !(i+1 < len(s) && s[i+1] == '=' || i > 0 && strings.ContainsRune("=!<>", rune(s[i-1])))
+		comparison := i+1 < len(s) && s[i+1] == '=' || i > 0 && strings.ContainsRune("=!<>", rune(s[i-1]))
+		return c != '=' || !comparison
 	})
 }
 
@@ -170,12 +171,12 @@ func rewriteExpr(s string, top bool) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		switch {
-		case c == '\'' || c == '"':
+		switch c {
+		case '\'', '"':
 			j := skipString(s, i)
 			b.WriteString(s[i : j+1])
 			i = j
-		case c == '(' || c == '[' || c == '{':
+		case '(', '[', '{':
 			j := matchingBracket(s, i)
 			if j < 0 {
 				b.WriteString(s[i:])

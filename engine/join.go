@@ -9,8 +9,9 @@ import (
 // Execution semantics, recorded in execution.started so that a history
 // always replays under the rules it was recorded with.
 const (
-	// semanticsV0: every arc into a step enters it on its own.
-	semanticsV0 = 0
+	// Level 0 (histories recorded before levels existed): every arc into
+	// a step enters it on its own.
+	//
 	// semanticsJoin: a step that live work can still reach waits for that
 	// work (the join barrier of an inclusive fan-out), and the entries
 	// that wait together enter once.
