@@ -27,6 +27,7 @@ type decoder struct {
 	errs     ErrorList
 	warns    []Diagnostic
 	refusals []Diagnostic
+	notes    []Diagnostic
 
 	toolKeyed map[*Step]bool // steps that have a tool: key, even a broken one
 
@@ -74,6 +75,8 @@ func (d *decoder) field(k *yaml.Node, what, path string) {
 		d.refuse(k, fmt.Sprintf("%s: %s is not in the table of fields (refused at run)", what, path))
 	case f.Support == Refused:
 		d.refuse(k, fmt.Sprintf("%s: %s is not supported by this build: %s (refused at run)", what, path, f.Note))
+	case f.Support == Hint:
+		d.notes = append(d.notes, Diagnostic{Pos: d.pos(k), Message: fmt.Sprintf("%s: %s is a hint: %s", what, path, f.Note), Warning: true})
 	}
 }
 

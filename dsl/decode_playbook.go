@@ -108,6 +108,12 @@ func (d *decoder) executor(pb *Playbook, n *yaml.Node) {
 func (d *decoder) executorPolicy(pb *Playbook, n *yaml.Node) {
 	ps, _ := d.mapping(n, "executor.spec.policy")
 	for _, p := range ps {
+		if p.key == "results" {
+			rps, _ := d.mapping(p.v, "executor.spec.policy.results")
+			for _, rp := range rps {
+				d.field(rp.k, "executor", "playbook.executor.spec.policy.results."+rp.key)
+			}
+		}
 		if p.key != "defaults" {
 			continue
 		}

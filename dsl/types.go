@@ -43,6 +43,9 @@ type Playbook struct {
 	// unknown keys and refused ones. The engine refuses to start a
 	// playbook that has any.
 	Refusals []Diagnostic
+	// Notes lists the hint fields the playbook uses (see Fields), with what
+	// this build does instead; informational.
+	Notes []Diagnostic
 	// Entry is the step the workflow begins with: executor.spec.entry_step,
 	// else start.
 	Entry string

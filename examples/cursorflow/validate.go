@@ -19,7 +19,7 @@ import (
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	verbose := fs.Bool("v", false, "also print lint warnings (unreachable steps, ...); what run would refuse is always printed")
+	verbose := fs.Bool("v", false, "also print notes: fields accepted as hints, and what this build does instead")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cursorflow validate [-v] FILE...")
 		fs.PrintDefaults()
@@ -48,9 +48,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// validateFile reports on one playbook and says whether it is valid. What
-// run would refuse (check's findings) is printed as warnings always; the
-// parser's other warnings only when verbose.
+// validateFile reports on one playbook and says whether it is valid.
+// Warnings — what run would refuse (check's findings) and the parser's
+// lint — are always printed; notes on hint fields only when verbose.
 func validateFile(path string, verbose bool, out io.Writer, check func(*dsl.Playbook) []dsl.Diagnostic) bool {
 	pb, err := dsl.ParseFile(path)
 	var errs dsl.ErrorList
@@ -69,8 +69,13 @@ func validateFile(path string, verbose bool, out io.Writer, check func(*dsl.Play
 			diags = append(diags, &refused[i])
 		}
 		for i := range pb.Warnings {
-			if verbose && !seen[pb.Warnings[i]] {
+			if !seen[pb.Warnings[i]] {
 				diags = append(diags, &pb.Warnings[i])
+			}
+		}
+		if verbose {
+			for i := range pb.Notes {
+				diags = append(diags, &pb.Notes[i])
 			}
 		}
 	}
@@ -80,10 +85,19 @@ func validateFile(path string, verbose bool, out io.Writer, check func(*dsl.Play
 		}
 		return cmp.Compare(a.Pos.Col, b.Pos.Col)
 	})
+	notes := map[*dsl.Diagnostic]bool{}
+	if pb != nil {
+		for i := range pb.Notes {
+			notes[&pb.Notes[i]] = true
+		}
+	}
 	for _, d := range diags {
-		if d.Warning {
+		switch {
+		case notes[d]:
+			fmt.Fprintf(out, "%s: note: %s\n", d.Pos, d.Message)
+		case d.Warning:
 			fmt.Fprintf(out, "%s: warning: %s\n", d.Pos, d.Message)
-		} else {
+		default:
 			fmt.Fprintln(out, d.Error())
 		}
 	}
