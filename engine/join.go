@@ -102,8 +102,7 @@ func (s *State) joinWaits(w wantedStep, withWanted bool) bool {
 	if s.semantics < semanticsJoin {
 		return false
 	}
-	for _, id := range sortedKeys(s.Runs) {
-		r := s.Runs[id]
+	for _, r := range s.Runs { // any order: the answer is the same
 		if r.Status == runRunning && r.Step != w.Step && s.reaches(r.Step, w.Step) {
 			return true
 		}
