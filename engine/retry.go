@@ -73,14 +73,18 @@ func statusCode(out map[string]any) any {
 	return nil
 }
 
-// decideRetry evaluates a retry block after attempt (1-based) produced out.
-func decideRetry(r *dsl.Retry, view, out map[string]any, attempt int) (retryVerdict, error) {
+// decideRetry evaluates a retry block after attempt (1-based, counted per
+// call) of page (1-based: pages gathered so far + 1) produced out. A
+// paginating rule's max_attempts bounds the pages; any other rule's, the
+// attempts at one call.
+func decideRetry(r *dsl.Retry, view, out map[string]any, attempt, page int) (retryVerdict, error) {
 	for _, raw := range r.Rules {
 		rule, err := raw.Resolve(view)
 		if err != nil {
 			return retryVerdict{}, err
 		}
 		sc := retryScope(view, out, attempt, rule.MaxAttempts)
+		sc["page"] = page
 		match, err := ruleMatches(rule, sc, out)
 		if err != nil || !match {
 			if err != nil {
@@ -89,12 +93,12 @@ func decideRetry(r *dsl.Retry, view, out map[string]any, attempt int) (retryVerd
 			continue
 		}
 		v := retryVerdict{rule: rule, delay: retryDelay(rule, attempt)}
-		paginates := rule.NextCall != nil || rule.Collect != nil
-		if attempt >= rule.MaxAttempts {
+		paging := (rule.NextCall != nil || rule.Collect != nil) && out["status"] == tools.StatusSuccess
+		if paging && page >= rule.MaxAttempts || !paging && attempt >= rule.MaxAttempts {
 			v.exhausted = true
 			return v, nil
 		}
-		if paginates && out["status"] == tools.StatusSuccess {
+		if paging {
 			v.page = true
 			if rule.NextCall != nil {
 				next, err := dsl.RenderMap(rule.NextCall, sc)

@@ -283,3 +283,40 @@ workflow:` + paginatedStep("start", "append", "")
 		t.Errorf("page 1 fetched %d times across the resume, want 1", n)
 	}
 }
+
+// TestPageRetriedOnError: a page that fails is retried as that page (not
+// the first), and the gathered result still has every item once.
+func TestPageRetriedOnError(t *testing.T) {
+	t.Parallel()
+	api := testenv.NewPagedAPI(t, 35, 2)
+	b := setupHTTP(t)
+	sum, evs := b.run(t, header+`
+workload: {api: `+api.URL+`}
+workflow:
+  - step: start
+    tool: http
+    url: '{{ api }}/flaky'
+    params: {page: 1, pageSize: 10, fail_on: 3}
+    retry:
+      - when: '{{ output.status == "error" and status_code == 503 }}'
+        then: {max_attempts: 3}
+      - when: '{{ response.paging.hasMore }}'
+        then:
+          next_call: {params: {page: '{{ response.paging.page + 1 }}'}}
+          collect: {strategy: append, path: data}
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	if n := api.Calls("/flaky?fail_on=3&page=3&pageSize=10"); n != 3 {
+		t.Errorf("page 3 called %d times, want 3 (two 503s)", n)
+	}
+	if n := api.Calls("/flaky?fail_on=3&page=1&pageSize=10"); n != 1 {
+		t.Errorf("page 1 called %d times, want once", n)
+	}
+	items := sum.Results["start"].(map[string]any)["data"].(map[string]any)["data"].([]any)
+	if len(items) != 35 || items[34].(map[string]any)["id"] != int64(35) {
+		t.Fatalf("gathered %d items", len(items))
+	}
+}

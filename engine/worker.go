@@ -267,15 +267,17 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 					}
 				}
 			}
-			v, err := decideRetry(rb, view, out, taskAttempt)
+			v, err := decideRetry(rb, view, out, taskAttempt, len(pages)+1)
 			if err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "retry", output: out, explicit: true}
 			}
 			switch {
 			case v.again || v.page:
-				req := &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: v.delay.Seconds(), Carry: cs.carry()}
+				// A retry of a page calls the same page again; the next page
+				// is that call's first attempt.
+				req := &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: v.delay.Seconds(), Carry: cs.carry(), NextCall: nextCall}
 				if v.page {
-					req.Paging, req.Page, req.NextCall = true, collectPage(v.rule.Collect, out), v.nextCall
+					req.Paging, req.Page, req.NextCall, req.TaskAttempt = true, collectPage(v.rule.Collect, out), v.nextCall, 1
 				}
 				if durable {
 					res := chainResult{output: out, retry: req, task: task.Name}
@@ -289,10 +291,8 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 				}
 				if v.page {
 					pages, nextCall = append(pages, req.Page), req.NextCall
-				} else if nextCall == nil {
-					nextCall = cmd.NextCall
 				}
-				taskAttempt++
+				taskAttempt = req.TaskAttempt
 				continue
 			case v.exhausted && out["status"] == tools.StatusError:
 				return chainResult{failed: true, err: fmt.Sprintf("%s (after %d attempts)", errorText(out), taskAttempt), task: task.Name, output: out}
@@ -336,7 +336,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			}
 			delay := backoff(&action, taskAttempt)
 			if durable {
-				return chainResult{output: out, retry: &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: delay.Seconds(), Carry: cs.carry()}, err: errorText(out), task: task.Name}
+				return chainResult{output: out, retry: &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: delay.Seconds(), Carry: cs.carry(), NextCall: nextCall}, err: errorText(out), task: task.Name}
 			}
 			if err := sleepCtx(ctx, delay); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}

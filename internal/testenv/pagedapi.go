@@ -13,8 +13,9 @@ import (
 // PagedAPI is a local HTTP API for pagination and retry tests.
 // GET /items?page=N&pageSize=S serves items 1..Total as
 // {data: [{id, name}...], paging: {page, pageSize, hasMore}}; /flaky
-// answers 503 to its first Fails calls, then as /items. It counts the
-// calls to each path?query.
+// answers 503 to its first fails calls (with fail_on=N, to its first fails
+// calls for page N), then as /items. It counts the calls to each
+// path?query.
 type PagedAPI struct {
 	*httptest.Server
 	Total int
@@ -35,7 +36,8 @@ func NewPagedAPI(t testing.TB, total, fails int) *PagedAPI {
 func (a *PagedAPI) serve(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	a.calls[r.URL.Path+"?"+r.URL.RawQuery]++
-	flaky := r.URL.Path == "/flaky" && a.fails > 0
+	failOn := r.URL.Query().Get("fail_on")
+	flaky := r.URL.Path == "/flaky" && a.fails > 0 && (failOn == "" || failOn == r.URL.Query().Get("page"))
 	if flaky {
 		a.fails--
 	}
