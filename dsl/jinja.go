@@ -111,11 +111,13 @@ func skipString(s string, i int) int {
 	return len(s) - 1
 }
 
-// rewriteSetTag rewrites the value of a {% set name = value %} tag.
+// rewriteSetTag rewrites the value of a {% set name = value %} tag, and
+// the bracketed parts of any other tag (the if of `{% for x in xs if c %}`
+// is the tag's own).
 func rewriteSetTag(body string) string {
 	trimmed := strings.TrimLeft(body, " \t\n-")
 	if !strings.HasPrefix(trimmed, "set ") {
-		return body
+		return rewriteGroups(body)
 	}
 	eq := topLevelIndex(body, '=')
 	if eq < 0 {
@@ -166,8 +168,13 @@ func topLevelIndex(s string, c byte) int {
 // rewriteExpr rewrites the conditionals of one expression. top is true for
 // a whole {{ }} body, where gonja itself handles `A if C` without else.
 func rewriteExpr(s string, top bool) string {
-	// Bracket groups first, innermost out: their items are expressions
-	// separated by commas (and colons in dicts and slices).
+	return ternary(rewriteGroups(s), top)
+}
+
+// rewriteGroups rewrites the conditionals inside the bracket groups of s,
+// innermost out: their items are expressions separated by commas (and
+// colons in dicts and slices).
+func rewriteGroups(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -191,7 +198,7 @@ func rewriteExpr(s string, top bool) string {
 			b.WriteByte(c)
 		}
 	}
-	return ternary(b.String(), top)
+	return b.String()
 }
 
 // rewriteItems rewrites each comma- or colon-separated item of a bracket
