@@ -167,3 +167,26 @@ workflow:
 		t.Fatalf("summary %+v, data %v", sum, sum.Results["start"])
 	}
 }
+
+// TestWorkbookActionRetry: an action's own retry block applies when it is
+// called.
+func TestWorkbookActionRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, header+`
+workbook:
+  - name: flaky
+    tool:
+      kind: rec
+      key: flaky
+      fail: 2
+      retry: {max_attempts: 3}
+workflow:
+  - step: start
+    tool: {kind: workbook, name: flaky}
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted || b.rec.count("flaky") != 3 {
+		t.Fatalf("status %s (%s), %d calls", sum.Status, sum.Error, b.rec.count("flaky"))
+	}
+}

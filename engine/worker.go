@@ -255,10 +255,16 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: field, output: out, explicit: true}
 		}
-		if out["status"] == tools.StatusSuccess && task.Sink != nil {
-			out = w.runSink(ctx, cmd, step, task.Sink, view, out)
+		// A workbook call runs under its target's policy, retry, sink and
+		// set: the call's where it has them, else the action's.
+		eff := task
+		if task.Kind == "workbook" && task.Target != nil {
+			eff = task.Target
 		}
-		if rb := retryOf(step, task); rb != nil {
+		if out["status"] == tools.StatusSuccess && eff.Sink != nil {
+			out = w.runSink(ctx, cmd, step, eff.Sink, view, out)
+		}
+		if rb := retryOf(step, eff); rb != nil {
 			if out["status"] == tools.StatusSuccess {
 				for _, rule := range rb.Rules {
 					if rule.Sink != nil {
@@ -313,7 +319,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		}
 		// NoETL's _prev: the previous task's result data, for the next.
 		cs.Locals["_prev"] = out["data"]
-		policy := task.Policy
+		policy := eff.Policy
 		if policy == nil && !step.Pipeline {
 			policy = step.Spec.Policy
 		}
@@ -349,8 +355,8 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if err := w.assignChain(action.Set, view, &cs); err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy.set", output: out}
 		}
-		if len(task.Set) > 0 {
-			if err := w.assignChain(task.Set, w.withOutput(scope, &cs, out), &cs); err != nil {
+		if len(eff.Set) > 0 {
+			if err := w.assignChain(eff.Set, w.withOutput(scope, &cs, out), &cs); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "set", output: out}
 			}
 		}
