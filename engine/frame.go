@@ -33,19 +33,24 @@ var errCancelGrace = errors.New("execution cancelled: rows still running a lease
 func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep Reporter, cancelled <-chan struct{}) error {
 	start := time.Now()
 	lp := step.Loop
-	fs := lp.Frame
 	done := func(p frameDonePayload) error {
 		p.Ms = time.Since(start).Milliseconds()
 		return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, p)
 	}
 	fail := func(msg string) error { return done(frameDonePayload{Fail: msg}) }
+	// Templated frame fields are rendered here as the orchestrator renders
+	// them for the command's lease and heartbeat (State.frameOf).
+	fs, err := lp.Frame.Resolve(cmd.Scope)
+	if err != nil {
+		return fail(err.Error())
+	}
 	driver, err := w.Cursors.Lookup(lp.Cursor.Kind)
 	if err != nil {
 		return fail(fmt.Sprintf("loop.cursor.kind: %v", err))
 	}
 	scope := copyMap(cmd.Scope)
 	addArgs(scope, cmd.Args)
-	spec, err := w.cursorSpec(ctx, cmd, lp, scope, driver)
+	spec, err := w.cursorSpec(ctx, cmd, lp, fs, scope, driver)
 	if err != nil {
 		return fail(err.Error())
 	}
@@ -486,13 +491,13 @@ func slotID(executionID, run string, slot int) int64 {
 }
 
 // cursorSpec resolves the cursor's credential and renders its options.
-func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
+func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, fs dsl.FrameSpec, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
 	cs := lp.Cursor
 	spec := cursor.Spec{
 		Kind: cs.Kind, Claim: cs.Claim, Scope: scope, LoopID: cmd.Run, SlotID: cmd.Slot,
 		WorkerSlotID: slotID(cmd.ExecutionID, cmd.Run, cmd.Slot),
-		Lease:        time.Duration(lp.Frame.LeaseSeconds * float64(time.Second)),
-		MaxAttempts:  max(1, lp.Frame.MaxAttempts), Logger: w.logger(),
+		Lease:        time.Duration(fs.LeaseSeconds * float64(time.Second)),
+		MaxAttempts:  max(1, fs.MaxAttempts), Logger: w.logger(),
 	}
 	if cs.MaxAttempts > 0 {
 		spec.MaxAttempts = cs.MaxAttempts

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,11 +70,25 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	}()
 	scope := copyMap(cmd.Scope)
 	addArgs(scope, cmd.Args)
-	if cmd.Kind == KindItem {
-		setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
+	var res chainResult
+	var p completedPayload
+	if cmd.Kind == KindItem && cmd.Count > 0 {
+		res, p = w.runChunk(runCtx, cmd, step, scope)
+	} else {
+		if cmd.Kind == KindItem {
+			setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
+		}
+		res = w.runChain(runCtx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
+		res.output = selectOutput(step, res.output)
+		p = completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump}
 	}
-	res := w.runChain(runCtx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
-	p := completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump, Ms: time.Since(start).Milliseconds()}
+	p.Ms = time.Since(start).Milliseconds()
+	if res.retry != nil && res.retry.Paging {
+		// A page succeeded and the next one is wanted: recorded as done
+		// (under a cancel too: the page's work is done; nothing follows it).
+		p.Retry, p.Task = res.retry, res.task
+		return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
+	}
 	if closed(cancelled) && (res.failed || res.retry != nil) {
 		p.Error, p.Task, p.Field = "execution cancelled", res.task, res.field
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
@@ -83,6 +98,33 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
 	}
 	return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
+}
+
+// runChunk runs a chunked loop's items one after another in this command
+// (retries inside it wait in place, as a frame's rows do) and returns
+// their outputs in order. The first item that fails fails the chunk: its
+// result is returned, with the payload's error naming the item.
+func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, scope map[string]any) (chainResult, completedPayload) {
+	p := completedPayload{Outputs: make([]map[string]any, 0, len(cmd.Items))}
+	for k, item := range cmd.Items {
+		sc := copyMap(scope)
+		setIter(sc, step.Loop.Iterator, item, cmd.Index+k)
+		res := w.runChain(ctx, cmd, step, sc, 0, 1, nil, false)
+		res.output = selectOutput(step, res.output)
+		p.Output = res.output
+		if res.failed {
+			res.err = fmt.Sprintf("item %d: %s", cmd.Index+k, res.err)
+			return res, p
+		}
+		p.Outputs = append(p.Outputs, res.output)
+		if len(res.ctx) > 0 {
+			if p.Ctx == nil {
+				p.Ctx = map[string]any{}
+			}
+			merge(p.Ctx, res.ctx)
+		}
+	}
+	return chainResult{}, p
 }
 
 func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ string, payload any) error {
@@ -221,9 +263,16 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			return chainResult{failed: true, err: err.Error(), field: "args", explicit: true}
 		}
 	}
-	if step.Spec.Timeout > 0 {
+	timeout, err := step.Spec.ResolveTimeout(w.view(scope, &cs))
+	if err != nil {
+		return chainResult{failed: true, err: err.Error(), field: "spec.timeout", explicit: true}
+	}
+	if timeout == 0 {
+		timeout = cmd.Playbook.DefaultTimeout
+	}
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, step.Spec.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	if taskAttempt < 1 {
@@ -231,14 +280,71 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	}
 	var output map[string]any
 	res := chainResult{}
+	// A paginating retry resumes at start with the next call's overrides
+	// and the earlier pages' contributions.
+	nextCall, pages := cmd.NextCall, cmd.Pages
 	for ti := start; ti < len(tasks); {
 		task := tasks[ti]
 		view := w.view(scope, &cs)
 		addArgs(view, args)
-		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt)
+		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall)
 		if err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: field, output: out, explicit: true}
 		}
+		// A workbook call runs under its target's policy, retry, sink and
+		// set: the call's where it has them, else the action's.
+		eff := task
+		if task.Kind == "workbook" && task.Target != nil {
+			eff = task.Target
+		}
+		if out["status"] == tools.StatusSuccess && eff.Sink != nil {
+			out = w.runSink(ctx, cmd, step, eff.Sink, view, out)
+		}
+		if rb := retryOf(step, eff); rb != nil {
+			if out["status"] == tools.StatusSuccess {
+				for _, rule := range rb.Rules {
+					if rule.Sink != nil {
+						out = w.runSink(ctx, cmd, step, rule.Sink, view, out)
+						break
+					}
+				}
+			}
+			v, err := decideRetry(rb, view, out, taskAttempt, len(pages)+1)
+			if err != nil {
+				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "retry", output: out, explicit: true}
+			}
+			switch {
+			case v.again || v.page:
+				// A retry of a page calls the same page again; the next page
+				// is that call's first attempt.
+				req := &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: v.delay.Seconds(), Carry: cs.carry(), NextCall: nextCall}
+				if v.page {
+					req.Paging, req.Page, req.NextCall, req.TaskAttempt = true, collectPage(v.rule.Collect, out), v.nextCall, 1
+				}
+				if durable {
+					res := chainResult{output: out, retry: req, task: task.Name}
+					if !v.page {
+						res.err = errorText(out)
+					}
+					return res
+				}
+				if err := sleepCtx(ctx, v.delay); err != nil {
+					return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
+				}
+				if v.page {
+					pages, nextCall = append(pages, req.Page), req.NextCall
+				}
+				taskAttempt = req.TaskAttempt
+				continue
+			case v.exhausted && out["status"] == tools.StatusError:
+				return chainResult{failed: true, err: fmt.Sprintf("%s (after %d attempts)", errorText(out), taskAttempt), task: task.Name, output: out}
+			}
+			if c := collectOf(rb); c != nil && out["status"] == tools.StatusSuccess {
+				// The last page: the result is every page gathered in order.
+				out = withGathered(out, c, gather(c.Strategy, append(slices.Clone(pages), collectPage(c, out))))
+			}
+		}
+		nextCall, pages = nil, nil
 		output = out
 		view["output"] = out
 		view["result"] = out["data"]
@@ -247,7 +353,9 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if task.Name != "" {
 			cs.Locals[task.Name] = out
 		}
-		policy := task.Policy
+		// NoETL's _prev: the previous task's result data, for the next.
+		cs.Locals["_prev"] = out["data"]
+		policy := eff.Policy
 		if policy == nil && !step.Pipeline {
 			policy = step.Spec.Policy
 		}
@@ -257,7 +365,9 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		}
 		action := dsl.Action{Do: dsl.DoContinue}
 		if rule != nil {
-			action = rule.Then
+			if action, err = rule.Then.Resolve(view); err != nil {
+				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy", output: out, explicit: true}
+			}
 		} else if out["status"] == tools.StatusError {
 			action = dsl.Action{Do: dsl.DoFail}
 		}
@@ -268,7 +378,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			}
 			delay := backoff(&action, taskAttempt)
 			if durable {
-				return chainResult{output: out, retry: &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: delay.Seconds(), Carry: cs.carry()}, err: errorText(out), task: task.Name}
+				return chainResult{output: out, retry: &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: delay.Seconds(), Carry: cs.carry(), NextCall: nextCall}, err: errorText(out), task: task.Name}
 			}
 			if err := sleepCtx(ctx, delay); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
@@ -281,8 +391,8 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if err := w.assignChain(action.Set, view, &cs); err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy.set", output: out}
 		}
-		if len(task.Set) > 0 {
-			if err := w.assignChain(task.Set, w.withOutput(scope, &cs, out), &cs); err != nil {
+		if len(eff.Set) > 0 {
+			if err := w.assignChain(eff.Set, w.withOutput(scope, &cs, out), &cs); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "set", output: out}
 			}
 		}
@@ -301,6 +411,18 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			ti++
 		}
 	}
+	// The step's sink (a loop's per iteration) saves the chain's result,
+	// in this command: when it fails, so does the work.
+	sink := step.Sink
+	if cmd.Kind != KindStep && step.Loop != nil && step.Loop.Sink != nil {
+		sink = step.Loop.Sink
+	}
+	if sink != nil && output != nil && output["status"] == tools.StatusSuccess {
+		output = w.runSink(ctx, cmd, step, sink, w.view(scope, &cs), output)
+		if output["status"] != tools.StatusSuccess {
+			return chainResult{failed: true, err: errorText(output), field: "sink", output: output}
+		}
+	}
 	res.output = output
 	if len(cs.Ctx) > 0 {
 		res.ctx = cs.Ctx
@@ -309,6 +431,27 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		res.vars = cs.Vars
 	}
 	return res
+}
+
+// selectOutput keeps only the keys output_select names of the result's
+// data (a mapping); anything else is returned as it is.
+func selectOutput(step *dsl.Step, out map[string]any) map[string]any {
+	if len(step.OutputSelect) == 0 || out == nil {
+		return out
+	}
+	data, ok := out["data"].(map[string]any)
+	if !ok {
+		return out
+	}
+	kept := make(map[string]any, len(step.OutputSelect))
+	for _, k := range step.OutputSelect {
+		if v, ok := data[k]; ok {
+			kept[k] = v
+		}
+	}
+	c := copyMap(out)
+	c["data"] = kept
+	return c
 }
 
 func errorText(out map[string]any) string {
@@ -390,7 +533,10 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 // runTask renders one task's configuration and runs its tool. A returned
 // error means the task could not run at all (bad template, unknown kind);
 // the field names the configuration key at fault.
-func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int) (map[string]any, string, error) {
+func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any) (map[string]any, string, error) {
+	if task.Kind == "workbook" && task.Target != nil {
+		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt, nextCall)
+	}
 	cfg := make(map[string]any, len(task.Config))
 	for _, k := range sortedKeys(task.Config) {
 		x, err := task.Config[k].Render(view)
@@ -399,15 +545,33 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 		}
 		cfg[k] = x
 	}
+	applyNextCall(cfg, nextCall)
 	tool, err := w.Tools.Lookup(task.Kind)
 	if err != nil {
 		return nil, "kind", err
 	}
-	if task.Timeout > 0 {
+	timeout, err := task.ResolveTimeout(view)
+	if err != nil {
+		return nil, "spec.timeout", err
+	}
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, task.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	// Secret references (from the secrets tool) become secrets only in
+	// what this tool receives, and references again in what it returns.
+	revealedCfg, revealed, err := tools.RevealSecrets(ctx, w.Keychain, cfg)
+	if err != nil {
+		return nil, "secret", err
+	}
+	revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, w.Keychain, args)
+	if err != nil {
+		return nil, "secret", err
+	}
+	revealed = append(revealed, moreRevealed...)
+	cfg, _ = revealedCfg.(map[string]any)
+	args, _ = revealedArgs.(map[string]any)
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
 		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(),
@@ -420,7 +584,78 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	if out.Status == "" {
 		out.Status = tools.StatusSuccess
 	}
-	return out.Map(), "", nil
+	m := out.Map()
+	if len(revealed) > 0 {
+		m, _ = tools.ConcealSecrets(m, revealed).(map[string]any)
+	}
+	return m, "", nil
+}
+
+// applyNextCall puts a paginating retry's next_call overrides into a
+// rendered configuration: a mapping (params, headers, ...) is merged key by
+// key, anything else replaced.
+func applyNextCall(cfg, nextCall map[string]any) {
+	for k, v := range nextCall {
+		if over, ok := v.(map[string]any); ok {
+			if base, ok := cfg[k].(map[string]any); ok {
+				cfg[k] = overlay(base, over)
+				continue
+			}
+		}
+		cfg[k] = v
+	}
+}
+
+// runAction runs a workbook call's target: its inputs are rendered first
+// and visible by name to the action's templates, checked against
+// assert.expects; its result data is checked against assert.returns.
+func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, target *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any) (map[string]any, string, error) {
+	var inputs map[string]any
+	if in := target.Config["input"]; in != nil {
+		x, err := in.Render(view)
+		if err != nil {
+			return nil, "input", err
+		}
+		inputs, _ = x.(map[string]any)
+	}
+	if a := target.Assert; a != nil {
+		for _, name := range a.Expects {
+			if inputs[name] == nil {
+				return nil, "input", fmt.Errorf("workbook action %s expects input %q (assert.expects)", target.Action, name)
+			}
+		}
+	}
+	actView := copyMap(view)
+	for k, v := range inputs {
+		actView[k] = v
+	}
+	plain := *target
+	plain.Kind, plain.Target = target.Kind, nil
+	plain.Config = make(map[string]*dsl.Value, len(target.Config))
+	for k, v := range target.Config {
+		plain.Config[k] = v
+	}
+	if inputs != nil {
+		plain.Config["input"] = dsl.NewLiteralValue(inputs, target.Pos)
+	}
+	callArgs := copyMap(args)
+	for k, v := range inputs {
+		callArgs[k] = v
+	}
+	out, field, err := w.runTask(ctx, cmd, step, &plain, actView, callArgs, attempt, nextCall)
+	if err != nil || target.Assert == nil || out["status"] != tools.StatusSuccess {
+		return out, field, err
+	}
+	data, _ := out["data"].(map[string]any)
+	for _, key := range target.Assert.Returns {
+		if _, ok := data[key]; !ok {
+			out = copyMap(out)
+			out["status"] = tools.StatusError
+			out["error"] = fmt.Sprintf("workbook action %s: result has no %q (assert.returns)", target.Action, key)
+			break
+		}
+	}
+	return out, "", nil
 }
 
 func (w *Worker) logger() *slog.Logger {
