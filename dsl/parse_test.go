@@ -775,3 +775,69 @@ func TestCursorKnobs(t *testing.T) {
 		t.Errorf("%d errors, want 2: %v", len(el), el)
 	}
 }
+
+// TestCursorKnobsWithTemplatedFrame: a templated lease_seconds is
+// rendered at run and then capped by reclaim_after, and its heartbeat
+// defaults to the rendered lease/HeartbeatsPerLease; a templated
+// frame.max_attempts beats the cursor's; a templated heartbeat that
+// reaches reclaim_after fails naming the field; the knobs themselves must
+// be literals (they are read at parse).
+func TestCursorKnobsWithTemplatedFrame(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s, max_attempts: 4, reclaim_after: 30}
+    spec:
+      frame: {lease_seconds: '{{ lease }}', max_attempts: '{{ tries }}'}
+`))
+	f := p.Step("start").Loop.Frame
+	for _, tc := range []struct {
+		lease, wantLease, wantBeat float64
+		tries                      int64
+	}{{120, 30, 3, 7}, {10, 10, 1, 2}} {
+		r, err := f.Resolve(map[string]any{"lease": tc.lease, "tries": tc.tries})
+		if err != nil {
+			t.Fatalf("lease %v: %v", tc.lease, err)
+		}
+		if r.LeaseSeconds != tc.wantLease || r.HeartbeatSeconds != tc.wantBeat || r.MaxAttempts != int(tc.tries) {
+			t.Errorf("lease %v rendered to lease %v heartbeat %v max_attempts %d, want %v %v %d",
+				tc.lease, r.LeaseSeconds, r.HeartbeatSeconds, r.MaxAttempts, tc.wantLease, tc.wantBeat, tc.tries)
+		}
+	}
+
+	p = mustParse(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s, max_attempts: 4, reclaim_after: 30}
+    spec: {frame: {heartbeat_seconds: '{{ beat }}'}}
+`))
+	f = p.Step("start").Loop.Frame
+	if f.MaxAttempts != 4 || f.LeaseSeconds != 30 {
+		t.Errorf("frame max_attempts %d lease %v, want the cursor's 4 and reclaim_after's 30", f.MaxAttempts, f.LeaseSeconds)
+	}
+	r, err := f.Resolve(map[string]any{"beat": 2.5})
+	if err != nil || r.HeartbeatSeconds != 2.5 || r.LeaseSeconds != 30 {
+		t.Errorf("heartbeat 2.5 rendered to %+v, %v", r, err)
+	}
+	_, err = f.Resolve(map[string]any{"beat": 30})
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "loop.spec.frame.heartbeat_seconds" || !strings.Contains(err.Error(), "reclaim_after (30s)") {
+		t.Errorf("heartbeat 30 under reclaim_after 30: %v, want a FieldError naming heartbeat_seconds and reclaim_after", err)
+	}
+
+	el := parseErrors(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s, max_attempts: '{{ n }}', reclaim_after: '{{ r }}'}
+`))
+	for _, want := range []string{"t.yaml:10:58: step start: cursor.max_attempts must be a literal (template loop.spec.frame.max_attempts instead)",
+		"t.yaml:10:84: step start: cursor.reclaim_after must be a literal (template loop.spec.frame.lease_seconds instead)"} {
+		if !strings.Contains(el.Error(), want) {
+			t.Errorf("errors %v, want %q", el, want)
+		}
+	}
+}

@@ -380,22 +380,38 @@ func (d *holdingDispatcher) issued() []*engine.Command {
 // TestReissueAfterMissedHeartbeats: once a command has heartbeated, it is
 // re-issued after three silent heartbeat intervals rather than a whole
 // lease; before its first heartbeat the whole lease applies. Frames beat
-// at heartbeat_seconds, step commands at CommandLease/10.
+// at heartbeat_seconds, step commands at CommandLease/10. Templated frame
+// seconds are rendered for the lease and the heartbeat alike (a rendered
+// lease's heartbeat defaults to a tenth of it; reclaim_after caps it).
 func TestReissueAfterMissedHeartbeats(t *testing.T) {
 	for _, tc := range []struct {
-		name, workflow string
-		lease, beat    time.Duration
+		name, workload, workflow string
+		lease, beat              time.Duration
 	}{
-		{"frame", `
+		{"frame", "", `
   - step: start
     loop:
       cursor: {kind: postgres, auth: pg, claim: "SELECT 1"}
       iterator: r
       spec: {frame: {lease_seconds: 60, heartbeat_seconds: 2}}
     tool: {kind: noop}`, time.Minute, 2 * time.Second},
-		{"step", `
+		{"step", "", `
   - step: start
     tool: {kind: noop}`, 30 * time.Second, 3 * time.Second},
+		{"templated frame lease", "workload: {lease: 40}\n", `
+  - step: start
+    loop:
+      cursor: {kind: postgres, auth: pg, claim: "SELECT 1"}
+      iterator: r
+      spec: {frame: {lease_seconds: "{{ lease }}"}}
+    tool: {kind: noop}`, 40 * time.Second, 4 * time.Second},
+		{"templated frame capped by reclaim_after", "workload: {lease: 40, beat: 1.5}\n", `
+  - step: start
+    loop:
+      cursor: {kind: postgres, auth: pg, claim: "SELECT 1", reclaim_after: 20s}
+      iterator: r
+      spec: {frame: {lease_seconds: "{{ lease }}", heartbeat_seconds: "{{ beat }}"}}
+    tool: {kind: noop}`, 20 * time.Second, 1500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -408,7 +424,7 @@ func TestReissueAfterMissedHeartbeats(t *testing.T) {
 			defer e.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			id, err := e.Start(ctx, []byte(header+"workflow:"+tc.workflow+"\n"), engine.StartOptions{})
+			id, err := e.Start(ctx, []byte(header+tc.workload+"workflow:"+tc.workflow+"\n"), engine.StartOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
