@@ -356,6 +356,20 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// settler returns a function that returns once e's orchestrator has run
+// a full step after the clock moved or a report came in (two round trips
+// through its inbox).
+func settler(ctx context.Context, t *testing.T, e *engine.Engine) func() {
+	return func() {
+		t.Helper()
+		for range 2 {
+			if _, err := e.Driving(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // holdingDispatcher keeps the commands it is given and runs none: the
 // test plays the worker.
 type holdingDispatcher struct {
@@ -428,15 +442,7 @@ func TestReissueAfterMissedHeartbeats(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// settle returns once the orchestrator has run a full step after
-			// the clock moved (two round trips through its inbox).
-			settle := func() {
-				for range 2 {
-					if _, err := e.Driving(ctx); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			settle := settler(ctx, t, e)
 			attempts := func() int {
 				settle()
 				return len(d.issued())

@@ -176,15 +176,7 @@ workflow:
 	if err != nil {
 		t.Fatal(err)
 	}
-	// settle returns once the orchestrator has decided on everything
-	// reported and on the clock as it stands.
-	settle := func() {
-		for range 2 {
-			if _, err := e.Driving(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	settle := settler(ctx, t, e)
 	// command returns the issued command with id.
 	command := func(cid string) *engine.Command {
 		settle()
