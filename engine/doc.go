@@ -55,7 +55,10 @@
 // # Leases and heartbeats
 //
 // Workers heartbeat every heartbeat_seconds (frames; by default
-// lease_seconds/10) or CommandLease/10 (steps and items). A command that
+// lease_seconds/10) or CommandLease/10 (steps and items); templated frame
+// seconds are rendered against the execution's scope, and the
+// orchestrator's deadlines and the worker's heartbeat use the same
+// rendered values (capped by the cursor's reclaim_after). A command that
 // has heartbeated is re-issued after Config.MissedHeartbeats (3) silent
 // intervals; one that has not (still queued) after its whole lease. The
 // re-issue is a new attempt (command id "base@attempt+1", the fencing
