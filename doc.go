@@ -34,12 +34,14 @@
 // Loops run sequential, parallel (never more than max_in_flight items at
 // once) or in cursor mode: the engine issues up to max_in_flight frame
 // commands; a worker claims a frame of rows from the source, records the
-// claim, runs the step's tools per row (process: row) or once per frame
+// claim and only then commits it (so no claim exists that the log does not
+// hold), runs the step's tools per row (process: row) or once per frame
 // (process: frame), and reports one frame.done carrying every row's
 // outcome. A zero-row claim drains a slot; when every slot has drained,
 // loop.done fires exactly once. Frames hold leases: a frame whose worker
-// stops heartbeating is re-issued with the rows it had claimed, and the
-// old worker's late report is refused by its fencing token.
+// misses a few heartbeats is re-issued with the rows it had claimed, and
+// the old worker's late report is refused by its fencing token; rows the
+// engine gives up on go to the source's dead letter.
 //
 // # Cursor sources: packages cursor and drivers
 //

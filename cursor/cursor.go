@@ -43,8 +43,9 @@ type Spec struct {
 	// Credential is the resolved connection URL or DSN.
 	Credential string
 	// Claim is the claim statement for SQL drivers (nil otherwise). The
-	// driver renders it for every claim with Scope plus
-	// __frame_max_rows (the claim's max) and __worker_slot_id (SlotID).
+	// driver renders it for every claim with Scope plus __frame_max_rows
+	// (the claim's max), __worker_slot_id (WorkerSlotID) and
+	// __worker_slot_index (SlotID).
 	Claim *dsl.Template
 	// Scope is the render context of the loop (workload, ctx, vars, ...).
 	Scope map[string]any
@@ -53,8 +54,17 @@ type Spec struct {
 	// LoopID identifies the loop; drivers may derive a consumer group or
 	// a lease owner from it.
 	LoopID string
-	// SlotID is the frame slot, 0 .. max_in_flight-1.
+	// SlotID is the frame slot's index within its loop, 0 ..
+	// max_in_flight-1 (__worker_slot_index in templates).
 	SlotID int
+	// WorkerSlotID identifies the frame slot across every loop and
+	// execution (__worker_slot_id in templates, NoETL's "engine-assigned
+	// snowflake"): a positive integer below 2^53, so it fits BIGINT, TEXT
+	// and JSON numbers alike, stable across the re-issues of the slot's
+	// frames. The engine derives it from the execution id, LoopID and
+	// SlotID; zero means the spec did not come from the engine, and
+	// drivers then render SlotID.
+	WorkerSlotID int64
 	// Lease is the lease to take on claimed rows where the source keeps
 	// leases (redis, nats, s3).
 	Lease time.Duration
@@ -67,6 +77,12 @@ type Spec struct {
 // Features declares what a driver guarantees, so the engine and
 // cursortest adapt to it instead of assuming.
 type Features struct {
+	// TransactionalClaim: a claim is invisible to other claimers until
+	// Claim.Commit, and undone by Claim.Abort or by the claimer's death
+	// (the source rolls back a claim whose connection is gone), so rows
+	// come back at once rather than after a lease (postgres, mysql,
+	// sqlite).
+	TransactionalClaim bool
 	// BatchClaim: Claim returns up to max rows at once (else at most one).
 	BatchClaim bool
 	// LeaseExpiry: the source itself redelivers a row whose lease expired
@@ -101,13 +117,18 @@ type Driver interface {
 
 // Cursor claims frames of rows from one source.
 type Cursor interface {
-	// Claim leases up to max rows. Zero rows and a nil error mean the source
-	// is drained for this cursor.
-	Claim(ctx context.Context, max int) ([]Row, error)
+	// Claim leases up to max rows and returns them as a pending claim that
+	// the caller settles with Commit (once the rows are on record) or
+	// Abort. A claim of zero rows, with a nil error, means the source is
+	// drained for this cursor. A cursor holds at most one pending claim at
+	// a time; Ack, Release and DeadLetter apply to committed rows.
+	Claim(ctx context.Context, max int) (*Claim, error)
 	// Ack marks rows done where the source needs it; a no-op otherwise.
 	Ack(ctx context.Context, rows []Row) error
 	// Release hands rows back for another claim (or counts a failed
-	// delivery); a no-op where the source has no such notion.
+	// delivery). A cursor that cannot hand rows back (a SQL cursor without
+	// a release statement) returns an error wrapping ErrUnsupported and
+	// leaves the rows with their claimer.
 	Release(ctx context.Context, rows []Row) error
 	// Close ends the cursor; it does not close the driver's connections.
 	Close() error

@@ -3,6 +3,35 @@
 // Cursor.Claim leases up to N rows atomically or reports, with zero rows,
 // that the source is drained.
 //
+// # Claims are pending until recorded
+//
+// Claim returns a *Claim: the rows, held pending. The engine records the
+// rows in its event log (frame.claimed) and only then calls Commit; if the
+// record fails it calls Abort. A claim therefore never exists in the
+// source without being on record:
+//
+//	claim, err := cur.Claim(ctx, 100)
+//	if err != nil || len(claim.Rows) == 0 {
+//		return err // drained (or failed)
+//	}
+//	if err := record(ctx, claim.Rows); err != nil {
+//		_ = claim.Abort(ctx) // the rows are claimable again
+//		return err
+//	}
+//	if err := claim.Commit(ctx); err != nil {
+//		// on record all the same: run them (at least once, never lost)
+//	}
+//
+// Sources differ in how they hold a pending claim. Transactional sources
+// (Features.TransactionalClaim: postgres, mysql, sqlite) run the claim in
+// a transaction left open until Commit; a claimer that dies before Commit
+// loses its connection and the database rolls the claim back, so the rows
+// are claimable again at once, whatever the claim SQL. Sources with leases
+// of their own (redis streams, JetStream, S3 markers, ClickHouse claims)
+// hold the rows under that lease from the claim on: Commit does nothing,
+// Abort hands the rows back, and the rows of a claimer that died come back
+// when the lease runs out.
+//
 // # Drivers and the registry
 //
 // Drivers live in subpackages of drivers/ (postgres, sqlite, mysql,

@@ -19,7 +19,8 @@ var (
 	ErrClosed = errors.New("cursor: closed")
 	// ErrUnsupported is returned when a cursor is asked for something its
 	// source or its configuration cannot do (for example DeadLetter on a SQL
-	// cursor without a dead_letter statement).
+	// cursor without a dead_letter statement, or Release without a release
+	// statement).
 	ErrUnsupported = errors.New("cursor: unsupported")
 )
 

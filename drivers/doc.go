@@ -18,9 +18,7 @@
 //	    auth: pg_k8s
 //	    claim: |
 //	      WITH candidate AS (
-//	        SELECT id FROM jobs
-//	         WHERE status = 'pending'
-//	            OR (status = 'claimed' AND claimed_at < now() - interval '5 minutes')
+//	        SELECT id FROM jobs WHERE status = 'pending'
 //	         ORDER BY id FOR UPDATE SKIP LOCKED
 //	         LIMIT {{ __frame_max_rows | default(1) | int }})
 //	      UPDATE jobs j SET status = 'claimed', attempts = j.attempts + 1, claimed_at = now()
@@ -34,12 +32,28 @@
 //	  spec: {mode: cursor, max_in_flight: 4, frame: {max_rows: 100, lease_seconds: 60}}
 //
 // Claim. The claim is a template rendered for every claim with the loop's
-// scope plus __frame_max_rows (the frame's max) and __worker_slot_id (the
-// frame slot, 0 .. max_in_flight-1). The driver runs it in one
-// transaction; a claim may hold several statements, and the rows of the
-// last statement that returns a result set are the claimed rows. Zero
-// rows means drained; a claim that returns no result set at all is an
+// scope plus __frame_max_rows (the frame's max), __worker_slot_id (the
+// frame slot's id, unique across loops and executions, stable across the
+// slot's frames: a positive integer below 2^53) and __worker_slot_index
+// (the slot's index, 0 .. max_in_flight-1). The driver runs it in a
+// transaction that stays open until the engine has recorded the claimed
+// rows in its log (frame.claimed) and commits it, or rolls it back when
+// the record failed; a claimer that dies before that loses its connection
+// and the database rolls the claim back. So every claimed row is either
+// on record (a re-issued frame runs it) or claimable again: a claim needs
+// no reclaim clause of its own (it may keep one). A claim may hold several
+// statements, and the rows of the last statement that returns a result
+// set are the claimed rows. Zero rows means drained (the transaction then
+// commits at once); a claim that returns no result set at all is an
 // error. The claim is trusted to honour __frame_max_rows.
+//
+// Placeholders. Besides Jinja2, every statement (claim, ack, release,
+// dead_letter, mysql's mark) may use NoETL's psycopg placeholders:
+// %(name)s is replaced by the variable name of the statement's render
+// context as a SQL literal (strings quoted and escaped for the
+// database's dialect, numbers bare, NULL for nil, lists as (a, b, ...)),
+// and %% by %, when the statement holds at least one placeholder
+// (sqlcursor.FillParams).
 //
 // Values. Columns become JSON-friendly Go values: int64, float64, string,
 // bool, nil; times as RFC 3339 strings in UTC; json/jsonb as maps and
@@ -54,13 +68,19 @@
 //
 // Attempts and the dead letter. When the claim returns a column named
 // attempts, attempt or attempt_count, it is the row's Lease.Attempt (else
-// 1). A row whose counter exceeds the loop's max attempts is handed to the
-// dead_letter statement and not returned; if that leaves a claim empty,
-// the driver claims again, so that zero rows still means drained. Without
-// a dead_letter statement such rows are returned, with their attempt, for
-// the engine's own policy. The engine may also dead-letter rows itself
-// (cursor.DeadLetterer); without a dead_letter statement that fails with
-// cursor.ErrUnsupported.
+// 1). A row whose counter exceeds the loop's max attempts (the cursor's
+// max_attempts, else frame.max_attempts) is handed to the dead_letter
+// statement, inside the claim's transaction, and not returned; if that
+// leaves a claim empty, the driver claims again, so that zero rows still
+// means drained. Without a dead_letter statement such rows are returned,
+// with their attempt, for the engine's own policy. The engine dead-letters
+// rows itself when it gives up on a frame (its lease ran out
+// max_attempts times): it issues one more attempt of the frame that only
+// runs the dead_letter statement for the recorded rows. Without a
+// dead_letter statement the rows cannot be moved and stay claimed in the
+// table (cursorflow validate warns where a cursor sets max_attempts or
+// reclaim_after without one); the engine records them dead all the same
+// and logs it loudly.
 //
 // ack, release, dead_letter. Optional SQL templates, run in their own
 // transaction: ack after rows succeeded (for playbooks whose body does
@@ -72,18 +92,30 @@
 // drivers implement cursor.TemplateOptioner). Keys come from the database
 // and are inserted as text: quote them for text keys ('{{ keys |
 // join("','") }}') or pass rows as JSON ('{{ rows | tojson }}'::jsonb).
-// Without these options Ack and Release do nothing: SQL drivers leave
-// completion to the playbook's own SQL.
+// Without an ack statement Ack does nothing: SQL drivers leave completion
+// to the playbook's own SQL. Without a release statement Release cannot
+// hand rows back and returns an error wrapping cursor.ErrUnsupported: the
+// engine then runs rows it would have handed back (a cancelled
+// execution's unstarted rows) rather than leave them claimed.
 //
 // Leases. A SQL table holds no lease of its own: Lease.Deadline is zero
 // and Features.LeaseExpiry false. Rows of a claimer that died mid-frame
-// come back either through the engine's frame lease (the engine re-runs
-// the rows it recorded in its log) or through a reclaim clause in the
-// claim, as in the example above. SQL drivers do not fence stale holders.
+// come back through the engine's frame lease: the engine re-issues the
+// frame, with the rows it recorded in its log, once its worker missed a
+// few heartbeats. Postgres, mysql and sqlite have Features.TransactionalClaim;
+// SQL drivers do not fence stale holders.
+//
+// Guarantee. At least once, nothing lost: a row's body runs again only
+// when a frame is re-issued after its worker died or went silent once the
+// claim was recorded, or when the claim's COMMIT failed after the record
+// (the engine then runs the recorded rows, which may meanwhile be claimed
+// again). No row stays claimed by a claim the engine does not know of.
 //
 // Connections. Drivers cache connections per credential, so Open is cheap
-// enough to call once per frame. A claim, ack or release that fails
+// enough to call once per frame. A claim holds its connection (and, in
+// SQLite, the database's write lock) from the claim to its commit: the
+// round trip of the engine's record. A claim, ack or release that fails
 // because the server dropped the connection is retried once on a fresh
-// connection (postgres); a dropped backend never commits, so the retry
-// cannot claim twice.
+// connection; a dropped backend never commits, so the retry cannot claim
+// twice.
 package drivers

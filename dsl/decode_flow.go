@@ -144,8 +144,32 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 	if l.Frame.Templates["heartbeat_seconds"] == nil && l.Frame.HeartbeatSeconds == 0 && l.Frame.Templates["lease_seconds"] != nil {
 		l.Frame.hbFromLease = true
 	}
+	reported := false // a heartbeat too long for reclaim_after
+	if c := l.Cursor; c != nil {
+		if c.MaxAttempts > 0 && l.Frame.MaxAttempts == 0 {
+			// A templated frame.max_attempts still wins when it renders.
+			l.Frame.MaxAttempts = c.MaxAttempts
+		}
+		if secs := c.ReclaimAfter.Seconds(); secs > 0 {
+			// The engine holds the claims: reclaiming a silent frame's rows
+			// is re-issuing the frame, so reclaim_after bounds its lease
+			// (a templated lease too, once rendered: FrameSpec.Resolve).
+			l.Frame.leaseCap = secs
+			if l.Frame.Templates["heartbeat_seconds"] == nil && l.Frame.HeartbeatSeconds >= secs {
+				d.errorAt(c.Pos, "%s: cursor reclaim_after (%gs) must be longer than frame heartbeat_seconds (%g)", what, secs, l.Frame.HeartbeatSeconds)
+				reported = true
+			}
+			lease := l.Frame.LeaseSeconds
+			if lease == 0 {
+				lease = DefaultFrameLeaseSeconds
+			}
+			if secs < lease {
+				l.Frame.LeaseSeconds = secs
+			}
+		}
+	}
 	fillFrameDefaults(&l.Frame)
-	if f := l.Frame; len(f.Templates) == 0 && f.HeartbeatSeconds >= f.LeaseSeconds {
+	if f := l.Frame; len(f.Templates) == 0 && f.HeartbeatSeconds >= f.LeaseSeconds && !reported {
 		at := frameNode
 		if at == nil {
 			at = n
@@ -191,6 +215,10 @@ func (d *decoder) loopPolicy(n *yaml.Node, what string) *Policy {
 // playbook must supply.
 var sqlCursorKinds = []string{"postgres", "mysql", "sqlite", "clickhouse"}
 
+// statementCursorKinds are the cursor kinds whose dead letter is a
+// dead_letter statement of the playbook's.
+var statementCursorKinds = []string{"postgres", "mysql", "sqlite"}
+
 func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 	n = d.resolve(n)
 	ps, ok := d.mapping(n, what+": loop.cursor")
@@ -199,6 +227,7 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 	}
 	c := &CursorSpec{Pos: d.pos(n)}
 	var authKey string
+	var knobs []pair
 	for _, p := range ps {
 		switch p.key {
 		case "kind":
@@ -212,6 +241,25 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 			c.Auth = d.value(p.v)
 		case "claim":
 			c.Claim = d.template(p.v, what+": cursor.claim")
+		case "max_attempts", "reclaim_after":
+			knobs = append(knobs, p)
+			w := what + ": cursor." + p.key
+			if _, ok := d.templated(p.v, w); ok {
+				// Read at parse: they bound the frame's attempts and lease,
+				// which may themselves be templates.
+				alt := "max_attempts"
+				if p.key == "reclaim_after" {
+					alt = "lease_seconds"
+				}
+				d.errorf(p.v, "%s must be a literal (template loop.spec.frame.%s instead)", w, alt)
+				continue
+			}
+			if p.key == "max_attempts" {
+				v, _ := d.nonNegInt(p.v, w)
+				c.MaxAttempts = int(min(v, math.MaxInt32))
+			} else {
+				c.ReclaimAfter, _ = d.seconds(p.v, w)
+			}
 		default:
 			if c.Options == nil {
 				c.Options = make(map[string]*Value)
@@ -223,6 +271,9 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 		d.errorf(n, "%s: cursor.kind is required", what)
 	} else if c.Claim == nil && slices.Contains(sqlCursorKinds, c.Kind) && !hasKey(ps, "claim") {
 		d.errorf(n, "%s: a %s cursor needs claim (the SQL that leases rows)", what, c.Kind)
+	}
+	if len(knobs) > 0 && slices.Contains(statementCursorKinds, c.Kind) && !hasKey(ps, "dead_letter") {
+		d.warnf(knobs[0].k, "%s: cursor.%s without a dead_letter statement: rows the engine gives up on cannot be moved and stay claimed in the table", what, knobs[0].key)
 	}
 	return c
 }
@@ -284,6 +335,13 @@ const (
 	DefaultRetryAttempts       = 3
 )
 
+// HeartbeatsPerLease is how many heartbeats fit in a lease by default: a
+// frame's heartbeat_seconds defaults to lease_seconds/HeartbeatsPerLease
+// (the engine does the same for step and item commands), so a worker that
+// dies is noticed after a few missed heartbeats, well before its lease
+// would run out.
+const HeartbeatsPerLease = 10
+
 func fillFrameDefaults(f *FrameSpec) {
 	if f.MaxRows == 0 {
 		f.MaxRows = DefaultFrameMaxRows
@@ -295,7 +353,7 @@ func fillFrameDefaults(f *FrameSpec) {
 		f.LeaseSeconds = DefaultFrameLeaseSeconds
 	}
 	if f.HeartbeatSeconds == 0 {
-		f.HeartbeatSeconds = f.LeaseSeconds / 3
+		f.HeartbeatSeconds = f.LeaseSeconds / HeartbeatsPerLease
 	}
 	if f.Process == "" {
 		f.Process = ProcessRow

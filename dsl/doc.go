@@ -61,7 +61,10 @@
 //     or concurrency) or drains a cursor (cursor {kind, auth, claim} +
 //     iterator, mode cursor, with frame bounds such as max_rows and
 //     lease_seconds). Numbers such as these may be templates, rendered
-//     when the step runs (Loop.ResolveLimits, FrameSpec.Resolve).
+//     when the step runs (Loop.ResolveLimits, FrameSpec.Resolve). The
+//     cursor's max_attempts and reclaim_after are literals: the first is
+//     the frame's attempt limit unless frame.max_attempts is set, the
+//     second caps the frame's lease, a rendered one too.
 //   - retry is true, a number of attempts, NoETL's mapping {max_attempts,
 //     retry_when, retry_on_status, retry_on, backoff, ...} or a list of
 //     {when, then: {max_attempts, next_call, collect, sink}} rules that

@@ -46,6 +46,8 @@ func TestFieldsTable(t *testing.T) {
 		"loop.aggregate":                 Refused,
 		"step.output.store.kind":         Hint,
 		"loop.spec.max_in_flight":        Honoured,
+		"loop.cursor.max_attempts":       Honoured,
+		"loop.cursor.reclaim_after":      Honoured,
 		"sink.table":                     Honoured,
 		"keychain.scope":                 Descriptive,
 		"playbook.executor.spec.foo.bar": Descriptive,

@@ -468,7 +468,7 @@ func TestLoops(t *testing.T) {
 			want: func(l *Loop) bool {
 				return l.In != nil && l.In.Raw() == "{{ items }}" && l.Iterator == "item" && l.Mode == ModeSequential &&
 					l.MaxInFlight == 0 && l.Cursor == nil &&
-					reflect.DeepEqual(l.Frame, FrameSpec{MaxRows: 1, RowConcurrency: 1, LeaseSeconds: 60, HeartbeatSeconds: 20, Process: ProcessRow, MaxAttempts: 3})
+					reflect.DeepEqual(l.Frame, FrameSpec{MaxRows: 1, RowConcurrency: 1, LeaseSeconds: 60, HeartbeatSeconds: 6, Process: ProcessRow, MaxAttempts: 3})
 			},
 		},
 		{
@@ -519,7 +519,24 @@ func TestLoops(t *testing.T) {
 			loop: "cursor: {kind: redisstream, credential: r, stream: jobs}\n    iterator: msg\n    spec: {frame: {lease_seconds: 90}}",
 			want: func(l *Loop) bool {
 				return l.Cursor.Claim == nil && l.Cursor.Auth.Raw() == "r" && l.Mode == ModeCursor &&
-					l.Frame.LeaseSeconds == 90 && l.Frame.HeartbeatSeconds == 30
+					l.Frame.LeaseSeconds == 90 && l.Frame.HeartbeatSeconds == 9
+			},
+		},
+		{
+			name: "cursor max_attempts and reclaim_after",
+			loop: "cursor: {kind: postgres, auth: pg, claim: 'SELECT 1', max_attempts: 4, reclaim_after: 5m, dead_letter: 'UPDATE q SET s = 2'}\n    iterator: r",
+			want: func(l *Loop) bool {
+				c := l.Cursor
+				return c.MaxAttempts == 4 && c.ReclaimAfter == 5*time.Minute && c.Options["max_attempts"] == nil &&
+					c.Options["reclaim_after"] == nil && c.Options["dead_letter"] != nil &&
+					l.Frame.MaxAttempts == 4 && l.Frame.LeaseSeconds == 60 && l.Frame.HeartbeatSeconds == 6
+			},
+		},
+		{
+			name: "reclaim_after bounds the lease, frame max_attempts wins",
+			loop: "cursor: {kind: redisstream, stream: s, max_attempts: 4, reclaim_after: 20}\n    iterator: r\n    spec: {frame: {lease_seconds: 120, max_attempts: 7}}",
+			want: func(l *Loop) bool {
+				return l.Cursor.MaxAttempts == 4 && l.Frame.MaxAttempts == 7 && l.Frame.LeaseSeconds == 20 && l.Frame.HeartbeatSeconds == 2
 			},
 		},
 	}
@@ -703,5 +720,124 @@ func TestStepSpecPool(t *testing.T) {
 	}
 	if len(pb.Warnings) != 0 {
 		t.Fatalf("spec.pool is a known key, got warnings %v", pb.Warnings)
+	}
+}
+
+// TestCursorKnobs: max_attempts and reclaim_after on a SQL cursor without
+// a dead_letter statement warn at their position; a reclaim_after no
+// longer than the heartbeat is refused with file:line:col; a negative
+// max_attempts too.
+func TestCursorKnobs(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor:
+      kind: postgres
+      auth: pg
+      claim: SELECT 1
+      max_attempts: 3
+`))
+	if !hasWarning(p, "cursor.max_attempts without a dead_letter statement") {
+		t.Errorf("no warning about max_attempts without dead_letter: %v", p.Warnings)
+	} else if w := p.Warnings[0]; w.Pos.Line != 14 || w.Pos.Col != 7 {
+		t.Errorf("warning at %v, want line 14 col 7", w.Pos)
+	}
+	p = mustParse(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s, max_attempts: 3, reclaim_after: 30s}
+`))
+	if len(p.Warnings) != 0 {
+		t.Errorf("a stream cursor's knobs warned: %v", p.Warnings)
+	}
+	el := parseErrors(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s, reclaim_after: 5}
+    spec: {frame: {heartbeat_seconds: 5}}
+- step: other
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s, max_attempts: -1}
+`))
+	for _, want := range []string{"t.yaml:10:13: step start: cursor reclaim_after (5s) must be longer than frame heartbeat_seconds (5)",
+		"t.yaml:16:58: step other: cursor.max_attempts must not be negative"} {
+		if !strings.Contains(el.Error(), want) {
+			t.Errorf("errors %v, want %q", el, want)
+		}
+	}
+	if len(el) != 2 {
+		t.Errorf("%d errors, want 2: %v", len(el), el)
+	}
+}
+
+// TestCursorKnobsWithTemplatedFrame: a templated lease_seconds is
+// rendered at run and then capped by reclaim_after, and its heartbeat
+// defaults to the rendered lease/HeartbeatsPerLease; a templated
+// frame.max_attempts beats the cursor's; a templated heartbeat that
+// reaches reclaim_after fails naming the field; the knobs themselves must
+// be literals (they are read at parse).
+func TestCursorKnobsWithTemplatedFrame(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s, max_attempts: 4, reclaim_after: 30}
+    spec:
+      frame: {lease_seconds: '{{ lease }}', max_attempts: '{{ tries }}'}
+`))
+	f := p.Step("start").Loop.Frame
+	for _, tc := range []struct {
+		lease, wantLease, wantBeat float64
+		tries                      int64
+	}{{120, 30, 3, 7}, {10, 10, 1, 2}} {
+		r, err := f.Resolve(map[string]any{"lease": tc.lease, "tries": tc.tries})
+		if err != nil {
+			t.Fatalf("lease %v: %v", tc.lease, err)
+		}
+		if r.LeaseSeconds != tc.wantLease || r.HeartbeatSeconds != tc.wantBeat || r.MaxAttempts != int(tc.tries) {
+			t.Errorf("lease %v rendered to lease %v heartbeat %v max_attempts %d, want %v %v %d",
+				tc.lease, r.LeaseSeconds, r.HeartbeatSeconds, r.MaxAttempts, tc.wantLease, tc.wantBeat, tc.tries)
+		}
+	}
+
+	p = mustParse(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s, max_attempts: 4, reclaim_after: 30}
+    spec: {frame: {heartbeat_seconds: '{{ beat }}'}}
+`))
+	f = p.Step("start").Loop.Frame
+	if f.MaxAttempts != 4 || f.LeaseSeconds != 30 {
+		t.Errorf("frame max_attempts %d lease %v, want the cursor's 4 and reclaim_after's 30", f.MaxAttempts, f.LeaseSeconds)
+	}
+	r, err := f.Resolve(map[string]any{"beat": 2.5})
+	if err != nil || r.HeartbeatSeconds != 2.5 || r.LeaseSeconds != 30 {
+		t.Errorf("heartbeat 2.5 rendered to %+v, %v", r, err)
+	}
+	_, err = f.Resolve(map[string]any{"beat": 30})
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "loop.spec.frame.heartbeat_seconds" || !strings.Contains(err.Error(), "reclaim_after (30s)") {
+		t.Errorf("heartbeat 30 under reclaim_after 30: %v, want a FieldError naming heartbeat_seconds and reclaim_after", err)
+	}
+
+	el := parseErrors(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s, max_attempts: '{{ n }}', reclaim_after: '{{ r }}'}
+`))
+	for _, want := range []string{"t.yaml:10:58: step start: cursor.max_attempts must be a literal (template loop.spec.frame.max_attempts instead)",
+		"t.yaml:10:84: step start: cursor.reclaim_after must be a literal (template loop.spec.frame.lease_seconds instead)"} {
+		if !strings.Contains(el.Error(), want) {
+			t.Errorf("errors %v, want %q", el, want)
+		}
 	}
 }

@@ -152,10 +152,16 @@ func (f FrameSpec) Resolve(scope map[string]any) (FrameSpec, error) {
 			out.MaxSeconds = x
 		}
 	}
+	if f.leaseCap > 0 && out.LeaseSeconds > f.leaseCap {
+		out.LeaseSeconds = f.leaseCap
+	}
 	if f.hbFromLease || out.HeartbeatSeconds == 0 {
-		out.HeartbeatSeconds = out.LeaseSeconds / 3
+		out.HeartbeatSeconds = out.LeaseSeconds / HeartbeatsPerLease
 	}
 	if out.HeartbeatSeconds >= out.LeaseSeconds {
+		if f.leaseCap > 0 && out.HeartbeatSeconds >= f.leaseCap {
+			return f, &FieldError{Field: "loop.spec.frame.heartbeat_seconds", Err: fmt.Errorf("%g must be less than cursor reclaim_after (%gs)", out.HeartbeatSeconds, f.leaseCap)}
+		}
 		return f, &FieldError{Field: "loop.spec.frame.heartbeat_seconds", Err: fmt.Errorf("%g must be less than lease_seconds (%g)", out.HeartbeatSeconds, out.LeaseSeconds)}
 	}
 	out.Templates = nil

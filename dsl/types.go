@@ -260,6 +260,17 @@ type CursorSpec struct {
 	Auth *Value
 	// Claim is the claim statement for SQL drivers; nil for others.
 	Claim *Template
+	// MaxAttempts (max_attempts) is how many deliveries a row gets before
+	// the driver dead-letters it (cursor.Spec.MaxAttempts), and, unless
+	// frame.max_attempts is set, how many times a frame is issued before
+	// the engine gives up on its rows. Zero: not set.
+	MaxAttempts int
+	// ReclaimAfter (reclaim_after, seconds or a duration such as "5m") is
+	// NoETL's stale-claim timeout: claims silent for longer go back to be
+	// claimed again. Here the engine holds the claims, so it bounds the
+	// frame's lease: a frame whose worker is silent that long is re-issued
+	// with its rows. Zero: not set.
+	ReclaimAfter time.Duration
 	// Options holds every other key of the cursor block.
 	Options map[string]*Value
 	Pos     Pos
@@ -274,7 +285,9 @@ type FrameSpec struct {
 	// LeaseSeconds is how long a frame may run without a heartbeat before
 	// the reaper re-issues it. Defaults to 60.
 	LeaseSeconds float64
-	// HeartbeatSeconds is the heartbeat interval. Defaults to LeaseSeconds/3.
+	// HeartbeatSeconds is the heartbeat interval. A frame whose worker
+	// misses about three heartbeats is re-issued before its lease ends.
+	// Defaults to LeaseSeconds/HeartbeatsPerLease.
 	HeartbeatSeconds float64
 	// MaxSeconds bounds a frame's run time; rows not started by then are
 	// released. Zero means no bound.
@@ -284,14 +297,17 @@ type FrameSpec struct {
 	// Process is row (default) or frame.
 	Process string
 	// MaxAttempts is how many times a frame may be issued before its rows
-	// are dead-lettered. Defaults to 3.
+	// are dead-lettered. Defaults to the cursor's max_attempts, else 3.
 	MaxAttempts int
 	// Templates holds the fields written as templates, by key
 	// (lease_seconds, max_rows, ...), rendered at run by Resolve.
 	Templates map[string]*Template
-	// hbFromLease: heartbeat_seconds defaults to a third of a templated
-	// lease_seconds, known only once it is rendered.
+	// hbFromLease: heartbeat_seconds defaults to a templated
+	// lease_seconds/HeartbeatsPerLease, known only once it is rendered.
 	hbFromLease bool
+	// leaseCap is the cursor's reclaim_after in seconds (zero: none): the
+	// longest lease, a rendered one included.
+	leaseCap float64
 }
 
 // Next routes a finished step to its successors.

@@ -132,6 +132,7 @@ type discard struct{}
 
 func (discard) Dispatch(*engine.Command) {}
 func (discard) Durable() bool            { return true }
+func (discard) Cancel(string)            {}
 
 func newMemLog() eventlog.Log { return eventlog.NewMemory() }
 

@@ -58,8 +58,21 @@ type Command struct {
 	// the log's fold, not recorded again per page).
 	NextCall map[string]any `json:"next_call,omitempty"`
 	Pages    []any          `json:"pages,omitempty"`
-	// Lease is how long the command may go without a heartbeat.
+	// Lease is how long the command may go without a heartbeat before its
+	// first one (the orchestrator re-issues it then); it also bounds every
+	// later silence.
 	Lease time.Duration `json:"lease"`
+	// Heartbeat is how often the worker running the command heartbeats (a
+	// frame's heartbeat_seconds, else Lease/dsl.HeartbeatsPerLease). Once
+	// a command has heartbeated, the orchestrator re-issues it after
+	// Config.MissedHeartbeats intervals of silence.
+	Heartbeat time.Duration `json:"heartbeat,omitempty"`
+	// Settle, on a re-issued frame, says that the frame is not to run its
+	// body but to settle its recorded rows with the source: SettleDeadLetter
+	// (the engine gave up on them) or SettleRelease (the execution is being
+	// cancelled). SettleReason is the dead letter's reason.
+	Settle       string `json:"settle,omitempty"`
+	SettleReason string `json:"settle_reason,omitempty"`
 	// Pool names the worker pool that should run the command (empty: any),
 	// from the step's spec.pool.
 	Pool string `json:"pool,omitempty"`

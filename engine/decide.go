@@ -42,12 +42,19 @@ func (s *State) Decide(now time.Time, expired []string, reason string) []eventlo
 	if s.Status != StatusRunning || s.Playbook == nil {
 		return nil
 	}
-	if s.cancelRequested {
-		d.emit(eventlog.Event{Type: eventlog.TypeExecutionCancelled, Payload: mustJSON(finishedPayload{Reason: "cancel requested"})})
-		return d.out
-	}
 	if reason == "" {
 		reason = reasonLease
+	}
+	if s.cancelRequested {
+		// Nothing new starts; the execution ends once the commands in
+		// flight have reported (their workers were told) or were given up.
+		for _, id := range expired {
+			d.expireCancelling(id, reason)
+		}
+		if s.inflight == 0 {
+			d.emit(eventlog.Event{Type: eventlog.TypeExecutionCancelled, Payload: mustJSON(finishedPayload{Reason: "cancel requested"})})
+		}
+		return d.out
 	}
 	for _, id := range expired {
 		d.expire(id, reason)
@@ -308,14 +315,38 @@ func (d *decider) stepOf(c *commandState) string {
 	return ""
 }
 
-// expire re-issues a command whose lease ran out, or gives it up.
-func (d *decider) expire(id, reason string) {
+// expired returns the command an expired id names, if it is still the
+// current attempt in flight.
+func (d *decider) expired(id string) *commandState {
 	base, attempt, ok := splitCommandID(id)
 	if !ok {
-		return
+		return nil
 	}
 	c := d.s.Commands[base]
 	if c == nil || c.Attempt != attempt || c.Status != cmdIssued {
+		return nil
+	}
+	return c
+}
+
+// expire re-issues a command whose lease ran out, or gives it up. A frame
+// given up with recorded rows gets one more attempt that only hands them
+// to the source's dead letter; if that attempt is lost too, the rows are
+// recorded dead without it (and logged as abandoned).
+func (d *decider) expire(id, reason string) {
+	c := d.expired(id)
+	if c == nil {
+		return
+	}
+	p := c.Issued
+	p.Reason = reason
+	if reason == reasonResume {
+		// The process died, not the worker: run the same attempt again.
+		d.reissue(c, p)
+		return
+	}
+	if c.Issued.Settle == SettleDeadLetter {
+		d.giveUpFrame(c, c.Issued.SettleReason+"; the dead-letter attempt was lost")
 		return
 	}
 	limit := DefaultMaxAttempts
@@ -324,25 +355,68 @@ func (d *decider) expire(id, reason string) {
 			limit = fs.MaxAttempts
 		}
 	}
-	if reason == reasonLease && c.Expiries+1 >= limit {
-		msg := fmt.Sprintf("lease expired %d times", c.Expiries+1)
-		if c.Kind == KindFrame {
-			rows := c.frameRows()
-			items := make([]ItemOutcome, len(rows))
-			for i, r := range rows {
-				items[i] = ItemOutcome{Key: r.Key, Outcome: OutcomeDead, Error: msg}
-			}
-			d.emit(eventlog.Event{Type: eventlog.TypeFrameDone, Step: d.stepOf(c), LoopID: c.Run, CommandID: c.ID(), Attempt: c.Attempt,
-				Payload: mustJSON(frameDonePayload{Items: items, Counts: countOutcomes(items)})})
-			return
-		}
-		d.emit(eventlog.Event{Type: eventlog.TypeCommandFailed, Step: d.stepOf(c), CommandID: c.ID(), Attempt: c.Attempt,
-			Payload: mustJSON(completedPayload{Error: msg, Field: "lease"})})
+	if c.Expiries+1 < limit {
+		d.reissue(c, p)
+		return
+	}
+	msg := fmt.Sprintf("lease expired %d times", c.Expiries+1)
+	switch {
+	case c.Kind == KindFrame && len(c.rows) > 0:
+		p.Settle, p.SettleReason = SettleDeadLetter, msg
+		d.reissue(c, p)
+	default:
+		// A frame without recorded rows: the source took back whatever
+		// the lost attempts claimed (rolled back, or by its lease).
+		d.giveUp(c, frameDonePayload{}, msg)
+	}
+}
+
+// expireCancelling handles a lease that ran out while the execution is
+// being cancelled: a frame with recorded rows gets one attempt that only
+// releases them (SettleRelease); anything else is given up.
+func (d *decider) expireCancelling(id, reason string) {
+	c := d.expired(id)
+	if c == nil {
 		return
 	}
 	p := c.Issued
 	p.Reason = reason
-	d.reissue(c, p)
+	switch {
+	case c.Kind == KindFrame && len(c.rows) > 0 && (c.Issued.Settle == "" || reason == reasonResume):
+		if p.Settle == "" {
+			p.Settle = SettleRelease
+		}
+		d.reissue(c, p)
+	case c.Kind == KindFrame && len(c.rows) > 0:
+		d.giveUpFrame(c, "execution cancelled; the attempt to settle the rows was lost")
+	default:
+		d.giveUp(c, frameDonePayload{Cancelled: true}, "execution cancelled")
+	}
+}
+
+// giveUpFrame records a frame's rows dead without the source having
+// settled them: they are listed as abandoned.
+func (d *decider) giveUpFrame(c *commandState, msg string) {
+	rows := c.frameRows()
+	items := make([]ItemOutcome, len(rows))
+	keys := make([]string, len(rows))
+	for i, r := range rows {
+		items[i] = ItemOutcome{Key: r.Key, Outcome: OutcomeDead, Error: msg}
+		keys[i] = r.Key
+	}
+	d.giveUp(c, frameDonePayload{Items: items, Counts: countOutcomes(items), Abandoned: keys}, msg)
+}
+
+// giveUp ends a command in flight without its worker's report: a frame
+// with the frame.done given, any other command failed with msg.
+func (d *decider) giveUp(c *commandState, frame frameDonePayload, msg string) {
+	if c.Kind == KindFrame {
+		d.emit(eventlog.Event{Type: eventlog.TypeFrameDone, Step: d.stepOf(c), LoopID: c.Run, CommandID: c.ID(), Attempt: c.Attempt,
+			Payload: mustJSON(frame)})
+		return
+	}
+	d.emit(eventlog.Event{Type: eventlog.TypeCommandFailed, Step: d.stepOf(c), CommandID: c.ID(), Attempt: c.Attempt,
+		Payload: mustJSON(completedPayload{Error: msg, Field: "lease"})})
 }
 
 // finish decides a finished run: its result, assignments and routing.

@@ -43,14 +43,43 @@
 // Collection loops (loop.in) issue one command per item, never more than
 // max_in_flight at once (sequential: one). Cursor loops issue one frame
 // command per slot; a frame claims up to frame.max_rows rows through a
-// cursor.Driver, records them in frame.claimed, runs the tool chain per
-// row (process: row, at most row_concurrency at once) or once per frame
-// (process: frame), acknowledges the rows that succeeded, and reports one
-// frame.done. A zero-row claim drains its slot; when every slot has
-// drained, loop.done fires exactly once and the step routes with
-// event.name == "loop.done". A frame whose worker stops heartbeating for
-// lease_seconds is re-issued with the same rows and attempt + 1; after
-// frame.max_attempts expiries its rows are recorded as dead.
+// cursor.Driver, records them in frame.claimed, and only then commits the
+// claim (a transactional source rolls back the claim of a worker that
+// died before the record, so no claim exists that the log does not hold);
+// it runs the tool chain per row (process: row, at most row_concurrency
+// at once) or once per frame (process: frame), acknowledges the rows that
+// succeeded, and reports one frame.done. A zero-row claim drains its
+// slot; when every slot has drained, loop.done fires exactly once and the
+// step routes with event.name == "loop.done".
+//
+// # Leases and heartbeats
+//
+// Workers heartbeat every heartbeat_seconds (frames; by default
+// lease_seconds/10) or CommandLease/10 (steps and items); templated frame
+// seconds are rendered against the execution's scope, and the
+// orchestrator's deadlines and the worker's heartbeat use the same
+// rendered values (capped by the cursor's reclaim_after). A command that
+// has heartbeated is re-issued after Config.MissedHeartbeats (3) silent
+// intervals; one that has not (still queued) after its whole lease. The
+// re-issue is a new attempt (command id "base@attempt+1", the fencing
+// token): the silent worker's late reports are refused. A frame re-issued
+// with recorded rows runs exactly those rows. After frame.max_attempts
+// expiries (or the cursor's max_attempts) the engine gives up on a frame:
+// one last attempt hands its recorded rows to the cursor's dead letter
+// and reports them dead; if that attempt is lost too the rows are recorded
+// dead without it and listed as abandoned in frame.done.
+//
+// # Cancel
+//
+// Engine.Cancel records cancel.requested; nothing new starts, and every
+// worker is told (Dispatcher.Cancel, Worker.Cancel). Frames stop between
+// rows and hand their unstarted rows back (or run them, where the source
+// cannot take them back); rows still running one lease after the cancel
+// are interrupted, so a cancel is bounded; step and item commands are
+// interrupted at once. The
+// execution ends cancelled once its commands have reported or were given
+// up; a frame with recorded rows whose worker vanished gets one attempt
+// that only releases them.
 //
 // A row whose tools fail without a policy deciding is recorded as that
 // row's error (and released to the source) while the loop goes on; a

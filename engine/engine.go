@@ -25,6 +25,8 @@ const (
 	DefaultCommandLease = time.Minute
 	DefaultTick         = 50 * time.Millisecond
 	DefaultMaxBatch     = 512
+	// DefaultMissedHeartbeats is Config.MissedHeartbeats' default.
+	DefaultMissedHeartbeats = 3
 )
 
 // Config configures an Engine.
@@ -51,8 +53,16 @@ type Config struct {
 	Dispatcher Dispatcher
 	// CommandLease is how long a step or item command may go without a
 	// heartbeat before it is re-issued; cursor frames use the loop's
-	// lease_seconds. Defaults to 1 minute.
+	// lease_seconds. Its workers heartbeat every
+	// CommandLease/dsl.HeartbeatsPerLease (frames: heartbeat_seconds).
+	// Defaults to 1 minute.
 	CommandLease time.Duration
+	// MissedHeartbeats is how many heartbeat intervals a command that has
+	// heartbeated may then stay silent before it is re-issued (fenced: the
+	// silent worker's late reports are refused); never longer than the
+	// command's lease, which alone applies before the first heartbeat.
+	// Defaults to DefaultMissedHeartbeats (3).
+	MissedHeartbeats int
 	// Tick is how often leases and scheduled retries are checked.
 	// Defaults to 50ms.
 	Tick time.Duration
@@ -127,6 +137,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Tick <= 0 {
 		cfg.Tick = DefaultTick
 	}
+	if cfg.MissedHeartbeats <= 0 {
+		cfg.MissedHeartbeats = DefaultMissedHeartbeats
+	}
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = DefaultMaxBatch
 	}
@@ -146,11 +159,12 @@ func New(cfg Config) (*Engine, error) {
 	dispatch := cfg.Dispatcher
 	if dispatch == nil {
 		e.queue = newLocalQueue()
+		e.queue.cancel = e.worker.Cancel
 		dispatch = e.queue
 	}
 	e.orch = &orchestrator{
 		log: cfg.Log, dispatch: dispatch, clock: cfg.Clock, logger: cfg.Logger,
-		lease: cfg.CommandLease, tick: cfg.Tick, maxBatch: cfg.MaxBatch, observer: cfg.Observer,
+		lease: cfg.CommandLease, missed: cfg.MissedHeartbeats, tick: cfg.Tick, maxBatch: cfg.MaxBatch, observer: cfg.Observer,
 		inbox: make(chan message, cfg.MaxBatch), execs: map[string]*execution{},
 		finished: map[string]*Summary{}, waiters: map[string]chan struct{}{},
 		// An execution that ended failed or cancelled stops the commands
@@ -314,9 +328,18 @@ func (e *Engine) Resume(ctx context.Context, executionID string) error {
 	return e.orch.send(ctx, message{kind: msgLoad, state: st})
 }
 
-// Cancel asks a running execution to stop; it ends cancelled, and the
-// commands this process's workers still run for it have their context
-// cancelled. Workers elsewhere finish their command; its report is refused.
+// Cancel asks a running execution to stop. No new work is issued; every
+// worker running its commands is told (Dispatcher.Cancel): frames stop
+// between rows and hand the rows they have not started back to the source
+// (or run them where the source cannot take them back); rows still
+// running one lease (lease_seconds) after the cancel are interrupted and
+// handed back, or reported abandoned where the source cannot take them;
+// step and item commands are interrupted at once. The execution ends
+// cancelled once its
+// commands in flight have reported or their leases ran out; a frame whose
+// worker vanished meanwhile gets one more attempt that only releases its
+// recorded rows. Cancel returns once the request is recorded; Wait
+// returns when the execution has ended.
 func (e *Engine) Cancel(ctx context.Context, executionID string) error {
 	return e.orch.send(ctx, message{kind: msgCancel, ev: eventlog.Event{ExecutionID: executionID, Type: eventlog.TypeCancelRequested}})
 }

@@ -93,17 +93,24 @@ func setup(t *testing.T, log eventlog.Log) *bundle {
 
 func (b *bundle) run(t *testing.T, src string, workload map[string]any) (*engine.Summary, []eventlog.Event) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	return runPlaybook(t, b.eng, b.log, src, engine.StartOptions{File: "test.yaml", Workload: workload}, 20*time.Second)
+}
+
+// runPlaybook starts src on e, waits at most timeout for it to end and
+// returns its summary and history (read from log).
+func runPlaybook(t *testing.T, e *engine.Engine, log eventlog.Log, src string, opts engine.StartOptions, timeout time.Duration) (*engine.Summary, []eventlog.Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	id, err := b.eng.Start(ctx, []byte(src), engine.StartOptions{File: "test.yaml", Workload: workload})
+	id, err := e.Start(ctx, []byte(src), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := b.eng.Wait(ctx, id)
+	sum, err := e.Wait(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := b.log.Read(ctx, id, 0, 0)
+	evs, err := log.Read(ctx, id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ type localQueue struct {
 	mu    sync.Mutex
 	cond  chan struct{}
 	items []*Command
+	// cancel tells this engine's workers of a cancel (Worker.Cancel).
+	cancel func(executionID string)
 }
 
 func newLocalQueue() *localQueue { return &localQueue{cond: make(chan struct{}, 1)} }
@@ -31,6 +33,9 @@ func (q *localQueue) Dispatch(cmd *Command) {
 // Durable implements Dispatcher: commands queued in memory die with the
 // process.
 func (q *localQueue) Durable() bool { return false }
+
+// Cancel implements Dispatcher: the workers are in this process.
+func (q *localQueue) Cancel(executionID string) { q.cancel(executionID) }
 
 func (q *localQueue) next(ctx context.Context) (*Command, bool) {
 	for {

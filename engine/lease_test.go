@@ -33,6 +33,7 @@ type killingDispatcher struct {
 
 func (k *killingDispatcher) Dispatch(cmd *engine.Command) { go k.run(cmd) }
 func (k *killingDispatcher) Durable() bool                { return false }
+func (k *killingDispatcher) Cancel(id string)             { k.eng.Worker().Cancel(id) }
 
 func (k *killingDispatcher) run(cmd *engine.Command) {
 	ctx := context.Background()

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/faultpoint"
 )
 
 // ErrStale is returned to a worker whose report carries a fencing token
@@ -28,6 +30,12 @@ type Dispatcher interface {
 	// (a broker keeps it). When false, commands in flight at a restart are
 	// re-issued at once on resume instead of after their lease.
 	Durable() bool
+	// Cancel tells the workers that an execution is being cancelled, so
+	// that they stop its commands (Worker.Cancel). The orchestrator calls
+	// it once cancel.requested is recorded, and again every few seconds
+	// while commands of the execution are in flight, so an announcement
+	// may be lost.
+	Cancel(executionID string)
 }
 
 type msgKind int
@@ -52,9 +60,33 @@ type message struct {
 // execution is an execution driven by this orchestrator.
 type execution struct {
 	state  *State
-	leases map[string]time.Time
-	lease  map[string]time.Duration
+	leases map[string]*lease
+	// cancelSent is when workers were last told of the execution's cancel.
+	cancelSent time.Time
 }
+
+// lease is an in-flight command's hold on its worker: it is re-issued
+// when the deadline passes. A command that has not heartbeated yet (still
+// queued, or just started) gets its whole lease; after each heartbeat the
+// deadline is missed heartbeat intervals away, never more than the lease.
+type lease struct {
+	deadline time.Time
+	lease    time.Duration
+	beat     time.Duration
+}
+
+// alive moves the deadline after a sign of life from the worker.
+func (l *lease) alive(now time.Time, missed int) {
+	d := l.lease
+	if l.beat > 0 && time.Duration(missed)*l.beat < d {
+		d = time.Duration(missed) * l.beat
+	}
+	l.deadline = now.Add(d)
+}
+
+// cancelRepeat is how often workers are told again of an execution being
+// cancelled while its commands are in flight.
+const cancelRepeat = 2 * time.Second
 
 // orchestrator appends, folds, decides and dispatches. One goroutine runs
 // its loop; everything it owns is touched only there.
@@ -64,6 +96,7 @@ type orchestrator struct {
 	clock    func() time.Time
 	logger   *slog.Logger
 	lease    time.Duration
+	missed   int
 	tick     time.Duration
 	maxBatch int
 	observer Observer
@@ -151,15 +184,16 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 			}
 			if ev.Type != eventlog.TypeFrameClaimed {
 				delete(ex.leases, ev.CommandID)
-				delete(ex.lease, ev.CommandID)
+			} else if l := ex.leases[ev.CommandID]; l != nil {
+				l.alive(now, o.missed)
 			}
 			pending = append(pending, ev)
 			replies = append(replies, m.reply)
 			touch(ev.ExecutionID)
 		case msgHeartbeat:
 			if ex := o.execs[m.ev.ExecutionID]; ex != nil {
-				if _, ok := ex.leases[m.ev.CommandID]; ok {
-					ex.leases[m.ev.CommandID] = now.Add(ex.lease[m.ev.CommandID])
+				if l := ex.leases[m.ev.CommandID]; l != nil {
+					l.alive(now, o.missed)
 				}
 			}
 		case msgStart, msgLoad:
@@ -172,7 +206,7 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 				}
 				continue
 			}
-			ex := &execution{state: m.state, leases: map[string]time.Time{}, lease: map[string]time.Duration{}}
+			ex := &execution{state: m.state, leases: map[string]*lease{}}
 			o.execs[id] = ex
 			if m.kind == msgStart {
 				ev := m.ev
@@ -187,9 +221,8 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 				inflight := ex.state.InFlight()
 				if o.dispatch.Durable() {
 					for _, cid := range inflight {
-						d := ex.state.leaseFor(cid, o.lease)
-						ex.leases[cid] = now.Add(d)
-						ex.lease[cid] = d
+						d, beat := ex.state.leaseFor(cid, o.lease)
+						ex.leases[cid] = &lease{deadline: now.Add(d), lease: d, beat: beat}
 					}
 				} else {
 					loaded[id] = inflight
@@ -223,13 +256,13 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 		if l, ok := loaded[id]; ok {
 			expired, reason = l, reasonResume
 		}
-		for cid, dl := range ex.leases {
-			if now.After(dl) {
+		for cid, l := range ex.leases {
+			if now.After(l.deadline) {
 				expired = append(expired, cid)
 				delete(ex.leases, cid)
-				delete(ex.lease, cid)
 			}
 		}
+		sort.Strings(expired)
 		due := ex.state.NextDue()
 		if !touched[id] && len(expired) == 0 && (due.IsZero() || due.After(now)) {
 			continue
@@ -237,11 +270,14 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 		if len(expired) > 0 {
 			o.logger.Info("re-issuing commands", "execution_id", id, "commands", expired, "reason", reason)
 		}
-		pending = append(pending, ex.state.Decide(now, expired, reason)...)
+		decided := ex.state.Decide(now, expired, reason)
+		o.warnAbandoned(decided)
+		pending = append(pending, decided...)
 		touch(id)
 	}
 	if len(pending) == 0 {
 		o.reply(replies, nil)
+		o.announceCancels(now)
 		return
 	}
 	results, err := o.log.Append(ctx, pending)
@@ -253,6 +289,7 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 		}
 		return
 	}
+	faultpoint.Hit(faultpoint.OrchestratorAppended)
 	dup := map[string]bool{}
 	for i, r := range results {
 		if r.Duplicate {
@@ -275,13 +312,13 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 		if ev.Type == eventlog.TypeCommandIssued {
 			cmd := o.command(ex, *ev)
 			if cmd != nil {
-				ex.leases[cmd.ID] = now.Add(cmd.Lease)
-				ex.lease[cmd.ID] = cmd.Lease
+				ex.leases[cmd.ID] = &lease{deadline: now.Add(cmd.Lease), lease: cmd.Lease, beat: cmd.Heartbeat}
 				o.dispatch.Dispatch(cmd)
 			}
 		}
 	}
 	o.reply(replies, nil)
+	o.announceCancels(now)
 	for _, id := range order {
 		ex := o.execs[id]
 		if ex == nil {
@@ -358,8 +395,10 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 		ExecutionID: s.ExecutionID, ID: ev.CommandID, Base: p.Base, Attempt: ev.Attempt, Kind: p.Kind,
 		Step: ev.Step, Run: p.Run, Playbook: s.Playbook, Scope: s.scope(), Args: p.Args,
 		Index: p.Index, Slot: p.Slot, Frame: ev.Frame, Rows: p.Rows,
-		StartTask: p.StartTask, TaskAttempt: p.TaskAttempt, Carry: p.Carry, NextCall: p.NextCall, Lease: o.lease,
+		StartTask: p.StartTask, TaskAttempt: p.TaskAttempt, Carry: p.Carry, NextCall: p.NextCall,
+		Settle: p.Settle, SettleReason: p.SettleReason,
 	}
+	cmd.Lease, cmd.Heartbeat = s.leaseFor(ev.CommandID, o.lease)
 	cmd.PlaybookSource, cmd.PlaybookFile, cmd.PlaybookHash = s.started.Playbook, s.started.File, s.playbookHash()
 	if c := s.Commands[p.Base]; c != nil && len(c.Pages) > 0 {
 		cmd.Pages = c.Pages
@@ -376,9 +415,6 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 	if p.Kind == KindFrame {
 		if c := s.Commands[p.Base]; c != nil {
 			cmd.Rows = c.frameRows()
-		}
-		if secs := s.frameOf(step).LeaseSeconds; secs > 0 {
-			cmd.Lease = time.Duration(secs * float64(time.Second))
 		}
 	}
 	cmd.Pool = step.Spec.Pool
@@ -413,5 +449,39 @@ func (o *orchestrator) Heartbeat(ctx context.Context, executionID, commandID str
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// announceCancels tells the workers of every execution being cancelled
+// whose commands are still in flight, at once after the cancel is
+// recorded and again every cancelRepeat (an announcement may be lost).
+func (o *orchestrator) announceCancels(now time.Time) {
+	for _, id := range sortedKeys(o.execs) {
+		ex := o.execs[id]
+		if !ex.state.cancelRequested || ex.state.inflight == 0 {
+			continue
+		}
+		if !ex.cancelSent.IsZero() && now.Sub(ex.cancelSent) < cancelRepeat {
+			continue
+		}
+		ex.cancelSent = now
+		o.dispatch.Cancel(id)
+	}
+}
+
+// warnAbandoned logs, loudly, the frames the engine gave up on without
+// the source settling their rows: those rows may stay claimed.
+func (o *orchestrator) warnAbandoned(decided []eventlog.Event) {
+	for _, ev := range decided {
+		if ev.Type != eventlog.TypeFrameDone {
+			continue
+		}
+		var p struct {
+			Abandoned []string `json:"abandoned"`
+		}
+		if decode(ev, &p) == nil && len(p.Abandoned) > 0 {
+			o.logger.Error("rows given up without the source settling them: they may stay claimed in the source",
+				"execution_id", ev.ExecutionID, "command_id", ev.CommandID, "keys", p.Abandoned)
+		}
 	}
 }

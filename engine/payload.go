@@ -55,10 +55,24 @@ type issuedPayload struct {
 	Rows []FrameRow `json:"rows,omitempty"`
 	// Reason says why a command was re-issued (lease, retry, resume).
 	Reason string `json:"reason,omitempty"`
+	// Settle and SettleReason: see Command.Settle.
+	Settle       string `json:"settle,omitempty"`
+	SettleReason string `json:"settle_reason,omitempty"`
 	// Joined lists the other wanted entries of the step that this run
 	// took with it (the join barrier).
 	Joined []string `json:"joined,omitempty"`
 }
+
+// Settle actions of a re-issued frame (Command.Settle).
+const (
+	// SettleDeadLetter: hand the frame's recorded rows to the cursor's
+	// dead letter (cursor.DeadLetterer) and report them dead.
+	SettleDeadLetter = "dead_letter"
+	// SettleRelease: the execution is being cancelled; hand the recorded
+	// rows back to the source (Release), or run them where the source
+	// cannot take them back.
+	SettleRelease = "release"
+)
 
 // FrameRow is a claimed row as recorded in frame.claimed.
 type FrameRow struct {
@@ -149,6 +163,17 @@ type frameDonePayload struct {
 	Fail     string         `json:"fail,omitempty"`
 	Ms       int64          `json:"ms,omitempty"`
 	Released int            `json:"released,omitempty"`
+	// Cancelled: the worker saw the execution being cancelled and stopped
+	// before running every row (the rest were released).
+	Cancelled bool `json:"cancelled,omitempty"`
+	// ClaimOpenUs is how long, in microseconds, the frame's claim stayed
+	// pending between the claim and its commit: the record's round trip.
+	ClaimOpenUs int64 `json:"claim_open_us,omitempty"`
+	// Abandoned lists the keys of recorded rows that the engine gave up
+	// on without the source settling them (the attempt that was to
+	// dead-letter or release them was lost): the source may still hold
+	// them claimed.
+	Abandoned []string `json:"abandoned,omitempty"`
 }
 
 // frameDoneSummary is what the fold reads of a frame.done.

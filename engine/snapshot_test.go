@@ -16,17 +16,21 @@ import (
 	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
 // snapshotHistories returns histories that cover every kind of event the
-// fold reads: the golden replays, a collection loop with retries and a
-// failure, and a cursor loop over SQLite. Times are normalised as a
-// durable log returns them (UTC, no monotonic reading).
+// fold reads: the golden replays (a join among them), a collection loop
+// with retries and a failure, a chunked loop, a paginating retry, a
+// cursor loop over SQLite, and a cursor loop whose frames are settled by
+// the engine (dead-lettered after max_attempts, released on cancel).
+// Times are normalised as a durable log returns them (UTC, no monotonic
+// reading).
 func snapshotHistories(t *testing.T) map[string][]eventlog.Event {
 	t.Helper()
 	out := map[string][]eventlog.Event{}
-	for _, name := range []string{"branches", "sequential"} {
+	for _, name := range []string{"branches", "sequential", "join"} {
 		raw, err := os.ReadFile("testdata/replay/" + name + ".events.json")
 		if err != nil {
 			t.Fatal(err)
@@ -64,6 +68,27 @@ workflow:
 		t.Fatalf("the retry history ended %s, want failed", sum.Status)
 	}
 	out["retries"] = h
+
+	sum, h = b.run(t, header+`
+workflow:
+  - step: start
+    loop: {collection: '{{ [1, 2, 3, 4, 5, 6, 7] }}', element: it, mode: chunked, chunk_size: 3, concurrency: 2}
+    tool: {kind: rec, key: 'chunk{{ iter.it }}'}
+`, nil)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("the chunked history ended %s: %s", sum.Status, sum.Error)
+	}
+	out["chunked"] = h
+
+	api := testenv.NewPagedAPI(t, 25, 0)
+	sum, h = setupHTTP(t).run(t, header+`
+workload: {api: `+api.URL+`}
+workflow:`+paginatedStep("start", "append", ""), nil)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("the paging history ended %s: %s", sum.Status, sum.Error)
+	}
+	out["paging"] = h
+	out["settle"] = settleHistory(t)
 
 	path := filepath.Join(t.TempDir(), "queue.db")
 	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
@@ -119,6 +144,94 @@ workflow:
 		}
 	}
 	return out
+}
+
+// settleHistory plays the worker of a two-slot cursor loop by hand on a
+// fake clock: slot 1 runs a frame and drains; slot 0's first frame
+// records its claim and then its worker goes silent twice, so the engine
+// issues an attempt that dead-letters the recorded rows; slot 0's second
+// frame records its claim, the execution is cancelled and that worker
+// goes silent too, so the engine issues an attempt that releases them.
+func settleHistory(t *testing.T) []eventlog.Event {
+	t.Helper()
+	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	d := &holdingDispatcher{}
+	log := eventlog.NewMemory()
+	e, err := engine.New(engine.Config{Log: log, Dispatcher: d, Clock: clock.Now, Tick: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id, err := e.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    loop:
+      cursor: {kind: postgres, auth: pg, claim: "SELECT 1", max_attempts: 2, dead_letter: "SELECT 1"}
+      iterator: r
+      spec: {max_in_flight: 2, frame: {lease_seconds: 10}}
+    tool: {kind: noop}
+`), engine.StartOptions{File: "settle.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle := settler(ctx, t, e)
+	// command returns the issued command with id.
+	command := func(cid string) *engine.Command {
+		settle()
+		for _, c := range d.issued() {
+			if c.ID == cid {
+				return c
+			}
+		}
+		t.Fatalf("command %s was not issued; issued: %d commands", cid, len(d.issued()))
+		return nil
+	}
+	report := func(c *engine.Command, typ, payload string) {
+		t.Helper()
+		ev := eventlog.Event{ExecutionID: id, Type: typ, Step: c.Step, CommandID: c.ID, Attempt: c.Attempt,
+			LoopID: c.Run, Frame: c.Frame, Payload: []byte(payload)}
+		if err := e.Reporter().Report(ctx, ev); err != nil {
+			t.Fatalf("report %s of %s: %v", typ, c.ID, err)
+		}
+	}
+	const lapse = 11 * time.Second // past the 10 s lease
+	s1 := command("start#1/s1.f1@1")
+	report(s1, eventlog.TypeFrameClaimed, `{"rows":[{"key":"3","values":{"id":3}}]}`)
+	report(s1, eventlog.TypeFrameDone, `{"items":[{"key":"3","outcome":"ok"}],"counts":{"rows":1,"ok":1}}`)
+	report(command("start#1/s1.f2@1"), eventlog.TypeFrameDone, `{"drained":true,"counts":{}}`)
+
+	report(command("start#1/s0.f1@1"), eventlog.TypeFrameClaimed, `{"rows":[{"key":"1","values":{"id":1}},{"key":"2","values":{"id":2}}]}`)
+	clock.Add(lapse)
+	command("start#1/s0.f1@2")
+	clock.Add(lapse)
+	dl := command("start#1/s0.f1@3")
+	if dl.Settle != engine.SettleDeadLetter || len(dl.Rows) != 2 {
+		t.Fatalf("third attempt of frame 1: settle %q with %d rows, want a dead letter of 2", dl.Settle, len(dl.Rows))
+	}
+	report(dl, eventlog.TypeFrameDone, `{"items":[{"key":"1","outcome":"dead"},{"key":"2","outcome":"dead"}],"counts":{"rows":2,"dead":2}}`)
+
+	report(command("start#1/s0.f2@1"), eventlog.TypeFrameClaimed, `{"rows":[{"key":"4","values":{"id":4}}]}`)
+	if err := e.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	clock.Add(lapse)
+	rel := command("start#1/s0.f2@2")
+	if rel.Settle != engine.SettleRelease || len(rel.Rows) != 1 {
+		t.Fatalf("re-issue of frame 2 under cancel: settle %q with %d rows, want a release of 1", rel.Settle, len(rel.Rows))
+	}
+	report(rel, eventlog.TypeFrameDone, `{"released":1,"cancelled":true,"counts":{}}`)
+	sum, err := e.Wait(ctx, id)
+	if err != nil || sum.Status != engine.StatusCancelled {
+		t.Fatalf("settle history: %v %+v, want cancelled", err, sum)
+	}
+	h, err := log.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // comparable clears what a restored State legitimately holds elsewhere:

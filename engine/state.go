@@ -480,25 +480,31 @@ func (s *State) current(ev eventlog.Event) *commandState {
 	return c
 }
 
-// leaseFor returns the lease of a command in flight: its loop's
-// frame.lease_seconds for a frame, def otherwise.
-func (s *State) leaseFor(commandID string, def time.Duration) time.Duration {
+// leaseFor returns the lease and heartbeat interval of a command: its
+// loop's frame.lease_seconds and heartbeat_seconds for a frame, def and
+// def/dsl.HeartbeatsPerLease otherwise.
+func (s *State) leaseFor(commandID string, def time.Duration) (lease, beat time.Duration) {
+	lease, beat = def, def/dsl.HeartbeatsPerLease
 	base, _, ok := splitCommandID(commandID)
 	if !ok || s.Playbook == nil {
-		return def
+		return lease, beat
 	}
 	c := s.Commands[base]
 	if c == nil || c.Kind != KindFrame {
-		return def
+		return lease, beat
 	}
 	if r := s.Runs[c.Run]; r != nil {
 		if st := s.Playbook.Step(r.Step); st != nil && st.Loop != nil {
-			if fs := s.frameOf(st); fs.LeaseSeconds > 0 {
-				return time.Duration(fs.LeaseSeconds * float64(time.Second))
+			if f := s.frameOf(st); f.LeaseSeconds > 0 {
+				lease = time.Duration(f.LeaseSeconds * float64(time.Second))
+				beat = lease / dsl.HeartbeatsPerLease
+				if f.HeartbeatSeconds > 0 {
+					beat = time.Duration(f.HeartbeatSeconds * float64(time.Second))
+				}
 			}
 		}
 	}
-	return def
+	return lease, beat
 }
 
 // frameOf returns a cursor step's frame spec with its templates rendered

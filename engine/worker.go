@@ -3,12 +3,10 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cursorflow/cursorflow/cursor"
@@ -27,7 +25,22 @@ type Worker struct {
 	Cursors  *cursor.Registry
 	Keychain tools.Keychain
 	Logger   *slog.Logger
+
+	cancels cancels
 }
+
+// Cancel tells the worker that an execution is being cancelled. Its
+// frames running now stop between rows: rows not started are handed back
+// to the source (or, where the source cannot take them back, run to the
+// end), rows still running one lease later are interrupted, and the frame
+// reports what it did (rows it could neither finish nor hand back are
+// listed as abandoned). Its step and item commands
+// running now are interrupted and report failure. Commands of the
+// execution that reach the worker later stop at once. The in-process
+// engine calls Cancel itself; a transport calls it when the orchestrator
+// announces a cancel (engine/natsjs does). Calling it again, or for an
+// execution the worker never saw, is harmless.
+func (w *Worker) Cancel(executionID string) { w.cancels.cancel(executionID) }
 
 // Execute runs cmd and reports its outcome through rep. Errors are
 // reported, not returned: the return value only says whether the report
@@ -38,26 +51,47 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	if step == nil {
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: fmt.Sprintf("no step named %q", cmd.Step)})
 	}
+	cancelled, release := w.cancels.watch(cmd.ExecutionID)
+	defer release()
 	if cmd.Kind == KindFrame {
-		return w.runFrame(ctx, cmd, step, rep)
+		return w.runFrame(ctx, cmd, step, rep, cancelled)
 	}
 	stop := w.heartbeat(ctx, cmd, rep)
 	defer stop()
+	// A cancel interrupts the tools; the report still goes out on ctx.
+	runCtx, interrupt := context.WithCancel(ctx)
+	defer interrupt()
+	go func() {
+		select {
+		case <-cancelled:
+			interrupt()
+		case <-runCtx.Done():
+		}
+	}()
 	scope := copyMap(cmd.Scope)
 	addArgs(scope, cmd.Args)
+	var res chainResult
+	var p completedPayload
 	if cmd.Kind == KindItem && cmd.Count > 0 {
-		return w.runChunk(ctx, cmd, step, scope, rep, start)
+		res, p = w.runChunk(runCtx, cmd, step, scope)
+	} else {
+		if cmd.Kind == KindItem {
+			setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
+		}
+		res = w.runChain(runCtx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
+		res.output = selectOutput(step, res.output)
+		p = completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump}
 	}
-	if cmd.Kind == KindItem {
-		setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
-	}
-	res := w.runChain(ctx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
-	res.output = selectOutput(step, res.output)
-	p := completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump, Ms: time.Since(start).Milliseconds()}
+	p.Ms = time.Since(start).Milliseconds()
 	if res.retry != nil && res.retry.Paging {
-		// A page succeeded and the next one is wanted: recorded as done.
+		// A page succeeded and the next one is wanted: recorded as done
+		// (under a cancel too: the page's work is done; nothing follows it).
 		p.Retry, p.Task = res.retry, res.task
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
+	}
+	if closed(cancelled) && (res.failed || res.retry != nil) {
+		p.Error, p.Task, p.Field = "execution cancelled", res.task, res.field
+		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
 	}
 	if res.failed || res.retry != nil {
 		p.Error, p.Task, p.Field, p.Retry = res.err, res.task, res.field, res.retry
@@ -67,9 +101,10 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 }
 
 // runChunk runs a chunked loop's items one after another in this command
-// (retries inside it wait in place, as a frame's rows do) and reports
-// their outputs in order. The first item that fails fails the chunk.
-func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, scope map[string]any, rep Reporter, start time.Time) error {
+// (retries inside it wait in place, as a frame's rows do) and returns
+// their outputs in order. The first item that fails fails the chunk: its
+// result is returned, with the payload's error naming the item.
+func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, scope map[string]any) (chainResult, completedPayload) {
 	p := completedPayload{Outputs: make([]map[string]any, 0, len(cmd.Items))}
 	for k, item := range cmd.Items {
 		sc := copyMap(scope)
@@ -78,9 +113,8 @@ func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		res.output = selectOutput(step, res.output)
 		p.Output = res.output
 		if res.failed {
-			p.Error, p.Task, p.Field = fmt.Sprintf("item %d: %s", cmd.Index+k, res.err), res.task, res.field
-			p.Ms = time.Since(start).Milliseconds()
-			return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
+			res.err = fmt.Sprintf("item %d: %s", cmd.Index+k, res.err)
+			return res, p
 		}
 		p.Outputs = append(p.Outputs, res.output)
 		if len(res.ctx) > 0 {
@@ -90,8 +124,7 @@ func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			merge(p.Ctx, res.ctx)
 		}
 	}
-	p.Ms = time.Since(start).Milliseconds()
-	return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
+	return chainResult{}, p
 }
 
 func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ string, payload any) error {
@@ -110,10 +143,13 @@ func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ str
 
 // heartbeat extends cmd's lease until the returned stop is called.
 func (w *Worker) heartbeat(ctx context.Context, cmd *Command, rep Reporter) (stop func()) {
-	if cmd.Lease <= 0 {
+	every := cmd.Heartbeat
+	if every <= 0 {
+		every = cmd.Lease / dsl.HeartbeatsPerLease
+	}
+	if every <= 0 {
 		return func() {}
 	}
-	every := cmd.Lease / 3
 	hctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -641,239 +677,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// runFrame claims a frame (or takes the rows its earlier attempt claimed),
-// runs the chain on it and reports frame.done.
-func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep Reporter) error {
-	start := time.Now()
-	lp := step.Loop
-	fail := func(msg string) error {
-		return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Fail: msg, Ms: time.Since(start).Milliseconds()})
-	}
-	fs, err := lp.Frame.Resolve(cmd.Scope)
-	if err != nil {
-		return fail(err.Error())
-	}
-	driver, err := w.Cursors.Lookup(lp.Cursor.Kind)
-	if err != nil {
-		return fail(fmt.Sprintf("loop.cursor.kind: %v", err))
-	}
-	scope := copyMap(cmd.Scope)
-	addArgs(scope, cmd.Args)
-	spec, err := w.cursorSpec(ctx, cmd, lp, fs, scope, driver)
-	if err != nil {
-		return fail(err.Error())
-	}
-	cur, err := driver.Open(ctx, spec)
-	if err != nil {
-		return fail(fmt.Sprintf("loop.cursor: open %s cursor (auth %q): %v", lp.Cursor.Kind, spec.Auth, err))
-	}
-	defer cur.Close()
-	// The lease runs from dispatch: heartbeat through the claim too, which
-	// can be slow on a loaded source.
-	stop := w.heartbeat(ctx, cmd, rep)
-	defer stop()
-
-	rows := cmd.Rows
-	var claimed []cursor.Row
-	if rows == nil {
-		claimed, err = cur.Claim(ctx, max(1, fs.MaxRows))
-		if err != nil {
-			return fail(fmt.Sprintf("loop.cursor.claim: %v", err))
-		}
-		claimed = w.limitBytes(ctx, cur, claimed, fs.MaxBytes)
-		if len(claimed) == 0 {
-			return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Drained: true, Ms: time.Since(start).Milliseconds()})
-		}
-		rows = make([]FrameRow, len(claimed))
-		for i, r := range claimed {
-			rows[i] = FrameRow{Key: r.Key, Values: r.Values, Attempt: r.Lease.Attempt, Token: r.Lease.Token}
-		}
-		// The claim is on record before any row runs, so a re-issued frame
-		// resumes with exactly these rows.
-		if err := w.report(ctx, rep, cmd, eventlog.TypeFrameClaimed, frameClaimedPayload{Rows: rows}); err != nil {
-			_ = cur.Release(context.WithoutCancel(ctx), claimed)
-			return err
-		}
-	} else {
-		claimed = make([]cursor.Row, len(rows))
-		for i, r := range rows {
-			claimed[i] = cursor.Row{Key: r.Key, Values: r.Values, Lease: cursor.Lease{Attempt: r.Attempt, Token: r.Token}}
-		}
-	}
-
-	runCtx := ctx
-	var deadline time.Time
-	if fs.MaxSeconds > 0 {
-		deadline = time.Now().Add(time.Duration(fs.MaxSeconds * float64(time.Second)))
-	}
-	items := make([]ItemOutcome, len(rows))
-	var fatal string
-	var ctxDelta map[string]any
-	var mu sync.Mutex
-	if fs.Process == dsl.ProcessFrame {
-		values := make([]any, len(rows))
-		for i, r := range rows {
-			values[i] = r.Values
-		}
-		sc := copyMap(scope)
-		setIter(sc, lp.Iterator, values, cmd.Frame)
-		iter := sc["iter"].(map[string]any)
-		iter[lp.Iterator+"_rows"] = values
-		sc["frame"] = map[string]any{"rows": values, "index": cmd.Frame, "row_count": len(values)}
-		t0 := time.Now()
-		res := w.runChain(runCtx, cmd, step, sc, 0, 1, nil, false)
-		outcome, msg := OutcomeOK, ""
-		if res.failed {
-			outcome, msg = OutcomeError, res.err
-			if res.explicit {
-				fatal = res.err
-			}
-		}
-		ms := time.Since(t0).Milliseconds()
-		for i, r := range rows {
-			items[i] = ItemOutcome{Key: r.Key, Outcome: outcome, Ms: ms, Error: msg}
-		}
-		ctxDelta = res.ctx
-	} else {
-		conc := max(1, fs.RowConcurrency)
-		sem := make(chan struct{}, conc)
-		var wg sync.WaitGroup
-		for i := range rows {
-			if !deadline.IsZero() && time.Now().After(deadline) {
-				items[i] = ItemOutcome{Key: rows[i].Key, Outcome: OutcomeError, Error: "frame max_seconds reached before the row started"}
-				continue
-			}
-			mu.Lock()
-			stopNow := fatal != ""
-			mu.Unlock()
-			if stopNow {
-				items[i] = ItemOutcome{Key: rows[i].Key, Outcome: OutcomeError, Error: "frame failed before the row started"}
-				continue
-			}
-			sem <- struct{}{}
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
-				defer func() { <-sem }()
-				sc := copyMap(scope)
-				setIter(sc, lp.Iterator, rows[i].Values, i)
-				t0 := time.Now()
-				res := w.runChain(runCtx, cmd, step, sc, 0, 1, nil, false)
-				it := ItemOutcome{Key: rows[i].Key, Outcome: OutcomeOK, Ms: time.Since(t0).Milliseconds()}
-				if res.failed {
-					it.Outcome, it.Error = OutcomeError, res.err
-				}
-				mu.Lock()
-				items[i] = it
-				if res.failed && res.explicit && fatal == "" {
-					fatal = fmt.Sprintf("row %s: %s", rows[i].Key, res.err)
-				}
-				if len(res.ctx) > 0 {
-					if ctxDelta == nil {
-						ctxDelta = map[string]any{}
-					}
-					merge(ctxDelta, res.ctx)
-				}
-				mu.Unlock()
-			}(i)
-		}
-		wg.Wait()
-	}
-	var ok, bad []cursor.Row
-	for i, it := range items {
-		if it.Outcome == OutcomeOK {
-			ok = append(ok, claimed[i])
-		} else {
-			bad = append(bad, claimed[i])
-		}
-	}
-	ackCtx := context.WithoutCancel(ctx)
-	if len(ok) > 0 {
-		if err := cur.Ack(ackCtx, ok); err != nil {
-			switch {
-			case errors.Is(err, cursor.ErrStaleLease):
-				// The source handed some rows to another claimer after their
-				// lease ran out: their bodies ran here, and will run there
-				// again; nothing to stop the loop for.
-				w.logger().Warn("cursor refused an ack: rows were re-issued", "step", cmd.Step, "command_id", cmd.ID, "error", err)
-			case fatal == "":
-				fatal = fmt.Sprintf("loop.cursor: ack: %v", err)
-			}
-		}
-	}
-	released := 0
-	if len(bad) > 0 {
-		if err := cur.Release(ackCtx, bad); err == nil {
-			released = len(bad)
-		}
-	}
-	return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Items: items, Counts: countOutcomes(items), Ctx: ctxDelta, Fail: fatal, Released: released, Ms: time.Since(start).Milliseconds()})
-}
-
-// limitBytes releases the claimed rows past max bytes (their JSON size);
-// the first row is always kept so a frame makes progress.
-func (w *Worker) limitBytes(ctx context.Context, cur cursor.Cursor, rows []cursor.Row, maxBytes int64) []cursor.Row {
-	if maxBytes <= 0 || len(rows) < 2 {
-		return rows
-	}
-	var total int64
-	for i, r := range rows {
-		b, _ := json.Marshal(r.Values)
-		total += int64(len(b))
-		if i > 0 && total > maxBytes {
-			_ = cur.Release(ctx, rows[i:])
-			return rows[:i]
-		}
-	}
-	return rows
-}
-
-// cursorSpec resolves the cursor's credential and renders its options.
-func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, fs dsl.FrameSpec, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
-	cs := lp.Cursor
-	spec := cursor.Spec{
-		Kind: cs.Kind, Claim: cs.Claim, Scope: scope, LoopID: cmd.Run, SlotID: cmd.Slot,
-		Lease:       time.Duration(fs.LeaseSeconds * float64(time.Second)),
-		MaxAttempts: max(1, fs.MaxAttempts), Logger: w.logger(),
-	}
-	if cs.Auth != nil {
-		a, err := cs.Auth.Render(scope)
-		if err != nil {
-			return spec, fmt.Errorf("loop.cursor.auth: %w", err)
-		}
-		spec.Auth = fmt.Sprint(a)
-	}
-	var perCall []string
-	if t, ok := driver.(cursor.TemplateOptioner); ok {
-		perCall = t.TemplateOptions()
-	}
-	opts := make(map[string]any, len(cs.Options))
-	for _, k := range sortedKeys(cs.Options) {
-		if slices.Contains(perCall, k) {
-			// The driver renders these per call with its own variables.
-			opts[k] = cs.Options[k].Raw()
-			continue
-		}
-		x, err := cs.Options[k].Render(scope)
-		if err != nil {
-			return spec, fmt.Errorf("loop.cursor.%s: %w", k, err)
-		}
-		opts[k] = x
-	}
-	spec.Options = opts
-	if spec.Auth != "" {
-		if w.Keychain == nil {
-			return spec, fmt.Errorf("loop.cursor.auth: no keychain to resolve credential %q", spec.Auth)
-		}
-		cred, err := w.Keychain.Resolve(ctx, spec.Auth)
-		if err != nil {
-			return spec, fmt.Errorf("loop.cursor.auth: %w", err)
-		}
-		spec.Credential = cred.URL
-	} else if u, ok := opts["url"].(string); ok {
-		spec.Credential = u
-	}
-	return spec, nil
 }

@@ -41,8 +41,9 @@ type QueueOptions struct {
 	// for SQL). Zero means no limit.
 	MaxAttempts int
 	// EchoTemplateVars asks the claim to also return __worker_slot_id as a
-	// column or field "slot" and __frame_max_rows as "frame_max". Only
-	// asked of drivers with Features.ClaimTemplate.
+	// column or field "slot", __worker_slot_index as "slot_index" and
+	// __frame_max_rows as "frame_max". Only asked of drivers with
+	// Features.ClaimTemplate.
 	EchoTemplateVars bool
 }
 
@@ -71,6 +72,37 @@ type Harness interface {
 	// server connections (an embedded database) calls t.Skip with the
 	// reason.
 	DropConnections(t *testing.T, spec cursor.Spec)
+	// ClaimAndDie claims up to max rows of spec's queue in a claimer that
+	// then dies the way a killed process does, between its claim and the
+	// engine's record of it: it never calls Commit, Abort, Ack or Release,
+	// and its connections are gone. It returns the keys it claimed.
+	// ClaimAndDropConnections does this for sources with server
+	// connections, ClaimAndAbandon for in-process sources whose rows are
+	// held by a lease; an embedded database needs a process of its own to
+	// kill.
+	ClaimAndDie(t *testing.T, spec cursor.Spec, max int) []string
+}
+
+// ClaimAndDropConnections implements Harness.ClaimAndDie for a source
+// with server connections: it opens a cursor on spec (slot 0), claims up
+// to max rows and leaves the claim pending while the server drops the
+// driver's connections (Harness.DropConnections).
+func ClaimAndDropConnections(t *testing.T, h Harness, spec cursor.Spec, max int) []string {
+	t.Helper()
+	keys := ClaimAndAbandon(t, h, spec, max)
+	h.DropConnections(t, spec)
+	return keys
+}
+
+// ClaimAndAbandon implements Harness.ClaimAndDie for an in-process source
+// whose claims are held by a lease (there is no connection to lose): it
+// claims up to max rows and drops the cursor without settling the claim.
+func ClaimAndAbandon(t *testing.T, h Harness, spec cursor.Spec, max int) []string {
+	t.Helper()
+	ctx := caseContext(t)
+	cur := open(t, ctx, h, spec, 0)
+	c := pendingClaim(t, ctx, cur, max, h.Driver().Features())
+	return keysOf(c.Rows)
 }
 
 // Run runs the conformance suite against h's driver, each case as a
@@ -86,6 +118,9 @@ func Run(t *testing.T, h Harness) {
 		{"NoDoubleClaim", testNoDoubleClaim},
 		{"Drain", testDrain},
 		{"RedeliveryAfterCrash", testRedelivery},
+		{"DiesBetweenClaimAndRecord", testDiesBeforeRecord},
+		{"AbortGivesRowsBack", testAbort},
+		{"CommitKeepsRowsClaimed", testCommit},
 		{"PoisonToDeadLetter", testPoison},
 		{"DeadLetterOnRequest", testDeadLetterOnRequest},
 		{"Reconnect", testReconnect},
@@ -121,14 +156,19 @@ func open(t *testing.T, ctx context.Context, h Harness, spec cursor.Spec, slot i
 	return cur
 }
 
-// claim claims and checks the rows' shape: at most max rows (one without
-// BatchClaim), non-empty distinct keys, values present, attempt >= 1.
-func claim(t *testing.T, ctx context.Context, cur cursor.Cursor, max int, feat cursor.Features) []cursor.Row {
+// pendingClaim claims and checks the rows' shape: at most max rows (one
+// without BatchClaim), non-empty distinct keys, values present, attempt
+// >= 1. The claim is left pending.
+func pendingClaim(t *testing.T, ctx context.Context, cur cursor.Cursor, max int, feat cursor.Features) *cursor.Claim {
 	t.Helper()
-	rows, err := cur.Claim(ctx, max)
+	c, err := cur.Claim(ctx, max)
 	if err != nil {
 		t.Fatalf("Claim(%d): %v", max, err)
 	}
+	if c == nil {
+		t.Fatalf("Claim(%d) returned a nil claim and no error", max)
+	}
+	rows := c.Rows
 	limit := max
 	if !feat.BatchClaim {
 		limit = 1
@@ -152,7 +192,18 @@ func claim(t *testing.T, ctx context.Context, cur cursor.Cursor, max int, feat c
 			t.Fatalf("row %q has Lease.Attempt %d, want >= 1", r.Key, r.Lease.Attempt)
 		}
 	}
-	return rows
+	return c
+}
+
+// claim claims, checks the rows (pendingClaim) and commits the claim, as
+// the engine does once the rows are on record.
+func claim(t *testing.T, ctx context.Context, cur cursor.Cursor, max int, feat cursor.Features) []cursor.Row {
+	t.Helper()
+	c := pendingClaim(t, ctx, cur, max, feat)
+	if err := c.Commit(ctx); err != nil {
+		t.Fatalf("Commit of a claim of %d rows: %v", len(c.Rows), err)
+	}
+	return c.Rows
 }
 
 // finish completes rows as a body would and acks them as the engine does.
@@ -293,11 +344,16 @@ func testNoDoubleClaim(t *testing.T, h Harness, feat cursor.Features) {
 		go func() {
 			defer wg.Done()
 			for {
-				rows, err := cur.Claim(ctx, max)
+				c, err := cur.Claim(ctx, max)
 				if err != nil {
 					errs <- fmt.Errorf("claimer %d: Claim: %w", i, err)
 					return
 				}
+				if err := c.Commit(ctx); err != nil {
+					errs <- fmt.Errorf("claimer %d: Commit: %w", i, err)
+					return
+				}
+				rows := c.Rows
 				if len(rows) == 0 {
 					return
 				}
@@ -493,10 +549,14 @@ func testReconnect(t *testing.T, h Harness, feat cursor.Features) {
 	h.DropConnections(t, spec)
 	// The first claim after the drop must succeed: the driver reconnects
 	// (retrying once inside if it must) rather than failing the frame.
-	rows, err := cur.Claim(ctx, 2)
+	c, err := cur.Claim(ctx, 2)
 	if err != nil {
 		t.Fatalf("Claim after the server dropped the connections: %v", err)
 	}
+	if err := c.Commit(ctx); err != nil {
+		t.Fatalf("Commit after the server dropped the connections: %v", err)
+	}
+	rows = c.Rows
 	if len(rows) == 0 {
 		t.Fatal("Claim after the drop returned 0 rows from a queue that is not drained")
 	}
@@ -511,8 +571,11 @@ func testClaimTemplate(t *testing.T, h Harness, feat cursor.Features) {
 		t.Skip("Features.ClaimTemplate is false: the driver's claim is not a template")
 	}
 	const slot, max = 3, 2
+	// A snowflake past 2^52: it must reach the claim exactly.
+	const slotID int64 = 1<<52 + 12345
 	ctx := caseContext(t)
 	spec, _ := h.NewQueue(t, 5, QueueOptions{EchoTemplateVars: true})
+	spec.WorkerSlotID = slotID
 	cur := open(t, ctx, h, spec, slot)
 	rows := claim(t, ctx, cur, max, feat)
 	want := max
@@ -523,8 +586,11 @@ func testClaimTemplate(t *testing.T, h Harness, feat cursor.Features) {
 		t.Fatalf("Claim(%d) returned %d rows, want %d (is __frame_max_rows rendered?)", max, len(rows), want)
 	}
 	for _, r := range rows {
-		if got := fmt.Sprint(r.Values["slot"]); got != strconv.Itoa(slot) {
-			t.Errorf("row %q: slot = %q, want %d (__worker_slot_id)", r.Key, got, slot)
+		if got := fmt.Sprint(r.Values["slot"]); got != strconv.FormatInt(slotID, 10) {
+			t.Errorf("row %q: slot = %q, want %d (__worker_slot_id)", r.Key, got, slotID)
+		}
+		if got := fmt.Sprint(r.Values["slot_index"]); got != strconv.Itoa(slot) {
+			t.Errorf("row %q: slot_index = %q, want %d (__worker_slot_index)", r.Key, got, slot)
 		}
 		if got := fmt.Sprint(r.Values["frame_max"]); got != strconv.Itoa(max) {
 			t.Errorf("row %q: frame_max = %q, want %d (__frame_max_rows)", r.Key, got, max)
@@ -574,13 +640,126 @@ func testClosed(t *testing.T, h Harness, feat cursor.Features) {
 	if err := cur.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	rows, err := cur.Claim(ctx, 1)
+	c, err := cur.Claim(ctx, 1)
 	if !errors.Is(err, cursor.ErrClosed) {
-		t.Fatalf("Claim after Close: rows %v, err = %v, want ErrClosed", keysOf(rows), err)
+		t.Fatalf("Claim after Close: claim %v, err = %v, want ErrClosed", c, err)
 	}
 	// The queue is untouched: another cursor still gets the row.
 	other := open(t, ctx, h, spec, 1)
 	if rows := claim(t, ctx, other, 1, feat); len(rows) != 1 {
 		t.Fatalf("Claim on a fresh cursor returned %d rows, want 1", len(rows))
 	}
+}
+
+func testDiesBeforeRecord(t *testing.T, h Harness, feat cursor.Features) {
+	const n = 5
+	ctx := caseContext(t)
+	// A transactional source gets no lease at all (no reclaim clause):
+	// the rows can only come back because the dead claimer's transaction
+	// was rolled back.
+	opts := QueueOptions{}
+	if !feat.TransactionalClaim {
+		opts.Lease = ShortLease
+	}
+	spec, keys := h.NewQueue(t, n, opts)
+	start := time.Now()
+	died := h.ClaimAndDie(t, spec, n)
+	if len(died) == 0 {
+		t.Fatal("the dying claimer claimed no rows")
+	}
+	survivor := open(t, ctx, h, spec, 1)
+	var again []string
+	for len(again) < n {
+		rows := claim(t, ctx, survivor, n, feat)
+		if len(rows) == 0 {
+			wait(t, ctx, fmt.Sprintf("the rows %v of the claimer that died before its claim was recorded", died))
+			continue
+		}
+		if !feat.TransactionalClaim {
+			if elapsed := time.Since(start); elapsed < ShortLease-200*time.Millisecond {
+				t.Fatalf("rows %v were claimed again after %v, before their %v lease ended", keysOf(rows), elapsed, ShortLease)
+			}
+		}
+		again = append(again, keysOf(rows)...)
+		finish(t, ctx, h, spec, survivor, rows)
+	}
+	sameSet(t, "rows claimed after the claimer died", again, keys)
+	if rows := claim(t, ctx, survivor, n, feat); len(rows) != 0 {
+		t.Fatalf("Claim after completing every row returned %v, want none", keysOf(rows))
+	}
+}
+
+func testAbort(t *testing.T, h Harness, feat cursor.Features) {
+	const n = 5
+	ctx := caseContext(t)
+	// The default lease outlasts the case: only Abort can bring rows back.
+	spec, keys := h.NewQueue(t, n, QueueOptions{})
+	cur := open(t, ctx, h, spec, 0)
+	c := pendingClaim(t, ctx, cur, 3, feat)
+	if len(c.Rows) == 0 {
+		t.Fatal("Claim(3) returned no rows")
+	}
+	aborted := keysOf(c.Rows)
+	if err := c.Abort(ctx); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	if err := c.Commit(ctx); !errors.Is(err, cursor.ErrClaimSettled) {
+		t.Fatalf("Commit after Abort: err = %v, want ErrClaimSettled", err)
+	}
+	other := open(t, ctx, h, spec, 1)
+	var got []string
+	for {
+		rows := claim(t, ctx, other, n, feat)
+		got = append(got, keysOf(rows)...)
+		finish(t, ctx, h, spec, other, rows)
+		if len(rows) > 0 {
+			continue
+		}
+		if len(got) >= n {
+			break
+		}
+		wait(t, ctx, fmt.Sprintf("the aborted rows %v to be claimable again (have %v)", aborted, got))
+	}
+	sameSet(t, "rows claimed after an abort", got, keys)
+}
+
+func testCommit(t *testing.T, h Harness, feat cursor.Features) {
+	const n = 5
+	ctx := caseContext(t)
+	spec, keys := h.NewQueue(t, n, QueueOptions{})
+	cur := open(t, ctx, h, spec, 0)
+	c := pendingClaim(t, ctx, cur, 3, feat)
+	if len(c.Rows) == 0 {
+		t.Fatal("Claim(3) returned no rows")
+	}
+	if err := c.Commit(ctx); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if err := c.Abort(ctx); err != nil {
+		t.Fatalf("Abort after Commit: %v, want nil (a no-op)", err)
+	}
+	held := keysOf(c.Rows)
+	other := open(t, ctx, h, spec, 1)
+	rest := drain(t, ctx, h, spec, other, n, feat)
+	for _, k := range rest {
+		if slices.Contains(held, k) {
+			t.Fatalf("row %s was claimed by another cursor while its committed claim holds it", k)
+		}
+	}
+	finish(t, ctx, h, spec, cur, c.Rows)
+	sameSet(t, "committed rows and the rest", append(held, rest...), keys)
+}
+
+// ClaimCommitted claims up to max rows from cur and commits the claim at
+// once, as the engine does once the rows are on record, for tests that
+// exercise what happens after a claim.
+func ClaimCommitted(ctx context.Context, cur cursor.Cursor, max int) ([]cursor.Row, error) {
+	c, err := cur.Claim(ctx, max)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Commit(ctx); err != nil {
+		return nil, err
+	}
+	return c.Rows, nil
 }

@@ -11,8 +11,12 @@
 // support is reported with t.Skip and the reason, never passed silently.
 // The cases are: batch claims and drain, no double claim under 16
 // concurrent claimers, drain detection, redelivery after a claimer died
-// mid-frame, poison rows to the dead letter, dead-lettering on the
-// engine's request, reconnect after the server dropped the connections,
-// claim templates (__frame_max_rows, __worker_slot_id), stale lease tokens
-// and use after Close.
+// mid-frame, a claimer that dies between its claim and the engine's record
+// of it (Harness.ClaimAndDie: the rows come back at once for a
+// transactional source, after the lease for the others), Abort giving
+// rows back, Commit keeping them claimed, poison rows to the dead letter,
+// dead-lettering on the engine's request, reconnect after the server
+// dropped the connections, claim templates (__frame_max_rows,
+// __worker_slot_id, __worker_slot_index), stale lease tokens and use
+// after Close.
 package cursortest

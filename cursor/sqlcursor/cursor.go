@@ -2,14 +2,17 @@ package sqlcursor
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/dsl"
 )
 
 // AttemptColumns are the column names (matched case-insensitively, in
@@ -31,25 +34,64 @@ type Result struct {
 	Rows [][]any
 }
 
-// Executor runs SQL against one database for a Cursor. Both methods run
-// their SQL atomically (one transaction) and may retry once on a fresh
-// connection when the server dropped the previous one.
+// Executor runs SQL against one database for a Cursor.
 type Executor interface {
-	// Query runs sql and returns the last result set that has columns.
-	Query(ctx context.Context, sql string) (Result, error)
-	// Exec runs sql, discarding any result.
+	// Claim runs a rendered claim in a new transaction and returns the
+	// last result set that has columns, leaving the transaction open: the
+	// caller ends it with Tx.Commit or Tx.Rollback, and a claimer that dies
+	// first leaves it to the server, which rolls it back. Claim may retry
+	// once on a fresh connection when the server dropped the connection (a
+	// dropped connection never commits). On error nothing is left open.
+	Claim(ctx context.Context, sql string) (Tx, Result, error)
+	// Exec runs sql atomically in its own transaction, discarding any
+	// result, and may retry once on a fresh connection as Claim does.
 	Exec(ctx context.Context, sql string) error
+	// Quote returns s as a string literal of the database's dialect (see
+	// QuoteStandard and QuoteBackslash), for %(name)s placeholders.
+	Quote(s string) string
 }
 
+// Tx is a claim's open transaction. It holds one connection (and, in
+// SQLite, the database's write lock) until Commit or Rollback.
+type Tx interface {
+	// Exec runs sql inside the transaction.
+	Exec(ctx context.Context, sql string) error
+	// Commit commits the transaction. An error means the outcome is
+	// unknown (the connection may have dropped on the way).
+	Commit(ctx context.Context) error
+	// Rollback rolls the transaction back; on a connection that is gone it
+	// returns an error, and the server has rolled back already.
+	Rollback(ctx context.Context) error
+}
+
+// DBTx adapts a database/sql transaction to Tx, for drivers built on
+// database/sql. Commit and Rollback ignore their context: the context
+// given to BeginTx governs the transaction.
+func DBTx(tx *sql.Tx) Tx { return dbTx{tx} }
+
+type dbTx struct{ tx *sql.Tx }
+
+func (t dbTx) Exec(ctx context.Context, stmt string) error {
+	_, err := t.tx.ExecContext(ctx, stmt)
+	return err
+}
+
+func (t dbTx) Commit(context.Context) error   { return t.tx.Commit() }
+func (t dbTx) Rollback(context.Context) error { return t.tx.Rollback() }
+
 // Cursor is a cursor.Cursor (and cursor.DeadLetterer) over a SQL source:
-// it renders the claim, runs it through an Executor, turns the result into
-// rows, and runs the ack, release and dead_letter statements.
+// it renders the claim, runs it through an Executor in a transaction that
+// stays open until the claim is committed or aborted, turns the result
+// into rows, and runs the ack, release and dead_letter statements.
 type Cursor struct {
 	spec   cursor.Spec
 	opts   Options
 	exec   Executor
 	log    *slog.Logger
 	closed atomic.Bool
+
+	mu      sync.Mutex
+	pending *cursor.Claim // the claim not yet committed or aborted
 }
 
 var (
@@ -87,67 +129,146 @@ func (c *Cursor) fail(op string, err error) error {
 	return &cursor.ClaimError{Kind: c.spec.Kind, Auth: c.spec.Auth, Op: op, Err: err}
 }
 
-// scope returns a shallow copy of the loop scope for one render.
-func (c *Cursor) scope(extra int) map[string]any {
-	vars := make(map[string]any, len(c.spec.Scope)+extra)
-	maps.Copy(vars, c.spec.Scope)
+// SlotVars adds the slot variables every SQL statement of a cursor sees
+// to vars: __worker_slot_id (spec.WorkerSlotID, or the slot index when
+// the spec carries none) and __worker_slot_index (spec.SlotID).
+func SlotVars(vars map[string]any, spec cursor.Spec) {
+	id := spec.WorkerSlotID
+	if id == 0 {
+		id = int64(spec.SlotID)
+	}
+	vars["__worker_slot_id"] = id
+	vars["__worker_slot_index"] = spec.SlotID
+}
+
+// Vars returns the render context of a statement about rows (ack,
+// release, dead_letter, a driver's own such as mysql's mark): a copy of
+// spec.Scope plus keys (the rows' keys), rows (their value maps), reason
+// and the slot variables (SlotVars).
+func Vars(spec cursor.Spec, rows []cursor.Row, reason string) map[string]any {
+	keys := make([]any, len(rows))
+	values := make([]any, len(rows))
+	for i, r := range rows {
+		keys[i] = r.Key
+		values[i] = r.Values
+	}
+	vars := make(map[string]any, len(spec.Scope)+5)
+	maps.Copy(vars, spec.Scope)
+	vars["keys"] = keys
+	vars["rows"] = values
+	vars["reason"] = reason
+	SlotVars(vars, spec)
 	return vars
 }
 
-// Claim renders the claim with __frame_max_rows = max and __worker_slot_id
-// = SlotID, runs it, and returns its rows. Rows whose attempt counter
-// exceeds Spec.MaxAttempts are dead-lettered (when a dead_letter statement
-// is configured) and not returned; if that leaves nothing, the claim runs
-// again so that zero rows keeps meaning "drained". The claim SQL is
-// trusted to honour __frame_max_rows: extra rows are returned rather than
-// stranded in their claimed state.
-func (c *Cursor) Claim(ctx context.Context, max int) ([]cursor.Row, error) {
+// Render renders a statement template with vars and fills its %(name)s
+// placeholders (FillParams) with quote.
+func Render(t *dsl.Template, vars map[string]any, quote func(string) string) (string, error) {
+	stmt, err := t.RenderString(vars)
+	if err != nil {
+		return "", err
+	}
+	return FillParams(stmt, vars, quote)
+}
+
+// Claim renders the claim with __frame_max_rows = max and the slot
+// variables, runs it in a transaction (Executor.Claim) and returns its
+// rows as a claim whose Commit commits that transaction and whose Abort
+// rolls it back. Rows whose attempt counter exceeds Spec.MaxAttempts are
+// dead-lettered in the same transaction (when a dead_letter statement is
+// configured) and not returned; if that leaves nothing, the transaction
+// commits and the claim runs again, so that zero rows keeps meaning
+// "drained". A claim of zero rows commits at once (a reclaim clause in it
+// keeps its effect). The claim SQL is trusted to honour __frame_max_rows:
+// extra rows are returned rather than stranded in their claimed state.
+func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 	if c.closed.Load() {
 		return nil, c.fail("claim", cursor.ErrClosed)
 	}
 	if max < 1 {
 		return nil, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", max))
 	}
-	vars := c.scope(2)
+	c.mu.Lock()
+	busy := c.pending != nil
+	c.mu.Unlock()
+	if busy {
+		return nil, c.fail("claim", errors.New("the cursor's previous claim is neither committed nor aborted"))
+	}
+	vars := maps.Clone(c.spec.Scope)
+	if vars == nil {
+		vars = map[string]any{}
+	}
 	vars["__frame_max_rows"] = max
-	vars["__worker_slot_id"] = c.spec.SlotID
+	SlotVars(vars, c.spec)
 	for round := 0; ; round++ {
-		stmt, err := c.spec.Claim.RenderString(vars)
+		stmt, err := Render(c.spec.Claim, vars, c.exec.Quote)
 		if err != nil {
 			return nil, c.fail("claim", fmt.Errorf("render claim: %w", err))
 		}
-		res, err := c.exec.Query(ctx, stmt)
+		tx, res, err := c.exec.Claim(ctx, stmt)
 		if err != nil {
 			return nil, c.fail("claim", err)
 		}
 		live, dead, err := c.rows(res)
+		if err == nil && len(dead) > 0 {
+			err = c.buryInTx(ctx, tx, dead)
+		}
 		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
 			return nil, c.fail("claim", err)
 		}
 		if len(live) > max {
 			c.log.Warn("sql cursor: claim returned more rows than __frame_max_rows", "max", max, "rows", len(live))
 		}
-		if len(dead) == 0 {
-			return live, nil
-		}
-		reason := fmt.Sprintf("attempts exceeded max_attempts %d", c.spec.MaxAttempts)
-		if err := c.DeadLetter(ctx, dead, reason); err != nil {
-			if len(live) > 0 {
-				// The poison rows stay claimed and come back through the
-				// claim's reclaim clause; the live ones must not be lost.
-				c.log.Error("sql cursor: dead-lettering poison rows failed", "rows", len(dead), "err", err)
-				return live, nil
-			}
-			return nil, err
-		}
-		c.log.Info("sql cursor: dead-lettered rows past max attempts", "rows", len(dead), "max_attempts", c.spec.MaxAttempts)
 		if len(live) > 0 {
-			return live, nil
+			return c.hold(live, tx), nil
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return nil, c.fail("claim", fmt.Errorf("commit: %w", err))
+		}
+		if len(dead) == 0 {
+			return cursor.NewClaim(nil, nil, nil), nil
 		}
 		if round+1 >= maxDeadLetterRounds {
 			return nil, c.fail("claim", fmt.Errorf("the claim returned only dead-lettered rows %d times in a row; does the dead_letter statement make them unclaimable?", maxDeadLetterRounds))
 		}
 	}
+}
+
+// buryInTx runs the dead_letter statement for poison rows inside the
+// claim's transaction, so they are dead-lettered exactly when the claim
+// commits.
+func (c *Cursor) buryInTx(ctx context.Context, tx Tx, dead []cursor.Row) error {
+	reason := fmt.Sprintf("attempts exceeded max_attempts %d", c.spec.MaxAttempts)
+	stmt, err := Render(c.opts.DeadLetter, Vars(c.spec, dead, reason), c.exec.Quote)
+	if err != nil {
+		return fmt.Errorf("render dead_letter: %w", err)
+	}
+	if err := tx.Exec(ctx, stmt); err != nil {
+		return fmt.Errorf("dead_letter of %d rows past max attempts: %w", len(dead), err)
+	}
+	c.log.Info("sql cursor: dead-lettered rows past max attempts", "rows", len(dead), "max_attempts", c.spec.MaxAttempts)
+	return nil
+}
+
+// hold returns the pending claim of rows in tx.
+func (c *Cursor) hold(rows []cursor.Row, tx Tx) *cursor.Claim {
+	end := func(op string, f func(context.Context) error) func(context.Context) error {
+		return func(ctx context.Context) error {
+			c.mu.Lock()
+			c.pending = nil
+			c.mu.Unlock()
+			if err := f(ctx); err != nil {
+				return c.fail(op, err)
+			}
+			return nil
+		}
+	}
+	claim := cursor.NewClaim(rows, end("commit", tx.Commit), end("abort", tx.Rollback))
+	c.mu.Lock()
+	c.pending = claim
+	c.mu.Unlock()
+	return claim
 }
 
 // rows turns a result into cursor rows, split into live rows and rows to
@@ -256,8 +377,13 @@ func (c *Cursor) Ack(ctx context.Context, rows []cursor.Row) error {
 	return c.run(ctx, "ack", c.opts.Ack, rows, "")
 }
 
-// Release runs the release statement (if configured) for rows.
+// Release runs the release statement for rows. Without a release
+// statement the rows cannot be handed back: it returns an error wrapping
+// cursor.ErrUnsupported.
 func (c *Cursor) Release(ctx context.Context, rows []cursor.Row) error {
+	if c.opts.Release == nil && !c.closed.Load() && len(rows) > 0 {
+		return c.fail("release", fmt.Errorf("%w: no release statement in the cursor block", cursor.ErrUnsupported))
+	}
 	return c.run(ctx, "release", c.opts.Release, rows, "")
 }
 
@@ -274,16 +400,14 @@ func (c *Cursor) DeadLetter(ctx context.Context, rows []cursor.Row, reason strin
 	return c.run(ctx, "dead_letter", c.opts.DeadLetter, rows, reason)
 }
 
-func (c *Cursor) run(ctx context.Context, op string, t interface {
-	RenderString(map[string]any) (string, error)
-}, rows []cursor.Row, reason string) error {
+func (c *Cursor) run(ctx context.Context, op string, t *dsl.Template, rows []cursor.Row, reason string) error {
 	if c.closed.Load() {
 		return c.fail(op, cursor.ErrClosed)
 	}
 	if t == nil || len(rows) == 0 {
 		return nil
 	}
-	stmt, err := t.RenderString(c.rowVars(rows, reason))
+	stmt, err := Render(t, Vars(c.spec, rows, reason), c.exec.Quote)
 	if err != nil {
 		return c.fail(op, fmt.Errorf("render %s: %w", op, err))
 	}
@@ -293,25 +417,18 @@ func (c *Cursor) run(ctx context.Context, op string, t interface {
 	return nil
 }
 
-// rowVars is the render context of ack, release and dead_letter.
-func (c *Cursor) rowVars(rows []cursor.Row, reason string) map[string]any {
-	keys := make([]any, len(rows))
-	values := make([]any, len(rows))
-	for i, r := range rows {
-		keys[i] = r.Key
-		values[i] = r.Values
-	}
-	vars := c.scope(4)
-	vars["keys"] = keys
-	vars["rows"] = values
-	vars["reason"] = reason
-	vars["__worker_slot_id"] = c.spec.SlotID
-	return vars
-}
-
-// Close ends the cursor; later calls fail with cursor.ErrClosed. The
-// driver's connections stay open.
+// Close ends the cursor; later calls fail with cursor.ErrClosed. A claim
+// still pending is aborted (rolled back). The driver's connections stay
+// open.
 func (c *Cursor) Close() error {
 	c.closed.Store(true)
+	c.mu.Lock()
+	pending := c.pending
+	c.mu.Unlock()
+	if pending != nil {
+		if err := pending.Abort(context.Background()); err != nil {
+			c.log.Debug("sql cursor: rolling back the pending claim at close", "err", err)
+		}
+	}
 	return nil
 }

@@ -1,25 +1,33 @@
 // Package sqlcursor implements the cursor semantics shared by the SQL
-// drivers (postgres, sqlite, and any SQL driver a host writes): claim
-// rendering, key and attempt extraction, poison rows, and the ack,
-// release and dead_letter statements. A driver supplies an Executor that
-// runs SQL atomically on its database and returns JSON-friendly values;
-// New turns it into a cursor.Cursor.
+// drivers (postgres, mysql, sqlite, and any SQL driver a host writes):
+// claim rendering, key and attempt extraction, poison rows, psycopg-style
+// placeholders, and the ack, release and dead_letter statements. A driver
+// supplies an Executor that runs a claim in a transaction it leaves open
+// (Executor.Claim returns the open Tx) and other statements atomically,
+// returning JSON-friendly values; New turns it into a cursor.Cursor whose
+// claims commit only when the engine commits them (cursor.Claim).
 //
 // The semantics are documented in package drivers (drivers/doc.go):
 //
 //   - The claim (Spec.Claim) is rendered for every Claim with a copy of
-//     Spec.Scope plus __frame_max_rows (the claim's max) and
-//     __worker_slot_id (Spec.SlotID). The rows of the last statement
-//     that returns a result set are the claimed rows; a claim with no
-//     result set at all is an error, never "drained".
+//     Spec.Scope plus __frame_max_rows (the claim's max),
+//     __worker_slot_id (Spec.WorkerSlotID) and __worker_slot_index
+//     (Spec.SlotID), then its %(name)s placeholders are filled
+//     (FillParams). It runs in a transaction that Claim.Commit commits and
+//     Claim.Abort (or Close, or the claimer's death) rolls back. The rows
+//     of the last statement that returns a result set are the claimed
+//     rows; a claim with no result set at all is an error, never
+//     "drained", and a claim of zero rows commits at once.
 //   - Option "key" names the key column(s); by default "id" if returned,
 //     else the first column. Row.Key is its string form; composite keys
 //     are joined with "/".
 //   - A column attempts, attempt or attempt_count is the delivery
 //     counter: Lease.Attempt. Rows past Spec.MaxAttempts are run through
-//     the dead_letter statement and not returned.
+//     the dead_letter statement, in the claim's transaction, and not
+//     returned.
 //   - Options ack, release and dead_letter are SQL templates compiled once
-//     per Open and rendered per call with the scope plus keys (list of
-//     Row.Key), rows (list of row value maps), reason (dead_letter) and
-//     __worker_slot_id.
+//     per Open and rendered per call (Vars) with the scope plus keys
+//     (list of Row.Key), rows (list of row value maps), reason
+//     (dead_letter), __worker_slot_id and __worker_slot_index. Release
+//     without a release statement reports cursor.ErrUnsupported.
 package sqlcursor

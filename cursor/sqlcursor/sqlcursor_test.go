@@ -84,9 +84,8 @@ func TestAckTemplateRendersKeysAndRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cursor{opts: o}
-	c.spec.Scope = map[string]any{"workload": map[string]any{"table": "jobs"}}
-	got, err := o.Ack.RenderString(c.rowVars(rowsFor("7", "9"), ""))
+	spec := cursor.Spec{Scope: map[string]any{"workload": map[string]any{"table": "jobs"}}}
+	got, err := o.Ack.RenderString(Vars(spec, rowsFor("7", "9"), ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,4 +291,61 @@ func rowsFor(keys ...string) []cursor.Row {
 		out[i] = cursor.Row{Key: k, Values: map[string]any{"id": k, "name": "row " + k}}
 	}
 	return out
+}
+
+func TestFillParams(t *testing.T) {
+	vars := map[string]any{
+		"__worker_slot_id": int64(4503599627370497), "__frame_max_rows": 50, "name": "O'Brien \\ co",
+		"none": nil, "ok": true, "ratio": 0.25, "keys": []any{int64(3), "x'y"}, "empty": []any{},
+		"doc": map[string]any{"a": "b"}, "inf": math.Inf(1),
+	}
+	tests := []struct {
+		name, in, want, wantErr string
+		quote                   func(string) string
+	}{
+		{name: "noetl claim", in: "SET worker_id = %(__worker_slot_id)s LIMIT %(__frame_max_rows)s",
+			want: "SET worker_id = 4503599627370497 LIMIT 50"},
+		{name: "string quoted", in: "WHERE owner = %(name)s", want: `WHERE owner = 'O''Brien \ co'`},
+		{name: "mysql quoting", in: "WHERE owner = %(name)s", want: `WHERE owner = 'O''Brien \\ co'`, quote: QuoteBackslash},
+		{name: "null bool float", in: "%(none)s, %(ok)s, %(ratio)s, %(inf)s", want: "NULL, TRUE, 0.25, 'Infinity'"},
+		{name: "list as tuple", in: "id IN %(keys)s", want: "id IN (3, 'x''y')"},
+		{name: "empty list", in: "id IN %(empty)s", want: "id IN (NULL)"},
+		{name: "map as json", in: "%(doc)s::jsonb", want: `'{"a":"b"}'::jsonb`},
+		{name: "percent escaped with placeholders", in: "name LIKE 'a%%' AND id = %(ok)s", want: "name LIKE 'a%' AND id = TRUE"},
+		{name: "percent kept without placeholders", in: "name LIKE 'a%%' AND b LIKE '%'", want: "name LIKE 'a%%' AND b LIKE '%'"},
+		{name: "escaped placeholder is text", in: "'%%(name)s' = %(ok)s", want: "'%(name)s' = TRUE"},
+		{name: "lone percent kept", in: "x % 2 = 0 AND id = %(ok)s", want: "x % 2 = 0 AND id = TRUE"},
+		{name: "not a placeholder", in: "%(name)d and %(bad-name)s", want: "%(name)d and %(bad-name)s"},
+		{name: "unknown name", in: "id = %(nope)s", wantErr: `placeholder %(nope)s: no variable "nope"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := tt.quote
+			if q == nil {
+				q = QuoteStandard
+			}
+			got, err := FillParams(tt.in, vars, q)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("FillParams(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSlotVars(t *testing.T) {
+	vars := map[string]any{}
+	SlotVars(vars, cursor.Spec{SlotID: 2, WorkerSlotID: 99})
+	if vars["__worker_slot_id"] != int64(99) || vars["__worker_slot_index"] != 2 {
+		t.Fatalf("vars = %v", vars)
+	}
+	SlotVars(vars, cursor.Spec{SlotID: 3})
+	if vars["__worker_slot_id"] != int64(3) {
+		t.Fatalf("without a WorkerSlotID, __worker_slot_id = %v, want the slot index 3", vars["__worker_slot_id"])
+	}
 }

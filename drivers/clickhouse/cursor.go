@@ -178,17 +178,18 @@ func (c *Cursor) exhaustedKeys() string {
 }
 
 // source returns the FROM item of the source rows: the table, or the
-// claim template rendered with the loop's scope, __frame_max_rows and
-// __worker_slot_id.
+// claim template rendered with the loop's scope, __frame_max_rows,
+// __worker_slot_id and __worker_slot_index, its %(name)s placeholders
+// filled.
 func (c *Cursor) source(limit int) (string, error) {
 	if c.spec.Claim == nil {
 		return c.t.src, nil
 	}
-	vars := make(map[string]any, len(c.spec.Scope)+2)
+	vars := make(map[string]any, len(c.spec.Scope)+3)
 	maps.Copy(vars, c.spec.Scope)
 	vars["__frame_max_rows"] = limit
-	vars["__worker_slot_id"] = c.spec.SlotID
-	q, err := c.spec.Claim.RenderString(vars)
+	sqlcursor.SlotVars(vars, c.spec)
+	q, err := sqlcursor.Render(c.spec.Claim, vars, quote)
 	if err != nil {
 		return "", fmt.Errorf("render claim: %w", err)
 	}
@@ -211,13 +212,25 @@ func (c *Cursor) candidates(src string, now int64) string {
 	   AND k NOT IN ` + c.activeKeys(now)
 }
 
-// Claim leases up to limit rows. It inserts a claim with a fresh token
+// Claim leases up to limit rows (see claim) and returns them as a claim
+// held by their claim records from the start: Commit does nothing, Abort
+// releases them (counting the delivery), and the rows of a claimer that
+// died are claimed again once their claims expire.
+func (c *Cursor) Claim(ctx context.Context, limit int) (*cursor.Claim, error) {
+	rows, err := c.claim(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	return cursor.LeasedClaim(rows, c.Release), nil
+}
+
+// claim leases up to limit rows. It inserts a claim with a fresh token
 // for up to limit candidates (INSERT ... SELECT), then reads back which of
 // them this token won: a claim wins when, once it is visible, no other
 // active claim of the same key is. Lost claims are withdrawn at once; if
 // every candidate was contested, Claim tries again with new candidates.
 // Rows past MaxAttempts deliveries go to the dead table first.
-func (c *Cursor) Claim(ctx context.Context, limit int) ([]cursor.Row, error) {
+func (c *Cursor) claim(ctx context.Context, limit int) ([]cursor.Row, error) {
 	if c.closed.Load() {
 		return nil, c.fail("claim", cursor.ErrClosed)
 	}

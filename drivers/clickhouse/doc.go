@@ -69,7 +69,12 @@
 // MaxAttempts-th delivery, or whose lease lapses after it, is recorded in
 // the dead table instead of being claimed again; the engine may also
 // dead-letter rows (cursor.DeadLetterer). Delivery is at least once: a row
-// comes back only after its lease expired or it was released.
+// comes back only after its lease expired or it was released. A claim is
+// held by its claim record from the claim on (cursor.LeasedClaim): the
+// engine's Commit, once the rows are on record, changes nothing, and its
+// Abort (the record failed) releases them, counting the delivery; rows of
+// a claimer that died between its claim and the engine's record are
+// claimed again once their claims expire.
 //
 // # ClickHouse 18.16
 //

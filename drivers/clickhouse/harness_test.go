@@ -116,7 +116,7 @@ func (h *harness) NewQueue(t *testing.T, n int, opts cursortest.QueueOptions) (c
 	if opts.EchoTemplateVars {
 		// The claim template is the source query.
 		var err error
-		claim, err = dsl.CompileTemplate(`SELECT id, payload, {{ __worker_slot_id }} AS slot, {{ __frame_max_rows }} AS frame_max FROM `+table, dsl.Pos{})
+		claim, err = dsl.CompileTemplate(`SELECT id, payload, {{ __worker_slot_id }} AS slot, %(__worker_slot_index)s AS slot_index, {{ __frame_max_rows }} AS frame_max FROM `+table, dsl.Pos{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,4 +153,10 @@ func (h *harness) DropConnections(t *testing.T, spec cursor.Spec) {
 		t.Fatal("the driver holds no connection to the server")
 	}
 	p.WaitClosed(t, 10*time.Second)
+}
+
+// ClaimAndDie claims and then has the server drop the claimer's
+// connections, as a process death would.
+func (h *harness) ClaimAndDie(t *testing.T, spec cursor.Spec, max int) []string {
+	return cursortest.ClaimAndDropConnections(t, h, spec, max)
 }

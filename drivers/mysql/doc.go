@@ -34,8 +34,12 @@
 //     and __worker_slot_id: an UPDATE that marks exactly those rows as
 //     claimed. It runs only when the claim returned rows.
 //
-// The transaction then commits, so no other claimer can get the rows
-// between the SELECT and the UPDATE. A playbook says:
+// The transaction stays open, holding the rows' locks, until the engine
+// has recorded the claimed rows (frame.claimed) and commits it, or rolls
+// it back when the record failed; a claimer that dies first loses its
+// connection and MariaDB rolls the claim back. No other claimer can get
+// the rows between the SELECT and the UPDATE, and no claim exists that the
+// engine does not know of. A playbook says:
 //
 //	cursor:
 //	  kind: mysql
@@ -44,7 +48,6 @@
 //	    SELECT id, payload, attempts + 1 AS attempts
 //	      FROM jobs
 //	     WHERE status = 'pending'
-//	        OR (status = 'claimed' AND claimed_at < NOW(6) - INTERVAL 60 SECOND)
 //	     ORDER BY id
 //	     LIMIT {{ __frame_max_rows }}
 //	       FOR UPDATE SKIP LOCKED
@@ -71,14 +74,17 @@
 //
 // # Guarantees
 //
-// Delivery is at least once. SKIP LOCKED plus the mark in the claim's
-// transaction mean that no two claimers, in any number of processes, hold
-// a row at once. A table has no lease of its own: rows of a claimer that
-// died mid-frame come back through the engine's frame lease (it re-runs
-// the rows recorded in its log) or through a reclaim clause in the claim
-// as above, which should match the frame's lease_seconds. The driver
-// does not fence stale holders (Features.Fencing is false), and Ack and
-// Release are no-ops without ack and release statements.
+// Delivery is at least once (Features.TransactionalClaim). SKIP LOCKED
+// plus the mark in the claim's transaction mean that no two claimers, in
+// any number of processes, hold a row at once. A table has no lease of
+// its own: rows of a claimer that died mid-frame come back through the
+// engine's frame lease (it re-runs the rows recorded in its log), and a
+// claimer that died before the record never committed its claim; the
+// claim needs no reclaim clause. A row runs twice only when its frame is
+// re-issued or its claim's COMMIT failed after the record. The driver
+// does not fence stale holders (Features.Fencing is false); Ack is a
+// no-op without an ack statement, and Release without a release statement
+// reports cursor.ErrUnsupported.
 //
 // A statement that fails because the server dropped the connection
 // (restart, KILL, proxy timeout) is retried once on a fresh connection;

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
 	"github.com/cursorflow/cursorflow/dsl"
 )
@@ -29,24 +29,38 @@ const maxLockRetries = 3
 // keeps InnoDB from taking gap locks on the scanned range, so concurrent
 // claimers skip each other's rows instead of waiting on gaps.
 type executor struct {
-	db    *sql.DB
-	log   *slog.Logger
-	mark  *dsl.Template
-	key   []string
-	scope map[string]any
-	slot  int
+	db   *sql.DB
+	log  *slog.Logger
+	mark *dsl.Template
+	key  []string
+	spec cursor.Spec
 }
 
 var _ sqlcursor.Executor = (*executor)(nil)
 
-func (e *executor) Query(ctx context.Context, stmt string) (sqlcursor.Result, error) {
+// Claim runs the claim and, when it returned rows, the mark statement in
+// one READ COMMITTED transaction that it leaves open for the caller to
+// commit or roll back. A deadlock or a dropped connection before the
+// claim completed is retried as a whole (InnoDB rolled it back).
+func (e *executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcursor.Result, error) {
+	var tx *sql.Tx
 	var res sqlcursor.Result
 	err := e.retry(ctx, "claim", func() error {
 		var err error
-		res, err = e.claim(ctx, stmt)
-		return err
+		tx, err = e.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		if res, err = e.claim(ctx, tx, stmt); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return nil
 	})
-	return res, err
+	if err != nil {
+		return nil, sqlcursor.Result{}, err
+	}
+	return sqlcursor.DBTx(tx), res, nil
 }
 
 func (e *executor) Exec(ctx context.Context, stmt string) error {
@@ -55,90 +69,72 @@ func (e *executor) Exec(ctx context.Context, stmt string) error {
 		return nil
 	}
 	return e.retry(ctx, "exec", func() error {
-		return e.inTx(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, stmt)
-			return err
-		})
-	})
-}
-
-func (e *executor) claim(ctx context.Context, stmt string) (sqlcursor.Result, error) {
-	var res sqlcursor.Result
-	err := e.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		res, err = query(ctx, tx, stmt)
+		tx, err := e.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			_ = tx.Rollback()
 			return err
 		}
-		if e.mark == nil || len(res.Rows) == 0 {
-			return nil
-		}
-		mark, err := e.renderMark(res)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, mark); err != nil {
-			return fmt.Errorf("mark: %w", err)
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit: %w", err)
 		}
 		return nil
 	})
-	return res, err
+}
+
+// Quote returns s as a MySQL string literal (backslashes escaped, as the
+// server reads them unless NO_BACKSLASH_ESCAPES is set).
+func (e *executor) Quote(s string) string { return sqlcursor.QuoteBackslash(s) }
+
+func (e *executor) claim(ctx context.Context, tx *sql.Tx, stmt string) (sqlcursor.Result, error) {
+	res, err := query(ctx, tx, stmt)
+	if err != nil {
+		return sqlcursor.Result{}, err
+	}
+	if e.mark == nil || len(res.Rows) == 0 {
+		return res, nil
+	}
+	mark, err := e.renderMark(res)
+	if err != nil {
+		return sqlcursor.Result{}, err
+	}
+	if _, err := tx.ExecContext(ctx, mark); err != nil {
+		return sqlcursor.Result{}, fmt.Errorf("mark: %w", err)
+	}
+	return res, nil
 }
 
 // renderMark renders the mark statement for the claimed rows, with the
-// same variables as ack and release: keys, rows, __worker_slot_id.
+// same variables as ack and release (sqlcursor.Vars).
 func (e *executor) renderMark(res sqlcursor.Result) (string, error) {
 	idx, err := sqlcursor.KeyColumns(res.Columns, e.key)
 	if err != nil {
 		return "", err
 	}
-	keys := make([]any, len(res.Rows))
-	rows := make([]any, len(res.Rows))
+	rows := make([]cursor.Row, len(res.Rows))
 	for i, vals := range res.Rows {
 		if len(vals) != len(res.Columns) {
 			return "", fmt.Errorf("row has %d values for %d columns", len(vals), len(res.Columns))
 		}
-		keys[i] = sqlcursor.RowKey(vals, idx)
 		m := make(map[string]any, len(vals))
 		for j, col := range res.Columns {
 			m[col] = vals[j]
 		}
-		rows[i] = m
+		rows[i] = cursor.Row{Key: sqlcursor.RowKey(vals, idx), Values: m}
 	}
-	vars := make(map[string]any, len(e.scope)+3)
-	maps.Copy(vars, e.scope)
-	vars["keys"] = keys
-	vars["rows"] = rows
-	vars["__worker_slot_id"] = e.slot
-	s, err := e.mark.RenderString(vars)
+	s, err := sqlcursor.Render(e.mark, sqlcursor.Vars(e.spec, rows, ""), e.Quote)
 	if err != nil {
 		return "", fmt.Errorf("render mark: %w", err)
 	}
 	return s, nil
 }
 
-// inTx runs fn in a READ COMMITTED transaction and commits it.
-func (e *executor) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := e.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
 // retry runs fn, once more after the server dropped the connection (a
 // restart, KILL, a proxy timeout) and up to maxLockRetries times after a
 // deadlock or lock wait timeout. A dropped connection never commits its
-// open transaction, so the retry cannot claim twice; at worst a claim
-// whose COMMIT was acknowledged just before the drop stays claimed until
-// the claim's reclaim clause or the engine's frame lease brings it back.
+// open transaction, so the retry cannot claim twice.
 func (e *executor) retry(ctx context.Context, op string, fn func() error) error {
 	lost, locked := 0, 0
 	for {

@@ -75,7 +75,7 @@ func newHarness(t testing.TB, cfg mysql.Config) *harness {
 
 func (h *harness) Driver() cursor.Driver { return h.drv }
 
-const claimSQL = `SELECT id, payload, attempts + 1 AS attempts{% if workload.echo %}, {{ __worker_slot_id }} AS slot, {{ __frame_max_rows }} AS frame_max{% endif %}
+const claimSQL = `SELECT id, payload, attempts + 1 AS attempts{% if workload.echo %}, %(__worker_slot_id)s AS slot, %(__worker_slot_index)s AS slot_index, {{ __frame_max_rows }} AS frame_max{% endif %}
   FROM q
  WHERE status = 'pending'{% if workload.lease_us %}
     OR (status = 'claimed' AND claimed_at < NOW(6) - INTERVAL {{ workload.lease_us }} MICROSECOND){% endif %}
@@ -209,4 +209,10 @@ func (h *harness) DropConnections(t *testing.T, spec cursor.Spec) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling the server with a deadline
 	}
+}
+
+// ClaimAndDie claims and then has the server drop the claimer's
+// connections, as a process death would.
+func (h *harness) ClaimAndDie(t *testing.T, spec cursor.Spec, max int) []string {
+	return cursortest.ClaimAndDropConnections(t, h, spec, max)
 }

@@ -75,15 +75,16 @@ func New(cfg Config) *Driver {
 }
 
 // Features reports what the mysql driver guarantees: the same as the
-// postgres driver. Attempts and dead-lettering depend on the claim
-// returning an attempts column and on a dead_letter statement; leases and
-// redelivery are the claim SQL's.
+// postgres driver, transactional claims included. Attempts and
+// dead-lettering depend on the claim returning an attempts column and on
+// a dead_letter statement.
 func (d *Driver) Features() cursor.Features {
 	return cursor.Features{
-		BatchClaim:    true,
-		DeadLetter:    true,
-		ClaimTemplate: true,
-		Attempts:      true,
+		TransactionalClaim: true,
+		BatchClaim:         true,
+		DeadLetter:         true,
+		ClaimTemplate:      true,
+		Attempts:           true,
 	}
 }
 
@@ -123,7 +124,7 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 	if err != nil {
 		return nil, fail(err)
 	}
-	exec := &executor{db: db, log: log, mark: mark, key: so.Key, scope: spec.Scope, slot: spec.SlotID}
+	exec := &executor{db: db, log: log, mark: mark, key: so.Key, spec: spec}
 	return sqlcursor.New(spec, exec, d.log)
 }
 

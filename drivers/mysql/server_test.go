@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/cursor/cursortest"
 	"github.com/cursorflow/cursorflow/drivers/mysql"
 	"github.com/cursorflow/cursorflow/dsl"
 )
@@ -39,7 +40,7 @@ func TestValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cur.Close()
-	rows, err := cur.Claim(ctx, 5)
+	rows, err := cursortest.ClaimCommitted(ctx, cur, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestMarkIsInTheClaimTransaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cur.Close()
-			rows, err := cur.Claim(ctx, 10)
+			rows, err := cursortest.ClaimCommitted(ctx, cur, 10)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Claim: rows %v err %v, want error %q", rows, err, tt.wantErr)
@@ -148,7 +149,7 @@ func TestClaimStatements(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cur.Close()
-			rows, err := cur.Claim(ctx, 2)
+			rows, err := cursortest.ClaimCommitted(ctx, cur, 2)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Claim: %d rows, err %v; want error %q", len(rows), err, tt.wantErr)

@@ -59,6 +59,12 @@
 // redeliveries interleave with new messages, so claims are not strictly
 // in stream order.
 //
+// A claim is held by the messages' AckWait from the fetch on
+// (cursor.LeasedClaim): the engine's Commit, once the messages are on
+// record, changes nothing, and its Abort (the record failed) naks them for
+// immediate redelivery. Messages of a claimer that died between its claim
+// and the engine's record come back when their AckWait runs out.
+//
 // # Dead letter
 //
 // A message delivered more than Spec.MaxAttempts times (the frame's

@@ -179,3 +179,9 @@ func (h *harness) DropConnections(t *testing.T, spec cursor.Spec) {
 		t.Fatalf("credential %q does not go through the proxy", spec.Credential)
 	}
 }
+
+// ClaimAndDie claims and then has the server drop the claimer's
+// connections, as a process death would.
+func (h *harness) ClaimAndDie(t *testing.T, spec cursor.Spec, max int) []string {
+	return cursortest.ClaimAndDropConnections(t, h, spec, max)
+}

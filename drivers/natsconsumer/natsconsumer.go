@@ -293,11 +293,23 @@ func (c *Cursor) fail(op string, err error) error {
 	return &cursor.ClaimError{Kind: c.spec.Kind, Auth: c.spec.Auth, Op: op, Err: err}
 }
 
-// Claim fetches up to max messages without waiting (a no-wait pull).
+// Claim fetches up to max messages (see claim) and returns them as a
+// claim held by their AckWait from the start: Commit does nothing, Abort
+// naks them for immediate redelivery, and the messages of a claimer that
+// died come back when their AckWait runs out.
+func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
+	rows, err := c.claim(ctx, max)
+	if err != nil {
+		return nil, err
+	}
+	return cursor.LeasedClaim(rows, c.Release), nil
+}
+
+// claim fetches up to max messages without waiting (a no-wait pull).
 // Messages delivered more than Spec.MaxAttempts times are dead-lettered
 // instead of returned. Zero rows means the consumer has nothing to
 // deliver: no new message and none whose AckWait ran out.
-func (c *Cursor) Claim(ctx context.Context, max int) ([]cursor.Row, error) {
+func (c *Cursor) claim(ctx context.Context, max int) ([]cursor.Row, error) {
 	if c.closed.Load() {
 		return nil, c.fail("claim", cursor.ErrClosed)
 	}

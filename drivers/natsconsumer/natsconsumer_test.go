@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/cursor/cursortest"
 	"github.com/cursorflow/cursorflow/drivers/natsconsumer"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
@@ -72,7 +73,7 @@ func TestCursorBehaviour(t *testing.T) {
 	}
 	claim := func(t *testing.T, cur cursor.Cursor, max int) []cursor.Row {
 		t.Helper()
-		rows, err := cur.Claim(ctx, max)
+		rows, err := cursortest.ClaimCommitted(ctx, cur, max)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/cursor/cursortest"
 	"github.com/cursorflow/cursorflow/drivers/postgres"
 )
 
@@ -41,7 +42,7 @@ func benchClaim(b *testing.B, claimers int) {
 		go func() {
 			defer wg.Done()
 			for {
-				got, err := cur.Claim(context.Background(), benchFrame)
+				got, err := cursortest.ClaimCommitted(context.Background(), cur, benchFrame)
 				if err != nil {
 					b.Error(err)
 					return

@@ -6,14 +6,16 @@
 // The credential (Spec.Credential, resolved by the engine from the cursor
 // block's auth alias) is a postgres:// URL or a key=value DSN. The driver
 // keeps one pgxpool per credential (Config.MaxConns connections, 8 by
-// default) and acquires a connection only for the duration of one
-// statement, so a cursor holds nothing between claims.
+// default); a cursor holds a connection only while a statement runs or a
+// claim is pending, so it holds nothing between frames.
 //
-// Claims run with the simple query protocol: the rendered claim may hold
+// Claims run with the simple query protocol, in a transaction: BEGIN and
+// the rendered claim go in one round trip, and the transaction stays open
+// until the engine has recorded the claimed rows (Claim.Commit) or gave
+// up on recording them (Claim.Abort, a rollback). The claim may hold
 // several statements (for example SET LOCAL lock_timeout before the
-// claim), which PostgreSQL runs as one implicit transaction, and the
-// rows of the last statement that returns a result set are the claim. A
-// claim of the form
+// claim); the rows of the last statement that returns a result set are
+// the claim. A claim of the form
 //
 //	WITH candidate AS (
 //	  SELECT id FROM jobs WHERE status = 'pending'
@@ -23,9 +25,22 @@
 //	RETURNING j.id, j.payload, j.attempts
 //
 // is safe under any number of concurrent claimers in any number of
-// processes. A statement that fails because the server dropped the
+// processes, and needs no reclaim clause: rows a frame claimed are either
+// on record in the engine's log (a re-issued frame runs them) or, if the
+// claimer died before the record, rolled back by PostgreSQL when its
+// connection closed. A claim may keep a reclaim clause of its own; it is
+// never required. A statement that fails because the server dropped the
 // connection (restart, failover, pg_terminate_backend) is retried once on
-// a fresh connection after resetting the pool.
+// a fresh connection after resetting the pool; a dropped connection never
+// commits.
+//
+// Guarantee: at least once. A row's body runs again only when a frame is
+// re-issued (its worker died or went silent after the record) or when the
+// claim's COMMIT failed after the record (the engine runs the recorded
+// rows, which may meanwhile be claimed again). No row is left claimed by a
+// claim the engine does not know of. Statements may use NoETL's psycopg
+// placeholders, %(name)s, filled client-side as SQL literals (see package
+// drivers).
 //
 // Options, keys, attempts, dead letter, value conversion: see package
 // drivers. Parse errors of the credential are reported without the

@@ -12,7 +12,8 @@ import (
 
 // A host registers the driver under the kind its playbooks name; the
 // engine opens a cursor per frame, renders the claim with
-// __frame_max_rows and __worker_slot_id, and claims. Here one claim is
+// __frame_max_rows and __worker_slot_id, claims, records the rows and
+// commits the claim. Here one claim is
 // driven by hand against DATABASE_URL (no output is checked: it needs a
 // server).
 func Example() {
@@ -22,7 +23,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	claim, err := dsl.CompileTemplate(`WITH c AS (
+	claimSQL, err := dsl.CompileTemplate(`WITH c AS (
 		  SELECT id FROM jobs WHERE status = 'pending' ORDER BY id
 		  FOR UPDATE SKIP LOCKED LIMIT {{ __frame_max_rows }})
 		UPDATE jobs j SET status = 'claimed', attempts = j.attempts + 1
@@ -35,19 +36,25 @@ func Example() {
 	ctx := context.Background()
 	cur, err := drv.Open(ctx, cursor.Spec{
 		Kind: "postgres", Auth: "app_db", Credential: os.Getenv("DATABASE_URL"),
-		Claim: claim, Scope: map[string]any{}, LoopID: "drain#1", SlotID: 0, MaxAttempts: 3,
+		Claim: claimSQL, Scope: map[string]any{}, LoopID: "drain#1", SlotID: 0, MaxAttempts: 3,
 	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer cur.Close()
-	rows, err := cur.Claim(ctx, 100)
+	claim, err := cur.Claim(ctx, 100)
 	if err != nil {
 		fmt.Println(err) // names the alias app_db, never the URL
 		return
 	}
-	for _, r := range rows {
+	// The claim's transaction is open until the engine has recorded the
+	// rows; a process that dies before Commit leaves nothing claimed.
+	if err := claim.Commit(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, r := range claim.Rows {
 		fmt.Println(r.Key, r.Values["payload"], r.Lease.Attempt)
 	}
 }

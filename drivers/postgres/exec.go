@@ -16,43 +16,62 @@ import (
 )
 
 // executor runs a cursor's SQL on a pool with the simple query protocol,
-// so a claim may hold several statements (they run as one implicit
-// transaction) and needs no prepared statement.
+// so a claim may hold several statements and needs no prepared statement.
 type executor struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 }
 
-func (e *executor) Query(ctx context.Context, sql string) (sqlcursor.Result, error) {
+var _ sqlcursor.Executor = (*executor)(nil)
+
+// Claim sends BEGIN and the claim in one round trip and keeps the
+// connection, with its transaction open, in the returned Tx.
+func (e *executor) Claim(ctx context.Context, sql string) (sqlcursor.Tx, sqlcursor.Result, error) {
+	var tx *pgTx
 	var res sqlcursor.Result
-	err := e.retry(ctx, "query", func(c *pgxpool.Conn) error {
+	err := e.retry(ctx, "claim", func(c *pgxpool.Conn) (bool, error) {
 		var err error
-		res, err = query(ctx, c, sql)
-		return err
+		res, err = query(ctx, c, "BEGIN;\n"+sql)
+		if err != nil {
+			return false, err
+		}
+		tx = &pgTx{c: c}
+		return true, nil
 	})
-	return res, err
+	if err != nil {
+		return nil, sqlcursor.Result{}, err
+	}
+	return tx, res, nil
 }
 
 func (e *executor) Exec(ctx context.Context, sql string) error {
-	return e.retry(ctx, "exec", func(c *pgxpool.Conn) error {
+	return e.retry(ctx, "exec", func(c *pgxpool.Conn) (bool, error) {
 		_, err := c.Conn().PgConn().Exec(ctx, sql).ReadAll()
-		return err
+		return false, err
 	})
 }
+
+// Quote returns s as a standard string literal (standard_conforming_strings
+// is on in every supported PostgreSQL).
+func (e *executor) Quote(s string) string { return sqlcursor.QuoteStandard(s) }
 
 // retry runs fn on a pooled connection, and once more on a fresh one when
 // the first failed because the server dropped the connection (a restart,
 // pg_terminate_backend, a proxy timeout). A dropped backend never commits
-// its open transaction, so the retry cannot apply a claim twice; at worst
-// a claim committed just before the drop stays claimed until the claim
-// SQL's reclaim clause or the engine's frame lease brings it back.
-func (e *executor) retry(ctx context.Context, op string, fn func(*pgxpool.Conn) error) error {
+// its open transaction, so the retry cannot apply a claim twice. fn
+// reports whether it keeps the connection (an open claim); otherwise the
+// connection goes back to the pool, or is destroyed when it is broken or
+// still inside a transaction.
+func (e *executor) retry(ctx context.Context, op string, fn func(*pgxpool.Conn) (keep bool, err error)) error {
 	for attempt := 0; ; attempt++ {
 		c, err := e.pool.Acquire(ctx)
 		if err != nil {
 			return fmt.Errorf("acquire connection: %w", err)
 		}
-		err = fn(c)
+		keep, err := fn(c)
+		if keep {
+			return nil
+		}
 		broken := c.Conn().IsClosed()
 		c.Release()
 		if err == nil {
@@ -65,6 +84,53 @@ func (e *executor) retry(ctx context.Context, op string, fn func(*pgxpool.Conn) 
 		e.pool.Reset()
 		e.log.Warn("postgres cursor: connection lost; retrying once on a fresh connection", "op", op, "err", err)
 	}
+}
+
+// pgTx is a claim's open transaction on its pooled connection.
+type pgTx struct {
+	c *pgxpool.Conn
+}
+
+func (t *pgTx) Exec(ctx context.Context, sql string) error {
+	if t.c == nil {
+		return errors.New("transaction already ended")
+	}
+	_, err := t.c.Conn().PgConn().Exec(ctx, sql).ReadAll()
+	return err
+}
+
+// Commit commits the claim. PostgreSQL answers COMMIT in a failed
+// transaction with a ROLLBACK tag, not an error; that is reported as one.
+func (t *pgTx) Commit(ctx context.Context) error {
+	tag, err := t.end(ctx, "COMMIT")
+	if err == nil && tag != "COMMIT" {
+		err = fmt.Errorf("commit: the transaction was rolled back (%s)", tag)
+	}
+	return err
+}
+
+func (t *pgTx) Rollback(ctx context.Context) error {
+	_, err := t.end(ctx, "ROLLBACK")
+	return err
+}
+
+// end sends stmt and gives the connection back to the pool (which closes
+// it if it is broken or still in a transaction).
+func (t *pgTx) end(ctx context.Context, stmt string) (string, error) {
+	if t.c == nil {
+		return "", errors.New("transaction already ended")
+	}
+	c := t.c
+	t.c = nil
+	defer c.Release()
+	res, err := c.Conn().PgConn().Exec(ctx, stmt).ReadAll()
+	if err != nil {
+		return "", err
+	}
+	if len(res) == 0 {
+		return "", fmt.Errorf("%s: no reply", stmt)
+	}
+	return res[len(res)-1].CommandTag.String(), nil
 }
 
 // connectionLost reports errors that mean the connection, not the
@@ -126,8 +192,8 @@ func query(ctx context.Context, c *pgxpool.Conn, sql string) (sqlcursor.Result, 
 		return sqlcursor.Result{}, err
 	}
 	if decodeErr != nil {
-		// The statement has committed; its rows stay claimed until the
-		// reclaim clause or the frame lease hands them out again.
+		// Nothing is committed yet: the caller's connection release rolls
+		// the claim back.
 		return sqlcursor.Result{}, decodeErr
 	}
 	return res, nil

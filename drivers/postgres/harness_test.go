@@ -76,7 +76,7 @@ const claimSQL = `WITH candidate AS (
 UPDATE {{ workload.table }} j
    SET status = 'claimed', attempts = j.attempts + 1, claimed_at = clock_timestamp()
   FROM candidate c WHERE j.id = c.id
-RETURNING j.id, j.payload, j.attempts{% if workload.echo %}, {{ __worker_slot_id }} AS slot, {{ __frame_max_rows }} AS frame_max{% endif %}`
+RETURNING j.id, j.payload, j.attempts{% if workload.echo %}, %(__worker_slot_id)s AS slot, %(__worker_slot_index)s AS slot_index, {{ __frame_max_rows }} AS frame_max{% endif %}`
 
 // queue is one table: the spec's scope carries its name.
 func (h *harness) createTable(t testing.TB, n int) string {
@@ -171,4 +171,10 @@ func (h *harness) DropConnections(t *testing.T, spec cursor.Spec) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling the server with a deadline
 	}
+}
+
+// ClaimAndDie claims and then has the server drop the claimer's
+// connections, as a process death would.
+func (h *harness) ClaimAndDie(t *testing.T, spec cursor.Spec, max int) []string {
+	return cursortest.ClaimAndDropConnections(t, h, spec, max)
 }

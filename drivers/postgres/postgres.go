@@ -19,7 +19,9 @@ const DefaultMaxConns = 8
 // Config configures a Driver.
 type Config struct {
 	// MaxConns caps each pool; the driver keeps one pool per credential.
-	// Defaults to DefaultMaxConns (8).
+	// A claim holds a connection from the claim until the engine has
+	// recorded it (one round trip to the event log); frames beyond MaxConns
+	// wait for one. Defaults to DefaultMaxConns (8).
 	MaxConns int
 	// Logger receives connection-loss retries and option warnings when a
 	// Spec carries no logger of its own. Defaults to slog.Default().
@@ -55,15 +57,17 @@ func New(cfg Config) *Driver {
 	})}
 }
 
-// Features reports what the postgres driver guarantees. Attempts and
-// dead-lettering depend on the claim returning an attempts column and on
-// a dead_letter statement; leases and redelivery are the claim SQL's.
+// Features reports what the postgres driver guarantees: transactional
+// claims (a claim commits only once the engine recorded it, and rolls
+// back when its claimer dies). Attempts and dead-lettering depend on the
+// claim returning an attempts column and on a dead_letter statement.
 func (d *Driver) Features() cursor.Features {
 	return cursor.Features{
-		BatchClaim:    true,
-		DeadLetter:    true,
-		ClaimTemplate: true,
-		Attempts:      true,
+		TransactionalClaim: true,
+		BatchClaim:         true,
+		DeadLetter:         true,
+		ClaimTemplate:      true,
+		Attempts:           true,
 	}
 }
 

@@ -83,7 +83,7 @@ func TestValues(t *testing.T) {
 		'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid AS u, '\x00ff'::bytea AS bin, 'abc'::bytea AS txtbin,
 		'10.0.0.0/8'::cidr AS net`)}
 	cur := openCursor(t, h, spec)
-	rows, err := cur.Claim(t.Context(), 1)
+	rows, err := cursortest.ClaimCommitted(t.Context(), cur, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestMultiStatementClaim(t *testing.T) {
 		RETURNING id, attempts;
 		SELECT 1 WHERE false`)}
 	cur := openCursor(t, h, spec)
-	rows, err := cur.Claim(t.Context(), 3)
+	rows, err := cursortest.ClaimCommitted(t.Context(), cur, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestMultiStatementClaim(t *testing.T) {
 	spec.Claim = mustTemplate(t, `SET LOCAL lock_timeout = '2s'; UPDATE `+table+` SET status = 'claimed', attempts = attempts + 1
 		WHERE status = 'pending' RETURNING id, attempts`)
 	cur = openCursor(t, h, spec)
-	rows, err = cur.Claim(t.Context(), 3)
+	rows, err = cursortest.ClaimCommitted(t.Context(), cur, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestAckAndKeyOptions(t *testing.T) {
 		},
 	}
 	cur := openCursor(t, h, spec)
-	rows, err := cur.Claim(t.Context(), 3)
+	rows, err := cursortest.ClaimCommitted(t.Context(), cur, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,12 +184,16 @@ func TestAckAndKeyOptions(t *testing.T) {
 	if n := statusCount(t, h, table, "done"); n != 3 {
 		t.Fatalf("%d rows done after Ack, want 3", n)
 	}
-	// Ack, Release of nothing, and Release without a statement, are no-ops.
+	// Ack and Release of nothing are no-ops; Release without a statement
+	// cannot hand rows back and says so.
 	if err := cur.Ack(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := cur.Release(t.Context(), rows); err != nil {
+	if err := cur.Release(t.Context(), nil); err != nil {
 		t.Fatal(err)
+	}
+	if err := cur.Release(t.Context(), rows); !errors.Is(err, cursor.ErrUnsupported) {
+		t.Fatalf("Release without a statement: %v, want ErrUnsupported", err)
 	}
 	// Without dead_letter, DeadLetter is unsupported rather than silent.
 	err = cur.(cursor.DeadLetterer).DeadLetter(t.Context(), rows, "x")
@@ -207,7 +211,7 @@ func TestPoisonWithoutDeadLetterIsReturned(t *testing.T) {
 	}
 	spec := cursor.Spec{Kind: "postgres", Credential: h.base, MaxAttempts: 3,
 		Claim: mustTemplate(t, `UPDATE `+table+` SET status = 'claimed', attempts = attempts + 1 WHERE status = 'pending' RETURNING id, attempts`)}
-	rows, err := openCursor(t, h, spec).Claim(t.Context(), 1)
+	rows, err := cursortest.ClaimCommitted(t.Context(), openCursor(t, h, spec), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +243,7 @@ func TestErrors(t *testing.T) {
 			cur, err := h.drv.Open(t.Context(), spec)
 			if err == nil {
 				defer cur.Close()
-				_, err = cur.Claim(t.Context(), 1)
+				_, err = cursortest.ClaimCommitted(t.Context(), cur, 1)
 			}
 			var ce *cursor.ClaimError
 			if !errors.As(err, &ce) {
@@ -264,7 +268,7 @@ func TestErrors(t *testing.T) {
 	if _, err := h.drv.Open(t.Context(), cursor.Spec{Kind: "postgres", Credential: h.base}); err == nil {
 		t.Error("Open without a claim succeeded")
 	}
-	if _, err := openCursor(t, h, cursor.Spec{Kind: "postgres", Credential: h.base, Claim: mustTemplate(t, "SELECT 1")}).Claim(t.Context(), 0); err == nil {
+	if _, err := cursortest.ClaimCommitted(t.Context(), openCursor(t, h, cursor.Spec{Kind: "postgres", Credential: h.base, Claim: mustTemplate(t, "SELECT 1")}), 0); err == nil {
 		t.Error("Claim(0) succeeded")
 	}
 }
@@ -279,7 +283,7 @@ func TestReconnectRetriesOnce(t *testing.T) {
 	spec.Logger = slog.New(log)
 	cur := openCursor(t, h, spec)
 	for round := range 2 {
-		rows, err := cur.Claim(t.Context(), 1)
+		rows, err := cursortest.ClaimCommitted(t.Context(), cur, 1)
 		if err != nil || len(rows) != 1 {
 			t.Fatalf("round %d: Claim: %d rows, %v", round, len(rows), err)
 		}
@@ -288,7 +292,7 @@ func TestReconnectRetriesOnce(t *testing.T) {
 			t.Fatalf("round %d: %d retries logged before the claim, want %d", round, got, round)
 		}
 	}
-	rows, err := cur.Claim(t.Context(), len(keys))
+	rows, err := cursortest.ClaimCommitted(t.Context(), cur, len(keys))
 	if err != nil {
 		t.Fatalf("Claim after the second drop: %v", err)
 	}
@@ -302,7 +306,7 @@ func TestDriverClose(t *testing.T) {
 	h := newHarness(t, postgres.Config{MaxConns: 2})
 	spec := cursor.Spec{Kind: "postgres", Credential: h.base, Claim: mustTemplate(t, "SELECT 1 AS id")}
 	cur := openCursor(t, h, spec)
-	if _, err := cur.Claim(t.Context(), 1); err != nil {
+	if _, err := cursortest.ClaimCommitted(t.Context(), cur, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.drv.Close(); err != nil {
@@ -311,7 +315,7 @@ func TestDriverClose(t *testing.T) {
 	if _, err := h.drv.Open(t.Context(), spec); !errors.Is(err, cursor.ErrClosed) {
 		t.Fatalf("Open after Close: %v, want ErrClosed", err)
 	}
-	if _, err := cur.Claim(t.Context(), 1); err == nil {
+	if _, err := cursortest.ClaimCommitted(t.Context(), cur, 1); err == nil {
 		t.Fatal("Claim on a closed driver's pool succeeded")
 	}
 }

@@ -56,6 +56,12 @@
 // driver has no lease extension: keep lease_seconds above the longest
 // frame.
 //
+// A claim is held by the group's pending list from XREADGROUP on
+// (cursor.LeasedClaim): the engine's Commit, once the entries are on
+// record, changes nothing, and its Abort (the record failed) releases
+// them at once. Entries of a claimer that died between its claim and the
+// engine's record come back when their lease runs out.
+//
 // # Dead letter
 //
 // An entry claimed for a delivery beyond Spec.MaxAttempts (the frame's

@@ -189,3 +189,9 @@ func (h *harness) DropConnections(t *testing.T, spec cursor.Spec) {
 		time.Sleep(20 * time.Millisecond) // polling the server with a deadline
 	}
 }
+
+// ClaimAndDie claims and then has the server drop the claimer's
+// connections, as a process death would.
+func (h *harness) ClaimAndDie(t *testing.T, spec cursor.Spec, max int) []string {
+	return cursortest.ClaimAndDropConnections(t, h, spec, max)
+}

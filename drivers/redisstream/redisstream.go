@@ -199,13 +199,26 @@ func (c *Cursor) run(ctx context.Context, s *redis.Script, keys []string, args .
 	return v, err
 }
 
-// Claim leases up to max entries: first entries whose consumer held them
+// Claim leases up to max entries (see claim) and returns them as a claim
+// held by the group's pending list from the start: Commit does nothing,
+// Abort releases the entries (the next claim takes them again, counting a
+// delivery), and the entries of a claimer that died come back when the
+// lease runs out.
+func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
+	rows, err := c.claim(ctx, max)
+	if err != nil {
+		return nil, err
+	}
+	return cursor.LeasedClaim(rows, c.Release), nil
+}
+
+// claim leases up to max entries: first entries whose consumer held them
 // longer than the lease without an Ack (XAUTOCLAIM), then new ones
 // (XREADGROUP). Entries past Spec.MaxAttempts deliveries go to the
 // dead-letter stream instead. Zero entries means that nothing is new and
 // nothing is overdue; entries other consumers hold within their lease are
 // theirs.
-func (c *Cursor) Claim(ctx context.Context, max int) ([]cursor.Row, error) {
+func (c *Cursor) claim(ctx context.Context, max int) ([]cursor.Row, error) {
 	if c.closed.Load() {
 		return nil, c.fail("claim", cursor.ErrClosed)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/cursor/cursortest"
 	"github.com/cursorflow/cursorflow/drivers/redisstream"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
@@ -80,7 +81,7 @@ func TestCursorBehaviour(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := time.Now()
-			rows, err := cur.Claim(ctx, 5)
+			rows, err := cursortest.ClaimCommitted(ctx, cur, 5)
 			if err != nil || len(rows) != 2 {
 				t.Fatalf("Claim: %d rows, %v", len(rows), err)
 			}
@@ -101,11 +102,11 @@ func TestCursorBehaviour(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rows, err := cur.Claim(ctx, 5); err != nil || len(rows) != 0 {
+			if rows, err := cursortest.ClaimCommitted(ctx, cur, 5); err != nil || len(rows) != 0 {
 				t.Fatalf("Claim: %d rows, %v; want none", len(rows), err)
 			}
 			id := h.admin.XAdd(ctx, &redis.XAddArgs{Stream: spec.Options["stream"].(string), Values: []any{"k", "v"}}).Val()
-			rows, err := cur.Claim(ctx, 5)
+			rows, err := cursortest.ClaimCommitted(ctx, cur, 5)
 			if err != nil || len(rows) != 1 || rows[0].Key != id {
 				t.Fatalf("Claim: %+v, %v; want the new entry %s", rows, err, id)
 			}
@@ -116,7 +117,7 @@ func TestCursorBehaviour(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows, err := cur.Claim(ctx, 3)
+			rows, err := cursortest.ClaimCommitted(ctx, cur, 3)
 			if err != nil || len(rows) != 3 {
 				t.Fatalf("Claim: %d rows, %v", len(rows), err)
 			}
@@ -136,7 +137,7 @@ func TestCursorBehaviour(t *testing.T) {
 			if err := h.admin.XGroupDestroy(ctx, spec.Options["stream"].(string), "g").Err(); err != nil {
 				t.Fatal(err)
 			}
-			rows, err := cur.Claim(ctx, 5)
+			rows, err := cursortest.ClaimCommitted(ctx, cur, 5)
 			if err != nil || len(rows) != 2 || rows[0].Key != ids[0] {
 				t.Fatalf("Claim after the group vanished: %+v, %v", rows, err)
 			}
@@ -149,7 +150,7 @@ func TestCursorBehaviour(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rows, err := cur.Claim(ctx, 5)
+				rows, err := cursortest.ClaimCommitted(ctx, cur, 5)
 				if err != nil || len(rows) != 1 || rows[0].Key != ids[0] {
 					t.Fatalf("loop %s: %+v, %v; want the entry", loop, rows, err)
 				}

@@ -60,14 +60,26 @@ type candidate struct {
 	markers []markerRef
 }
 
-// Claim leases up to max pending objects. For each candidate it reads the
+// Claim leases up to limit objects (see claim) and returns them as a
+// claim held by their lease markers from the start: Commit does nothing,
+// Abort releases them (counting the delivery), and the objects of a
+// claimer that died are claimed again once their markers expire.
+func (c *Cursor) Claim(ctx context.Context, limit int) (*cursor.Claim, error) {
+	rows, err := c.claim(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	return cursor.LeasedClaim(rows, c.Release), nil
+}
+
+// claim leases up to max pending objects. For each candidate it reads the
 // latest marker (cached: markers never change) and creates the next
 // generation conditionally; losing that race means another claimer has
 // the object. Objects whose latest marker is done or dead are moved on
 // behalf of a claimer that died half-way; objects past MaxAttempts go to
 // the dead prefix. Zero rows mean every pending object holds a live
 // lease or there is none.
-func (c *Cursor) Claim(ctx context.Context, limit int) ([]cursor.Row, error) {
+func (c *Cursor) claim(ctx context.Context, limit int) ([]cursor.Row, error) {
 	if c.closed.Load() {
 		return nil, c.fail("claim", cursor.ErrClosed)
 	}

@@ -59,6 +59,13 @@
 // again only after its lease expired without an Ack (the holder died or
 // overran its lease), or after Release.
 //
+// A claim is held by its lease marker from the claim on
+// (cursor.LeasedClaim): the engine's Commit, once the objects are on
+// record, changes nothing, and its Abort (the record failed) releases
+// them, counting the delivery. Objects of a claimer that died between its
+// claim and the engine's record are claimed again once their markers
+// expire.
+//
 // # Dead letters
 //
 // Delivery counts live in the markers (Lease.Attempt). A row released

@@ -40,14 +40,17 @@ func Example() {
 	}
 	defer cur.Close()
 	for {
-		rows, err := cur.Claim(ctx, 2)
-		if err != nil || len(rows) == 0 {
+		claim, err := cur.Claim(ctx, 2)
+		if err != nil || len(claim.Rows) == 0 {
 			break
 		}
-		for _, r := range rows {
+		// The engine records the rows, then commits (a no-op here: the
+		// lease markers already hold the objects).
+		_ = claim.Commit(ctx)
+		for _, r := range claim.Rows {
 			fmt.Println(r.Key, r.Values["body"], "attempt", r.Lease.Attempt)
 		}
-		_ = cur.Ack(ctx, rows)
+		_ = cur.Ack(ctx, claim.Rows)
 	}
 	done, _, _ := mem.ListPage(ctx, blob.FirstPageToken, 10, &blob.ListOptions{Prefix: "jobs/done/"})
 	fmt.Println(len(done), "objects in jobs/done/")

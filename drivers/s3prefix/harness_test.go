@@ -221,3 +221,16 @@ func (h *harness) DropConnections(t *testing.T, spec cursor.Spec) {
 	}
 	p.WaitClosed(t, 10*time.Second)
 }
+
+// ClaimAndDie claims and then has the server drop the claimer's
+// connections, as a process death would; memblob has none, and its
+// claims are lease markers like any other, so its claimer just vanishes.
+func (h *harness) ClaimAndDie(t *testing.T, spec cursor.Spec, max int) []string {
+	h.mu.Lock()
+	p := h.prox[spec.Credential]
+	h.mu.Unlock()
+	if p == nil {
+		return cursortest.ClaimAndAbandon(t, h, spec, max)
+	}
+	return cursortest.ClaimAndDropConnections(t, h, spec, max)
+}

@@ -13,6 +13,16 @@
 // queues statements on it, which avoids SQLITE_BUSY storms between
 // cursors of the same process.
 //
+// A claim's transaction stays open until the engine has recorded the
+// claimed rows (frame.claimed), then commits; it rolls back when the
+// record failed, and a process that dies first never commits it (the
+// lock dies with the process and the uncommitted claim is never seen).
+// The open window holds the write lock and the driver's connection for
+// the record's round trip: other claims, acks and writes to the same file
+// wait for it (within BusyTimeout for other processes), so keep the event
+// log in another database file. Guarantee: at least once; no claim exists
+// that the engine does not know of, and a claim needs no reclaim clause.
+//
 // SQLite has UPDATE ... RETURNING since 3.35, so a claim is one statement:
 //
 //	UPDATE jobs SET status = 'claimed', attempts = attempts + 1

@@ -67,13 +67,20 @@ func Example() {
 	}
 	defer cur.Close()
 	for {
-		rows, err := cur.Claim(ctx, 2)
+		claim, err := cur.Claim(ctx, 2)
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
+		rows := claim.Rows
 		if len(rows) == 0 {
 			fmt.Println("drained")
+			return
+		}
+		// The claim's transaction is still open: the engine records the
+		// rows in its log, then commits.
+		if err := claim.Commit(ctx); err != nil {
+			fmt.Println(err)
 			return
 		}
 		for _, r := range rows {

@@ -57,7 +57,7 @@ var claimSQL = `UPDATE {{ workload.table }}
     WHERE status = 'pending'{% if workload.lease_ms %}
        OR (status = 'claimed' AND claimed_at < ` + nowMS + ` - {{ workload.lease_ms }}){% endif %}
     ORDER BY id LIMIT {{ __frame_max_rows | default(1) | int }})
-RETURNING id, payload, attempts{% if workload.echo %}, {{ __worker_slot_id }} AS slot, {{ __frame_max_rows }} AS frame_max{% endif %}`
+RETURNING id, payload, attempts{% if workload.echo %}, {{ __worker_slot_id }} AS slot, {{ __worker_slot_index }} AS slot_index, {{ __frame_max_rows }} AS frame_max{% endif %}`
 
 func (h *harness) createTable(t testing.TB, n int) string {
 	t.Helper()

@@ -62,14 +62,15 @@ func New(cfg Config) *Driver {
 }
 
 // Features reports what the sqlite driver guarantees: the same as the
-// postgres driver. Attempts and dead-lettering depend on the claim
+// postgres driver, transactional claims included. Attempts and dead-lettering depend on the claim
 // returning an attempts column and on a dead_letter statement.
 func (d *Driver) Features() cursor.Features {
 	return cursor.Features{
-		BatchClaim:    true,
-		DeadLetter:    true,
-		ClaimTemplate: true,
-		Attempts:      true,
+		TransactionalClaim: true,
+		BatchClaim:         true,
+		DeadLetter:         true,
+		ClaimTemplate:      true,
+		Attempts:           true,
 	}
 }
 
@@ -168,29 +169,29 @@ func (d *Driver) Close() error { return d.dbs.Close() }
 // executor runs a cursor's SQL in IMMEDIATE transactions.
 type executor struct{ db *sql.DB }
 
-func (e executor) Query(ctx context.Context, stmt string) (res sqlcursor.Result, err error) {
+var _ sqlcursor.Executor = executor{}
+
+// Claim runs the claim in an IMMEDIATE transaction and leaves it open: it
+// holds the driver's connection and SQLite's write lock until the claim
+// is committed or aborted.
+func (e executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcursor.Result, error) {
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
-		return res, fmt.Errorf("begin: %w", err)
+		return nil, sqlcursor.Result{}, fmt.Errorf("begin: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
 	rows, err := tx.QueryContext(ctx, stmt)
-	if err != nil {
-		return res, err
+	if err == nil {
+		var res sqlcursor.Result
+		if res, err = scan(rows); err == nil {
+			return sqlcursor.DBTx(tx), res, nil
+		}
 	}
-	res, err = scan(rows)
-	if err != nil {
-		return sqlcursor.Result{}, err
-	}
-	if err := tx.Commit(); err != nil {
-		return sqlcursor.Result{}, fmt.Errorf("commit: %w", err)
-	}
-	return res, nil
+	_ = tx.Rollback()
+	return nil, sqlcursor.Result{}, err
 }
+
+// Quote returns s as a standard SQL string literal.
+func (e executor) Quote(s string) string { return sqlcursor.QuoteStandard(s) }
 
 func scan(rows *sql.Rows) (sqlcursor.Result, error) {
 	defer rows.Close()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/cursor/cursortest"
 	"github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/dsl"
 )
@@ -64,7 +65,7 @@ func TestValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := cur.Claim(t.Context(), 1)
+	rows, err := cursortest.ClaimCommitted(t.Context(), cur, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestErrorsNameTheAlias(t *testing.T) {
 			cur, err := drv.Open(t.Context(), cursor.Spec{Kind: "sqlite", Auth: "local", Credential: tt.credential, Claim: compile(t, tt.claim)})
 			if err == nil {
 				defer cur.Close()
-				_, err = cur.Claim(t.Context(), 1)
+				_, err = cursortest.ClaimCommitted(t.Context(), cur, 1)
 			}
 			var ce *cursor.ClaimError
 			if !errors.As(err, &ce) || ce.Op != tt.op || ce.Auth != "local" {
@@ -134,7 +135,7 @@ func TestTwoDriversNeverShareARow(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for {
-					rows, err := cur.Claim(ctx, 7)
+					rows, err := cursortest.ClaimCommitted(ctx, cur, 7)
 					if err != nil {
 						t.Errorf("driver %d slot %d: %v", p, slot, err)
 						return

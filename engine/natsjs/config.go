@@ -50,7 +50,8 @@ type Config struct {
 	// Conn is the NATS connection. Required. The caller closes it.
 	Conn *nats.Conn
 	// Prefix names everything this transport creates: subjects
-	// <prefix>.cmd.<pool>, <prefix>.evt, <prefix>.hb and <prefix>.check,
+	// <prefix>.cmd.<pool>, <prefix>.evt, <prefix>.hb, <prefix>.check and
+	// <prefix>.cancel,
 	// streams <PREFIX>_COMMANDS and <PREFIX>_EVENTS and the key-value
 	// bucket <PREFIX>_PLAYBOOKS. Letters, digits, '-' and '_' only.
 	// Defaults to DefaultPrefix ("cursorflow"); tests use a unique one.
@@ -111,15 +112,15 @@ func (c Config) withDefaults() (Config, error) {
 
 // names are the subjects and resources of one prefix.
 type names struct {
-	cmdStream, evtStream, bucket string
-	cmdPrefix, evt, hb, check    string
+	cmdStream, evtStream, bucket      string
+	cmdPrefix, evt, hb, check, cancel string
 }
 
 func namesOf(prefix string) names {
 	up := strings.ToUpper(prefix)
 	return names{
 		cmdStream: up + "_COMMANDS", evtStream: up + "_EVENTS", bucket: up + "_PLAYBOOKS",
-		cmdPrefix: prefix + ".cmd.", evt: prefix + ".evt", hb: prefix + ".hb", check: prefix + ".check",
+		cmdPrefix: prefix + ".cmd.", evt: prefix + ".evt", hb: prefix + ".hb", check: prefix + ".check", cancel: prefix + ".cancel",
 	}
 }
 
@@ -202,9 +203,10 @@ const (
 	verdictOK    = "ok"
 	verdictStale = "stale"
 	// check answers
-	checkRun     = "run"
-	checkClaimed = "claimed"
-	checkUnknown = "unknown"
+	checkRun       = "run"
+	checkClaimed   = "claimed"
+	checkUnknown   = "unknown"
+	checkCancelled = "cancelled"
 )
 
 // headerReply carries the subject a report's verdict goes to.

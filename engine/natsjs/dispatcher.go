@@ -47,8 +47,9 @@ type Dispatcher struct {
 	wake   chan struct{}
 	stored map[string]bool // playbook hashes known to be in the bucket
 
-	cmdMu    sync.Mutex
-	commands map[string]*tracked // "execution/base" → latest attempt
+	cmdMu     sync.Mutex
+	commands  map[string]*tracked  // "execution/base" → latest attempt
+	cancelled map[string]time.Time // executions being cancelled
 
 	stop   chan struct{}
 	done   chan struct{}
@@ -86,7 +87,7 @@ func NewDispatcher(ctx context.Context, cfg Config) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{
 		cfg: cfg, n: n, js: js, kv: kv, log: cfg.Logger,
-		wake: make(chan struct{}, 1), stored: map[string]bool{}, commands: map[string]*tracked{},
+		wake: make(chan struct{}, 1), stored: map[string]bool{}, commands: map[string]*tracked{}, cancelled: map[string]time.Time{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	go d.publish()
@@ -116,6 +117,25 @@ func (d *Dispatcher) Dispatch(cmd *engine.Command) {
 	select {
 	case d.wake <- struct{}{}:
 	default:
+	}
+}
+
+// Cancel implements engine.Dispatcher: it announces on <prefix>.cancel
+// (core NATS, at most once: the engine repeats the announcement while
+// commands of the execution are in flight) that an execution is being
+// cancelled, for every worker to stop its commands.
+func (d *Dispatcher) Cancel(executionID string) {
+	if d.closed.Load() {
+		return
+	}
+	d.cmdMu.Lock()
+	if _, ok := d.cancelled[executionID]; !ok {
+		d.cancelled[executionID] = time.Now()
+	}
+	d.cmdMu.Unlock()
+	b, _ := json.Marshal(heartbeatMsg{ExecutionID: executionID})
+	if err := d.cfg.Conn.Publish(d.n.cancel, b); err != nil {
+		d.log.Warn("natsjs: announcing a cancel failed; it is announced again shortly", "execution_id", executionID, "error", err)
 	}
 }
 
@@ -371,13 +391,18 @@ func (d *Dispatcher) check(executionID, commandID string) string {
 	d.cmdMu.Lock()
 	defer d.cmdMu.Unlock()
 	t := d.commands[executionID+"/"+base]
+	_, cancelled := d.cancelled[executionID]
 	switch {
 	case t == nil:
 		return checkUnknown
 	case attempt != t.attempt || t.done:
 		return verdictStale
 	case t.claimed:
+		// Even while cancelling: the recorded rows come back with the
+		// engine's settling attempt, not with this delivery.
 		return checkClaimed
+	case cancelled:
+		return checkCancelled
 	}
 	return checkRun
 }
@@ -389,6 +414,11 @@ func (d *Dispatcher) sweep() {
 	for k, t := range d.commands {
 		if (t.done && now.Sub(t.at) > doneTTL) || now.Sub(t.at) > forgetTTL {
 			delete(d.commands, k)
+		}
+	}
+	for id, at := range d.cancelled {
+		if now.Sub(at) > forgetTTL {
+			delete(d.cancelled, id)
 		}
 	}
 }

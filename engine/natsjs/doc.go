@@ -38,6 +38,10 @@
 //     other error.
 //   - p.hb: heartbeats (core NATS, at most once): they extend a command's
 //     engine lease.
+//   - p.cancel: cancel announcements (core NATS, at most once; the
+//     orchestrator repeats them every few seconds while commands of the
+//     execution are in flight): every worker stops that execution's
+//     commands (engine.Worker.Cancel).
 //   - p.check: request/reply staleness check of a redelivered command.
 //   - bucket P_PLAYBOOKS: playbook sources by SHA-256 (Command.PlaybookHash).
 //     The dispatcher stores a source once; workers fetch it and parse it
@@ -46,8 +50,9 @@
 // # Two leases and redelivery
 //
 // The engine's lease (Config.CommandLease, a frame's lease_seconds) is the
-// authority: when a command goes without heartbeat for that long, the
-// engine re-issues it as a new attempt (a new command id, the fencing
+// authority: when a command goes without heartbeat for that long (or, once
+// it has heartbeated, for a few heartbeat intervals), the engine re-issues
+// it as a new attempt (a new command id, the fencing
 // token), so a late report of the old attempt is refused (ErrStale).
 // JetStream's AckWait only decides when the old attempt's message is
 // delivered again. Running both would run a crashed worker's command twice
@@ -57,13 +62,17 @@
 // rows, no claim of it is on record (another delivery would claim fresh
 // rows under the same token, and the rows recorded by frame.claimed would
 // be left behind; the engine's re-issue brings them instead). A message
-// the orchestrator does not vouch for is dropped: if it was current after
-// all, the engine's lease re-issues it. The first delivery of a message
-// needs no check.
+// of an execution being cancelled runs knowing it, so it settles at once.
+// A message the orchestrator does not vouch for is dropped: if it was
+// current after all, the engine's lease re-issues it. The first delivery
+// of a message needs no check.
 //
 // A frame.claimed report waits for the orchestrator's verdict, because the
-// rows must be on record before the frame's body runs; every other report
-// returns once the events stream has it.
+// rows must be on record before the claim commits and the frame's body
+// runs; every other report returns once the events stream has it. With no
+// verdict within Config.ReportTimeout the worker aborts the claim (if the
+// rows were recorded after all, the engine re-issues the frame with them
+// once its heartbeats stop).
 //
 // # Stopping a worker
 //

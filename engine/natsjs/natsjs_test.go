@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -343,4 +344,53 @@ func upper(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// TestCancelReachesRemoteWorkers cancels an execution whose command runs
+// on a worker process elsewhere: the worker hears the cancel on the
+// transport's cancel subject, interrupts the command and reports it
+// failed, and the execution ends cancelled long before the command's
+// lease would have run out.
+func TestCancelReachesRemoteWorkers(t *testing.T) {
+	b := setup(t, time.Minute, 30*time.Second)
+	b.calls.block = "long"
+	b.worker(t, "w1", "", time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool: {kind: rec, key: long}
+`), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.calls.blocked:
+	case <-ctx.Done():
+		t.Fatal("the command never ran")
+	}
+	if err := b.eng.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != engine.StatusCancelled {
+		t.Fatalf("status %s, want cancelled", sum.Status)
+	}
+	evs, err := b.log.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeCommandFailed {
+			if ev.WorkerID != "w1" || !strings.Contains(string(ev.Payload), "execution cancelled") {
+				t.Fatalf("the command ended with %s from %q, want the worker's own cancelled report", ev.Payload, ev.WorkerID)
+			}
+			return
+		}
+	}
+	t.Fatal("the cancelled command reported nothing")
 }

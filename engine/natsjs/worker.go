@@ -27,8 +27,8 @@ const fetchWait = 500 * time.Millisecond
 
 // ErrNoVerdict is returned by a worker's report of frame.claimed when the
 // orchestrator did not answer within Config.ReportTimeout. The frame's
-// rows are released; if the claim was recorded after all, the engine
-// re-issues the frame with them once its lease runs out.
+// claim is aborted; if it was recorded after all, the engine re-issues
+// the frame with its rows once the frame's heartbeats stop.
 var ErrNoVerdict = errors.New("natsjs: no verdict from the orchestrator")
 
 // WorkerOptions configure a Worker.
@@ -149,6 +149,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Unsubscribing fails only on a closed connection, which has dropped the
 	// subscription already.
 	defer func() { _ = sub.Unsubscribe() }()
+	cancels, err := w.cfg.Conn.Subscribe(w.n.cancel, func(m *nats.Msg) {
+		var c heartbeatMsg
+		if json.Unmarshal(m.Data, &c) == nil && c.ExecutionID != "" {
+			w.opts.Worker.Cancel(c.ExecutionID)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("natsjs: subscribe to cancels: %w", err)
+	}
+	defer func() { _ = cancels.Unsubscribe() }() // as sub above
 
 	hard, hardCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardCancel()
@@ -323,6 +333,11 @@ func (w *Worker) vouched(ctx context.Context, cmd *engine.Command) bool {
 		return true
 	case checkClaimed:
 		return len(cmd.Rows) > 0
+	case checkCancelled:
+		// Current, but its execution is being cancelled: run it knowing
+		// that, so it settles at once instead of claiming.
+		w.opts.Worker.Cancel(cmd.ExecutionID)
+		return true
 	}
 	w.log.Info("natsjs: dropping a redelivered command", "command_id", cmd.ID, "verdict", string(reply.Data))
 	return false

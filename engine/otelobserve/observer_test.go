@@ -363,6 +363,7 @@ type channelDispatcher struct{ ch chan *engine.Command }
 
 func (d channelDispatcher) Dispatch(cmd *engine.Command) { d.ch <- cmd }
 func (d channelDispatcher) Durable() bool                { return false }
+func (d channelDispatcher) Cancel(string)                {}
 
 func TestEngineTracesAndPropagation(t *testing.T) {
 	t.Parallel()

@@ -80,3 +80,5 @@ func (d tracingDispatcher) Dispatch(cmd *engine.Command) {
 }
 
 func (d tracingDispatcher) Durable() bool { return d.next.Durable() }
+
+func (d tracingDispatcher) Cancel(executionID string) { d.next.Cancel(executionID) }

@@ -12,6 +12,10 @@
 //
 // and two baselines: the claim plus per-row UPDATEs (row_concurrency
 // goroutines per slot), and the claim plus one set-based UPDATE per frame.
+// The baselines commit each claim at once; the engine keeps a claim's
+// transaction open until frame.claimed is recorded, so for the engine runs
+// it also prints the p50 and p99 of that window per frame (claim to
+// commit, from frame.done's claim_open_us).
 package main
 
 import (
@@ -21,12 +25,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,6 +119,18 @@ type result struct {
 	seconds  float64
 	events   int64
 	peakHeap uint64
+	// claimOpen holds each frame's claim-to-commit window in microseconds
+	// (engine runs: frame.done's claim_open_us).
+	claimOpen []int64
+}
+
+// percentile returns the p-th percentile (0..100) of sorted values.
+func percentile(sorted []int64, p float64) int64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 func (r result) rate() float64 { return float64(r.n) / r.seconds }
@@ -143,7 +161,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}()
 
 	fmt.Fprintf(out, "cursorflow bench: slots=%d max_rows=%d row_concurrency=%d GOMAXPROCS=%d\n\n", c.slots, c.maxRows, c.rowConc, runtime.GOMAXPROCS(0))
-	fmt.Fprintf(out, "%-8s %-16s %10s %10s %10s %12s %12s\n", "N", "run", "items/s", "ratio", "seconds", "events/item", "peak live")
+	fmt.Fprintf(out, "%-8s %-16s %10s %10s %10s %12s %12s %22s\n", "N", "run", "items/s", "ratio", "seconds", "events/item", "peak live", "claim open p50/p99 µs")
 	for _, n := range c.sizes {
 		var rs []result
 		for _, mode := range []string{"baseline-row", "row", "baseline-frame", "frame", "noop"} {
@@ -153,13 +171,20 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			}
 			var r result
 			var err error
+			var open []int64
 			switch mode {
 			case "baseline-row":
 				r, err = measure(func() (int64, error) { return 0, baseline(ctx, c.dsn, c, table, false) })
 			case "baseline-frame":
 				r, err = measure(func() (int64, error) { return 0, baseline(ctx, c.dsn, c, table, true) })
 			default:
-				r, err = measure(func() (int64, error) { return viaEngine(ctx, pool, c, schema, table, mode) })
+				r, err = measure(func() (int64, error) {
+					var events int64
+					var err error
+					events, open, err = viaEngine(ctx, pool, c, schema, table, mode)
+					return events, err
+				})
+				r.claimOpen = open
 			}
 			if err != nil {
 				return fmt.Errorf("%s N=%d: %w", mode, n, err)
@@ -182,7 +207,12 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			if r.events > 0 {
 				epi = fmt.Sprintf("%.4f", float64(r.events)/float64(n))
 			}
-			fmt.Fprintf(out, "%-8d %-16s %10.0f %10s %10.2f %12s %10.1fMB\n", n, mode, r.rate(), ratio, r.seconds, epi, float64(r.peakHeap)/(1<<20))
+			claim := "-"
+			if len(r.claimOpen) > 0 {
+				slices.Sort(r.claimOpen)
+				claim = fmt.Sprintf("%d/%d", percentile(r.claimOpen, 50), percentile(r.claimOpen, 99))
+			}
+			fmt.Fprintf(out, "%-8d %-16s %10.0f %10s %10.2f %12s %10.1fMB %22s\n", n, mode, r.rate(), ratio, r.seconds, epi, float64(r.peakHeap)/(1<<20), claim)
 			if _, err := pool.Exec(ctx, "DROP TABLE "+table); err != nil {
 				return err
 			}
@@ -190,6 +220,8 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		fmt.Fprintln(out)
 	}
 	fmt.Fprintln(out, "ratio: engine items/s over its baseline (row vs baseline-row; frame and noop vs baseline-frame)")
+	fmt.Fprintln(out, "claim open: per frame, from the claim returning rows to its commit (the frame.claimed record's round trip plus COMMIT),")
+	fmt.Fprintln(out, "            the window a claim's transaction stays open; the baselines commit their claims at once")
 	return nil
 }
 
@@ -358,25 +390,27 @@ func baseline(ctx context.Context, dsn string, c config, table string, perFrame 
 	}
 }
 
-func viaEngine(ctx context.Context, pool *pgxpool.Pool, c config, schema, table, mode string) (int64, error) {
+// viaEngine drains table through the engine and returns the events the
+// execution wrote and every frame's claim-to-commit window (µs).
+func viaEngine(ctx context.Context, pool *pgxpool.Pool, c config, schema, table, mode string) (int64, []int64, error) {
 	var log eventlog.Log = eventlog.NewMemory()
 	switch c.eventlogURL {
 	case "memory":
 	case "sqlite":
 		dir, err := os.MkdirTemp("", "cursorflow-bench-")
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		defer os.RemoveAll(dir)
 		sl, err := sqlitelog.Open(ctx, filepath.Join(dir, "events.db"), sqlitelog.Config{})
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		log = sl
 	default:
 		pl, err := pglog.Open(ctx, c.dsn, pglog.Config{Schema: schema + "_events_" + mode})
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		log = pl
 	}
@@ -387,7 +421,7 @@ func viaEngine(ctx context.Context, pool *pgxpool.Pool, c config, schema, table,
 	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer e.Close()
 	process, body := "row", "\n      kind: noop"
@@ -418,7 +452,7 @@ workflow:
 `, mode, claimSQL(table, "{{ __frame_max_rows }}"), c.slots, c.maxRows, c.rowConc, process, body)
 	id, err := e.Start(ctx, []byte(src), engine.StartOptions{File: "bench.yaml"})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if heapProfile != "" {
 		go func() {
@@ -432,23 +466,35 @@ workflow:
 	}
 	sum, err := e.Wait(ctx, id)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if sum.Status != engine.StatusCompleted {
-		return 0, fmt.Errorf("execution %s: %s at %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
+		return 0, nil, fmt.Errorf("execution %s: %s at %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
 	}
 	// Count in pages: reading the whole history at once would itself be
 	// the run's peak memory.
 	var count, after int64
+	var open []int64
 	for {
 		evs, err := log.Read(ctx, id, after, 50)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if len(evs) == 0 {
-			return count, nil
+			return count, open, nil
 		}
 		count += int64(len(evs))
 		after = evs[len(evs)-1].Seq
+		for _, ev := range evs {
+			if ev.Type != eventlog.TypeFrameDone {
+				continue
+			}
+			var p struct {
+				ClaimOpenUs int64 `json:"claim_open_us"`
+			}
+			if json.Unmarshal(ev.Payload, &p) == nil && p.ClaimOpenUs > 0 {
+				open = append(open, p.ClaimOpenUs)
+			}
+		}
 	}
 }

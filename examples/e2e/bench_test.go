@@ -124,7 +124,7 @@ func (e *env) drain(b *testing.B, items, rows int, run func(ctx context.Context)
 	var events, appends int64
 	for i := 0; i < b.N; i++ {
 		if rows > 0 {
-			if _, err := e.pool.Exec(ctx, "UPDATE "+e.table+" SET status = 'pending', claimed_by = NULL, done_count = 0"); err != nil {
+			if _, err := e.pool.Exec(ctx, "UPDATE "+e.table+" SET status = 'pending', done_count = 0"); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -25,8 +25,10 @@ var screenshots = flag.String("screenshots", "", "directory TestDashboardInABrow
 // per frame, except that a frame holding a row id above {{ gate_after }}
 // first waits for the advisory lock {{ lock }}, which the test holds:
 // the loop makes visible progress, then waits until the test lets it
-// finish. Its apiVersion, on line 5, is not NoETL's: a warning (that
-// does not stop it running) the dashboard marks at its line.
+// finish. A cancel interrupts a frame blocked at the gate one lease
+// (lease_seconds) after it reached the worker. Its apiVersion, on line 5,
+// is not NoETL's: a warning (that does not stop it running) the dashboard
+// marks at its line.
 const gatedDrain = `kind: Playbook
 metadata: {name: gated-drain}
 workload: {table: items, lock: 0, gate_after: 0}
@@ -47,7 +49,7 @@ workflow:
       spec:
         mode: cursor
         max_in_flight: 2
-        frame: {max_rows: 5, process: frame, lease_seconds: 30}
+        frame: {max_rows: 5, process: frame, lease_seconds: 3}
     tool:
       kind: postgres
       auth: pg

@@ -27,13 +27,10 @@ import (
 //     while its first attempt is still alive, a redelivery) increments
 //     done_count once: the second UPDATE re-checks status after the first
 //     committed and skips the row.
-//   - A claim is tagged with the execution and the loop slot. A slot runs
-//     one frame at a time, and its next frame is issued only after the
-//     previous one finished or was re-issued, so rows still 'claimed' under
-//     the slot's tag when it claims again belong to a frame whose claim
-//     never reached the log (its worker died between the claim and
-//     frame.claimed); the claim takes them back. A claim that did reach
-//     the log comes back with the re-issued frame instead.
+//   - The claim is the natural one: no reclaim clause, no tag. Its rows
+//     are either on record (frame.claimed; a re-issued frame brings them)
+//     or, when the worker died before the record, its transaction was
+//     rolled back by PostgreSQL and the rows are pending again.
 //   - release (a claim the orchestrator refused as stale, rows whose
 //     body failed) only touches rows still 'claimed', never 'done' ones.
 const drainPlaybook = `apiVersion: noetl.io/v2
@@ -48,13 +45,10 @@ workflow:
         auth: pg
         claim: |
           WITH c AS (
-            SELECT id FROM {{ table }}
-             WHERE status = 'pending'
-                OR (status = 'claimed' AND claimed_by = '{{ execution_id }}/{{ __worker_slot_id }}')
+            SELECT id FROM {{ table }} WHERE status = 'pending'
              ORDER BY id FOR UPDATE SKIP LOCKED LIMIT {{ __frame_max_rows }})
-          UPDATE {{ table }} q SET status = 'claimed', claimed_by = '{{ execution_id }}/{{ __worker_slot_id }}'
-            FROM c WHERE q.id = c.id RETURNING q.id
-        release: UPDATE {{ table }} SET status = 'pending', claimed_by = NULL WHERE status = 'claimed' AND id IN ({{ keys | join(',') }})
+          UPDATE {{ table }} q SET status = 'claimed' FROM c WHERE q.id = c.id RETURNING q.id
+        release: UPDATE {{ table }} SET status = 'pending' WHERE status = 'claimed' AND id IN ({{ keys | join(',') }})
       iterator: job
       spec:
         mode: cursor
@@ -111,7 +105,7 @@ func newEnv(t testing.TB, rows int) *env {
 		}
 	})
 	_, err = pool.Exec(ctx, fmt.Sprintf(`CREATE SCHEMA %[1]s;
-CREATE TABLE %[2]s (id bigint PRIMARY KEY, status text NOT NULL DEFAULT 'pending', claimed_by text,
+CREATE TABLE %[2]s (id bigint PRIMARY KEY, status text NOT NULL DEFAULT 'pending',
   done_count int NOT NULL DEFAULT 0);
 INSERT INTO %[2]s (id) SELECT g FROM generate_series(1, %[3]d) g`, e.schema, e.table, rows))
 	if err != nil {
@@ -121,16 +115,31 @@ INSERT INTO %[2]s (id) SELECT g FROM generate_series(1, %[3]d) g`, e.schema, e.t
 }
 
 func (e *env) server(t testing.TB, bin, name string) *replica {
+	return e.serverEnv(t, bin, name, nil)
+}
+
+// serverEnv starts a server replica with env added to its environment
+// and extra flags after the usual ones (a flag given twice takes the
+// later value).
+func (e *env) serverEnv(t testing.TB, bin, name string, env []string, extra ...string) *replica {
 	addr := freeAddr(t)
-	p := start(t, name, bin, "--listen", addr, "--eventlog", e.dsn, "--schema", e.schema, "--nats", e.natsURL,
+	args := append([]string{"--listen", addr, "--eventlog", e.dsn, "--schema", e.schema, "--nats", e.natsURL,
 		"--prefix", e.prefix, "--id", name, "--lease", "3s", "--command-lease", "3s", "--ack-wait", "5s", "--event-ack-wait", "2s",
-		"--token", e.token)
+		"--token", e.token}, extra...)
+	p := startEnv(t, name, env, bin, args...)
 	return &replica{proc: p, addr: addr, token: e.token}
 }
 
 func (e *env) worker(t testing.TB, bin, name string, concurrency int) *proc {
-	return start(t, name, bin, "--nats", e.natsURL, "--prefix", e.prefix, "--id", name, "--concurrency", fmt.Sprint(concurrency),
-		"--ack-wait", "5s", "--report-timeout", "10s", "--grace", "2s", "--credential", "pg="+e.dsn)
+	return e.workerEnv(t, bin, name, concurrency, nil)
+}
+
+// workerEnv starts a worker with env added to its environment and extra
+// flags after the usual ones.
+func (e *env) workerEnv(t testing.TB, bin, name string, concurrency int, env []string, extra ...string) *proc {
+	args := append([]string{"--nats", e.natsURL, "--prefix", e.prefix, "--id", name, "--concurrency", fmt.Sprint(concurrency),
+		"--ack-wait", "5s", "--report-timeout", "10s", "--grace", "2s", "--credential", "pg=" + e.dsn}, extra...)
+	return startEnv(t, name, env, bin, args...)
 }
 
 func (e *env) done(ctx context.Context) (int, error) {

@@ -18,34 +18,62 @@ import (
 	"time"
 )
 
-// build compiles the server and worker binaries into a temporary
-// directory, once per test binary.
-var build struct {
+// binSet is a set of binaries compiled once per test binary into a
+// temporary directory.
+type binSet struct {
 	once sync.Once
 	dir  string
 	err  error
 }
 
-func binaries(t testing.TB) (server, worker string) {
+// The plain builds, and the builds with fault points (-tags faultpoint).
+var plainBins, faultBins binSet
+
+// build compiles pkgs (import paths) with tags into the set's directory,
+// once, and returns the directory.
+func (b *binSet) build(t testing.TB, tags string, pkgs ...string) string {
 	t.Helper()
-	build.once.Do(func() {
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "cursorflow-e2e-bin-")
 		if err != nil {
-			build.err = err
+			b.err = err
 			return
 		}
-		build.dir = dir
-		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-			"github.com/cursorflow/cursorflow/examples/server", "github.com/cursorflow/cursorflow/examples/worker")
-		out, err := cmd.CombinedOutput()
+		b.dir = dir
+		args := []string{"build", "-o", dir + string(filepath.Separator)}
+		if tags != "" {
+			args = append(args, "-tags", tags)
+		}
+		out, err := exec.Command("go", append(args, pkgs...)...).CombinedOutput()
 		if err != nil {
-			build.err = fmt.Errorf("go build: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
-	if build.err != nil {
-		t.Fatal(build.err)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return filepath.Join(build.dir, "server"), filepath.Join(build.dir, "worker")
+	return b.dir
+}
+
+const (
+	serverPkg = "github.com/cursorflow/cursorflow/examples/server"
+	workerPkg = "github.com/cursorflow/cursorflow/examples/worker"
+	cliPkg    = "github.com/cursorflow/cursorflow/examples/cursorflow"
+)
+
+// binaries returns the server and worker binaries.
+func binaries(t testing.TB) (server, worker string) {
+	t.Helper()
+	dir := plainBins.build(t, "", serverPkg, workerPkg)
+	return filepath.Join(dir, "server"), filepath.Join(dir, "worker")
+}
+
+// faultBinaries returns the server, worker and cursorflow CLI binaries
+// built with fault points (internal/faultpoint).
+func faultBinaries(t testing.TB) (server, worker, cli string) {
+	t.Helper()
+	dir := faultBins.build(t, "faultpoint", serverPkg, workerPkg, cliPkg)
+	return filepath.Join(dir, "server"), filepath.Join(dir, "worker"), filepath.Join(dir, "cursorflow")
 }
 
 // proc is a started process whose output goes to a file that the test
@@ -55,9 +83,17 @@ type proc struct {
 	cmd  *exec.Cmd
 	out  *os.File
 	done chan struct{}
+	// exited is when the process was seen gone; read it after done.
+	exited time.Time
 }
 
 func start(t testing.TB, name, bin string, args ...string) *proc {
+	t.Helper()
+	return startEnv(t, name, nil, bin, args...)
+}
+
+// startEnv starts bin with env added to the test's environment.
+func startEnv(t testing.TB, name string, env []string, bin string, args ...string) *proc {
 	t.Helper()
 	out, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
@@ -65,11 +101,14 @@ func start(t testing.TB, name, bin string, args ...string) *proc {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	p := &proc{name: name, cmd: cmd, out: out, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	go func() { _ = cmd.Wait(); p.exited = time.Now(); close(p.done) }()
 	t.Cleanup(func() {
 		p.stop(5 * time.Second)
 		if t.Failed() {
@@ -103,6 +142,17 @@ func (p *proc) stop(grace time.Duration) {
 	case <-time.After(grace):
 		p.kill()
 	}
+}
+
+// killedBySIGKILL reports whether the process has ended by SIGKILL.
+func (p *proc) killedBySIGKILL() bool {
+	select {
+	case <-p.done:
+	default:
+		return false
+	}
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 func (p *proc) alive() bool {

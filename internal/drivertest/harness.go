@@ -80,7 +80,8 @@ func StatusOptions(table string, maxAttempts int) map[string]any {
 // payload, status, attempts and claimed_at, drained by a claim template
 // that reads the table's name from workload.table, the lease from
 // workload.lease_ms (0: no reclaim clause) and whether to echo
-// __worker_slot_id and __frame_max_rows from workload.echo.
+// __worker_slot_id, __worker_slot_index and __frame_max_rows from
+// workload.echo.
 type TableQueue struct {
 	// Kind is the cursor kind (postgres, sqlite, ...).
 	Kind string

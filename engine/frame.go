@@ -1,0 +1,543 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/faultpoint"
+)
+
+// settleTimeout bounds the source calls a frame makes after its context
+// may have ended (commit, abort, ack, release): they must not hang, and
+// they must not be skipped because the frame was cancelled.
+const settleTimeout = 30 * time.Second
+
+// errCancelGrace interrupts the rows of a cancelled frame that are still
+// running one lease after the cancel.
+var errCancelGrace = errors.New("execution cancelled: rows still running a lease after the cancel were interrupted")
+
+// runFrame runs a frame command: it claims a frame (or takes the rows an
+// earlier attempt recorded), records the claim, commits it, runs the
+// chain on the rows and reports frame.done. A frame re-issued to settle
+// its rows (Command.Settle) dead-letters or releases them instead.
+func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep Reporter, cancelled <-chan struct{}) error {
+	start := time.Now()
+	lp := step.Loop
+	done := func(p frameDonePayload) error {
+		p.Ms = time.Since(start).Milliseconds()
+		return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, p)
+	}
+	fail := func(msg string) error { return done(frameDonePayload{Fail: msg}) }
+	// Templated frame fields are rendered here as the orchestrator renders
+	// them for the command's lease and heartbeat (State.frameOf).
+	fs, err := lp.Frame.Resolve(cmd.Scope)
+	if err != nil {
+		return fail(err.Error())
+	}
+	driver, err := w.Cursors.Lookup(lp.Cursor.Kind)
+	if err != nil {
+		return fail(fmt.Sprintf("loop.cursor.kind: %v", err))
+	}
+	scope := copyMap(cmd.Scope)
+	addArgs(scope, cmd.Args)
+	spec, err := w.cursorSpec(ctx, cmd, lp, fs, scope, driver)
+	if err != nil {
+		return fail(err.Error())
+	}
+	cur, err := driver.Open(ctx, spec)
+	if err != nil {
+		return fail(fmt.Sprintf("loop.cursor: open %s cursor (auth %q): %v", lp.Cursor.Kind, spec.Auth, err))
+	}
+	defer cur.Close()
+	// The lease runs from dispatch: heartbeat through the claim too, which
+	// can be slow on a loaded source.
+	stop := w.heartbeat(ctx, cmd, rep)
+	defer stop()
+	// Settling calls (commit, abort, ack, release) must happen even when
+	// the frame's context ended, and must not hang: each gets its own
+	// bounded context.
+	settle := func(f func(context.Context) error) error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		return f(sctx)
+	}
+
+	if cmd.Settle == SettleDeadLetter {
+		var p frameDonePayload
+		_ = settle(func(sctx context.Context) error { p = w.deadLetter(sctx, cmd, cur); return nil })
+		return done(p)
+	}
+	p := frameDonePayload{}
+	rows := cmd.Rows
+	var claimed []cursor.Row
+	if rows == nil {
+		if closed(cancelled) {
+			// Cancelled before the claim: claim nothing.
+			p.Cancelled = true
+			return done(p)
+		}
+		claim, err := cur.Claim(ctx, max(1, fs.MaxRows))
+		if err != nil {
+			return fail(fmt.Sprintf("loop.cursor.claim: %v", err))
+		}
+		claimedAt := time.Now()
+		if len(claim.Rows) == 0 {
+			return done(frameDonePayload{Drained: true})
+		}
+		faultpoint.Hit(faultpoint.FrameClaimed)
+		rows = make([]FrameRow, len(claim.Rows))
+		for i, r := range claim.Rows {
+			rows[i] = FrameRow{Key: r.Key, Values: r.Values, Attempt: r.Lease.Attempt, Token: r.Lease.Token}
+		}
+		// The claim is on record before it commits and before any row
+		// runs: a process that dies before the record leaves a claim the
+		// source undoes (rolled back, or handed back by its lease), and a
+		// re-issued frame resumes with exactly the recorded rows.
+		if err := w.report(ctx, rep, cmd, eventlog.TypeFrameClaimed, frameClaimedPayload{Rows: rows}); err != nil {
+			if aerr := settle(claim.Abort); aerr != nil {
+				w.logger().Warn("cursor: aborting a claim that could not be recorded failed; the source's rollback or lease takes the rows back",
+					"step", cmd.Step, "command_id", cmd.ID, "rows", len(rows), "error", aerr)
+			}
+			return err
+		}
+		faultpoint.Hit(faultpoint.FrameRecorded)
+		if err := settle(claim.Commit); err != nil {
+			// The rows are on record, so they must run: the source may have
+			// kept the claim or given the rows back (then another frame may
+			// run them too). At least once, never lost.
+			w.logger().Warn("cursor: commit of a recorded claim failed; running its rows all the same",
+				"step", cmd.Step, "command_id", cmd.ID, "rows", len(rows), "error", err)
+		}
+		p.ClaimOpenUs = time.Since(claimedAt).Microseconds()
+		claimed = claim.Rows
+		if keep := w.limitBytes(claimed, fs.MaxBytes); keep < len(claimed) {
+			// The rows past max_bytes are recorded too: hand them back now
+			// (a re-issue runs every recorded row), or run them where the
+			// source cannot take them back.
+			extra := claimed[keep:]
+			if err := settle(func(sctx context.Context) error { return cur.Release(sctx, extra) }); err == nil {
+				p.Released += len(claimed) - keep
+				claimed, rows = claimed[:keep], rows[:keep]
+			} else if !errors.Is(err, cursor.ErrUnsupported) {
+				w.logger().Warn("cursor: releasing the rows past max_bytes failed; running them", "step", cmd.Step, "error", err)
+			}
+		}
+	} else {
+		claimed = make([]cursor.Row, len(rows))
+		for i, r := range rows {
+			claimed[i] = cursor.Row{Key: r.Key, Values: r.Values, Lease: cursor.Lease{Attempt: r.Attempt, Token: r.Token}}
+		}
+	}
+
+	h := &frameRun{w: w, cmd: cmd, step: step, cur: cur, scope: scope, rows: rows, claimed: claimed,
+		cancelled: cancelled, settle: settle, items: make([]ItemOutcome, len(rows)),
+		released: map[int]bool{}, interrupted: map[int]bool{}}
+	if cmd.Settle == SettleRelease {
+		h.cancelled = closedChan
+	}
+	if fs.MaxSeconds > 0 {
+		h.deadline = time.Now().Add(time.Duration(fs.MaxSeconds * float64(time.Second)))
+	}
+	// A cancel stops the frame between rows; rows in progress (and, where
+	// the source cannot take rows back, the rest) may run for one lease
+	// more, then they are interrupted: a cancel is bounded.
+	rowsCtx, interrupt := context.WithCancelCause(ctx)
+	defer interrupt(nil)
+	go h.graceAfterCancel(rowsCtx, interrupt, cmd.Lease)
+	if fs.Process == dsl.ProcessFrame {
+		h.runFrameChain(rowsCtx)
+	} else {
+		h.runRows(rowsCtx, max(1, fs.RowConcurrency))
+	}
+	if len(h.unstarted) > 0 {
+		// Interrupted before they started: hand them back if the source
+		// can, else they are abandoned (claimed, never run).
+		rest := make([]cursor.Row, len(h.unstarted))
+		for n, i := range h.unstarted {
+			rest[n] = claimed[i]
+		}
+		if err := settle(func(sctx context.Context) error { return cur.Release(sctx, rest) }); err == nil {
+			for _, i := range h.unstarted {
+				h.released[i] = true
+			}
+			h.nReleased += len(rest)
+		} else {
+			for _, i := range h.unstarted {
+				h.items[i] = ItemOutcome{Key: rows[i].Key, Outcome: OutcomeError, Error: "execution cancelled before the row started"}
+				h.interrupted[i] = true
+			}
+		}
+	}
+	var ok, bad []cursor.Row
+	var items []ItemOutcome
+	var cut []string // keys of interrupted rows
+	for i, it := range h.items {
+		switch {
+		case h.released[i]:
+			continue
+		case it.Outcome == OutcomeOK:
+			ok = append(ok, claimed[i])
+		default:
+			bad = append(bad, claimed[i])
+			if h.interrupted[i] {
+				cut = append(cut, it.Key)
+			}
+		}
+		items = append(items, it)
+	}
+	if len(ok) > 0 {
+		if err := settle(func(sctx context.Context) error { return cur.Ack(sctx, ok) }); err != nil {
+			switch {
+			case errors.Is(err, cursor.ErrStaleLease):
+				// The source handed some rows to another claimer after their
+				// lease ran out: their bodies ran here, and will run there
+				// again; nothing to stop the loop for.
+				w.logger().Warn("cursor refused an ack: rows were re-issued", "step", cmd.Step, "command_id", cmd.ID, "error", err)
+			case h.fatal == "":
+				h.fatal = fmt.Sprintf("loop.cursor: ack: %v", err)
+			}
+		}
+	}
+	if len(bad) > 0 {
+		if err := settle(func(sctx context.Context) error { return cur.Release(sctx, bad) }); err == nil {
+			p.Released += len(bad)
+		} else if len(cut) > 0 {
+			p.Abandoned = cut
+			w.logger().Error("cursor: rows a cancel interrupted could not be handed back; they stay claimed in the source",
+				"step", cmd.Step, "command_id", cmd.ID, "keys", cut, "error", err)
+		}
+	}
+	p.Released += h.nReleased
+	p.Cancelled = p.Cancelled || h.nReleased > 0
+	p.Items, p.Counts, p.Ctx, p.Fail = items, countOutcomes(items), h.ctxDelta, h.fatal
+	faultpoint.Hit(faultpoint.FrameRan)
+	return done(p)
+}
+
+// closedChan is a channel that is always closed: a release attempt runs
+// as if its execution had been cancelled, whether or not this worker
+// heard of the cancel.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// frameRun is one frame's rows being run.
+type frameRun struct {
+	w         *Worker
+	cmd       *Command
+	step      *dsl.Step
+	cur       cursor.Cursor
+	scope     map[string]any
+	rows      []FrameRow
+	claimed   []cursor.Row
+	cancelled <-chan struct{}
+	settle    func(func(context.Context) error) error
+	deadline  time.Time
+
+	mu        sync.Mutex
+	items     []ItemOutcome
+	fatal     string
+	ctxDelta  map[string]any
+	released  map[int]bool // rows handed back unstarted (cancel)
+	nReleased int
+	// finish: the source could not take unstarted rows back on cancel, so
+	// every row runs.
+	finish bool
+	// unstarted lists the rows not started when the cancel grace ran out;
+	// interrupted marks the rows it cut short (or left unstarted).
+	unstarted   []int
+	interrupted map[int]bool
+}
+
+// graceAfterCancel interrupts the frame's rows (ctx, through interrupt)
+// one grace period after the execution was cancelled.
+func (f *frameRun) graceAfterCancel(ctx context.Context, interrupt context.CancelCauseFunc, grace time.Duration) {
+	select {
+	case <-f.cancelled:
+	case <-ctx.Done():
+		return
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		f.w.logger().Warn("execution cancelled: interrupting the frame's rows still running a lease later",
+			"step", f.cmd.Step, "command_id", f.cmd.ID, "lease", grace)
+		interrupt(errCancelGrace)
+	case <-ctx.Done():
+	}
+}
+
+// cutShort reports whether the cancel grace interrupted the rows.
+func cutShort(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errCancelGrace) }
+
+// stopForCancel is called before a row (or the frame's chain) starts.
+// Once the execution is being cancelled it hands the rows from idx on back
+// to the source and reports true, unless the source cannot take them
+// back: then the rows it holds run to the end rather than be stranded.
+func (f *frameRun) stopForCancel(idx int) bool {
+	if f.finish || !closed(f.cancelled) {
+		return false
+	}
+	rest := f.claimed[idx:]
+	err := f.settle(func(sctx context.Context) error { return f.cur.Release(sctx, rest) })
+	if err != nil {
+		f.finish = true
+		if errors.Is(err, cursor.ErrUnsupported) {
+			f.w.logger().Info("execution cancelled, but the cursor cannot hand rows back; running the frame's remaining rows",
+				"step", f.cmd.Step, "command_id", f.cmd.ID, "rows", len(rest))
+		} else {
+			f.w.logger().Warn("execution cancelled, but releasing the frame's remaining rows failed; running them",
+				"step", f.cmd.Step, "command_id", f.cmd.ID, "rows", len(rest), "error", err)
+		}
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := idx; i < len(f.rows); i++ {
+		f.released[i] = true
+	}
+	f.nReleased = len(rest)
+	return true
+}
+
+// runFrameChain runs the chain once on every row (process: frame).
+func (f *frameRun) runFrameChain(ctx context.Context) {
+	lp := f.step.Loop
+	if f.stopForCancel(0) {
+		return
+	}
+	if cutShort(ctx) {
+		for i := range f.rows {
+			f.unstarted = append(f.unstarted, i)
+		}
+		return
+	}
+	values := make([]any, len(f.rows))
+	for i, r := range f.rows {
+		values[i] = r.Values
+	}
+	sc := copyMap(f.scope)
+	setIter(sc, lp.Iterator, values, f.cmd.Frame)
+	iter := sc["iter"].(map[string]any)
+	iter[lp.Iterator+"_rows"] = values
+	sc["frame"] = map[string]any{"rows": values, "index": f.cmd.Frame, "row_count": len(values)}
+	t0 := time.Now()
+	res := f.w.runChain(ctx, f.cmd, f.step, sc, 0, 1, nil, false)
+	outcome, msg := OutcomeOK, ""
+	if res.failed {
+		outcome, msg = OutcomeError, res.err
+		if res.explicit {
+			f.fatal = res.err
+		}
+	}
+	ms := time.Since(t0).Milliseconds()
+	cut := res.failed && cutShort(ctx)
+	if cut {
+		msg = errCancelGrace.Error()
+	}
+	for i, r := range f.rows {
+		f.items[i] = ItemOutcome{Key: r.Key, Outcome: outcome, Ms: ms, Error: msg}
+		f.interrupted[i] = cut
+	}
+	f.ctxDelta = res.ctx
+}
+
+// runRows runs the chain per row (process: row), at most conc at once.
+func (f *frameRun) runRows(ctx context.Context, conc int) {
+	lp := f.step.Loop
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	for i := range f.rows {
+		if !f.deadline.IsZero() && time.Now().After(f.deadline) {
+			f.setItem(i, ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeError, Error: "frame max_seconds reached before the row started"})
+			continue
+		}
+		f.mu.Lock()
+		stopNow := f.fatal != ""
+		f.mu.Unlock()
+		if stopNow {
+			f.setItem(i, ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeError, Error: "frame failed before the row started"})
+			continue
+		}
+		sem <- struct{}{}
+		if f.stopForCancel(i) {
+			<-sem
+			break
+		}
+		if cutShort(ctx) {
+			<-sem
+			for j := i; j < len(f.rows); j++ {
+				f.unstarted = append(f.unstarted, j)
+			}
+			break
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			sc := copyMap(f.scope)
+			setIter(sc, lp.Iterator, f.rows[i].Values, i)
+			t0 := time.Now()
+			res := f.w.runChain(ctx, f.cmd, f.step, sc, 0, 1, nil, false)
+			it := ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeOK, Ms: time.Since(t0).Milliseconds()}
+			if res.failed {
+				it.Outcome, it.Error = OutcomeError, res.err
+			}
+			cut := res.failed && cutShort(ctx)
+			if cut {
+				it.Error = errCancelGrace.Error()
+			}
+			f.mu.Lock()
+			f.items[i] = it
+			f.interrupted[i] = cut
+			if res.failed && res.explicit && f.fatal == "" {
+				f.fatal = fmt.Sprintf("row %s: %s", f.rows[i].Key, res.err)
+			}
+			if len(res.ctx) > 0 {
+				if f.ctxDelta == nil {
+					f.ctxDelta = map[string]any{}
+				}
+				merge(f.ctxDelta, res.ctx)
+			}
+			f.mu.Unlock()
+			faultpoint.Hit(faultpoint.FrameRow)
+		}(i)
+	}
+	wg.Wait()
+}
+
+func (f *frameRun) setItem(i int, it ItemOutcome) {
+	f.mu.Lock()
+	f.items[i] = it
+	f.mu.Unlock()
+}
+
+// deadLetter hands a frame's recorded rows to the cursor's dead letter
+// (the engine gave up on them) and returns the frame.done that reports
+// them dead. A source that cannot dead-letter (a SQL cursor without a
+// dead_letter statement) keeps the rows claimed: that is logged loudly
+// and recorded in the rows' error.
+func (w *Worker) deadLetter(ctx context.Context, cmd *Command, cur cursor.Cursor) frameDonePayload {
+	rows := make([]cursor.Row, len(cmd.Rows))
+	for i, r := range cmd.Rows {
+		rows[i] = cursor.Row{Key: r.Key, Values: r.Values, Lease: cursor.Lease{Attempt: r.Attempt, Token: r.Token}}
+	}
+	reason := cmd.SettleReason
+	var err error
+	if dl, ok := cur.(cursor.DeadLetterer); ok {
+		err = dl.DeadLetter(ctx, rows, reason)
+	} else {
+		err = fmt.Errorf("%w: the cursor has no dead letter", cursor.ErrUnsupported)
+	}
+	msg := reason
+	if err != nil {
+		msg = reason + "; the source did not take the dead letter: " + err.Error()
+		keys := make([]string, len(rows))
+		for i, r := range rows {
+			keys[i] = r.Key
+		}
+		w.logger().Error("cursor: the engine gave up on rows that the source could not dead-letter; they stay claimed in the source",
+			"step", cmd.Step, "command_id", cmd.ID, "keys", keys, "reason", reason, "error", err)
+	}
+	items := make([]ItemOutcome, len(rows))
+	for i, r := range rows {
+		items[i] = ItemOutcome{Key: r.Key, Outcome: OutcomeDead, Error: msg}
+	}
+	return frameDonePayload{Items: items, Counts: countOutcomes(items)}
+}
+
+// limitBytes returns how many of the claimed rows fit in max bytes (their
+// JSON size); the first row always does, so a frame makes progress.
+func (w *Worker) limitBytes(rows []cursor.Row, maxBytes int64) int {
+	if maxBytes <= 0 || len(rows) < 2 {
+		return len(rows)
+	}
+	var total int64
+	for i, r := range rows {
+		b, _ := json.Marshal(r.Values)
+		total += int64(len(b))
+		if i > 0 && total > maxBytes {
+			return i
+		}
+	}
+	return len(rows)
+}
+
+// slotID is a frame slot's __worker_slot_id: a positive integer below
+// 2^53 (exact in BIGINT, TEXT and JSON numbers) hashed from the
+// execution, the loop run and the slot index, so it differs across loops
+// and executions and stays the same for every frame of the slot.
+func slotID(executionID, run string, slot int) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(executionID))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(run))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(strconv.Itoa(slot)))
+	id := int64(h.Sum64() & (1<<53 - 1))
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
+// cursorSpec resolves the cursor's credential and renders its options.
+func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, fs dsl.FrameSpec, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
+	cs := lp.Cursor
+	spec := cursor.Spec{
+		Kind: cs.Kind, Claim: cs.Claim, Scope: scope, LoopID: cmd.Run, SlotID: cmd.Slot,
+		WorkerSlotID: slotID(cmd.ExecutionID, cmd.Run, cmd.Slot),
+		Lease:        time.Duration(fs.LeaseSeconds * float64(time.Second)),
+		MaxAttempts:  max(1, fs.MaxAttempts), Logger: w.logger(),
+	}
+	if cs.MaxAttempts > 0 {
+		spec.MaxAttempts = cs.MaxAttempts
+	}
+	if cs.Auth != nil {
+		a, err := cs.Auth.Render(scope)
+		if err != nil {
+			return spec, fmt.Errorf("loop.cursor.auth: %w", err)
+		}
+		spec.Auth = fmt.Sprint(a)
+	}
+	var perCall []string
+	if t, ok := driver.(cursor.TemplateOptioner); ok {
+		perCall = t.TemplateOptions()
+	}
+	opts := make(map[string]any, len(cs.Options))
+	for _, k := range sortedKeys(cs.Options) {
+		if slices.Contains(perCall, k) {
+			// The driver renders these per call with its own variables.
+			opts[k] = cs.Options[k].Raw()
+			continue
+		}
+		x, err := cs.Options[k].Render(scope)
+		if err != nil {
+			return spec, fmt.Errorf("loop.cursor.%s: %w", k, err)
+		}
+		opts[k] = x
+	}
+	spec.Options = opts
+	if spec.Auth != "" {
+		if w.Keychain == nil {
+			return spec, fmt.Errorf("loop.cursor.auth: no keychain to resolve credential %q", spec.Auth)
+		}
+		cred, err := w.Keychain.Resolve(ctx, spec.Auth)
+		if err != nil {
+			return spec, fmt.Errorf("loop.cursor.auth: %w", err)
+		}
+		spec.Credential = cred.URL
+	} else if u, ok := opts["url"].(string); ok {
+		spec.Credential = u
+	}
+	return spec, nil
+}
