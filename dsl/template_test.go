@@ -606,3 +606,47 @@ func TestFilters(t *testing.T) {
 		})
 	}
 }
+
+func TestSQLFilters(t *testing.T) {
+	t.Parallel()
+	vars := map[string]any{
+		"quote": "O'Brien", "bs": `C:\temp\'x`, "dollar": "$$; DROP TABLE t; $$", "uni": "naïve — 日本",
+		"n": int64(-3), "f": 2.5, "t": true, "none": nil,
+		"job": map[string]any{"name": "it's", "path": `a\b`}, "list": []any{int64(1), "x'y"},
+		"col": `we"ird`,
+	}
+	tests := []struct{ src, want string }{
+		{"{{ quote | sql_literal }}", `'O''Brien'`},
+		{"{{ bs | sql_literal }}", `E'C:\\temp\\''x'`},
+		{"{{ bs | sql_literal('sqlite') }}", `'C:\temp\''x'`},
+		{"{{ bs | sql_literal(dialect='mysql') }}", `'C:\\temp\\''x'`},
+		{"{{ dollar | sql_literal }}", `'$$; DROP TABLE t; $$'`},
+		{"{{ uni | sql_literal }}", `'naïve — 日本'`},
+		{"{{ n | sql_literal }}", `-3`},
+		{"{{ f | sql_literal }}", `2.5`},
+		{"{{ t | sql_literal }}", `TRUE`},
+		{"{{ none | sql_literal }}", `NULL`},
+		{"{{ missing | sql_literal }}", `NULL`},
+		{"{{ job | sql_literal }}", `E'{"name": "it''s", "path": "a\\\\b"}'`},
+		{"{{ job | tojson | sql_literal }}::jsonb", `E'{"name": "it''s", "path": "a\\\\b"}'::jsonb`},
+		{"{{ list | sql_literal }}", `'[1, "x''y"]'`},
+		{"SELECT {{ col | sql_ident }} FROM t", `SELECT "we""ird" FROM t`},
+		{"{{ col | sql_ident('mysql') }}", "`we\"ird`"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.src, func(t *testing.T) {
+			if got := render(t, tt.src, vars); got != tt.want {
+				t.Fatalf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+	for _, src := range []string{"{{ 'a\x00b' | sql_literal }}", "{{ '' | sql_ident }}", "{{ none | sql_ident }}", "{{ 'x' | sql_literal('oracle') }}"} {
+		tpl, err := CompileTemplate(src, Pos{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tpl.Render(vars); err == nil {
+			t.Errorf("%q rendered without an error", src)
+		}
+	}
+}

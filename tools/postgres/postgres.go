@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -97,11 +98,52 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if cred.Alias == "" {
 		cred.Alias = alias
 	}
+	var params [][]byte
+	if v, ok := call.Config["params"]; ok && v != nil {
+		if params, err = bindParams(v); err != nil {
+			return tools.Output{}, fmt.Errorf("%w: params: %w", ErrBadConfig, err)
+		}
+		if params == nil {
+			params = [][]byte{}
+		}
+	}
 	pool, err := t.pool(cred)
 	if err != nil {
 		return tools.Output{}, err
 	}
-	return t.run(ctx, pool, cred, sql), nil
+	return t.run(ctx, pool, cred, sql, params), nil
+}
+
+// bindParams encodes the params list in PostgreSQL's text format, one
+// value per $n: nil as NULL, strings as they are, numbers and booleans as
+// their text, lists and maps as JSON text (cast with $n::jsonb). The
+// server infers each parameter's type from the statement.
+func bindParams(v any) ([][]byte, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("want a list (values of $1, $2, ...), got %T", v)
+	}
+	out := make([][]byte, len(list))
+	for i, x := range list {
+		switch x := x.(type) {
+		case nil:
+			out[i] = nil
+		case string:
+			out[i] = []byte(x)
+		case bool, int64, int, float64:
+			out[i] = []byte(conv.Scalar(x))
+		default:
+			b, err := json.Marshal(x)
+			if err != nil {
+				return nil, fmt.Errorf("$%d: %w", i+1, err)
+			}
+			out[i] = b
+		}
+		if x, ok := x.(string); ok && strings.IndexByte(x, 0) >= 0 {
+			return nil, fmt.Errorf("$%d: PostgreSQL text cannot hold a NUL byte", i+1)
+		}
+	}
+	return out, nil
 }
 
 // pool returns the pool for cred.URL, creating it on first use.
@@ -153,27 +195,27 @@ func (t *Tool) pool(cred tools.Credential) (*pgxpool.Pool, error) {
 	return p, nil
 }
 
-// run executes sql over the simple query protocol and builds the Output.
-func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string) tools.Output {
+// run executes sql, over the simple query protocol without params and
+// as one statement of the extended protocol with them (params non-nil),
+// and builds the Output.
+func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string, params [][]byte) tools.Output {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return connError(cred, err)
 	}
 	defer conn.Release()
 
-	mrr := conn.Conn().PgConn().Exec(ctx, sql)
 	var (
 		res      result
 		affected int64
 		rowsSeen bool
 	)
-	for mrr.NextResult() {
-		rr := mrr.ResultReader()
+	read := func(rr *pgconn.ResultReader) error {
 		fds := rr.FieldDescriptions()
 		if len(fds) == 0 {
-			tag, _ := rr.Close()
+			tag, err := rr.Close()
 			affected = tag.RowsAffected()
-			continue
+			return err
 		}
 		// A statement that returns rows (even none) replaces the result:
 		// the last such statement is the one reported.
@@ -182,10 +224,22 @@ func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credentia
 		for rr.NextRow() {
 			res.add(rr.Values())
 		}
-		rr.Close()
+		_, err := rr.Close()
+		return err
 	}
-	if err := mrr.Close(); err != nil {
-		return execError(cred, err)
+	if params != nil {
+		// Text in, text out: results decode exactly as without params.
+		if err := read(conn.Conn().PgConn().ExecParams(ctx, sql, params, nil, nil, nil)); err != nil {
+			return execError(cred, err)
+		}
+	} else {
+		mrr := conn.Conn().PgConn().Exec(ctx, sql)
+		for mrr.NextResult() {
+			_ = read(mrr.ResultReader()) // the error is mrr.Close's too
+		}
+		if err := mrr.Close(); err != nil {
+			return execError(cred, err)
+		}
 	}
 	if !rowsSeen {
 		return tools.Output{Status: tools.StatusSuccess, Data: map[string]any{
