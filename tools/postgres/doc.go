@@ -21,8 +21,9 @@
 // (cast with $n::type where the statement does not say): nil is NULL,
 // numbers and booleans are their text, lists and maps their JSON.
 //
-// Without params the SQL goes to the server as written, in one simple-protocol query:
-// the tool never splits statements itself, so comments, quotes and
+// Without params the SQL goes to the server as written, in one
+// simple-protocol query: the tool never splits statements itself, so
+// comments, quotes and
 // dollar-quoted bodies ("-- don't split me", DO $$ ... $$) reach the
 // server intact. The server runs the statements in one implicit
 // transaction unless the SQL manages its own, so an error rolls back the
