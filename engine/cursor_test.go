@@ -40,7 +40,7 @@ func pgQueue(t *testing.T, dsn string, n int) (*pgxpool.Pool, string) {
 func cursorEngine(t *testing.T, dsn string) (*engine.Engine, eventlog.Log) {
 	t.Helper()
 	kc := tools.StaticURLs(map[string]string{"pg": dsn})
-	treg, creg, closer := stdwire.Registries(kc, nil)
+	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	t.Cleanup(func() { _ = closer.Close() })
 	log := eventlog.NewMemory()
 	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Tick: 10 * time.Millisecond})

@@ -78,7 +78,7 @@ func TestWorkerKilledMidFrame(t *testing.T) {
 	}
 	pool, table := pgQueue(t, dsn, n)
 	kc := tools.StaticURLs(map[string]string{"pg": dsn})
-	treg, creg, closer := stdwire.Registries(kc, nil)
+	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	defer closer.Close()
 	kd := &killingDispatcher{victim: "start#1/s3.f2@1", lateErr: make(chan error, 1), reissued: make(chan struct{})}
 	log := eventlog.NewMemory()

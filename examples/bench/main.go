@@ -382,7 +382,7 @@ func viaEngine(ctx context.Context, pool *pgxpool.Pool, c config, schema, table,
 	}
 	defer log.Close()
 	kc := tools.StaticURLs(map[string]string{"pg": c.dsn})
-	treg, creg, closer := stdwire.Registries(kc, slog.New(slog.DiscardHandler))
+	treg, creg, closer := stdwire.Registries(kc, slog.New(slog.DiscardHandler), false)
 	defer closer.Close()
 	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})

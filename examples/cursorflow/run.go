@@ -40,6 +40,7 @@ type runFlags struct {
 	json        bool
 	workers     int
 	verbose     bool
+	noCode      bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
@@ -51,6 +52,7 @@ func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
 	fs.BoolVar(&f.json, "json", false, "end with one JSON summary object")
 	fs.IntVar(&f.workers, "workers", engine.DefaultWorkers, "in-process workers")
 	fs.BoolVar(&f.verbose, "v", false, "log engine activity to stderr")
+	fs.BoolVar(&f.noCode, "no-code", false, "turn off the python and shell tools, which otherwise run the playbook's code on this machine")
 }
 
 // parseInterleaved parses flags that may come before or after positional
@@ -189,7 +191,9 @@ func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context
 	}
 	defer log.Close()
 
-	treg, creg, closer := stdwire.Registries(kc, logger)
+	// A local run executes the operator's own playbook, so its code tools
+	// are on unless --no-code; the server's workers keep them off.
+	treg, creg, closer := stdwire.Registries(kc, logger, !f.noCode)
 	defer closer.Close()
 	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Workers: f.workers, Logger: logger})
 	if err != nil {

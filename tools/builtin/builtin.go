@@ -3,6 +3,13 @@
 // example binaries use it; a host adds its own kinds (see package fn) to
 // the same registry.
 //
+// python and shell run whatever code a playbook carries, with the
+// worker's rights, so they are off unless Options.EnablePython and
+// Options.EnableShell say otherwise: where strangers can submit
+// playbooks, a worker must not hand them a shell. A step of a disabled
+// kind fails with an error wrapping ErrDisabled that says how to enable
+// it.
+//
 //	reg, closer := builtin.NewRegistry(builtin.Options{})
 //	defer closer.Close()
 //	reg.MustRegister("enrich", fn.New(enrich))
@@ -12,6 +19,8 @@
 package builtin
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,8 +34,13 @@ import (
 	"github.com/cursorflow/cursorflow/tools/shell"
 )
 
-// Kinds are the tool kinds Register adds.
+// Kinds are the tool kinds Register adds. python and shell refuse to run
+// unless enabled (see Options).
 var Kinds = []string{"http", "noop", "postgres", "python", "shell"}
+
+// ErrDisabled is wrapped by the error a code-running tool kind (python,
+// shell) returns when its Options field did not enable it.
+var ErrDisabled = errors.New("builtin: tool kind disabled")
 
 // Options configures the built-in tools.
 type Options struct {
@@ -41,6 +55,13 @@ type Options struct {
 	Python string
 	// Logger is the tools' fallback logger. Defaults to slog.Default().
 	Logger *slog.Logger
+	// EnablePython makes kind python run code. Defaults to false: a
+	// python step fails with ErrDisabled. Enable it only where everyone
+	// who may submit a playbook may run code on the worker.
+	EnablePython bool
+	// EnableShell makes kind shell run commands. Defaults to false, like
+	// EnablePython and for the same reason.
+	EnableShell bool
 }
 
 // Register adds the built-in tools to r and returns a Closer that releases
@@ -56,8 +77,14 @@ func Register(r *tools.Registry, opts Options) (io.Closer, error) {
 		"http":     http.New(http.Config{Client: opts.HTTPClient, Keychain: opts.Keychain, Logger: logger}),
 		"noop":     noop.New(),
 		"postgres": pg,
-		"python":   python.New(python.Config{Python: opts.Python, Logger: logger}),
-		"shell":    shell.New(shell.Config{Logger: logger}),
+		"python":   disabled("python", "EnablePython"),
+		"shell":    disabled("shell", "EnableShell"),
+	}
+	if opts.EnablePython {
+		set["python"] = python.New(python.Config{Python: opts.Python, Logger: logger})
+	}
+	if opts.EnableShell {
+		set["shell"] = shell.New(shell.Config{Logger: logger})
 	}
 	for _, k := range Kinds {
 		if _, err := r.Lookup(k); err == nil {
@@ -72,6 +99,14 @@ func Register(r *tools.Registry, opts Options) (io.Closer, error) {
 		}
 	}
 	return pg, nil
+}
+
+// disabled stands in for a code-running kind that was not enabled.
+func disabled(kind, option string) tools.Tool {
+	return tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		return tools.Output{}, fmt.Errorf("%w: kind %s runs code on the worker and is off here (builtin.Options.%s; "+
+			"the example worker's --allow-code)", ErrDisabled, kind, option)
+	})
 }
 
 // NewRegistry returns a registry holding the built-in tools and the Closer
