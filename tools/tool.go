@@ -81,3 +81,7 @@ var ErrUnknownKind = errors.New("tools: unknown tool kind")
 
 // ErrCredentialNotFound is returned when a keychain has no such alias.
 var ErrCredentialNotFound = errors.New("tools: credential not found")
+
+// ErrHostNotAllowed is returned by a tool asked to send a credential to a
+// host its keychain entry does not allow (see Credential.AllowsHost).
+var ErrHostNotAllowed = errors.New("tools: credential not allowed for this host")
