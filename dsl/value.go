@@ -52,7 +52,11 @@ const (
 // character, as CompileTemplate documents; a syntax error is a
 // *Diagnostic.
 func NewScalarValue(s string, pos Pos) (*Value, error) {
-	t, err := CompileTemplate(s, pos)
+	return newScalarValue(s, pos, nil)
+}
+
+func newScalarValue(s string, pos Pos, lim *limitsRef) (*Value, error) {
+	t, err := compileTemplate(s, pos, lim)
 	if err != nil {
 		return nil, err
 	}
