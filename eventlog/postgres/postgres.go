@@ -82,12 +82,9 @@ var _ eventlog.Log = (*Log)(nil)
 // row whatever the statistics say. A host passing its own pool to New may
 // set the same parameter.
 func Open(ctx context.Context, dsn string, cfg Config) (*Log, error) {
-	pcfg, err := pgxpool.ParseConfig(dsn)
+	pcfg, err := ParsePoolConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("postgres eventlog: %w", err)
-	}
-	if _, ok := pcfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
-		pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -100,6 +97,21 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Log, error) {
 	}
 	l.ownPool = true
 	return l, nil
+}
+
+// ParsePoolConfig parses dsn into the pool configuration Open uses:
+// plan_cache_mode = force_generic_plan unless dsn sets it. A host that
+// shares one pool between the log and its own queries (a leader lease, a
+// playbook store) builds it from this.
+func ParsePoolConfig(dsn string) (*pgxpool.Config, error) {
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres eventlog: %w", err)
+	}
+	if _, ok := pcfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
+	return pcfg, nil
 }
 
 // New uses pool, creating the schema and applying pending migrations

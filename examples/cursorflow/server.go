@@ -1,7 +1,7 @@
 package main
 
 // The --server forms: run, status, events and cancel against a cursorflow
-// server's HTTP API (internal/api) instead of an in-process engine.
+// server's HTTP API (engine/api) instead of an in-process engine.
 
 import (
 	"bufio"
@@ -26,8 +26,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/api"
 )
 
 // Environment variables the remote commands read.

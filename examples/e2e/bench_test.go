@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/engine/api"
 	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
-	"github.com/cursorflow/cursorflow/internal/api"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/tools"
 )

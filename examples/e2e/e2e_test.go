@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/engine/natsjs"
-	"github.com/cursorflow/cursorflow/internal/api"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
@@ -85,6 +85,8 @@ func playbook(maxInFlight int) string {
 // env is one test's database schema, NATS prefix and item table.
 type env struct {
 	dsn, natsURL, schema, prefix, table string
+	// token is the servers' API token.
+	token string
 	pool                                *pgxpool.Pool
 }
 
@@ -98,7 +100,7 @@ func newEnv(t testing.TB, rows int) *env {
 		t.Fatal(err)
 	}
 	suffix := fmt.Sprintf("%08x", rand.Uint32())
-	e := &env{dsn: dsn, natsURL: natsURL, schema: "e2e_" + suffix, prefix: "e2e" + suffix, pool: pool}
+	e := &env{dsn: dsn, natsURL: natsURL, schema: "e2e_" + suffix, prefix: "e2e" + suffix, pool: pool, token: "tok-" + suffix}
 	e.table = e.schema + ".items"
 	t.Cleanup(func() {
 		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+e.schema+" CASCADE")
@@ -121,8 +123,9 @@ INSERT INTO %[2]s (id) SELECT g FROM generate_series(1, %[3]d) g`, e.schema, e.t
 func (e *env) server(t testing.TB, bin, name string) *replica {
 	addr := freeAddr(t)
 	p := start(t, name, bin, "--listen", addr, "--eventlog", e.dsn, "--schema", e.schema, "--nats", e.natsURL,
-		"--prefix", e.prefix, "--id", name, "--lease", "3s", "--command-lease", "3s", "--ack-wait", "5s", "--event-ack-wait", "2s")
-	return &replica{proc: p, addr: addr}
+		"--prefix", e.prefix, "--id", name, "--lease", "3s", "--command-lease", "3s", "--ack-wait", "5s", "--event-ack-wait", "2s",
+		"--token", e.token)
+	return &replica{proc: p, addr: addr, token: e.token}
 }
 
 func (e *env) worker(t testing.TB, bin, name string, concurrency int) *proc {

@@ -127,7 +127,8 @@ func freeAddr(t testing.TB) string {
 // replica is a server process and its HTTP address.
 type replica struct {
 	*proc
-	addr string
+	addr  string
+	token string
 }
 
 func (r *replica) ready(ctx context.Context) bool { return r.probe(ctx, "/readyz") }
@@ -169,6 +170,7 @@ func (r *replica) do(ctx context.Context, method, path string, body any, out any
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+r.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err

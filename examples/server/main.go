@@ -1,15 +1,20 @@
 // Command server is cursorflow's distributed orchestrator: the HTTP API
-// over a PostgreSQL event log, with commands carried to worker processes
-// (examples/worker) over NATS JetStream.
+// and dashboard over a PostgreSQL event log, with commands carried to
+// worker processes (examples/worker) over NATS JetStream.
 //
 // Run two or more replicas against the same database and NATS: one holds
-// the leader lease (internal/leader) and drives every execution; the
+// the leader lease (engine/leader) and drives every execution; the
 // others are standbys that take over from the event log within the lease
 // time when the leader dies. Reads (GET) work on every replica; writes
 // (start, cancel) answer 503 on a standby, and /readyz answers 503 there
 // too, so a load balancer routes to the leader.
 //
-//	server --eventlog postgres://... --nats nats://127.0.0.1:4222 --listen :8080
+//	server --eventlog postgres://... --nats nats://127.0.0.1:4222 --token-file /run/secrets/api
+//
+// Safe by default: the server listens on 127.0.0.1:8080 (--listen to bind
+// elsewhere) and refuses to start without a bearer token (--token,
+// --token-file or CURSORFLOW_API_TOKEN) unless --insecure says that an
+// open API is what you want.
 //
 // Observability is configured by flags: --otlp-endpoint sends traces and
 // metrics to an OTLP/HTTP collector, --prometheus serves /metrics. Both
@@ -18,6 +23,10 @@
 //
 // SIGTERM or SIGINT stops the server: it releases the lease at once so a
 // standby takes over without waiting for it to expire.
+//
+// Everything here is flag parsing and wiring of public packages; a host
+// service that embeds the orchestrator does the same in its own main (see
+// the examples of engine/leader and engine/api).
 package main
 
 import (
@@ -25,6 +34,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -38,46 +48,41 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/engine/api"
+	"github.com/cursorflow/cursorflow/engine/leader"
 	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/engine/otelobserve"
 	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
-	"github.com/cursorflow/cursorflow/internal/api"
-	"github.com/cursorflow/cursorflow/internal/leader"
 )
+
+// DefaultListen is the address the server binds without --listen: the
+// loopback interface only.
+const DefaultListen = "127.0.0.1:8080"
 
 // options are the server's flags.
 type options struct {
-	listen       string
-	eventlog     string
-	schema       string
-	natsURL      string
-	prefix       string
-	token        string
-	id           string
-	lease        time.Duration
-	commandLease time.Duration
-	ackWait      time.Duration
-	eventAckWait time.Duration
-	verbose      bool
-	otlp         string
-	prometheus   bool
-	// observer derives traces and metrics from the leader's events.
-	observer *otelobserve.Observer
+	listen, eventlog, schema, natsURL, prefix, token, tokenFile, id string
+	insecure, verbose, prometheus                                   bool
+	otlp                                                            string
+	lease, commandLease, ackWait, eventAckWait                      time.Duration
 }
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
-func run(args []string) int {
+func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var o options
-	fs.StringVar(&o.listen, "listen", ":8080", "HTTP listen address")
+	fs.StringVar(&o.listen, "listen", DefaultListen, "HTTP listen address; the default binds the loopback interface only")
 	fs.StringVar(&o.eventlog, "eventlog", os.Getenv("CURSORFLOW_EVENTLOG"), "PostgreSQL event log DSN (postgres://...); env CURSORFLOW_EVENTLOG")
 	fs.StringVar(&o.schema, "schema", pglog.DefaultSchema, "schema of the event log, the leader lease and the playbook store")
 	fs.StringVar(&o.natsURL, "nats", envOr("CURSORFLOW_NATS", nats.DefaultURL), "NATS URL; env CURSORFLOW_NATS")
 	fs.StringVar(&o.prefix, "prefix", natsjs.DefaultPrefix, "prefix of the NATS subjects, streams and bucket")
-	fs.StringVar(&o.token, "token", "", "API bearer token (default: env CURSORFLOW_API_TOKEN; empty disables authentication)")
+	fs.StringVar(&o.token, "token", "", "API bearer token (default: env CURSORFLOW_API_TOKEN)")
+	fs.StringVar(&o.tokenFile, "token-file", "", "read the API bearer token from this file")
+	fs.BoolVar(&o.insecure, "insecure", false, "serve the API and dashboard without a token (anyone who can connect may run playbooks)")
 	fs.StringVar(&o.id, "id", "", "this replica's id in the leader lease (default hostname-pid-random)")
 	fs.DurationVar(&o.lease, "lease", leader.DefaultTTL, "leader lease TTL: a dead leader is replaced within about this long")
 	fs.DurationVar(&o.commandLease, "command-lease", engine.DefaultCommandLease, "engine lease of step and item commands (and of in-flight commands after a takeover)")
@@ -89,18 +94,19 @@ func run(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if o.token == "" {
-		o.token = os.Getenv("CURSORFLOW_API_TOKEN")
+	if err := o.resolveToken(); err != nil {
+		fmt.Fprintln(stderr, "server:", err)
+		return 2
+	}
+	if o.eventlog == "" || !strings.HasPrefix(o.eventlog, "postgres") {
+		fmt.Fprintln(stderr, "server: --eventlog postgres://... is required (replicas share the log)")
+		return 2
 	}
 	level := slog.LevelInfo
 	if o.verbose {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if o.eventlog == "" || !strings.HasPrefix(o.eventlog, "postgres") {
-		fmt.Fprintln(os.Stderr, "server: --eventlog postgres://... is required (replicas share the log)")
-		return 2
-	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, o, logger); err != nil {
@@ -108,6 +114,31 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// resolveToken fills o.token from --token-file or the environment and
+// refuses an empty one unless --insecure.
+func (o *options) resolveToken() error {
+	if o.tokenFile != "" {
+		if o.token != "" {
+			return errors.New("--token and --token-file exclude each other")
+		}
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+		o.token = strings.TrimSpace(string(b))
+	}
+	if o.token == "" {
+		o.token = os.Getenv("CURSORFLOW_API_TOKEN")
+	}
+	switch {
+	case o.token != "" && o.insecure:
+		return errors.New("--insecure with a token: drop one of them")
+	case o.token == "" && !o.insecure:
+		return errors.New("no API token: pass --token-file, --token or CURSORFLOW_API_TOKEN, or --insecure to serve without authentication")
+	}
+	return nil
 }
 
 func envOr(key, def string) string {
@@ -119,14 +150,9 @@ func envOr(key, def string) string {
 
 // serve runs the replica until ctx is done.
 func serve(ctx context.Context, o options, logger *slog.Logger) error {
-	pcfg, err := pgxpool.ParseConfig(o.eventlog)
+	pcfg, err := pglog.ParsePoolConfig(o.eventlog)
 	if err != nil {
-		return fmt.Errorf("event log: %w", err)
-	}
-	if _, ok := pcfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
-		// As eventlog/postgres.Open does: the append statement's generic
-		// plan is as good as a custom one and skips planning on every batch.
-		pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+		return err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -147,14 +173,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		return fmt.Errorf("nats: %w", err)
 	}
 	defer nc.Close()
-	store, err := playbookStore(ctx, pool, o.schema)
+	store, err := api.NewPostgresStore(ctx, pool, o.schema)
 	if err != nil {
 		return err
 	}
-	transport := natsjs.Config{Conn: nc, Prefix: o.prefix, AckWait: o.ackWait, EventAckWait: o.eventAckWait, Logger: logger}
-	r := &runner{}
-	// Traces and metrics derive from the events the leader appends; the
-	// providers are configured here and exported as the flags say.
+	// Traces and metrics derive from the events the leader appends.
 	observer, metrics, shutdownOTel, err := otelobserve.Setup(ctx, otelobserve.Config{
 		OTLPEndpoint: o.otlp, Prometheus: o.prometheus, ServiceName: "cursorflow-server", Logger: logger})
 	if err != nil {
@@ -165,16 +188,20 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		defer cancel()
 		_ = shutdownOTel(sctx) // flush what is buffered; the process is ending either way
 	}()
-	o.observer = observer
-	acfg := api.Config{
-		Engine: r, Log: log, Playbooks: store, Token: o.token, Logger: logger, Metrics: metrics,
-		Ready: func(context.Context) error {
-			if !r.leading() {
-				return errors.New("standby: another replica holds the leader lease")
-			}
-			return nil
+	transport := natsjs.Config{Conn: nc, Prefix: o.prefix, AckWait: o.ackWait, EventAckWait: o.eventAckWait, Logger: logger}
+	orch, err := leader.NewOrchestrator(leader.OrchestratorConfig{
+		Lease: lease, Log: log,
+		Engine: engine.Config{CommandLease: o.commandLease, Observer: observer, Logger: logger},
+		NewDispatcher: func(ctx context.Context) (leader.Dispatcher, error) {
+			return natsjs.NewDispatcher(ctx, transport)
 		},
+		WrapDispatcher: observer.WrapDispatcher,
+	})
+	if err != nil {
+		return err
 	}
+	acfg := api.Config{Engine: orch, Log: log, Playbooks: store, Token: o.token, Logger: logger,
+		Metrics: metrics, Ready: orch.Ready}
 	if err := acfg.Validate(); err != nil {
 		return err
 	}
@@ -185,13 +212,9 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	srv := &http.Server{Handler: api.New(acfg), ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
-	logger.Info("server listening", "addr", ln.Addr().String(), "replica", lease.Owner())
+	logger.Info("server listening", "addr", ln.Addr().String(), "replica", lease.Owner(), "auth", o.token != "")
 
-	err = lease.Run(ctx, func(lctx context.Context) {
-		if err := lead(lctx, o, logger, log, lease, transport, r); err != nil && lctx.Err() == nil {
-			logger.Error("leading failed; stepping down", "error", err)
-		}
-	})
+	err = orch.Run(ctx)
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
@@ -199,23 +222,4 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		return herr
 	}
 	return err
-}
-
-// playbookStore opens the API's playbook store. Two replicas starting at
-// once can race on its CREATE TABLE IF NOT EXISTS (not atomic in
-// PostgreSQL); the loser retries and finds the table.
-func playbookStore(ctx context.Context, pool *pgxpool.Pool, schema string) (*api.PostgresStore, error) {
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		var store *api.PostgresStore
-		if store, err = api.NewPostgresStore(ctx, pool, schema); err == nil {
-			return store, nil
-		}
-		select {
-		case <-time.After(time.Duration(50*(attempt+1)) * time.Millisecond):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return nil, err
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/api"
 	"github.com/cursorflow/cursorflow/tools"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
-	"github.com/cursorflow/cursorflow/internal/api"
+	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/internal/apitest"
 )
 

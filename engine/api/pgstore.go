@@ -36,39 +36,35 @@ func NewPostgresStore(ctx context.Context, pool *pgxpool.Pool, schema string) (*
 	q := pgx.Identifier{schema}.Sanitize()
 	st := &PostgresStore{pool: pool, table: q + ".playbooks"}
 	// Concurrent CREATE ... IF NOT EXISTS can still collide in the catalog;
-	// an advisory lock serialises replicas starting together.
-	ddl := fmt.Sprintf(`SELECT pg_advisory_lock(hashtextextended('cursorflow.playbooks:' || %[2]s, 0));
-CREATE SCHEMA IF NOT EXISTS %[1]s;
-CREATE TABLE IF NOT EXISTS %[1]s.playbooks (
+	// a transaction-scoped advisory lock serialises replicas starting
+	// together. (A session lock released in the same multi-statement
+	// query would be released before the implicit transaction commits,
+	// letting the next replica miss the uncommitted table.)
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "cursorflow.playbooks:"+schema); err != nil {
+			return err
+		}
+		stmts := []string{
+			`CREATE SCHEMA IF NOT EXISTS ` + q,
+			`CREATE TABLE IF NOT EXISTS ` + st.table + ` (
 	name          text        NOT NULL,
 	version       integer     NOT NULL,
 	source        text        NOT NULL,
 	registered_at timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (name, version)
-);
-SELECT pg_advisory_unlock(hashtextextended('cursorflow.playbooks:' || %[2]s, 0));`, q, quoteLiteral(schema))
-	conn, err := pool.Acquire(ctx)
+)`,
+		}
+		for _, stmt := range stmts {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("api: playbook store: %w", err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
-		// The lock dies with the session; do not hand it back to the pool.
-		_ = conn.Conn().Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("api: playbook store: create table: %w", err)
 	}
 	return st, nil
-}
-
-func quoteLiteral(s string) string {
-	out := []byte{'\''}
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\'' {
-			out = append(out, '\'')
-		}
-		out = append(out, s[i])
-	}
-	return string(append(out, '\''))
 }
 
 // Put implements Store. Two replicas registering the same name at once

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cursorflow/cursorflow/engine/leader"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/leader"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 

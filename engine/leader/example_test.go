@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cursorflow/cursorflow/engine/leader"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/leader"
 )
 
 // A replica campaigns for the orchestrator lease and drives executions

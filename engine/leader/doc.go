@@ -1,5 +1,21 @@
-// Package leader elects one orchestrator among server replicas with a
-// lease row in PostgreSQL (table leases in the event log's schema).
+// Package leader runs one orchestrator among server replicas: a lease row
+// in PostgreSQL (table leases in the event log's schema) says which
+// replica leads, and an Orchestrator drives every execution while its
+// replica holds it.
+//
+// # Orchestrator
+//
+// Orchestrator.Run campaigns for the lease. Each time it is won, it
+// builds an engine whose appends go through Lease.Fence, resumes every
+// unfinished execution of the shared log, and (with a transport such as
+// engine/natsjs) serves the workers' reports; when the lease may be lost
+// it closes that engine before campaigning again. It implements the API's
+// Runner (package engine/api): on a standby, Start and Cancel return
+// ErrStandby, which the API answers with 503, and Ready fails, so /readyz
+// routes a load balancer to the leader. See the Orchestrator example for
+// a host service that embeds all of it next to its own routes.
+//
+// # Lease
 //
 // A replica campaigns with a conditional upsert that succeeds only when the
 // row is missing or expired (by the database clock), bumping a token. The

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/cursorflow/cursorflow/internal/api"
+	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
@@ -96,4 +96,37 @@ func TestPostgresStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	storeContract(t, st)
+}
+
+// Replicas starting together on a fresh schema all open the store: the
+// table is created once, under a lock held until its transaction commits.
+func TestPostgresStoreConcurrentCreate(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	schema := fmt.Sprintf("api_store_%d", rand.Uint32())
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	})
+	const replicas = 6
+	errs := make(chan error, replicas)
+	start := make(chan struct{})
+	for range replicas {
+		go func() {
+			<-start
+			_, err := api.NewPostgresStore(ctx, pool, schema)
+			errs <- err
+		}()
+	}
+	close(start)
+	for range replicas {
+		if err := <-errs; err != nil {
+			t.Fatalf("a replica failed to open the store: %v", err)
+		}
+	}
 }
