@@ -355,6 +355,10 @@ type Summary struct {
 func summarize(s *State) *Summary {
 	sum := &Summary{ExecutionID: s.ExecutionID, Status: s.Status, Steps: map[string]string{}, Events: s.Events, Results: s.Results}
 	best := map[string]int{}
+	for step, r := range s.steps {
+		best[step] = r.N
+		sum.Steps[step] = r.Status
+	}
 	for _, r := range s.Runs {
 		n := runNumber(r.ID)
 		if n >= best[r.Step] {

@@ -52,10 +52,15 @@ type State struct {
 	Vars     map[string]any
 	// Results holds each finished step's result under its name.
 	Results map[string]any
-	Runs    map[string]*stepRun
+	// Runs holds the step runs under way; a finished run leaves only its
+	// step's last status (steps) behind.
+	Runs map[string]*stepRun
 	// Commands holds the latest attempt of each unit of work, by base id.
 	Commands map[string]*commandState
-	Loops    map[string]*loopState
+	// Loops holds the loops under way; a finished loop leaves only its
+	// counts (doneLoops), so a long-lived execution that loops back stays
+	// as small as the work it has in hand.
+	Loops map[string]*loopState
 	// LastSeq is the Seq of the last applied event; Events counts them.
 	LastSeq int64
 	Events  int64
@@ -68,6 +73,12 @@ type State struct {
 
 	cancelRequested bool
 	runCount        map[string]int
+	// steps holds, per step, the number and status of its last finished
+	// run.
+	steps map[string]finishedRun
+	// doneLoops holds the counts of each loop step's last finished loop,
+	// by run id.
+	doneLoops map[string]LoopStatus
 	// wanted lists step entries routed to but not yet entered, in order.
 	wanted []wantedStep
 	// finishing lists runs whose work ended and that await their step
@@ -75,6 +86,11 @@ type State struct {
 	finishing []string
 	// inflight counts commands issued and not yet finished.
 	inflight int
+}
+
+type finishedRun struct {
+	N      int
+	Status string
 }
 
 type wantedStep struct {
@@ -181,6 +197,8 @@ func NewState(executionID string) *State {
 		Commands:    map[string]*commandState{},
 		Loops:       map[string]*loopState{},
 		runCount:    map[string]int{},
+		steps:       map[string]finishedRun{},
+		doneLoops:   map[string]LoopStatus{},
 	}
 }
 
@@ -195,8 +213,18 @@ func Fold(executionID string, events []eventlog.Event) (*State, error) {
 	return s, nil
 }
 
-// Apply folds one event into the state.
-func (s *State) Apply(ev eventlog.Event) error {
+// Apply folds one event into the state. An event that does not fit the
+// state (a corrupt or hand-made history) is an error, never a panic.
+//
+// A decided event that the state has already moved past — a second
+// step.completed for a run that already finished, as a deposed leader's
+// late append could leave — changes nothing: each decision folds once.
+func (s *State) Apply(ev eventlog.Event) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("engine: execution %s: event %d (%s): internal error: %v", s.ExecutionID, ev.Seq, ev.Type, r)
+		}
+	}()
 	if ev.Seq > s.LastSeq {
 		s.LastSeq = ev.Seq
 	}
@@ -234,8 +262,14 @@ func (s *State) Apply(ev eventlog.Event) error {
 		}
 		run := s.Runs[p.Run]
 		if run == nil {
+			if !s.isWanted(p.Run) {
+				return nil // the run finished already: a repeated decision
+			}
 			// A skipped step never started a run.
 			run = s.startRun(p.Run, ev.Step, nil)
+		}
+		if run.Status != runRunning {
+			return nil
 		}
 		switch ev.Type {
 		case eventlog.TypeStepSkipped:
@@ -254,10 +288,17 @@ func (s *State) Apply(ev eventlog.Event) error {
 		for _, n := range p.Next {
 			s.want(n.Step, n.Args)
 		}
+		s.retireRun(run)
 	case eventlog.TypeLoopStarted:
 		var p loopStartedPayload
 		if err := decode(ev, &p); err != nil {
 			return err
+		}
+		if s.Runs[p.Run] != nil || !s.isWanted(p.Run) {
+			return nil // started already: a repeated decision
+		}
+		if p.MaxInFlight < 0 {
+			return fmt.Errorf("engine: loop.started of %s: max_in_flight %d", p.Run, p.MaxInFlight)
 		}
 		s.startRun(p.Run, ev.Step, nil)
 		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items}
@@ -358,7 +399,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 		if err := decode(ev, &p); err != nil {
 			return err
 		}
-		if c := s.Commands[p.Base]; c != nil {
+		if c := s.Commands[p.Base]; c != nil && c.Status == cmdRetryWanted {
 			c.Status = cmdRetryWaiting
 			c.Retry = &p
 		}
@@ -372,6 +413,9 @@ func (s *State) Apply(ev eventlog.Event) error {
 		l := s.Loops[c.Run]
 		if l == nil {
 			return nil
+		}
+		if c.Issued.Slot < 0 || c.Issued.Slot >= len(l.Slots) {
+			return fmt.Errorf("engine: frame.done of %s: slot %d of a loop with %d slots", c.ID(), c.Issued.Slot, len(l.Slots))
 		}
 		slot := &l.Slots[c.Issued.Slot]
 		slot.Busy = false
@@ -389,14 +433,60 @@ func (s *State) Apply(ev eventlog.Event) error {
 	case eventlog.TypeCancelRequested:
 		s.cancelRequested = true
 	case eventlog.TypeExecutionCompleted:
-		s.Status = StatusCompleted
+		if s.Status == StatusRunning {
+			s.Status = StatusCompleted
+		}
 	case eventlog.TypeExecutionCancelled:
-		s.Status = StatusCancelled
+		if s.Status == StatusRunning {
+			s.Status = StatusCancelled
+		}
 	case eventlog.TypeExecutionFailed:
-		s.Status = StatusFailed
-		_ = decode(ev, &s.Failure)
+		if s.Status == StatusRunning {
+			s.Status = StatusFailed
+			_ = decode(ev, &s.Failure)
+		}
 	}
 	return nil
+}
+
+// isWanted reports whether run was routed to and not yet entered.
+func (s *State) isWanted(run string) bool {
+	for _, w := range s.wanted {
+		if w.Run == run {
+			return true
+		}
+	}
+	return false
+}
+
+// retireRun drops a finished run from the state, keeping its step's last
+// status and, for a loop, its counts.
+func (s *State) retireRun(run *stepRun) {
+	n := runNumber(run.ID)
+	if last, ok := s.steps[run.Step]; !ok || n >= last.N {
+		s.steps[run.Step] = finishedRun{N: n, Status: run.Status}
+	}
+	if l := s.Loops[run.ID]; l != nil {
+		ls := s.loopStatus(run.ID, l)
+		ls.Finished = true
+		// Keep the counts of the step's latest loop only: a loop-back
+		// playbook re-enters the step without bound.
+		newest := true
+		for id, old := range s.doneLoops {
+			switch {
+			case old.Step != run.Step:
+			case runNumber(id) < n:
+				delete(s.doneLoops, id)
+			default:
+				newest = false
+			}
+		}
+		if newest {
+			s.doneLoops[run.ID] = ls
+		}
+		delete(s.Loops, run.ID)
+	}
+	delete(s.Runs, run.ID)
 }
 
 // playbookHash returns the hex SHA-256 of the playbook source.
