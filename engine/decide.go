@@ -25,6 +25,13 @@ const (
 	DefaultMaxAttempts = 3
 )
 
+func (s *State) loopItemsLimit() int {
+	if s.maxLoopItems > 0 {
+		return s.maxLoopItems
+	}
+	return DefaultMaxLoopItems
+}
+
 // Decide returns the events that follow from the state at time now, and
 // applies them to the state. It is deterministic: the same state, now and
 // expired list always give the same events, with the same command ids, so
@@ -146,6 +153,9 @@ func (d *decider) enter(w wantedStep) {
 		lp.MaxInFlight = max(1, step.Loop.MaxInFlight)
 	} else {
 		items, err := renderItems(step.Loop.In, scope)
+		if limit := d.s.loopItemsLimit(); err == nil && len(items) > limit {
+			items, err = nil, fmt.Errorf("%d items are more than a collection loop may hold (%d, Config.MaxLoopItems): use a cursor loop", len(items), limit)
+		}
 		if err != nil {
 			lp.Error = "loop.in: " + err.Error()
 		}

@@ -86,6 +86,8 @@ type State struct {
 	finishing []string
 	// inflight counts commands issued and not yet finished.
 	inflight int
+	// maxLoopItems bounds a collection loop's items (0: DefaultMaxLoopItems).
+	maxLoopItems int
 }
 
 type finishedRun struct {
@@ -447,6 +449,16 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		}
 	}
 	return nil
+}
+
+// failInternal ends the execution failed after an internal error without
+// running any more decision code, and returns the event to append.
+func (s *State) failInternal(now time.Time, msg string) eventlog.Event {
+	p := finishedPayload{Message: "internal error: " + msg}
+	s.Status = StatusFailed
+	s.Failure = p
+	s.Events++
+	return eventlog.Event{ExecutionID: s.ExecutionID, Type: eventlog.TypeExecutionFailed, Time: now, Payload: mustJSON(p)}
 }
 
 // isWanted reports whether run was routed to and not yet entered.

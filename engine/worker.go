@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -27,6 +28,18 @@ type Worker struct {
 	Cursors  *cursor.Registry
 	Keychain tools.Keychain
 	Logger   *slog.Logger
+	// Clock runs heartbeats and row backoffs. Defaults to clock.System().
+	Clock clock.Clock
+	// MaxResultBytes bounds the result a command reports; a larger one is
+	// reported as the command's failure. Defaults to DefaultMaxResultBytes.
+	MaxResultBytes int
+}
+
+func (w *Worker) clock() clock.Clock {
+	if w.Clock != nil {
+		return w.Clock
+	}
+	return clock.System()
 }
 
 // Execute runs cmd and reports its outcome through rep. Errors are
@@ -68,7 +81,11 @@ func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ str
 	if cmd.Kind == KindFrame {
 		ev.Frame = cmd.Frame
 	}
-	return rep.Report(ctx, ev)
+	limit := w.MaxResultBytes
+	if limit <= 0 {
+		limit = DefaultMaxResultBytes
+	}
+	return rep.Report(ctx, limitResult(ev, limit))
 }
 
 // heartbeat extends cmd's lease until the returned stop is called.
@@ -81,13 +98,13 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *Command, rep Reporter) (sto
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(every)
+		t := w.clock().NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-hctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 				_ = rep.Heartbeat(hctx, cmd.ExecutionID, cmd.ID)
 			}
 		}
@@ -239,7 +256,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			if durable {
 				return chainResult{output: out, retry: &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: delay.Seconds(), Carry: cs.carry()}, err: errorText(out), task: task.Name}
 			}
-			if err := sleepCtx(ctx, delay); err != nil {
+			if err := sleepCtx(ctx, w.clock(), delay); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
 			}
 			taskAttempt++
@@ -399,16 +416,16 @@ func (w *Worker) logger() *slog.Logger {
 	return slog.Default()
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
+	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-t.C():
 		return nil
 	}
 }
