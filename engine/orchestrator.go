@@ -111,8 +111,8 @@ type orchestrator struct {
 	done       chan struct{}
 	closed     context.Context
 	markClosed context.CancelFunc
-	execs     map[string]*execution
-	reloading map[string]*reload
+	execs      map[string]*execution
+	reloading  map[string]*reload
 	// draining is set by Shutdown: reports are still recorded, nothing
 	// new is decided or dispatched.
 	draining bool
