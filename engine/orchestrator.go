@@ -570,6 +570,9 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 
 // send delivers a message to the loop and waits for its reply.
 func (o *orchestrator) send(ctx context.Context, m message) error {
+	if o.stopped() {
+		return ErrClosed
+	}
 	m.reply = make(chan error, 1)
 	select {
 	case o.inbox <- m:
@@ -601,6 +604,9 @@ func (o *orchestrator) Report(ctx context.Context, ev eventlog.Event) error {
 
 // Heartbeat implements Reporter.
 func (o *orchestrator) Heartbeat(ctx context.Context, executionID, commandID string) error {
+	if o.stopped() {
+		return ErrClosed
+	}
 	select {
 	case o.inbox <- message{kind: msgHeartbeat, ev: eventlog.Event{ExecutionID: executionID, CommandID: commandID}}:
 		return nil
@@ -608,5 +614,15 @@ func (o *orchestrator) Heartbeat(ctx context.Context, executionID, commandID str
 		return ctx.Err()
 	case <-o.done:
 		return ErrClosed
+	}
+}
+
+// stopped reports whether the loop has stopped.
+func (o *orchestrator) stopped() bool {
+	select {
+	case <-o.done:
+		return true
+	default:
+		return false
 	}
 }
