@@ -108,7 +108,7 @@ workflow:
 	done := eventlog.Event{ExecutionID: "x", Seq: 4, Type: eventlog.TypeFrameDone, Step: "start", CommandID: "start#1/s5.f1@1", Attempt: 1,
 		Payload: js(frameDonePayload{Drained: true})}
 	for name, h := range map[string][]eventlog.Event{
-		"slot out of range":     {started, loop(1), issued, done},
+		"slot out of range":      {started, loop(1), issued, done},
 		"negative max_in_flight": {started, loop(-1)},
 	} {
 		if _, err := Fold("x", h); err == nil {
