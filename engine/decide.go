@@ -16,6 +16,7 @@ const (
 	reasonRetry  = "retry"
 	reasonLease  = "lease"
 	reasonResume = "resume"
+	reasonAwait  = "await"
 )
 
 // Default bounds for work whose playbook says nothing.
@@ -250,6 +251,15 @@ func (d *decider) retries() {
 			p.TaskAttempt = c.Retry.TaskAttempt
 			p.Carry = c.Retry.Carry
 			d.reissue(c, p)
+		case cmdAwaitDone:
+			// What the command awaited has ended: run its task again,
+			// which now finds the outcome.
+			p := c.Issued
+			p.Reason = reasonAwait
+			p.StartTask = c.Await.StartTask
+			p.TaskAttempt = c.Await.TaskAttempt
+			p.Carry = c.Await.Carry
+			d.reissue(c, p)
 		}
 	}
 }
@@ -266,12 +276,7 @@ func (d *decider) reissue(c *commandState, p issuedPayload) {
 	d.emit(ev)
 }
 
-func (d *decider) stepOf(c *commandState) string {
-	if r := d.s.Runs[c.Run]; r != nil {
-		return r.Step
-	}
-	return ""
-}
+func (d *decider) stepOf(c *commandState) string { return d.s.stepOf(c) }
 
 // expire re-issues a command whose lease ran out, or gives it up.
 func (d *decider) expire(id, reason string) {

@@ -116,12 +116,19 @@ type orchestrator struct {
 	// draining is set by Shutdown: reports are still recorded, nothing
 	// new is decided or dispatched.
 	draining bool
+	// ended lists executions that ended while an execution driven here
+	// may await them (by awaiter), for the next step to resume it;
+	// orphaned lists awaited executions whose awaiter ended, to cancel.
+	ended    map[string][]endedExecution
+	orphaned []string
 
 	mu       sync.Mutex
 	driving  map[string]bool // executions in execs or reloading, for Wait
 	finished *summaryCache
 	waiters  map[string]*waiter
 }
+
+type endedExecution struct{ id, status string }
 
 // waiter is shared by the Waits on one execution.
 type waiter struct {
@@ -204,6 +211,17 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 		}
 	}
 	loaded := map[string][]string{} // execution → in-flight commands to expire on load
+	// resume takes up the commands a loaded execution has in flight: a
+	// durable transport still holds them (leased), the in-process one lost
+	// them (issued again now).
+	resume := func(x *execution) {
+		if o.dispatch.Durable() {
+			o.leaseInFlight(x, now)
+		} else {
+			loaded[x.state.ExecutionID] = x.state.InFlight()
+		}
+		touch(x.state.ExecutionID)
+	}
 	for _, m := range batch {
 		switch m.kind {
 		case msgReport:
@@ -229,6 +247,11 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 			pending = append(pending, ev)
 			replies = append(replies, m.reply)
 			touch(ev.ExecutionID)
+			if ev.Type == eventlog.TypeCommandAwaiting {
+				// The awaited execution may have ended before its waiter
+				// parked.
+				pending = append(pending, o.loadAwaited(ctx, ex, now, resume)...)
+			}
 		case msgHeartbeat:
 			if ex := o.execs[m.ev.ExecutionID]; ex != nil {
 				if _, ok := ex.leases[m.ev.CommandID]; ok {
@@ -260,10 +283,9 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 					continue
 				}
 				pending = append(pending, ev)
-			} else if o.dispatch.Durable() {
-				o.leaseInFlight(ex, now)
 			} else {
-				loaded[id] = ex.state.InFlight()
+				pending = append(pending, o.loadAwaited(ctx, ex, now, resume)...)
+				resume(ex)
 			}
 			replies = append(replies, m.reply)
 			touch(id)
@@ -287,7 +309,8 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 			m.reply <- nil
 		}
 	}
-	o.reloadDue(ctx, now, touch)
+	pending = append(pending, o.reloadDue(ctx, now, touch)...)
+	pending = append(pending, o.awaitsEnded(now, touch)...)
 	// Decide for every execution that changed, whose lease ran out or
 	// whose retry fell due. While draining, nothing new is decided: what
 	// is left is decided by whoever resumes the executions.
@@ -316,6 +339,7 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 			pending = append(pending, o.decideSafe(ex, now, expired, reason)...)
 			touch(id)
 		}
+		pending = o.resumeAwaiting(pending, now, touch)
 	}
 	if len(pending) == 0 {
 		o.reply(replies, nil)
@@ -375,7 +399,6 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 			// Another orchestrator decided too: our speculative state may
 			// hold what the log refused, so rebuild it from the log.
 			o.unload(id, now, 0)
-			o.reloadDue(ctx, now, touch)
 			continue
 		}
 		if ex.state.Status != StatusRunning {
@@ -440,8 +463,8 @@ func (o *orchestrator) unload(id string, now time.Time, backoff time.Duration) {
 }
 
 // reloadDue loads again, from the log, the executions whose reload fell
-// due.
-func (o *orchestrator) reloadDue(ctx context.Context, now time.Time, touch func(string)) {
+// due, and returns the events their loading decided (await.done).
+func (o *orchestrator) reloadDue(ctx context.Context, now time.Time, touch func(string)) (out []eventlog.Event) {
 	for _, id := range sortedKeys(o.reloading) {
 		r := o.reloading[id]
 		if r.due.After(now) {
@@ -469,10 +492,115 @@ func (o *orchestrator) reloadDue(ctx context.Context, now time.Time, touch func(
 			o.finish(id, ex)
 			continue
 		}
-		o.leaseInFlight(ex, now)
+		lease := func(x *execution) { o.leaseInFlight(x, now); touch(x.state.ExecutionID) }
+		out = append(out, o.loadAwaited(ctx, ex, now, lease)...)
+		lease(ex)
 		o.logger.Info("execution reloaded from the event log", "execution_id", id, "in_flight", len(ex.leases))
-		touch(id)
 	}
+	return out
+}
+
+// resumeAwaiting looks at the terminal events about to be appended: a
+// command parked on an execution that ends here gets its await.done in
+// the same batch, and its execution decides again (which issues the
+// command anew). A parent that ends in turn resumes its own parent.
+func (o *orchestrator) resumeAwaiting(pending []eventlog.Event, now time.Time, touch func(string)) []eventlog.Event {
+	for i := 0; i < len(pending); i++ {
+		ev := pending[i]
+		if !eventlog.IsTerminal(ev.Type) {
+			continue
+		}
+		child := o.execs[ev.ExecutionID]
+		if child == nil || child.state.parent == "" {
+			continue
+		}
+		parent := o.execs[child.state.parent]
+		if parent == nil || parent.state.Status != StatusRunning {
+			continue
+		}
+		done, ok := parent.state.awaitDone(ev.ExecutionID, child.state.Status, now)
+		if !ok {
+			continue
+		}
+		pending = append(pending, done)
+		pending = append(pending, o.decideSafe(parent, now, nil, "")...)
+		touch(parent.state.ExecutionID)
+	}
+	return pending
+}
+
+// awaitsEnded resumes the commands parked on executions that ended in an
+// earlier step (one reloaded already ended, one that ended before its
+// waiter parked), and cancels executions nobody awaits any more. It
+// returns the events to append.
+func (o *orchestrator) awaitsEnded(now time.Time, touch func(string)) []eventlog.Event {
+	var out []eventlog.Event
+	for _, parent := range sortedKeys(o.ended) {
+		if ex := o.execs[parent]; ex != nil && ex.state.Status == StatusRunning {
+			for _, e := range o.ended[parent] {
+				if ev, ok := ex.state.awaitDone(e.id, e.status, now); ok {
+					out = append(out, ev)
+					touch(parent)
+				}
+			}
+		}
+		delete(o.ended, parent)
+	}
+	for _, id := range o.orphaned {
+		if ex := o.execs[id]; ex != nil && ex.state.Status == StatusRunning {
+			ev := eventlog.Event{ExecutionID: id, Type: eventlog.TypeCancelRequested, Time: now,
+				Payload: mustJSON(map[string]string{"reason": "the execution awaiting it ended"})}
+			if ex.state.Apply(ev) == nil {
+				out = append(out, ev)
+				touch(id)
+			}
+		}
+	}
+	o.orphaned = nil
+	return out
+}
+
+// loadAwaited sees to the executions a loaded execution's parked commands
+// wait for: one that already ended resumes its command (the returned
+// await.done events, applied, to append); one not driven here is loaded
+// too (and handed to loaded), so it can end.
+func (o *orchestrator) loadAwaited(ctx context.Context, ex *execution, now time.Time, loaded func(*execution)) []eventlog.Event {
+	var out []eventlog.Event
+	awaited := ex.state.Awaiting()
+	ids := make([]string, 0, len(awaited))
+	for _, cid := range sortedKeys(awaited) {
+		ids = append(ids, awaited[cid])
+	}
+	for _, id := range ids {
+		if o.execs[id] != nil || o.reloading[id] != nil {
+			continue // driven here: its end resumes the command
+		}
+		events, err := o.log.Read(ctx, id, 0, 0)
+		var st *State
+		if err == nil && len(events) > 0 {
+			st, err = Fold(id, events)
+		}
+		switch {
+		case err != nil:
+			o.logger.Error("cannot load an awaited execution; its waiter is resumed to look again", "execution_id", id, "error", err)
+		case st == nil:
+			// Never started: resuming the command starts it.
+		case st.Status == StatusRunning:
+			child := o.install(st)
+			out = append(out, o.loadAwaited(ctx, child, now, loaded)...)
+			loaded(child)
+			o.logger.Info("loaded an awaited execution", "execution_id", id, "awaited_by", ex.state.ExecutionID)
+			continue
+		}
+		status := "unknown"
+		if st != nil {
+			status = st.Status
+		}
+		if ev, ok := ex.state.awaitDone(id, status, now); ok {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 // decideSafe decides for one execution; a panic in decision code fails
@@ -517,6 +645,14 @@ func (o *orchestrator) observe(ev eventlog.Event) {
 
 func (o *orchestrator) finish(id string, ex *execution) {
 	delete(o.execs, id)
+	if p := ex.state.parent; p != "" {
+		o.ended[p] = append(o.ended[p], endedExecution{id: id, status: ex.state.Status})
+	}
+	for _, child := range ex.state.Awaiting() {
+		if o.execs[child] != nil {
+			o.orphaned = append(o.orphaned, child)
+		}
+	}
 	if o.onFinish != nil {
 		o.onFinish(id)
 	}

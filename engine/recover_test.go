@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ func testEngine(t *testing.T, cfg Config) *Engine {
 	if cfg.Tick == 0 {
 		cfg.Tick = 5 * time.Millisecond
 	}
+	cfg.Logger = slog.New(slog.DiscardHandler)
 	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

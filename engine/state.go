@@ -36,6 +36,10 @@ const (
 	cmdFailed       = "failed"
 	cmdRetryWanted  = "retry_wanted"
 	cmdRetryWaiting = "retry_waiting"
+	// cmdAwaiting: parked until another execution ends; cmdAwaitDone: it
+	// ended, the command is to be issued again.
+	cmdAwaiting  = "awaiting"
+	cmdAwaitDone = "await_done"
 )
 
 // State is an execution's state: a pure fold over its events. Apply is the
@@ -128,6 +132,8 @@ type commandState struct {
 	rows    json.RawMessage
 	Retry   *retryPayload
 	Failure *completedPayload
+	// Await is what an awaiting command waits for and resumes with.
+	Await *awaitingPayload
 	// Expiries counts re-issues after a lease expired.
 	Expiries int
 }
@@ -348,6 +354,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		c.Issued = p
 		c.IssuedAt = ev.Time
 		c.Retry = nil
+		c.Await = nil
 		if p.Reason == reasonLease {
 			c.Expiries++
 		}
@@ -396,6 +403,21 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		}
 		s.finishCommand(c, cmdFailed)
 		s.failWork(c, p)
+	case eventlog.TypeCommandAwaiting:
+		c, p, err := reported[awaitingPayload](s, ev)
+		if c == nil {
+			return err
+		}
+		s.finishCommand(c, cmdAwaiting)
+		c.Await = p
+	case eventlog.TypeAwaitDone:
+		var p awaitDonePayload
+		if err := decode(ev, &p); err != nil {
+			return err
+		}
+		if c := s.Commands[p.Base]; c != nil && c.Status == cmdAwaiting && c.Await != nil && c.Await.ExecutionID == p.ExecutionID {
+			c.Status = cmdAwaitDone
+		}
 	case eventlog.TypeRetryScheduled:
 		var p retryPayload
 		if err := decode(ev, &p); err != nil {
@@ -669,7 +691,8 @@ func (s *State) idle() bool {
 		return false
 	}
 	for _, c := range s.Commands {
-		if c.Status == cmdRetryWanted || c.Status == cmdRetryWaiting {
+		switch c.Status {
+		case cmdRetryWanted, cmdRetryWaiting, cmdAwaiting, cmdAwaitDone:
 			return false
 		}
 	}
@@ -679,6 +702,46 @@ func (s *State) idle() bool {
 		}
 	}
 	return true
+}
+
+// Awaiting returns, by command id, the executions that parked commands
+// wait for.
+func (s *State) Awaiting() map[string]string {
+	out := map[string]string{}
+	for _, c := range s.Commands {
+		if c.Status == cmdAwaiting && c.Await != nil {
+			out[c.ID()] = c.Await.ExecutionID
+		}
+	}
+	return out
+}
+
+// awaitDone returns the event that resumes the command parked on
+// executionID, if one is, applied to the state.
+func (s *State) awaitDone(executionID, status string, now time.Time) (eventlog.Event, bool) {
+	for _, base := range sortedKeys(s.Commands) {
+		c := s.Commands[base]
+		if c.Status != cmdAwaiting || c.Await == nil || c.Await.ExecutionID != executionID {
+			continue
+		}
+		ev := eventlog.Event{ExecutionID: s.ExecutionID, Type: eventlog.TypeAwaitDone, Step: s.stepOf(c), CommandID: c.ID(),
+			Attempt: c.Attempt, Time: now, Payload: mustJSON(awaitDonePayload{Base: base, ExecutionID: executionID, Status: status})}
+		if c.Kind != KindStep {
+			ev.LoopID = c.Run
+		}
+		if err := s.Apply(ev); err != nil {
+			return eventlog.Event{}, false
+		}
+		return ev, true
+	}
+	return eventlog.Event{}, false
+}
+
+func (s *State) stepOf(c *commandState) string {
+	if r := s.Runs[c.Run]; r != nil {
+		return r.Step
+	}
+	return ""
 }
 
 // InFlight returns the ids of commands issued and not yet finished, sorted.

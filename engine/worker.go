@@ -62,6 +62,12 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
 	}
 	res := w.runChain(ctx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
+	if res.await != nil {
+		// The worker is free again; the command waits, in the log, for the
+		// execution its task started.
+		res.await.Ms = time.Since(start).Milliseconds()
+		return w.report(ctx, rep, cmd, eventlog.TypeCommandAwaiting, res.await)
+	}
 	p := completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump, Ms: time.Since(start).Milliseconds()}
 	if res.failed || res.retry != nil {
 		p.Error, p.Task, p.Field, p.Retry = res.err, res.task, res.field, res.retry
@@ -133,6 +139,8 @@ type chainResult struct {
 	task   string
 	field  string
 	retry  *retryRequest
+	// await parks the command until another execution ends.
+	await *awaitingPayload
 	// explicit marks a failure a policy chose (do: fail) or a configuration
 	// error: it stops a whole cursor loop, while a row whose tool failed
 	// with no rule deciding is recorded as that row's error and the loop
@@ -221,7 +229,10 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		task := tasks[ti]
 		view := w.view(scope, &cs)
 		addArgs(view, args)
-		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt)
+		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, durable)
+		if aw := (*tools.AwaitExecution)(nil); durable && errors.As(err, &aw) {
+			return chainResult{await: &awaitingPayload{ExecutionID: aw.ExecutionID, StartTask: ti, TaskAttempt: taskAttempt, Carry: cs.carry()}}
+		}
 		if err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: field, output: out, explicit: true}
 		}
@@ -376,7 +387,7 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 // runTask renders one task's configuration and runs its tool. A returned
 // error means the task could not run at all (bad template, unknown kind);
 // the field names the configuration key at fault.
-func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int) (map[string]any, string, error) {
+func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, await bool) (map[string]any, string, error) {
 	cfg := make(map[string]any, len(task.Config))
 	for _, k := range sortedKeys(task.Config) {
 		x, err := task.Config[k].Render(view)
@@ -396,9 +407,12 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	}
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
-		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(),
+		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(), Await: await,
 	}
 	out, err := tool.Execute(ctx, call)
+	if aw := (*tools.AwaitExecution)(nil); await && errors.As(err, &aw) {
+		return nil, "", err
+	}
 	if err != nil {
 		// The call could not be made; policies still see it as an error.
 		out = tools.Output{Status: tools.StatusError, Error: err.Error()}

@@ -57,6 +57,24 @@ type Call struct {
 	Attempt  int
 	Keychain Keychain
 	Logger   *slog.Logger
+	// Await is set when the engine can park the command: a tool whose work
+	// goes on in another execution (a sub-playbook) may then return an
+	// *AwaitExecution instead of blocking its worker until that execution
+	// ends. Unset (rows of a cursor frame), the tool waits itself.
+	Await bool
+}
+
+// AwaitExecution is the error a tool returns, when Call.Await allows it,
+// to free its worker while execution ExecutionID does the work: the engine
+// records that the command waits for it and, once it has ended, runs the
+// task again — which then finds the execution finished.
+type AwaitExecution struct {
+	ExecutionID string
+}
+
+// Error describes the wait.
+func (a *AwaitExecution) Error() string {
+	return "tools: waiting for execution " + a.ExecutionID
 }
 
 // Tool executes one kind of task.
