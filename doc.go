@@ -59,10 +59,24 @@
 // postgres, python, shell and noop; tools/fn turns a host's Go function
 // into a tool kind; tools/playbook runs sub-playbooks.
 //
+// # Serving it: packages engine/api and engine/leader
+//
+// [github.com/cursorflow/cursorflow/engine/api] is the HTTP API (register
+// playbooks; start, inspect, follow and cancel executions) and a
+// dashboard under /ui/, as one http.Handler a host mounts on its own
+// ServeMux next to its own routes. Status questions are answered by an
+// [github.com/cursorflow/cursorflow/engine.Projection], kept current by
+// reading only the log's new events. [github.com/cursorflow/cursorflow/engine/leader]
+// runs the orchestrator inside a host's process on several machines: a
+// lease in PostgreSQL says which one leads, and the one that takes over
+// resumes every unfinished execution from the log.
+//
 // # Examples
 //
 // examples/quickstart drains a SQLite work queue with nothing to install;
-// examples/cursorflow is the CLI (validate, run, resume); examples/server
-// and examples/worker scale out over NATS JetStream with a PostgreSQL
-// event log; examples/bench measures the engine against raw pgx drains.
+// examples/cursorflow is the CLI (validate, run, resume, status, with live
+// progress on a terminal); examples/server (the packages above, wired by
+// flags) and examples/worker scale out over NATS JetStream with a
+// PostgreSQL event log; examples/bench measures the engine against raw
+// pgx drains.
 package cursorflow

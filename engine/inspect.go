@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -22,6 +23,11 @@ type Status struct {
 	InFlight []string `json:"in_flight"`
 	Events   int64    `json:"events"`
 	LastSeq  int64    `json:"last_seq"`
+	// StartedAt is when the execution started, EndedAt when it ended
+	// (zero while it runs) and UpdatedAt the time of its last event.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	// Failure fields for a failed execution.
 	FailedStep  string `json:"failed_step,omitempty"`
 	FailedField string `json:"failed_field,omitempty"`
@@ -45,6 +51,10 @@ type LoopStatus struct {
 	Failed   int  `json:"failed,omitempty"`
 	Dead     int  `json:"dead,omitempty"`
 	Finished bool `json:"finished"`
+	// StartedAt is when the loop started; Rate is Done per second from
+	// then to the last item or frame that finished.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	Rate      float64   `json:"rate"`
 }
 
 // Inspect folds an execution's events from log into a Status. It reads
@@ -70,6 +80,7 @@ func (s *State) Snapshot() *Status {
 	st := &Status{
 		ExecutionID: s.ExecutionID, Status: s.Status, Steps: sum.Steps, Loops: map[string]LoopStatus{},
 		InFlight: s.InFlight(), Events: s.Events, LastSeq: s.LastSeq,
+		StartedAt: s.StartedAt, EndedAt: s.EndedAt, UpdatedAt: s.UpdatedAt,
 		FailedStep: sum.Step, FailedField: sum.Field, Error: sum.Error,
 	}
 	if s.Playbook != nil {
@@ -86,7 +97,7 @@ func (s *State) Snapshot() *Status {
 
 // loopStatus describes a loop of the state.
 func (s *State) loopStatus(id string, l *loopState) LoopStatus {
-	ls := LoopStatus{Mode: l.Mode, InFlight: s.loopInFlight(l)}
+	ls := LoopStatus{Mode: l.Mode, InFlight: s.loopInFlight(l), StartedAt: l.StartedAt}
 	if r := s.Runs[id]; r != nil {
 		ls.Step = r.Step
 		ls.Finished = r.Status != runRunning
@@ -96,6 +107,9 @@ func (s *State) loopStatus(id string, l *loopState) LoopStatus {
 		ls.Done = l.OK + l.Failed + l.Dead
 	} else {
 		ls.Items, ls.Done = len(l.Items), l.Done
+	}
+	if d := l.ProgressAt.Sub(l.StartedAt).Seconds(); d > 0 {
+		ls.Rate = float64(ls.Done) / d
 	}
 	return ls
 }

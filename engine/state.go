@@ -68,6 +68,10 @@ type State struct {
 	// LastSeq is the Seq of the last applied event; Events counts them.
 	LastSeq int64
 	Events  int64
+	// StartedAt, EndedAt and UpdatedAt are the times of execution.started,
+	// of the terminal event and of the last event applied. Decisions never
+	// read them; they are for people watching.
+	StartedAt, EndedAt, UpdatedAt time.Time
 	// Playbook is parsed from execution.started; it is not part of the
 	// fold's data, only its interpretation.
 	Playbook *dsl.Playbook
@@ -186,6 +190,9 @@ type loopState struct {
 	Dead   int
 	// Fail is the first unhandled failure; the loop stops issuing work.
 	Fail string
+	// StartedAt is loop.started's time and ProgressAt the time of the
+	// last item or frame that finished, for the loop's rate.
+	StartedAt, ProgressAt time.Time
 }
 
 type slotState struct {
@@ -237,6 +244,9 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		s.LastSeq = ev.Seq
 	}
 	s.Events++
+	if ev.Time.After(s.UpdatedAt) {
+		s.UpdatedAt = ev.Time
+	}
 	switch ev.Type {
 	case eventlog.TypeExecutionStarted:
 		var p startedPayload
@@ -255,6 +265,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		s.started = p
 		s.parent = p.Parent
 		s.Status = StatusRunning
+		s.StartedAt = ev.Time
 		s.Workload = p.Workload
 		if s.Workload == nil {
 			s.Workload = map[string]any{}
@@ -309,7 +320,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			return fmt.Errorf("engine: loop.started of %s: max_in_flight %d", p.Run, p.MaxInFlight)
 		}
 		s.startRun(p.Run, ev.Step, nil)
-		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items}
+		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, StartedAt: ev.Time}
 		if p.Mode == dsl.ModeCursor {
 			l.Slots = make([]slotState, p.MaxInFlight)
 		} else {
@@ -388,6 +399,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			if l := s.Loops[c.Run]; l != nil && c.Issued.Index < len(l.Outputs) {
 				l.Outputs[c.Issued.Index] = p.Output
 				l.Done++
+				l.ProgressAt = ev.Time
 				s.checkLoop(l)
 			}
 		}
@@ -402,6 +414,9 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			return nil
 		}
 		s.finishCommand(c, cmdFailed)
+		if l := s.Loops[c.Run]; l != nil && c.Kind == KindItem {
+			l.ProgressAt = ev.Time
+		}
 		s.failWork(c, p)
 	case eventlog.TypeCommandAwaiting:
 		c, p, err := reported[awaitingPayload](s, ev)
@@ -446,6 +461,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		if p.Drained {
 			slot.Drained = true
 		}
+		l.ProgressAt = ev.Time
 		l.Rows += p.Counts.Rows
 		l.OK += p.Counts.OK
 		l.Failed += p.Counts.Failed
@@ -459,14 +475,17 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 	case eventlog.TypeExecutionCompleted:
 		if s.Status == StatusRunning {
 			s.Status = StatusCompleted
+			s.EndedAt = ev.Time
 		}
 	case eventlog.TypeExecutionCancelled:
 		if s.Status == StatusRunning {
 			s.Status = StatusCancelled
+			s.EndedAt = ev.Time
 		}
 	case eventlog.TypeExecutionFailed:
 		if s.Status == StatusRunning {
 			s.Status = StatusFailed
+			s.EndedAt = ev.Time
 			_ = decode(ev, &s.Failure)
 		}
 	}
@@ -789,7 +808,9 @@ func fixNumbers(v reflect.Value) {
 		}
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
-			if v.Type().Field(i).IsExported() {
+			// An embedded struct's exported fields are settable even when
+			// its type is unexported.
+			if f := v.Type().Field(i); f.IsExported() || f.Anonymous {
 				fixNumbers(v.Field(i))
 			}
 		}

@@ -27,6 +27,16 @@
 // with an invalid event is rejected whole with an error wrapping
 // ErrInvalidEvent.
 //
+// # Snapshots
+//
+// Every backend here also implements Snapshots: it keeps, per execution
+// and format, one opaque Snapshot of a reader's fold up to a seq, replaced
+// only by a further one. A reader that restarts, or runs on another
+// machine, continues from it and reads only the events after its seq
+// (the engine's Projection does, to answer status requests without
+// folding a long history). Snapshots never replace the history: the log
+// stays the only authority, and a snapshot can always be rebuilt from it.
+//
 // # Backends
 //
 //   - Memory (NewMemory, this package): the history lives in the process.

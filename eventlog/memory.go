@@ -27,6 +27,8 @@ type Memory struct {
 	lastID int64
 	execs  map[string]*memExecution
 	order  []*memExecution // by first append: the order Executions reports
+	// snaps holds snapshots by execution id and format.
+	snaps map[[2]string]Snapshot
 }
 
 type memExecution struct {
@@ -45,7 +47,10 @@ func NewMemory() *Memory {
 	}
 }
 
-var _ Log = (*Memory)(nil)
+var (
+	_ Log       = (*Memory)(nil)
+	_ Snapshots = (*Memory)(nil)
+)
 
 // Append implements Log.
 func (m *Memory) Append(ctx context.Context, events []Event) ([]Result, error) {
@@ -207,7 +212,51 @@ func (m *Memory) Close() error {
 		m.closed = true
 		m.execs = nil
 		m.order = nil
+		m.snaps = nil
 		close(m.done)
 	}
 	return nil
+}
+
+// SaveSnapshot implements Snapshots. Data is copied.
+func (m *Memory) SaveSnapshot(ctx context.Context, snap Snapshot) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := ValidateSnapshot(snap); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false, ErrClosed
+	}
+	key := [2]string{snap.ExecutionID, snap.Format}
+	if old, ok := m.snaps[key]; ok && old.Seq >= snap.Seq {
+		return false, nil
+	}
+	if m.snaps == nil {
+		m.snaps = map[[2]string]Snapshot{}
+	}
+	snap.Data = bytes.Clone(snap.Data)
+	m.snaps[key] = snap
+	return true, nil
+}
+
+// LoadSnapshot implements Snapshots.
+func (m *Memory) LoadSnapshot(ctx context.Context, executionID, format string) (Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return Snapshot{}, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return Snapshot{}, ErrClosed
+	}
+	snap, ok := m.snaps[[2]string{executionID, format}]
+	if !ok {
+		return Snapshot{}, ErrNoSnapshot
+	}
+	snap.Data = bytes.Clone(snap.Data)
+	return snap, nil
 }

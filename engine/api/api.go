@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -49,6 +50,12 @@ type Config struct {
 	Engine Runner
 	// Log is the event log executions are read from. Required.
 	Log eventlog.Log
+	// Projection answers status and list questions from states kept
+	// current with the log's tail (see engine.Projection), so no request
+	// folds a whole history. Defaults to a new engine.Projection over Log;
+	// a host that also refreshes one (leader.OrchestratorConfig.Projection)
+	// passes the same one here.
+	Projection *engine.Projection
 	// Playbooks stores registered playbooks. Defaults to a MemoryStore.
 	Playbooks Store
 	// Token is the bearer token every route but /healthz and /readyz
@@ -101,6 +108,7 @@ func table() []route {
 		{Route{http.MethodPost, "/v1/executions", false}, (*server).startExecution},
 		{Route{http.MethodGet, "/v1/executions", false}, (*server).listExecutions},
 		{Route{http.MethodGet, "/v1/executions/{id}", false}, (*server).getExecution},
+		{Route{http.MethodGet, "/v1/executions/{id}/playbook", false}, (*server).getExecutionPlaybook},
 		{Route{http.MethodGet, "/v1/executions/{id}/events", false}, (*server).listEvents},
 		{Route{http.MethodGet, "/v1/executions/{id}/events/stream", false}, (*server).streamEvents},
 		{Route{http.MethodPost, "/v1/executions/{id}/cancel", false}, (*server).cancelExecution},
@@ -133,7 +141,10 @@ func OpenAPI() []byte { return append([]byte(nil), openapiSpec...) }
 type server struct {
 	cfg       Config
 	tokenHash [32]byte
-	log       *slog.Logger
+	// session is the value of the dashboard's cookie: derived from the
+	// token, so the token itself never sits in a browser.
+	session string
+	log     *slog.Logger
 }
 
 // Validate reports the first missing or invalid field of cfg, by name.
@@ -166,7 +177,10 @@ func New(cfg Config) http.Handler {
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = DefaultKeepAlive
 	}
-	s := &server{cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.Token)), log: cfg.Logger}
+	if cfg.Projection == nil && cfg.Log != nil {
+		cfg.Projection, _ = engine.NewProjection(engine.ProjectionConfig{Log: cfg.Log, Logger: cfg.Logger})
+	}
+	s := &server{cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.Token)), session: sessionValue(cfg.Token), log: cfg.Logger}
 	if cfg.Token == "" {
 		s.log.Warn("api: no bearer token configured; every route is open")
 	}
@@ -197,6 +211,7 @@ func New(cfg Config) http.Handler {
 		}
 		mux.Handle(path, h)
 	}
+	s.mountUI(mux)
 	mux.Handle("/", s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such route: "+r.URL.Path)
 	})))
@@ -221,17 +236,36 @@ func headIfGet(methods []string) []string {
 	return nil
 }
 
-// authenticate requires the bearer token. Both sides are hashed first so
-// the comparison takes the same time whatever the presented token's
-// length.
+// authenticate requires the bearer token, or the dashboard's session
+// cookie (see ui.go). Both sides are hashed first so the comparison takes
+// the same time whatever the presented token's length. A request that is
+// not authenticated by its Authorization header (a browser's: by cookie,
+// or by nothing when no token is configured) may change nothing unless it
+// comes from the same origin: SameSite=Strict keeps the cookie off
+// cross-site requests, and this check keeps a page elsewhere from
+// driving an open server through the visitor's browser.
 func (s *server) authenticate(next http.Handler) http.Handler {
-	if s.cfg.Token == "" {
-		return next
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth := r.Header.Get("Authorization")
+		if auth == "" {
+			if s.cfg.Token != "" && !s.validSession(r) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="cursorflow"`)
+				writeError(w, http.StatusUnauthorized, "missing bearer token")
+				return
+			}
+			if !safeMethod(r.Method) && !sameOrigin(r) {
+				writeError(w, http.StatusForbidden, "cross-origin request refused: send the bearer token in the Authorization header")
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if s.cfg.Token == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
 		scheme, token, ok := strings.Cut(auth, " ")
-		if auth == "" || !ok || !strings.EqualFold(scheme, "Bearer") {
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cursorflow"`)
 			writeError(w, http.StatusUnauthorized, "missing bearer token")
 			return
@@ -244,6 +278,31 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+// sameOrigin reports whether a browser says the request comes from a page
+// of this server: Sec-Fetch-Site (every current browser sends it), else
+// Origin against Host. A request with neither is not a browser's
+// cross-site request (browsers send Origin on every cross-origin POST):
+// command-line clients of an open server pass.
+func sameOrigin(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return true
+	case "":
+	default:
+		return false
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
 // statusRecorder remembers the status a handler wrote, for the request

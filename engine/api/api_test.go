@@ -423,14 +423,30 @@ func TestStartWithWorkloadAndStatus(t *testing.T) {
 	want(t, r, http.StatusOK)
 	var list api.ExecutionList
 	r.decode(t, &list)
-	if len(list.Executions) != 2 || list.Executions[1] != id {
-		t.Fatalf("executions %v", list.Executions)
+	// Newest first, each with its status, playbook and times.
+	if len(list.Executions) != 2 || list.Executions[0].ExecutionID != id {
+		t.Fatalf("executions %+v", list.Executions)
+	}
+	if x := list.Executions[0]; x.Status != engine.StatusCompleted || x.Playbook != "loop" || x.StartedAt.IsZero() ||
+		x.EndedAt.Before(x.StartedAt) || x.Events != st.Events {
+		t.Fatalf("summary %+v", x)
 	}
 	r = b.do(t, http.MethodGet, "/v1/executions?unfinished=true", nil)
 	want(t, r, http.StatusOK)
 	r.decode(t, &list)
 	if len(list.Executions) != 0 {
 		t.Fatalf("unfinished %v", list.Executions)
+	}
+	r = b.do(t, http.MethodGet, "/v1/executions?status=completed&limit=1", nil)
+	want(t, r, http.StatusOK)
+	r.decode(t, &list)
+	if len(list.Executions) != 1 || list.Executions[0].ExecutionID != id {
+		t.Fatalf("completed, limit 1: %+v", list.Executions)
+	}
+	for _, q := range []string{"status=sleeping", "limit=0", "unfinished=maybe", "unfinished=true&status=failed"} {
+		r = b.do(t, http.MethodGet, "/v1/executions?"+q, nil)
+		want(t, r, http.StatusBadRequest)
+		r.errorBody(t)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
 )
@@ -116,36 +117,54 @@ func (s *server) runnerFailed(w http.ResponseWriter, r *http.Request, err error)
 
 // ExecutionList is GET /v1/executions's answer.
 type ExecutionList struct {
-	Executions []string `json:"executions"`
+	// Executions are newest first.
+	Executions []engine.ExecutionSummary `json:"executions"`
 }
 
 func (s *server) listExecutions(w http.ResponseWriter, r *http.Request) {
-	unfinished := false
-	if v := r.URL.Query().Get("unfinished"); v != "" {
+	q := r.URL.Query()
+	opts := engine.ListOptions{Status: q.Get("status")}
+	switch opts.Status {
+	case "", engine.StatusRunning, engine.StatusCompleted, engine.StatusFailed, engine.StatusCancelled:
+	default:
+		writeError(w, http.StatusBadRequest, "query parameter status: want running, completed, failed or cancelled, got "+strconv.Quote(opts.Status))
+		return
+	}
+	if v := q.Get("unfinished"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "query parameter unfinished: want true or false, got "+strconv.Quote(v))
 			return
 		}
-		unfinished = b
+		if b && opts.Status != "" && opts.Status != engine.StatusRunning {
+			writeError(w, http.StatusBadRequest, "query parameters unfinished=true and status="+opts.Status+" exclude each other")
+			return
+		}
+		if b {
+			opts.Status = engine.StatusRunning
+		}
 	}
-	ids, err := s.cfg.Log.Executions(r.Context(), unfinished)
+	limit, err := queryInt(r, "limit", engine.DefaultListLimit, 1)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if ids == nil {
-		ids = []string{}
+	opts.Limit = int(min(limit, engine.MaxListLimit))
+	list, err := s.cfg.Projection.List(r.Context(), opts)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, ExecutionList{Executions: ids})
+	writeJSON(w, http.StatusOK, ExecutionList{Executions: list})
 }
 
-// inspect folds the execution, answering 404 for an unknown one.
+// inspect reads the execution's status from the projection, answering
+// 404 for an unknown one.
 func (s *server) inspect(w http.ResponseWriter, r *http.Request) (*engine.Status, bool) {
 	id := r.PathValue("id")
-	st, err := engine.Inspect(r.Context(), s.cfg.Log, id)
+	st, err := s.cfg.Projection.Status(r.Context(), id)
 	if errors.Is(err, engine.ErrUnknownExecution) {
-		writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
+		executionNotFound(w, id)
 		return nil, false
 	}
 	if err != nil {
@@ -159,6 +178,48 @@ func (s *server) getExecution(w http.ResponseWriter, r *http.Request) {
 	if st, ok := s.inspect(w, r); ok {
 		writeJSON(w, http.StatusOK, st)
 	}
+}
+
+// ExecutionPlaybook is GET /v1/executions/{id}/playbook's answer: the
+// source the execution runs, as recorded when it started, with what
+// validating it finds today.
+type ExecutionPlaybook struct {
+	ExecutionID string `json:"execution_id"`
+	File        string `json:"file,omitempty"`
+	Source      string `json:"source"`
+	// Problems are errors (the source no longer validates, for example
+	// after an upgrade); Warnings are non-fatal findings (unknown keys).
+	Problems []Problem `json:"problems"`
+	Warnings []Problem `json:"warnings"`
+}
+
+func (s *server) getExecutionPlaybook(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	file, src, err := s.cfg.Projection.Playbook(r.Context(), id)
+	if errors.Is(err, engine.ErrUnknownExecution) {
+		executionNotFound(w, id)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := ExecutionPlaybook{ExecutionID: id, File: file, Source: src, Problems: []Problem{}, Warnings: []Problem{}}
+	pb, err := dsl.Parse(file, []byte(src))
+	var list dsl.ErrorList
+	switch {
+	case errors.As(err, &list):
+		out.Problems = problemsOf(list)
+	case err != nil:
+		out.Problems = []Problem{{File: file, Message: err.Error()}}
+	default:
+		warns := make([]*dsl.Diagnostic, len(pb.Warnings))
+		for i := range pb.Warnings {
+			warns[i] = &pb.Warnings[i]
+		}
+		out.Warnings = problemsOf(warns)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // Cancelled is POST /v1/executions/{id}/cancel's answer.
@@ -249,7 +310,7 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !ok {
-			writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
+			executionNotFound(w, id)
 			return
 		}
 	}
@@ -289,7 +350,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
+		executionNotFound(w, id)
 		return
 	}
 	log := s.log.With("execution_id", id)

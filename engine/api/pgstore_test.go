@@ -74,11 +74,11 @@ func TestMemoryStore(t *testing.T) {
 	storeContract(t, api.NewMemoryStore())
 }
 
-func TestPostgresStore(t *testing.T) {
-	t.Parallel()
-	dsn := testenv.Postgres(t)
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
+// storeSchema returns a pool and a fresh schema name, dropped after the
+// test.
+func storeSchema(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), testenv.Postgres(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +87,13 @@ func TestPostgresStore(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 	})
+	return pool, schema
+}
+
+func TestPostgresStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, schema := storeSchema(t)
 	st, err := api.NewPostgresStore(ctx, pool, schema)
 	if err != nil {
 		t.Fatal(err)
@@ -102,17 +109,8 @@ func TestPostgresStore(t *testing.T) {
 // table is created once, under a lock held until its transaction commits.
 func TestPostgresStoreConcurrentCreate(t *testing.T) {
 	t.Parallel()
-	dsn := testenv.Postgres(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	schema := fmt.Sprintf("api_store_%d", rand.Uint32())
-	t.Cleanup(func() {
-		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	})
+	pool, schema := storeSchema(t)
 	const replicas = 6
 	errs := make(chan error, replicas)
 	start := make(chan struct{})

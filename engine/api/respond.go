@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/cursorflow/cursorflow/dsl"
@@ -201,4 +202,9 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.ErrorContext(r.Context(), "api: request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 		writeError(w, http.StatusInternalServerError, "internal error")
 	}
+}
+
+// executionNotFound answers 404 for an execution the log does not hold.
+func executionNotFound(w http.ResponseWriter, id string) {
+	writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/api"
@@ -49,10 +50,22 @@ type OrchestratorConfig struct {
 	// engine sees it, for example otelobserve.Observer.WrapDispatcher to
 	// carry trace context to the workers.
 	WrapDispatcher func(engine.Dispatcher) engine.Dispatcher
+	// Projection, if set, is refreshed every RefreshEvery while this
+	// replica leads: every unfinished execution's status is brought up to
+	// date and its snapshots saved, so status questions here (pass the
+	// same Projection to api.Config) and, through the snapshots, on other
+	// replicas have little left to fold.
+	Projection *engine.Projection
+	// RefreshEvery is how often Projection is refreshed. Defaults to
+	// DefaultRefreshEvery (10s).
+	RefreshEvery time.Duration
 	// Logger receives the terms' starts and ends. Defaults to
 	// Engine.Logger, then slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultRefreshEvery is OrchestratorConfig.RefreshEvery's default.
+const DefaultRefreshEvery = 10 * time.Second
 
 // Orchestrator leads while its replica holds the lease: for each term it
 // builds an engine on the fenced log, resumes every unfinished execution
@@ -87,6 +100,9 @@ func NewOrchestrator(cfg OrchestratorConfig) (*Orchestrator, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.RefreshEvery <= 0 {
+		cfg.RefreshEvery = DefaultRefreshEvery
 	}
 	return &Orchestrator{cfg: cfg, log: cfg.Logger}, nil
 }
@@ -159,6 +175,12 @@ func (o *Orchestrator) lead(lctx context.Context) error {
 	}
 	o.setLeader(lctx, e)
 	defer o.clearLeader()
+	if o.cfg.Projection != nil {
+		rctx, stopRefresh := context.WithCancel(lctx)
+		refreshed := make(chan struct{})
+		go func() { defer close(refreshed); o.refresh(rctx) }()
+		defer func() { stopRefresh(); <-refreshed }()
+	}
 
 	select {
 	case <-lctx.Done():
@@ -170,10 +192,26 @@ func (o *Orchestrator) lead(lctx context.Context) error {
 	stopServe()
 	if d != nil {
 		// Serve was cancelled on purpose; its result cannot change the
-		// step-down.
-		<-served
+		// step-down, and the lease is gone either way.
+		<-served //nolint:errcheck // only Serve's return is awaited
 	}
 	return nil
+}
+
+// refresh keeps the projection current until ctx is done.
+func (o *Orchestrator) refresh(ctx context.Context) {
+	t := time.NewTicker(o.cfg.RefreshEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := o.cfg.Projection.Refresh(ctx); err != nil && ctx.Err() == nil {
+				o.log.Warn("leader: projection refresh failed", "error", err)
+			}
+		}
+	}
 }
 
 func (o *Orchestrator) setLeader(term context.Context, e *engine.Engine) {

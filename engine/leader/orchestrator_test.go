@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/engine/leader"
@@ -22,6 +24,38 @@ workflow:
     tool: {kind: gate}
 `
 
+// setupLog returns a pool, a fresh schema and a PostgreSQL event log in
+// it, closed after the test.
+func setupLog(t *testing.T) (*pgxpool.Pool, string, *pglog.Log) {
+	t.Helper()
+	pool, schema := setup(t)
+	log, err := pglog.New(context.Background(), pool, pglog.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	return pool, schema, log
+}
+
+// gateTool registers the gate tool: each call signals entered (if it has
+// room) and blocks until release is closed or its command is cancelled.
+func gateTool(entered chan<- struct{}, release <-chan struct{}) *tools.Registry {
+	reg := tools.NewRegistry()
+	reg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, _ *tools.Call) (tools.Output, error) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+			return tools.Output{Status: tools.StatusSuccess}, nil
+		case <-ctx.Done():
+			return tools.Output{Status: tools.StatusError, Error: ctx.Err().Error()}, nil
+		}
+	}))
+	return reg
+}
+
 // replicaUnderTest is one Orchestrator running in the background.
 type replicaUnderTest struct {
 	o    *leader.Orchestrator
@@ -34,26 +68,11 @@ type replicaUnderTest struct {
 // takes over and finishes the execution from the log.
 func TestOrchestratorLeadsAndResumesOnTakeover(t *testing.T) {
 	t.Parallel()
-	pool, schema := setup(t)
+	pool, schema, log := setupLog(t)
 	ctx := context.Background()
-	log, err := pglog.New(ctx, pool, pglog.Config{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-
 	entered := make(chan struct{}, 4)
 	release := make(chan struct{})
-	reg := tools.NewRegistry()
-	reg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, _ *tools.Call) (tools.Output, error) {
-		entered <- struct{}{}
-		select {
-		case <-release:
-			return tools.Output{Status: tools.StatusSuccess}, nil
-		case <-ctx.Done():
-			return tools.Output{Status: tools.StatusError, Error: ctx.Err().Error()}, nil
-		}
-	}))
+	reg := gateTool(entered, release)
 	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
 	start := func(owner string) *replicaUnderTest {
 		o, err := leader.NewOrchestrator(leader.OrchestratorConfig{
@@ -132,5 +151,48 @@ func TestOrchestratorConfig(t *testing.T) {
 	t.Parallel()
 	if _, err := leader.NewOrchestrator(leader.OrchestratorConfig{}); err == nil {
 		t.Fatal("want an error without Lease")
+	}
+}
+
+// TestOrchestratorRefreshesTheProjection: while leading, the orchestrator
+// brings every unfinished execution's projected status up to date and
+// saves its snapshot, without anyone asking for the status.
+func TestOrchestratorRefreshesTheProjection(t *testing.T) {
+	t.Parallel()
+	pool, schema, log := setupLog(t)
+	ctx := context.Background()
+	release := make(chan struct{})
+	defer close(release)
+	reg := gateTool(make(chan struct{}, 4), release)
+	proj, err := engine.NewProjection(engine.ProjectionConfig{Log: log, SnapshotEvery: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := leader.NewOrchestrator(leader.OrchestratorConfig{
+		Lease: newLease(t, pool, schema, "a"), Log: log, Projection: proj, RefreshEvery: 10 * time.Millisecond,
+		Engine: engine.Config{Tools: reg, Workers: 1, Tick: 5 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = o.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	waitLeading(t, o)
+	id, err := o.Start(ctx, []byte(gatedPlaybook), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		snap, err := log.LoadSnapshot(ctx, id, engine.SnapshotFormat)
+		if err == nil && snap.Seq >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot of the running execution after 10s (%v)", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

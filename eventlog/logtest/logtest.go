@@ -44,6 +44,7 @@ func Run(t *testing.T, newLog func(t *testing.T) eventlog.Log) {
 		{"WaitCancel", testWaitCancel},
 		{"WaitIgnoresOtherExecutions", testWaitOtherExecution},
 		{"Executions", testExecutions},
+		{"Snapshots", testSnapshots},
 		{"Close", testClose},
 	}
 	for _, tc := range tests {
@@ -690,5 +691,96 @@ func testClose(t *testing.T, l eventlog.Log) {
 	}
 	if err := l.Close(); err != nil {
 		t.Errorf("second Close = %v, want nil", err)
+	}
+}
+
+// testSnapshots checks eventlog.Snapshots, which every backend of this
+// module implements: a snapshot is replaced only by a further one, one is
+// kept per format, and concurrent savers leave the furthest.
+func testSnapshots(t *testing.T, l eventlog.Log) {
+	sl, ok := l.(eventlog.Snapshots)
+	if !ok {
+		t.Skipf("%T does not implement eventlog.Snapshots", l)
+	}
+	ctx := ctxT(t)
+	exec := ExecutionID("snap")
+	const format, other = "test/1", "test/2"
+	load := func(format string) (eventlog.Snapshot, error) { return sl.LoadSnapshot(ctx, exec, format) }
+	save := func(format string, seq int64, data string) bool {
+		t.Helper()
+		saved, err := sl.SaveSnapshot(ctx, eventlog.Snapshot{ExecutionID: exec, Format: format, Seq: seq, Data: []byte(data)})
+		if err != nil {
+			t.Fatalf("SaveSnapshot(seq %d): %v", seq, err)
+		}
+		return saved
+	}
+	if _, err := load(format); !errors.Is(err, eventlog.ErrNoSnapshot) {
+		t.Fatalf("LoadSnapshot of an unknown execution = %v, want ErrNoSnapshot", err)
+	}
+	if !save(format, 5, "five") {
+		t.Fatal("the first snapshot was not saved")
+	}
+	if save(format, 3, "three") || save(format, 5, "five again") {
+		t.Fatal("a snapshot replaced one at the same or a further seq")
+	}
+	got, err := load(format)
+	if err != nil || got.Seq != 5 || string(got.Data) != "five" || got.ExecutionID != exec || got.Format != format {
+		t.Fatalf("LoadSnapshot = %+v, %v; want seq 5 \"five\"", got, err)
+	}
+	if !save(format, 9, "nine") {
+		t.Fatal("a further snapshot was not saved")
+	}
+	if got, err := load(format); err != nil || got.Seq != 9 || string(got.Data) != "nine" {
+		t.Fatalf("LoadSnapshot = %+v, %v; want seq 9", got, err)
+	}
+	if _, err := load(other); !errors.Is(err, eventlog.ErrNoSnapshot) {
+		t.Fatalf("another format's snapshot = %v, want ErrNoSnapshot", err)
+	}
+	if !save(other, 1, "other") {
+		t.Fatal("a snapshot in another format was not saved")
+	}
+	if got, err := load(format); err != nil || got.Seq != 9 {
+		t.Fatalf("saving another format changed this one: %+v, %v", got, err)
+	}
+	for _, bad := range []eventlog.Snapshot{
+		{Format: format, Seq: 1, Data: []byte("x")},
+		{ExecutionID: exec, Seq: 1, Data: []byte("x")},
+		{ExecutionID: exec, Format: format, Data: []byte("x")},
+	} {
+		if _, err := sl.SaveSnapshot(ctx, bad); err == nil {
+			t.Errorf("SaveSnapshot(%+v) succeeded", bad)
+		}
+	}
+
+	// Concurrent savers: the furthest snapshot is the one left.
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for seq := int64(10); seq < 30; seq++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := sl.SaveSnapshot(ctx, eventlog.Snapshot{ExecutionID: exec, Format: format, Seq: seq, Data: []byte(fmt.Sprint(seq))})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent SaveSnapshot: %v", err)
+		}
+	}
+	if got, err := load(format); err != nil || got.Seq != 29 || string(got.Data) != "29" {
+		t.Fatalf("after concurrent saves: %+v, %v; want seq 29", got, err)
+	}
+
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sl.SaveSnapshot(ctx, eventlog.Snapshot{ExecutionID: exec, Format: format, Seq: 99, Data: []byte("x")}); !errors.Is(err, eventlog.ErrClosed) {
+		t.Errorf("SaveSnapshot after Close = %v, want ErrClosed", err)
+	}
+	if _, err := load(format); !errors.Is(err, eventlog.ErrClosed) {
+		t.Errorf("LoadSnapshot after Close = %v, want ErrClosed", err)
 	}
 }

@@ -5,6 +5,7 @@ import "fmt"
 // statements holds the SQL of a Log, qualified with its schema.
 type statements struct {
 	lock, append, notify, read, lastSeq, executions, unfinished string
+	saveSnapshot, loadSnapshot                                  string
 }
 
 func newStatements(schema string) statements {
@@ -90,5 +91,11 @@ func newStatements(schema string) statements {
 
 		executions: f(`SELECT execution_id FROM %[1]s.executions WHERE first_id IS NOT NULL ORDER BY first_id`),
 		unfinished: f(`SELECT execution_id FROM %[1]s.executions WHERE started AND terminal IS NULL ORDER BY first_id`),
+
+		// saveSnapshot replaces a snapshot only with a further one.
+		saveSnapshot: f(`INSERT INTO %[1]s.snapshots AS s (execution_id, format, seq, data) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (execution_id, format) DO UPDATE SET seq = EXCLUDED.seq, data = EXCLUDED.data, saved_at = now()
+			WHERE s.seq < EXCLUDED.seq`),
+		loadSnapshot: f(`SELECT seq, data FROM %[1]s.snapshots WHERE execution_id = $1 AND format = $2`),
 	}
 }

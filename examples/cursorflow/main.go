@@ -3,9 +3,9 @@
 // Usage:
 //
 //	cursorflow validate [-v] FILE...
-//	cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--json] [--no-code]
-//	cursorflow resume EXECUTION_ID [--eventlog URL] [--credential alias=URL]... [--json] [--no-code]
-//	cursorflow run FILE --server URL [--token TOKEN] [--set key=value]... [--json] [-v]
+//	cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--json] [--progress MODE] [--no-code]
+//	cursorflow resume EXECUTION_ID [--eventlog URL] [--credential alias=URL]... [--json] [--progress MODE] [--no-code]
+//	cursorflow run FILE --server URL [--token TOKEN] [--set key=value]... [--json] [-v] [--progress MODE]
 //	cursorflow status EXECUTION_ID --server URL [--token TOKEN] [--json]
 //	cursorflow status EXECUTION_ID --eventlog URL
 //	cursorflow events EXECUTION_ID --server URL [--token TOKEN] [--follow] [--after SEQ] [--json]
@@ -16,6 +16,13 @@
 // also prints warnings (unknown keys and the like) as
 // "FILE:LINE:COL: warning: message". It exits 0 when every file is valid,
 // 1 when some are not and 2 on a usage error.
+//
+// On a terminal, run and resume draw live progress on stderr while the
+// execution runs: one line for the execution (status, elapsed, events,
+// commands in flight) and one per running loop (rows done, failed and
+// dead, rate, frames in flight, elapsed), erased before the summary. They
+// stay quiet when stderr is not a terminal, with --json, or with -v (whose
+// log lines would be overdrawn); --progress always|never overrides.
 //
 // With --server URL, run starts the execution on a cursorflow server
 // instead of in this process and follows its events until it ends (exit 0

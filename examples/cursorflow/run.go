@@ -19,7 +19,6 @@ import (
 
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
-	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/eventlogurl"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/tools"
@@ -40,6 +39,7 @@ type runFlags struct {
 	json        bool
 	workers     int
 	verbose     bool
+	progress    string
 	noCode      bool
 }
 
@@ -52,6 +52,7 @@ func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
 	fs.BoolVar(&f.json, "json", false, "end with one JSON summary object")
 	fs.IntVar(&f.workers, "workers", engine.DefaultWorkers, "in-process workers")
 	fs.BoolVar(&f.verbose, "v", false, "log engine activity to stderr")
+	fs.StringVar(&f.progress, "progress", progressAuto, "live progress on stderr: auto (on a terminal, without --json or -v), always or never")
 	fs.BoolVar(&f.noCode, "no-code", false, "turn off the python and shell tools, which otherwise run the playbook's code on this machine")
 }
 
@@ -94,7 +95,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "usage: cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--json]")
+		fmt.Fprintln(stderr, "usage: cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--json] [--progress auto|always|never]")
 		return exitUsage
 	}
 	file := pos[0]
@@ -158,6 +159,10 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 // tools and drivers, starts (or resumes) an execution with begin, waits
 // for it and prints the outcome.
 func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context, *engine.Engine) (string, error)) int {
+	if !validProgress(f.progress) {
+		fmt.Fprintf(stderr, "cursorflow: --progress %q: want auto, always or never\n", f.progress)
+		return exitUsage
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	level := slog.LevelWarn
@@ -217,7 +222,19 @@ func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context
 		return exitInvalid
 	}
 	fmt.Fprintf(stdout, "execution %s\n", id)
+	// Progress and the final event count read a projection of the log:
+	// each look folds only what was appended since the last one.
+	proj, err := engine.NewProjection(engine.ProjectionConfig{Log: log, Logger: logger})
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitInvalid
+	}
+	stopProgress := func() {}
+	if wantProgress(f.progress, f.json || (f.verbose && f.progress == progressAuto), stderr) {
+		stopProgress = watchProgress(ctx, stderr, func(ctx context.Context) (*engine.Status, error) { return proj.Status(ctx, id) })
+	}
 	sum, err := e.Wait(ctx, id)
+	stopProgress()
 	if err != nil {
 		fmt.Fprintf(stderr, "cursorflow: %v (resume with: cursorflow resume %s --eventlog %s)\n", err, id, logURL)
 		return exitInvalid
@@ -225,7 +242,7 @@ func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context
 	if f.json {
 		out := map[string]any{
 			"execution_id": sum.ExecutionID, "status": sum.Status, "steps": sum.Steps,
-			"events": countEvents(ctx, log, id, sum.Events), "seconds": time.Since(started).Seconds(), "eventlog": logURL,
+			"events": countEvents(ctx, proj, id, sum.Events), "seconds": time.Since(started).Seconds(), "eventlog": logURL,
 		}
 		if sum.Status == engine.StatusFailed {
 			out["failed_step"], out["failed_field"], out["error"] = sum.Step, sum.Field, sum.Error
@@ -233,7 +250,7 @@ func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(stdout, string(b))
 	} else {
-		fmt.Fprintf(stdout, "%s in %s (%d events)\n", sum.Status, time.Since(started).Round(time.Millisecond), countEvents(ctx, log, id, sum.Events))
+		fmt.Fprintf(stdout, "%s in %s (%d events)\n", sum.Status, time.Since(started).Round(time.Millisecond), countEvents(ctx, proj, id, sum.Events))
 		if sum.Status == engine.StatusFailed {
 			fmt.Fprintf(stdout, "failed at step %s (%s): %s\n", sum.Step, sum.Field, sum.Error)
 		}
@@ -246,12 +263,12 @@ func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context
 
 // countEvents returns the number of events the log holds for the
 // execution (the summary's own count only covers what this process saw).
-func countEvents(ctx context.Context, log eventlog.Log, id string, fallback int64) int64 {
-	evs, err := log.Read(ctx, id, 0, 0)
+func countEvents(ctx context.Context, proj *engine.Projection, id string, fallback int64) int64 {
+	st, err := proj.Status(ctx, id)
 	if err != nil {
 		return fallback
 	}
-	return int64(len(evs))
+	return st.Events
 }
 
 // normalizeYAML turns yaml.v3's decoded values into JSON-friendly ones.

@@ -250,12 +250,17 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 	var sets multiFlag
 	fs.Var(&sets, "set", "override a workload key: key=value (value read as a YAML scalar); repeatable")
 	verbose := fs.Bool("v", false, "print every event as it is recorded")
+	progressMode := fs.String("progress", progressAuto, "live progress on stderr: auto (on a terminal, without --json or -v), always or never")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return exitUsage
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "usage: cursorflow run FILE --server URL [--token TOKEN] [--set key=value]... [--json] [-v]")
+		fmt.Fprintln(stderr, "usage: cursorflow run FILE --server URL [--token TOKEN] [--set key=value]... [--json] [-v] [--progress auto|always|never]")
+		return exitUsage
+	}
+	if !validProgress(*progressMode) {
+		fmt.Fprintf(stderr, "cursorflow: --progress %q: want auto, always or never\n", *progressMode)
 		return exitUsage
 	}
 	c, ok := f.client(stderr)
@@ -293,11 +298,20 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 	if !f.json {
 		fmt.Fprintf(stdout, "execution %s\n", id)
 	}
+	stopProgress := func() {}
+	if wantProgress(*progressMode, f.json || (*verbose && *progressMode == progressAuto), stderr) {
+		stopProgress = watchProgress(ctx, stderr, func(ctx context.Context) (*engine.Status, error) {
+			var st engine.Status
+			err := c.call(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id), nil, &st)
+			return &st, err
+		})
+	}
 	err = c.follow(ctx, id, 0, func(ev eventlog.Event) {
 		if *verbose {
 			printEvent(stderr, ev)
 		}
 	})
+	stopProgress()
 	if err != nil {
 		fmt.Fprintf(stderr, "cursorflow: following %s: %v (check later with: cursorflow status %s --server %s)\n", id, err, id, c.base)
 		return exitInvalid

@@ -23,7 +23,7 @@ func hasEventLogFlag(args []string) bool {
 	return false
 }
 
-// cmdStatusLocal prints an execution's status folded straight from an
+// cmdStatusLocal prints an execution's status read straight from an
 // event log: cursorflow status EXECUTION_ID --eventlog URL.
 func cmdStatusLocal(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
@@ -44,7 +44,15 @@ func cmdStatusLocal(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer log.Close()
-	st, err := engine.Inspect(ctx, log, pos[0])
+	// The projection continues from the execution's latest snapshot in the
+	// log (saved by earlier readers), so a long history is not folded
+	// again on every call.
+	proj, err := engine.NewProjection(engine.ProjectionConfig{Log: log})
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitInvalid
+	}
+	st, err := proj.Status(ctx, pos[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 		return exitInvalid

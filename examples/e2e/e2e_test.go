@@ -87,7 +87,7 @@ type env struct {
 	dsn, natsURL, schema, prefix, table string
 	// token is the servers' API token.
 	token string
-	pool                                *pgxpool.Pool
+	pool  *pgxpool.Pool
 }
 
 func newEnv(t testing.TB, rows int) *env {

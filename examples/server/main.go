@@ -188,9 +188,15 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		defer cancel()
 		_ = shutdownOTel(sctx) // flush what is buffered; the process is ending either way
 	}()
+	// Status questions read a projection of the log; the leader keeps it
+	// (and the snapshots standbys continue from) current.
+	proj, err := engine.NewProjection(engine.ProjectionConfig{Log: log, Logger: logger})
+	if err != nil {
+		return err
+	}
 	transport := natsjs.Config{Conn: nc, Prefix: o.prefix, AckWait: o.ackWait, EventAckWait: o.eventAckWait, Logger: logger}
 	orch, err := leader.NewOrchestrator(leader.OrchestratorConfig{
-		Lease: lease, Log: log,
+		Lease: lease, Log: log, Projection: proj,
 		Engine: engine.Config{CommandLease: o.commandLease, Observer: observer, Logger: logger},
 		NewDispatcher: func(ctx context.Context) (leader.Dispatcher, error) {
 			return natsjs.NewDispatcher(ctx, transport)
@@ -200,7 +206,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	acfg := api.Config{Engine: orch, Log: log, Playbooks: store, Token: o.token, Logger: logger,
+	acfg := api.Config{Engine: orch, Log: log, Projection: proj, Playbooks: store, Token: o.token, Logger: logger,
 		Metrics: metrics, Ready: orch.Ready}
 	if err := acfg.Validate(); err != nil {
 		return err

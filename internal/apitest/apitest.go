@@ -32,7 +32,8 @@ const FailMsg = "fail"
 
 // Config shapes the server of [Start].
 type Config struct {
-	// Token is the bearer token the API requires. Required.
+	// Token is the bearer token the API requires; empty serves an open
+	// API.
 	Token string
 	// Logger receives the engine's and the API's logs. Defaults to a text
 	// logger at level Info writing to the test's output.

@@ -17,6 +17,7 @@ const (
 	EnvNATS       = "CURSORFLOW_TEST_NATS"
 	EnvClickHouse = "CURSORFLOW_TEST_CLICKHOUSE"
 	EnvS3         = "CURSORFLOW_TEST_S3"
+	EnvChromium   = "CURSORFLOW_TEST_CHROMIUM"
 )
 
 // Require returns the value of the environment variable env, or skips the
@@ -51,3 +52,17 @@ func ClickHouse(t testing.TB) string { return Require(t, EnvClickHouse) }
 
 // S3 returns the S3 endpoint as a gocloud.dev s3blob URL base.
 func S3(t testing.TB) string { return Require(t, EnvS3) }
+
+// Chromium returns the path of the Chromium binary that browser tests
+// drive. Set but missing (not installed) counts as unavailable.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	path := Require(t, EnvChromium)
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s=%s: %v; under CI=true the browser must be installed (run scripts/testenv up)", EnvChromium, path, err)
+		}
+		t.Skipf("%s=%s: %v: run scripts/testenv up to install Debian's chromium", EnvChromium, path, err)
+	}
+	return path
+}
