@@ -2,7 +2,6 @@ package dsl
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
+
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // templateFilters returns the filters we add to gonja's builtins or use
@@ -240,14 +241,9 @@ func filterFromJSON(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Va
 	if s == "" {
 		return exec.AsValue(nil)
 	}
-	d := json.NewDecoder(strings.NewReader(s))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
+	v, err := jsonnum.Decode([]byte(s))
+	if err != nil {
 		return fail("fromjson", err)
-	}
-	if d.More() {
-		return fail("fromjson", errors.New("unexpected data after the JSON value"))
 	}
 	p, err := plainOf(v, 0)
 	if err != nil {

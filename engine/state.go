@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // Execution statuses.
@@ -785,86 +784,10 @@ func decode(ev eventlog.Event, v any) error {
 	return nil
 }
 
-// unmarshal decodes JSON keeping integers integers: numbers become int64
-// when they are whole and fit, float64 otherwise, so a value read back from
-// the log renders exactly as it did before it was written ("1", not "1.0").
-func unmarshal(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	fixNumbers(reflect.ValueOf(v))
-	return nil
-}
-
-// fixNumbers replaces json.Number values inside maps, slices and struct
-// fields of type any with int64 or float64.
-func fixNumbers(v reflect.Value) {
-	switch v.Kind() {
-	case reflect.Pointer:
-		if !v.IsNil() {
-			fixNumbers(v.Elem())
-		}
-	case reflect.Struct:
-		for i := 0; i < v.NumField(); i++ {
-			// An embedded struct's exported fields are settable even when
-			// its type is unexported.
-			if f := v.Type().Field(i); f.IsExported() || f.Anonymous {
-				fixNumbers(v.Field(i))
-			}
-		}
-	case reflect.Slice:
-		for i := 0; i < v.Len(); i++ {
-			fixNumbers(v.Index(i))
-		}
-	case reflect.Map:
-		if v.Type().Elem().Kind() == reflect.Interface {
-			for _, k := range v.MapKeys() {
-				if x := numbers(v.MapIndex(k).Interface()); x != nil {
-					v.SetMapIndex(k, reflect.ValueOf(x))
-				}
-			}
-		} else {
-			for _, k := range v.MapKeys() {
-				e := v.MapIndex(k)
-				if e.Kind() == reflect.Pointer {
-					fixNumbers(e)
-				}
-			}
-		}
-	case reflect.Interface:
-		if !v.IsNil() && v.CanSet() {
-			x := numbers(v.Interface())
-			if x == nil {
-				v.Set(reflect.Zero(v.Type()))
-			} else {
-				v.Set(reflect.ValueOf(x))
-			}
-		}
-	}
-}
-
-// numbers converts json.Number inside a decoded JSON value.
-func numbers(x any) any {
-	switch t := x.(type) {
-	case json.Number:
-		if i, err := t.Int64(); err == nil {
-			return i
-		}
-		f, _ := t.Float64()
-		return f
-	case map[string]any:
-		for k, e := range t {
-			t[k] = numbers(e)
-		}
-	case []any:
-		for i, e := range t {
-			t[i] = numbers(e)
-		}
-	}
-	return x
-}
+// unmarshal decodes JSON keeping integers integers (see jsonnum), so a
+// value read back from the log renders exactly as it did before it was
+// written ("1", not "1.0").
+func unmarshal(b []byte, v any) error { return jsonnum.Unmarshal(b, v) }
 
 func merge(dst, src map[string]any) {
 	for k, v := range src {

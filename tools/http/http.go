@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
 )
@@ -449,7 +450,7 @@ func parseBody(body []byte, contentType string) any {
 		return nil
 	}
 	if c := trimmed[0]; c == '{' || c == '[' || c == '"' || strings.Contains(contentType, "json") {
-		if v, err := conv.DecodeJSON(trimmed); err == nil {
+		if v, err := jsonnum.Decode(trimmed); err == nil {
 			return v
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cursorflow/cursorflow/tools/internal/conv"
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // Type OIDs the decoder knows (pg_type.oid; stable across servers).
@@ -79,7 +79,7 @@ func decode(oid uint32, raw []byte) any {
 	case oidNumeric:
 		return decodeNumeric(string(raw))
 	case oidJSON, oidJSONB:
-		if v, err := conv.DecodeJSON(raw); err == nil {
+		if v, err := jsonnum.Decode(raw); err == nil {
 			return v
 		}
 		return string(raw)

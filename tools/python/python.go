@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
 	"github.com/cursorflow/cursorflow/tools/internal/proc"
@@ -217,7 +218,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if waitErr != nil {
 		return tools.Output{Status: tools.StatusError, Error: "python: " + waitErr.Error()}, nil
 	}
-	result, err := conv.DecodeJSON(rep.Result)
+	result, err := jsonnum.Decode(rep.Result)
 	if err != nil {
 		return tools.Output{Status: tools.StatusError, Error: "python: unreadable result: " + err.Error()}, nil
 	}
