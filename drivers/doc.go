@@ -70,8 +70,12 @@
 // list of the rows' column maps), reason (dead_letter only) and
 // __worker_slot_id; the engine therefore passes them unrendered (the
 // drivers implement cursor.TemplateOptioner). Keys come from the database
-// and are inserted as text: quote them for text keys ('{{ keys |
-// join("','") }}') or pass rows as JSON ('{{ rows | tojson }}'::jsonb).
+// and are inserted as text, so values must not be spliced in quotes by
+// hand ('{{ x }}' breaks, or injects, on a value holding a quote): bind
+// them — a statement may be {sql: ..., params: [...]}, the claim takes
+// claim_params, each param rendered per call and bound to $1.. or ?
+// (lists and maps as JSON text) — or quote them with the sql_literal
+// filter ({{ rows | tojson | sql_literal }}::jsonb).
 // Without these options Ack and Release do nothing: SQL drivers leave
 // completion to the playbook's own SQL.
 //

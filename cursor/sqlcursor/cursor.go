@@ -33,12 +33,14 @@ type Result struct {
 
 // Executor runs SQL against one database for a Cursor. Both methods run
 // their SQL atomically (one transaction) and may retry once on a fresh
-// connection when the server dropped the previous one.
+// connection when the server dropped the previous one. With args nil the
+// SQL runs as written (several statements allowed); otherwise it is one
+// statement whose parameters are bound to args (values of RenderParams).
 type Executor interface {
 	// Query runs sql and returns the last result set that has columns.
-	Query(ctx context.Context, sql string) (Result, error)
+	Query(ctx context.Context, sql string, args []any) (Result, error)
 	// Exec runs sql, discarding any result.
-	Exec(ctx context.Context, sql string) error
+	Exec(ctx context.Context, sql string, args []any) error
 }
 
 // Cursor is a cursor.Cursor (and cursor.DeadLetterer) over a SQL source:
@@ -116,7 +118,11 @@ func (c *Cursor) Claim(ctx context.Context, max int) ([]cursor.Row, error) {
 		if err != nil {
 			return nil, c.fail("claim", fmt.Errorf("render claim: %w", err))
 		}
-		res, err := c.exec.Query(ctx, stmt)
+		args, err := RenderParams(c.opts.ClaimParams, vars)
+		if err != nil {
+			return nil, c.fail("claim", fmt.Errorf("render claim_params: %w", err))
+		}
+		res, err := c.exec.Query(ctx, stmt, args)
 		if err != nil {
 			return nil, c.fail("claim", err)
 		}
@@ -274,20 +280,23 @@ func (c *Cursor) DeadLetter(ctx context.Context, rows []cursor.Row, reason strin
 	return c.run(ctx, "dead_letter", c.opts.DeadLetter, rows, reason)
 }
 
-func (c *Cursor) run(ctx context.Context, op string, t interface {
-	RenderString(map[string]any) (string, error)
-}, rows []cursor.Row, reason string) error {
+func (c *Cursor) run(ctx context.Context, op string, st *Statement, rows []cursor.Row, reason string) error {
 	if c.closed.Load() {
 		return c.fail(op, cursor.ErrClosed)
 	}
-	if t == nil || len(rows) == 0 {
+	if st == nil || len(rows) == 0 {
 		return nil
 	}
-	stmt, err := t.RenderString(c.rowVars(rows, reason))
+	vars := c.rowVars(rows, reason)
+	stmt, err := st.SQL.RenderString(vars)
 	if err != nil {
 		return c.fail(op, fmt.Errorf("render %s: %w", op, err))
 	}
-	if err := c.exec.Exec(ctx, stmt); err != nil {
+	args, err := RenderParams(st.Params, vars)
+	if err != nil {
+		return c.fail(op, fmt.Errorf("render %s params: %w", op, err))
+	}
+	if err := c.exec.Exec(ctx, stmt, args); err != nil {
 		return c.fail(op, err)
 	}
 	return nil

@@ -22,4 +22,10 @@
 //     per Open and rendered per call with the scope plus keys (list of
 //     Row.Key), rows (list of row value maps), reason (dead_letter) and
 //     __worker_slot_id.
+//   - Values go to the database bound, not spliced: a statement option may
+//     be {sql: ..., params: [...]} and the claim takes option
+//     claim_params; each param is rendered like its statement and bound
+//     to the driver's placeholders ($1 or ?), lists and maps as their JSON
+//     text. Such a statement is one statement. Values spliced into SQL
+//     text go through the sql_literal and sql_ident filters.
 package sqlcursor

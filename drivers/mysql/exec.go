@@ -39,34 +39,34 @@ type executor struct {
 
 var _ sqlcursor.Executor = (*executor)(nil)
 
-func (e *executor) Query(ctx context.Context, stmt string) (sqlcursor.Result, error) {
+func (e *executor) Query(ctx context.Context, stmt string, args []any) (sqlcursor.Result, error) {
 	var res sqlcursor.Result
 	err := e.retry(ctx, "claim", func() error {
 		var err error
-		res, err = e.claim(ctx, stmt)
+		res, err = e.claim(ctx, stmt, args)
 		return err
 	})
 	return res, err
 }
 
-func (e *executor) Exec(ctx context.Context, stmt string) error {
+func (e *executor) Exec(ctx context.Context, stmt string, args []any) error {
 	if isBlank(stmt) {
 		// MySQL rejects an empty query (error 1065); nothing to run.
 		return nil
 	}
 	return e.retry(ctx, "exec", func() error {
 		return e.inTx(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, stmt)
+			_, err := tx.ExecContext(ctx, stmt, args...)
 			return err
 		})
 	})
 }
 
-func (e *executor) claim(ctx context.Context, stmt string) (sqlcursor.Result, error) {
+func (e *executor) claim(ctx context.Context, stmt string, args []any) (sqlcursor.Result, error) {
 	var res sqlcursor.Result
 	err := e.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		res, err = query(ctx, tx, stmt)
+		res, err = query(ctx, tx, stmt, args)
 		if err != nil {
 			return err
 		}
@@ -186,10 +186,10 @@ func lockConflict(err error) bool {
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
-// query runs stmt (one or several statements) and returns the last result
-// set that has columns.
-func query(ctx context.Context, tx *sql.Tx, stmt string) (sqlcursor.Result, error) {
-	rows, err := tx.QueryContext(ctx, stmt)
+// query runs stmt (one or several statements; one with args bound to its
+// ? placeholders) and returns the last result set that has columns.
+func query(ctx context.Context, tx *sql.Tx, stmt string, args []any) (sqlcursor.Result, error) {
+	rows, err := tx.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return sqlcursor.Result{}, err
 	}

@@ -13,31 +13,60 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+	"github.com/cursorflow/cursorflow/internal/pgparam"
 )
 
 // executor runs a cursor's SQL on a pool with the simple query protocol,
 // so a claim may hold several statements (they run as one implicit
-// transaction) and needs no prepared statement.
+// transaction) and needs no prepared statement; SQL with bound params
+// runs as one statement of the extended protocol, its params as text.
 type executor struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 }
 
-func (e *executor) Query(ctx context.Context, sql string) (sqlcursor.Result, error) {
+func (e *executor) Query(ctx context.Context, sql string, args []any) (sqlcursor.Result, error) {
+	params, err := encodeArgs(args)
+	if err != nil {
+		return sqlcursor.Result{}, err
+	}
 	var res sqlcursor.Result
-	err := e.retry(ctx, "query", func(c *pgxpool.Conn) error {
+	err = e.retry(ctx, "query", func(c *pgxpool.Conn) error {
 		var err error
-		res, err = query(ctx, c, sql)
+		res, err = query(ctx, c, sql, params)
 		return err
 	})
 	return res, err
 }
 
-func (e *executor) Exec(ctx context.Context, sql string) error {
+func (e *executor) Exec(ctx context.Context, sql string, args []any) error {
+	params, err := encodeArgs(args)
+	if err != nil {
+		return err
+	}
 	return e.retry(ctx, "exec", func(c *pgxpool.Conn) error {
+		if params != nil {
+			_, err := c.Conn().PgConn().ExecParams(ctx, sql, params, nil, nil, nil).Close()
+			return err
+		}
 		_, err := c.Conn().PgConn().Exec(ctx, sql).ReadAll()
 		return err
 	})
+}
+
+// encodeArgs encodes bound params (nil: none).
+func encodeArgs(args []any) ([][]byte, error) {
+	if args == nil {
+		return nil, nil
+	}
+	params, err := pgparam.Encode(args)
+	if err != nil {
+		return nil, fmt.Errorf("params: %w", err)
+	}
+	if params == nil {
+		params = [][]byte{}
+	}
+	return params, nil
 }
 
 // retry runs fn on a pooled connection, and once more on a fresh one when
@@ -82,21 +111,18 @@ func connectionLost(err error) bool {
 	return false
 }
 
-// query runs sql and returns the last result set that has columns.
-func query(ctx context.Context, c *pgxpool.Conn, sql string) (sqlcursor.Result, error) {
+// query runs sql (with params: as one bound statement) and returns the
+// last result set that has columns.
+func query(ctx context.Context, c *pgxpool.Conn, sql string, params [][]byte) (sqlcursor.Result, error) {
 	m := c.Conn().TypeMap()
-	mrr := c.Conn().PgConn().Exec(ctx, sql)
 	var res sqlcursor.Result
 	var decodeErr error
-	for mrr.NextResult() {
-		rr := mrr.ResultReader()
+	// read takes one statement's result; a non-nil error ends the query.
+	read := func(rr *pgconn.ResultReader) error {
 		fds := rr.FieldDescriptions()
 		if len(fds) == 0 || decodeErr != nil {
-			if _, err := rr.Close(); err != nil {
-				_ = mrr.Close()
-				return sqlcursor.Result{}, err
-			}
-			continue
+			_, err := rr.Close()
+			return err
 		}
 		cur := sqlcursor.Result{Columns: make([]string, len(fds)), Rows: [][]any{}}
 		fields := make([]pgconn.FieldDescription, len(fds))
@@ -117,13 +143,26 @@ func query(ctx context.Context, c *pgxpool.Conn, sql string) (sqlcursor.Result, 
 			cur.Rows = append(cur.Rows, vals)
 		}
 		if _, err := rr.Close(); err != nil {
-			_ = mrr.Close()
-			return sqlcursor.Result{}, err
+			return err
 		}
 		res = cur
+		return nil
 	}
-	if err := mrr.Close(); err != nil {
-		return sqlcursor.Result{}, err
+	if params != nil {
+		if err := read(c.Conn().PgConn().ExecParams(ctx, sql, params, nil, nil, nil)); err != nil {
+			return sqlcursor.Result{}, err
+		}
+	} else {
+		mrr := c.Conn().PgConn().Exec(ctx, sql)
+		for mrr.NextResult() {
+			if err := read(mrr.ResultReader()); err != nil {
+				_ = mrr.Close()
+				return sqlcursor.Result{}, err
+			}
+		}
+		if err := mrr.Close(); err != nil {
+			return sqlcursor.Result{}, err
+		}
 	}
 	if decodeErr != nil {
 		// The statement has committed; its rows stay claimed until the

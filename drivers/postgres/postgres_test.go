@@ -315,3 +315,45 @@ func TestDriverClose(t *testing.T) {
 		t.Fatal("Claim on a closed driver's pool succeeded")
 	}
 }
+
+// TestBoundParams: the claim and the ack take their values as bound
+// params, so keys with quotes, backslashes and dollar quotes reach the
+// SQL intact and inject nothing.
+func TestBoundParams(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	table := h.schema + ".named"
+	names := []string{"O'Brien", `back\slash`, "$$x$$", "naïve — 日本", `'); DROP TABLE x; --`}
+	if _, err := h.admin.Exec(t.Context(), `CREATE TABLE `+table+` (name text PRIMARY KEY, status text NOT NULL DEFAULT 'pending')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.admin.Exec(t.Context(), `INSERT INTO `+table+` (name) SELECT unnest($1::text[])`, names); err != nil {
+		t.Fatal(err)
+	}
+	spec := cursor.Spec{Kind: "postgres", Credential: h.base, Scope: map[string]any{"table": table, "wanted": "pending"},
+		Claim: mustTemplate(t, `UPDATE {{ table }} SET status = 'claimed'
+			WHERE name IN (SELECT name FROM {{ table }} WHERE status = $1 ORDER BY name LIMIT $2) RETURNING name`),
+		Options: map[string]any{
+			"key":          "name",
+			"claim_params": []any{"{{ wanted }}", "{{ __frame_max_rows }}"},
+			"ack": map[string]any{
+				"sql":    `UPDATE {{ table }} SET status = 'done' WHERE name IN (SELECT jsonb_array_elements_text($1::jsonb))`,
+				"params": []any{"{{ keys }}"},
+			},
+		},
+	}
+	cur := openCursor(t, h, spec)
+	rows, err := cur.Claim(t.Context(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(names) {
+		t.Fatalf("claimed %d rows, want %d", len(rows), len(names))
+	}
+	if err := cur.Ack(t.Context(), rows); err != nil {
+		t.Fatal(err)
+	}
+	if n := statusCount(t, h, table, "done"); n != len(names) {
+		t.Fatalf("%d rows done after Ack, want %d", n, len(names))
+	}
+}

@@ -168,7 +168,7 @@ func (d *Driver) Close() error { return d.dbs.Close() }
 // executor runs a cursor's SQL in IMMEDIATE transactions.
 type executor struct{ db *sql.DB }
 
-func (e executor) Query(ctx context.Context, stmt string) (res sqlcursor.Result, err error) {
+func (e executor) Query(ctx context.Context, stmt string, args []any) (res sqlcursor.Result, err error) {
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
 		return res, fmt.Errorf("begin: %w", err)
@@ -178,7 +178,7 @@ func (e executor) Query(ctx context.Context, stmt string) (res sqlcursor.Result,
 			_ = tx.Rollback()
 		}
 	}()
-	rows, err := tx.QueryContext(ctx, stmt)
+	rows, err := tx.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return res, err
 	}
@@ -222,12 +222,12 @@ func scan(rows *sql.Rows) (sqlcursor.Result, error) {
 	return res, nil
 }
 
-func (e executor) Exec(ctx context.Context, stmt string) error {
+func (e executor) Exec(ctx context.Context, stmt string, args []any) error {
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, stmt); err != nil {
+	if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cursorflow/cursorflow/internal/pgparam"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
 )
@@ -114,36 +114,13 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	return t.run(ctx, pool, cred, sql, params), nil
 }
 
-// bindParams encodes the params list in PostgreSQL's text format, one
-// value per $n: nil as NULL, strings as they are, numbers and booleans as
-// their text, lists and maps as JSON text (cast with $n::jsonb). The
-// server infers each parameter's type from the statement.
+// bindParams encodes the params list (values of $1, $2, ...) as text.
 func bindParams(v any) ([][]byte, error) {
 	list, ok := v.([]any)
 	if !ok {
 		return nil, fmt.Errorf("want a list (values of $1, $2, ...), got %T", v)
 	}
-	out := make([][]byte, len(list))
-	for i, x := range list {
-		switch x := x.(type) {
-		case nil:
-			out[i] = nil
-		case string:
-			out[i] = []byte(x)
-		case bool, int64, int, float64:
-			out[i] = []byte(conv.Scalar(x))
-		default:
-			b, err := json.Marshal(x)
-			if err != nil {
-				return nil, fmt.Errorf("$%d: %w", i+1, err)
-			}
-			out[i] = b
-		}
-		if x, ok := x.(string); ok && strings.IndexByte(x, 0) >= 0 {
-			return nil, fmt.Errorf("$%d: PostgreSQL text cannot hold a NUL byte", i+1)
-		}
-	}
-	return out, nil
+	return pgparam.Encode(list)
 }
 
 // pool returns the pool for cred.URL, creating it on first use.
