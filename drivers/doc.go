@@ -27,9 +27,11 @@
 //	        FROM candidate c WHERE j.id = c.id
 //	      RETURNING j.id, j.payload, j.attempts;
 //	    key: id                      # optional
-//	    ack: UPDATE jobs SET status = 'done' WHERE id IN ({{ keys | join(',') }})
+//	    ack:                       # keys bound as a JSON list, never spliced
+//	      sql: UPDATE jobs SET status = 'done' WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)
+//	      params: ['{{ keys }}']
 //	    release: UPDATE jobs SET status = 'pending' WHERE id IN ({{ keys | join(',') }})
-//	    dead_letter: UPDATE jobs SET status = 'dead', error = '{{ reason }}' WHERE id IN ({{ keys | join(',') }})
+//	    dead_letter: UPDATE jobs SET status = 'dead', error = {{ reason | sql_literal }} WHERE id IN ({{ keys | join(',') }})
 //	  iterator: job
 //	  spec: {mode: cursor, max_in_flight: 4, frame: {max_rows: 100, lease_seconds: 60}}
 //
