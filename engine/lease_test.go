@@ -107,7 +107,7 @@ workflow:
       auth: pg
       command: |
         UPDATE {{ table }} q SET status = 'done', result = r.payload * 2, done_count = q.done_count + 1
-        FROM jsonb_to_recordset('{{ iter.job | tojson }}'::jsonb) AS r(id int, payload int)
+        FROM jsonb_to_recordset({{ iter.job | tojson | sql_literal }}::jsonb) AS r(id int, payload int)
         WHERE q.id = r.id AND q.status = 'claimed'
 `
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
