@@ -69,14 +69,7 @@ func TestFinishedLoopsAndRunsAreCompacted(t *testing.T) {
 func TestRepeatedDecisionFoldsOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	sum, evs := b.run(t, header+`
-workflow:
-  - step: start
-    tool: {kind: rec, key: start}
-    next: [second]
-  - step: second
-    tool: {kind: rec, key: second}
-`, nil)
+	sum, evs := b.run(t, twoSteps, nil)
 	if sum.Status != engine.StatusCompleted {
 		t.Fatalf("status %s", sum.Status)
 	}

@@ -245,23 +245,20 @@ func (d *decider) retries() {
 			if c.Retry == nil || c.Retry.Due.After(d.now) {
 				continue
 			}
-			p := c.Issued
-			p.Reason = reasonRetry
-			p.StartTask = c.Retry.StartTask
-			p.TaskAttempt = c.Retry.TaskAttempt
-			p.Carry = c.Retry.Carry
-			d.reissue(c, p)
+			d.resume(c, reasonRetry, c.Retry.StartTask, c.Retry.TaskAttempt, c.Retry.Carry)
 		case cmdAwaitDone:
 			// What the command awaited has ended: run its task again,
 			// which now finds the outcome.
-			p := c.Issued
-			p.Reason = reasonAwait
-			p.StartTask = c.Await.StartTask
-			p.TaskAttempt = c.Await.TaskAttempt
-			p.Carry = c.Await.Carry
-			d.reissue(c, p)
+			d.resume(c, reasonAwait, c.Await.StartTask, c.Await.TaskAttempt, c.Await.Carry)
 		}
 	}
+}
+
+// resume issues c again to pick its chain up at a task.
+func (d *decider) resume(c *commandState, reason string, startTask, taskAttempt int, carry map[string]any) {
+	p := c.Issued
+	p.Reason, p.StartTask, p.TaskAttempt, p.Carry = reason, startTask, taskAttempt, carry
+	d.reissue(c, p)
 }
 
 func (d *decider) reissue(c *commandState, p issuedPayload) {

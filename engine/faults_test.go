@@ -14,7 +14,6 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/faultlog"
-	"github.com/cursorflow/cursorflow/tools"
 )
 
 // twoSteps is the smallest flow with a report and a successor.
@@ -78,16 +77,9 @@ func TestLeaseSurvivesAFailedAppend(t *testing.T) {
 	fl := faultlog.New(eventlog.NewMemory())
 	fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Times: 1, Match: faultlog.HasType(eventlog.TypeCommandCompleted)})
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	rec := &recorder{}
-	reg := tools.NewRegistry()
-	reg.MustRegister("rec", rec.tool())
 	var eng *engine.Engine
 	d := &onceDispatcher{eng: func() *engine.Engine { return eng }}
-	eng, err := engine.New(engine.Config{Log: fl, Tools: reg, Workers: 0, Dispatcher: d, Clock: clk, CommandLease: time.Minute, Tick: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = eng.Close() })
+	eng = setupWith(t, engine.Config{Log: fl, Workers: 0, Dispatcher: d, Clock: clk, CommandLease: time.Minute, Tick: time.Second}).eng
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	id, err := eng.Start(ctx, []byte(twoSteps), engine.StartOptions{})
@@ -205,19 +197,13 @@ workflow:
 			fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Rate: 0.15, AfterCommit: true, Err: boom})
 			fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Rate: 0.3, Delay: 2 * time.Millisecond})
 			fl.Inject(faultlog.Fault{Op: faultlog.OpRead, Rate: 0.3})
-			rec := &recorder{}
-			reg := tools.NewRegistry()
-			reg.MustRegister("rec", rec.tool())
 			// A short command lease: a command whose issue was stored
 			// but reported failed is re-issued when its lease runs out.
-			e, err := engine.New(engine.Config{Log: fl, Tools: reg, Tick: 5 * time.Millisecond, CommandLease: 300 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = e.Close() })
+			e := setupWith(t, engine.Config{Log: fl, CommandLease: 300 * time.Millisecond}).eng
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			var id string
+			var err error
 			for {
 				// Start itself may meet a failing append: the caller is
 				// told and starts again.

@@ -21,15 +21,7 @@ func TestCallsAfterCloseFail(t *testing.T) {
 	b := setup(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	id, err := b.eng.Start(ctx, []byte(header+`
-workflow:
-  - step: start
-    tool: {kind: rec, key: slow, sleep_ms: 60000}
-`), engine.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.waitForCall(t, ctx, "slow")
+	id := b.startHeld(t, ctx, "slow")
 	waited := make(chan error, 1)
 	go func() { _, err := b.eng.Wait(ctx, id); waited <- err }()
 	if err := b.eng.Close(); err != nil {
@@ -73,7 +65,6 @@ workflow:
 // rest in the log, where a new engine resumes it.
 func TestShutdownLetsRunningCommandsFinish(t *testing.T) {
 	t.Parallel()
-	log := eventlog.NewMemory()
 	gate := make(chan struct{})
 	started := make(chan struct{})
 	reg := tools.NewRegistry()
@@ -86,12 +77,8 @@ func TestShutdownLetsRunningCommandsFinish(t *testing.T) {
 			return tools.Output{}, ctx.Err()
 		}
 	}))
-	rec := &recorder{}
-	reg.MustRegister("rec", rec.tool())
-	e, err := engine.New(engine.Config{Log: log, Tools: reg, Tick: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := setupWith(t, engine.Config{Tools: reg})
+	e, rec, log := b.eng, b.rec, b.log
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	id, err := e.Start(ctx, []byte(header+`
@@ -152,14 +139,7 @@ func TestShutdownDeadlineCancelsRunningCommands(t *testing.T) {
 	b := setup(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := b.eng.Start(ctx, []byte(header+`
-workflow:
-  - step: start
-    tool: {kind: rec, key: slow, sleep_ms: 60000}
-`), engine.StartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	b.waitForCall(t, ctx, "slow")
+	b.startHeld(t, ctx, "slow")
 	sctx, scancel := context.WithCancel(ctx)
 	scancel()
 	if err := b.eng.Shutdown(sctx); !errors.Is(err, context.Canceled) {
@@ -175,15 +155,8 @@ workflow:
 func TestRetryDelayRunsOnTheClock(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	rec := &recorder{}
-	reg := tools.NewRegistry()
-	reg.MustRegister("rec", rec.tool())
-	log := eventlog.NewMemory()
-	e, err := engine.New(engine.Config{Log: log, Tools: reg, Clock: clk, Tick: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
+	b := setupWith(t, engine.Config{Clock: clk, Tick: time.Second})
+	e, rec, log := b.eng, b.rec, b.log
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	id, err := e.Start(ctx, []byte(header+`
@@ -230,15 +203,8 @@ workflow:
 // does one another engine ran.
 func TestWaitReadsEvictedSummariesFromTheLog(t *testing.T) {
 	t.Parallel()
-	log := eventlog.NewMemory()
-	rec := &recorder{}
-	reg := tools.NewRegistry()
-	reg.MustRegister("rec", rec.tool())
-	e, err := engine.New(engine.Config{Log: log, Tools: reg, MaxFinished: 1, Tick: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
+	b := setupWith(t, engine.Config{MaxFinished: 1})
+	e, log := b.eng, b.log
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var ids []string
@@ -306,15 +272,8 @@ func TestResultSizeIsBounded(t *testing.T) {
 // an error naming the field; other executions go on.
 func TestTemplatesCannotStallTheOrchestrator(t *testing.T) {
 	t.Parallel()
-	log := eventlog.NewMemory()
-	rec := &recorder{}
-	reg := tools.NewRegistry()
-	reg.MustRegister("rec", rec.tool())
-	e, err := engine.New(engine.Config{Log: log, Tools: reg, MaxLoopItems: 500, Tick: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
+	b := setupWith(t, engine.Config{MaxLoopItems: 500})
+	e := b.eng
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, tt := range []struct{ in, want string }{
@@ -344,13 +303,7 @@ workflow:
 			t.Fatalf("%s took %s to fail", tt.in, d)
 		}
 	}
-	sum, _ := setupWith(t, e, log).run(t, twoSteps, nil)
-	if sum.Status != engine.StatusCompleted {
+	if sum, _ := b.run(t, twoSteps, nil); sum.Status != engine.StatusCompleted {
 		t.Fatalf("the engine did not go on: %+v", sum)
 	}
-}
-
-func setupWith(t *testing.T, e *engine.Engine, log eventlog.Log) *bundle {
-	t.Helper()
-	return &bundle{log: log, eng: e, rec: &recorder{}}
 }

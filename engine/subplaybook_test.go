@@ -17,16 +17,17 @@ import (
 // subEngine is an engine with `rec` and `playbook` tools and few workers.
 func subEngine(t *testing.T, log eventlog.Log, workers int) (*engine.Engine, *recorder) {
 	t.Helper()
-	rec := &recorder{}
-	reg := tools.NewRegistry()
-	reg.MustRegister("rec", rec.tool())
-	e, err := engine.New(engine.Config{Log: log, Tools: reg, Workers: workers, Tick: 5 * time.Millisecond})
-	if err != nil {
+	b := setupWith(t, engine.Config{Log: log, Workers: workers})
+	b.reg.MustRegister("playbook", playbook.New(b.eng))
+	return b.eng, b.rec
+}
+
+// writeChild writes a child playbook next to the parent's file.
+func writeChild(t *testing.T, dir, src string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "child.yaml"), []byte(header+src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.Close() })
-	reg.MustRegister("playbook", playbook.New(e))
-	return e, rec
 }
 
 // TestSubPlaybooksDoNotHoldWorkers: a parallel loop of 48 sub-playbooks
@@ -35,7 +36,7 @@ func subEngine(t *testing.T, log eventlog.Log, workers int) (*engine.Engine, *re
 func TestSubPlaybooksDoNotHoldWorkers(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "child.yaml"), []byte(header+`
+	writeChild(t, dir, `
 workload: {n: 0}
 workflow:
   - step: start
@@ -43,9 +44,7 @@ workflow:
     next: [end]
   - step: end
     tool: {kind: rec, key: 'end-{{ n }}'}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	log := eventlog.NewMemory()
 	e, rec := subEngine(t, log, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -100,14 +99,12 @@ workflow:
 func TestParkedSubPlaybooksResume(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "child.yaml"), []byte(header+`
+	writeChild(t, dir, `
 workload: {n: 0}
 workflow:
   - step: start
     tool: {kind: hold, key: 'child-{{ n }}'}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`)
 	parent := header + `
 workflow:
   - step: start
