@@ -55,7 +55,7 @@ func TestPanicInDecisionFailsTheExecution(t *testing.T) {
 	decide := e.orch.decide
 	e.orch.decide = func(s *State, now time.Time, expired []string, reason string) []eventlog.Event {
 		if s.Workload["poison"] == true && len(s.Results) > 0 {
-			var slots []slotState
+			slots := make([]slotState, 1)
 			_ = slots[s.Workload["slot"].(int64)] // a bad slot index, as a decision bug would use
 		}
 		return decide(s, now, expired, reason)
@@ -67,7 +67,7 @@ func TestPanicInDecisionFailsTheExecution(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum, err := e.Wait(ctx, bad)
-	if err != nil || sum.Status != StatusFailed || !strings.Contains(sum.Error, "internal error: decision panicked") || !strings.Contains(sum.Error, "index out of range") {
+	if err != nil || sum.Status != StatusFailed || !strings.Contains(sum.Error, "internal error: decision panicked") || !strings.Contains(sum.Error, "index out of range [3] with length 1") {
 		t.Fatalf("poisoned execution: %v %+v", err, sum)
 	}
 	st, err := Inspect(ctx, e.cfg.Log, bad)

@@ -171,7 +171,7 @@ func (l *Log) WithAppendGuard(g AppendGuard) *Guarded { return &Guarded{Log: l, 
 
 // Append implements eventlog.Log: the guard, then the batch, atomically.
 func (g *Guarded) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
-	return g.Log.append(ctx, events, &g.guard)
+	return g.append(ctx, events, &g.guard)
 }
 
 func (l *Log) append(ctx context.Context, events []eventlog.Event, guard *AppendGuard) ([]eventlog.Result, error) {
