@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -172,5 +173,66 @@ workflow:
 		if got := steps["start"].(map[string]any)["data"]; got != "child-"+strconv.Itoa(i+1) {
 			t.Fatalf("item %d: child result %v", i, got)
 		}
+	}
+}
+
+// TestShutdownLeavesASubPlaybookStepForResume: a step that would start a
+// sub-playbook while the engine shuts down is handed back, not failed:
+// the new process resumes it and the execution completes.
+func TestShutdownLeavesASubPlaybookStepForResume(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeChild(t, dir, "workflow:\n  - step: start\n    tool: {kind: rec, key: child}\n")
+	log := eventlog.NewMemory()
+	gate, started := make(chan struct{}), make(chan struct{})
+	reg := tools.NewRegistry()
+	reg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, c *tools.Call) (tools.Output, error) {
+		close(started)
+		<-gate
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	first := setupWith(t, engine.Config{Log: log, Tools: reg})
+	reg.MustRegister("playbook", playbook.New(first.eng))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := first.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool:
+      - {name: wait, kind: gate}
+      - {name: sub, kind: playbook, path: child.yaml}
+`), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	shut := make(chan error, 1)
+	go func() { shut <- first.eng.Shutdown(ctx) }()
+	for {
+		if _, err := first.eng.Driving(ctx); errors.Is(err, engine.ErrClosed) {
+			break
+		}
+		time.Sleep(time.Millisecond) // Shutdown has not begun yet
+	}
+	close(gate)
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	st, err := engine.Inspect(ctx, log, id)
+	if err != nil || st.Status != engine.StatusRunning || st.Steps["start"] == "failed" {
+		t.Fatalf("after Shutdown: %v %+v", err, st)
+	}
+	reg2 := tools.NewRegistry()
+	reg2.MustRegister("gate", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	b2 := setupWith(t, engine.Config{Log: log, Tools: reg2})
+	reg2.MustRegister("playbook", playbook.New(b2.eng))
+	second := b2.eng
+	if err := second.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := second.Wait(ctx, id); err != nil || sum.Status != engine.StatusCompleted {
+		t.Fatalf("resumed: %v %+v", err, sum)
 	}
 }

@@ -62,6 +62,11 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
 	}
 	res := w.runChain(ctx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
+	if res.abandoned {
+		// The engine the task needed is shutting down: the command stays
+		// in flight in the log, for whoever resumes the execution.
+		return ErrClosed
+	}
 	if res.await != nil {
 		// The worker is free again; the command waits, in the log, for the
 		// execution its task started.
@@ -141,6 +146,9 @@ type chainResult struct {
 	retry  *retryRequest
 	// await parks the command until another execution ends.
 	await *awaitingPayload
+	// abandoned: a task found the engine closed (a sub-playbook during
+	// Shutdown); nothing is reported.
+	abandoned bool
 	// explicit marks a failure a policy chose (do: fail) or a configuration
 	// error: it stops a whole cursor loop, while a row whose tool failed
 	// with no rule deciding is recorded as that row's error and the loop
@@ -232,6 +240,9 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, durable)
 		if aw := (*tools.AwaitExecution)(nil); durable && errors.As(err, &aw) {
 			return chainResult{await: &awaitingPayload{ExecutionID: aw.ExecutionID, StartTask: ti, TaskAttempt: taskAttempt, Carry: cs.carry()}}
+		}
+		if durable && errors.Is(err, ErrClosed) {
+			return chainResult{abandoned: true}
 		}
 		if err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: field, output: out, explicit: true}
@@ -410,7 +421,7 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(), Await: await,
 	}
 	out, err := tool.Execute(ctx, call)
-	if aw := (*tools.AwaitExecution)(nil); await && errors.As(err, &aw) {
+	if aw := (*tools.AwaitExecution)(nil); await && errors.As(err, &aw) || errors.Is(err, ErrClosed) {
 		return nil, "", err
 	}
 	if err != nil {
