@@ -52,6 +52,11 @@ func templateFilters() map[string]exec.FilterFunction {
 		// identifier, for values spliced into SQL text.
 		"sql_literal": filterSQLLiteral,
 		"sql_ident":   filterSQLIdent,
+		// Python's /, // and % (jinja.go): the parser puts them in place
+		// of gonja's operators.
+		"_truediv":  filterTrueDiv,
+		"_floordiv": filterFloorDiv,
+		"_mod":      filterMod,
 	}
 }
 

@@ -197,9 +197,9 @@ func rangeFunction(e *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 	return exec.AsValue(out)
 }
 
-// Guarded binary operators: the walker rewrites `a * b`, `a + b` and
-// `a ~ b` into `a | <filter>(b)`, which compute the same values as gonja
-// but refuse to build a string or list past the budget.
+// Guarded binary operators: the parser replaces `a * b`, `a + b` and
+// `a ~ b` by `a | <filter>(b)` (jinja.go), which compute the same values as
+// gonja but refuse to build a string or list past the budget.
 const (
 	filterMul    = "__cursorflow_mul"
 	filterAdd    = "__cursorflow_add"

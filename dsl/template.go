@@ -247,8 +247,15 @@ func compileTemplate(src string, pos Pos, lim *limitsRef) (t *Template, err erro
 		}
 	}()
 	e := sharedEnvironment()
-	tpl, err := exec.NewTemplate("playbook", e.cfg, &sourceLoader{name: "playbook", src: src}, e.env)
+	parsed := rewriteConditionals(src)
+	tpl, err := exec.NewTemplate("playbook", e.cfg, &sourceLoader{name: "playbook", src: parsed}, e.env)
 	if err != nil {
+		if parsed != src {
+			// Report the error as the author wrote it, where possible.
+			if _, origErr := exec.NewTemplate("playbook", e.cfg, &sourceLoader{name: "playbook", src: src}, e.env); origErr != nil {
+				err = origErr
+			}
+		}
 		return nil, syntaxDiagnostic(src, pos, err)
 	}
 	root := tpl.Root()
@@ -573,8 +580,11 @@ func truthy(v any) bool {
 	return true
 }
 
-// guardUndefinedAccess rewrites every attribute and item access X.a / X[k]
-// in the parsed template into (X or []).a / (X or [])[k]. gonja fails on
+// guardTemplate replaces arithmetic operators by filters: division and
+// modulo with Python's semantics, and *, + and ~ checked against the
+// render budget (see jinja.go, limits.go). It rewrites every attribute and
+// item access X.a / X[k] in the parsed template into (X or []).a /
+// (X or [])[k]. gonja fails on
 // attribute access on None; an empty list instead yields "not found",
 // which non-strict evaluation turns into undefined. For every other falsy
 // X (0, "", {}, [], false) the lookup was already "not found", so only
@@ -585,9 +595,7 @@ func truthy(v any) bool {
 // exists, so a typo fails when the playbook is parsed rather than when the
 // step runs; it returns the first unknown name.
 //
-// It also rewrites `a * b`, `a + b` and `a ~ b` into budget-checked
-// filter calls (see guardedOperators) and notes whether the template
-// reads the render budget.
+// It notes whether the template reads the render budget.
 func guardTemplate(root *nodes.Template, env *exec.Environment) *guardWalker {
 	w := &guardWalker{seen: map[uintptr]bool{}, env: env}
 	w.walk(reflect.ValueOf(root), false)
@@ -620,7 +628,6 @@ func (w *guardWalker) noteUnknown(what, name string, at *tokens.Token) {
 const gonjaPkg = "github.com/nikolalohinski/gonja/v2/"
 
 var (
-	typeBinary       = reflect.TypeFor[*nodes.BinaryExpression]()
 	typeName         = reflect.TypeFor[*nodes.Name]()
 	typeGetAttribute = reflect.TypeFor[*nodes.GetAttribute]()
 	typeGetItem      = reflect.TypeFor[*nodes.GetItem]()
@@ -640,6 +647,8 @@ func (w *guardWalker) walk(v reflect.Value, setTarget bool) {
 	switch v.Kind() {
 	case reflect.Interface:
 		if !v.IsNil() {
+			// Division and modulo get Python's semantics (jinja.go).
+			replaceArithmetic(v)
 			w.walk(v.Elem(), setTarget)
 		}
 	case reflect.Pointer:
@@ -661,7 +670,7 @@ func (w *guardWalker) walk(v reflect.Value, setTarget bool) {
 			if !w.env.Filters.Exists(n.Name) {
 				w.noteUnknown("filter", n.Name, n.Token)
 			}
-			if slices.Contains(sizedFilters, n.Name) {
+			if slices.Contains(sizedFilters, n.Name) || n.Name == filterMul || n.Name == filterAdd || n.Name == filterConcat {
 				w.needsBudget = true
 			}
 		case typeName:
@@ -669,9 +678,6 @@ func (w *guardWalker) walk(v reflect.Value, setTarget bool) {
 			if n.Name != nil && n.Name.Val == "range" {
 				w.needsBudget = true
 			}
-		case typeBinary:
-			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.BinaryExpression)
-			w.guardOperator(n)
 		case typeTestCall:
 			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.TestCall)
 			if !w.env.Tests.Exists(n.Name) {
@@ -702,38 +708,6 @@ func (w *guardWalker) walk(v reflect.Value, setTarget bool) {
 			w.walk(it.Value(), false)
 		}
 	}
-}
-
-// guardOperator turns `a OP b`, for the operators that can build large
-// strings and lists, into `true and (a | guard(b))`: the same value,
-// computed by a budget-checked filter, each operand evaluated once.
-func (w *guardWalker) guardOperator(n *nodes.BinaryExpression) {
-	if n.Operator == nil || n.Operator.Token == nil {
-		return
-	}
-	var filter string
-	switch n.Operator.Token.Type {
-	case tokens.Multiply:
-		filter = filterMul
-	case tokens.Addition:
-		filter = filterAdd
-	case tokens.Tilde:
-		filter = filterConcat
-	default:
-		return
-	}
-	at := *n.Operator.Token
-	and := at
-	and.Type, and.Val = tokens.And, "and"
-	truth := at
-	truth.Type, truth.Val = tokens.Name, "true"
-	n.Right = &nodes.FilteredExpression{
-		Expression: n.Left,
-		Filters:    []*nodes.FilterCall{{Token: &at, Name: filter, Args: []nodes.Expression{n.Right}}},
-	}
-	n.Left = &nodes.Bool{Location: &truth, Val: true}
-	n.Operator = &nodes.BinOperator{Token: &and}
-	w.needsBudget = true
 }
 
 func orEmptyList(n nodes.Node) nodes.Node {

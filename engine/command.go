@@ -38,9 +38,12 @@ type Command struct {
 	Scope map[string]any `json:"scope"`
 	// Args are the arguments an arc passed to the step.
 	Args map[string]any `json:"args,omitempty"`
-	// Item and Index are a collection loop item and its position.
-	Item  any `json:"item,omitempty"`
-	Index int `json:"index,omitempty"`
+	// Item and Index are a collection loop item and its position. A
+	// chunked loop's command runs Count items, Items, from Index.
+	Item  any   `json:"item,omitempty"`
+	Index int   `json:"index,omitempty"`
+	Count int   `json:"count,omitempty"`
+	Items []any `json:"items,omitempty"`
 	// Slot and Frame number a cursor frame; Rows are set when the frame is
 	// re-issued with the rows its first attempt claimed.
 	Slot  int        `json:"slot,omitempty"`
@@ -50,6 +53,11 @@ type Command struct {
 	StartTask   int            `json:"start_task,omitempty"`
 	TaskAttempt int            `json:"task_attempt,omitempty"`
 	Carry       map[string]any `json:"carry,omitempty"`
+	// NextCall and Pages continue a paginating retry: the overrides of the
+	// next call, and what the earlier pages contributed, in order (from
+	// the log's fold, not recorded again per page).
+	NextCall map[string]any `json:"next_call,omitempty"`
+	Pages    []any          `json:"pages,omitempty"`
 	// Lease is how long the command may go without a heartbeat.
 	Lease time.Duration `json:"lease"`
 	// Pool names the worker pool that should run the command (empty: any),

@@ -119,11 +119,16 @@ func (f ObserverFunc) Observe(ev eventlog.Event) { f(ev) }
 // Engine runs playbook executions: an orchestrator that folds and decides
 // over the event log, and (unless Workers is 0) in-process workers.
 type Engine struct {
-	cfg     Config
-	orch    *orchestrator
-	running running
-	worker  *Worker
-	queue   *localQueue
+	cfg Config
+	// checkTools and checkCursors say whether Start checks tool and cursor
+	// kinds against the registries: when this engine runs workers itself,
+	// or the host gave the registry.
+	checkTools   bool
+	checkCursors bool
+	orch         *orchestrator
+	running      running
+	worker       *Worker
+	queue        *localQueue
 	// stopOrch stops the orchestrator; stopWork cancels the commands the
 	// in-process workers run.
 	stopOrch, stopWork context.CancelFunc
@@ -138,6 +143,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Log == nil {
 		return nil, errors.New("engine: Config.Log is required")
 	}
+	hostTools, hostCursors := cfg.Tools != nil, cfg.Cursors != nil
 	if cfg.Tools == nil {
 		cfg.Tools = tools.NewRegistry()
 	}
@@ -181,6 +187,8 @@ func New(cfg Config) (*Engine, error) {
 		cfg.WorkerID = "w-" + uuid.NewString()[:8]
 	}
 	e := &Engine{cfg: cfg}
+	inProcess := cfg.Dispatcher == nil && cfg.Workers > 0
+	e.checkTools, e.checkCursors = hostTools || inProcess, hostCursors || inProcess
 	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, Logger: cfg.Logger,
 		Clock: cfg.Clock, MaxResultBytes: cfg.MaxResultBytes}
 	dispatch := cfg.Dispatcher
@@ -273,6 +281,13 @@ type StartOptions struct {
 // Start parses the playbook source and starts an execution of it. The
 // source is recorded in execution.started, so the log alone suffices to
 // resume the execution anywhere.
+//
+// A playbook that uses a field this build does not honour (see
+// dsl.Fields), or a tool or cursor kind the engine's registries do not
+// hold, is refused before anything is recorded: the error is an
+// *UnsupportedError (errors.Is(err, ErrUnsupported)) naming each problem's
+// file:line:col. Kinds are checked when the engine runs workers itself or
+// the host gave Config.Tools / Config.Cursors.
 func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (string, error) {
 	if e.isClosed() {
 		return "", ErrClosed
@@ -280,6 +295,9 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 	pb, err := dsl.Parse(opts.File, src)
 	if err != nil {
 		return "", err
+	}
+	if probs := e.Check(pb); len(probs) > 0 {
+		return "", &UnsupportedError{Problems: probs}
 	}
 	workload := map[string]any{}
 	for k, v := range pb.Workload {
@@ -312,13 +330,27 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 		}
 	}
 	ev := eventlog.Event{ExecutionID: id, Type: eventlog.TypeExecutionStarted,
-		Payload: mustJSON(startedPayload{Playbook: string(src), File: opts.File, Workload: workload, Vars: vars, Parent: opts.Parent})}
+		Payload: mustJSON(startedPayload{Playbook: string(src), File: opts.File, Workload: workload, Vars: vars, Parent: opts.Parent, Semantics: currentSemantics})}
 	st := NewState(id)
 	st.Playbook = pb
 	if err := e.orch.send(ctx, message{kind: msgStart, ev: ev, state: st}); err != nil {
 		return "", err
 	}
 	return id, nil
+}
+
+// Check lists what in pb this engine would refuse to start (see the
+// package-level Check): refused fields, and kinds its registries lack.
+func (e *Engine) Check(pb *dsl.Playbook) []dsl.Diagnostic {
+	var treg *tools.Registry
+	var creg *cursor.Registry
+	if e.checkTools {
+		treg = e.cfg.Tools
+	}
+	if e.checkCursors {
+		creg = e.cfg.Cursors
+	}
+	return Check(pb, treg, creg)
 }
 
 // Resume continues an execution that an earlier process left unfinished:

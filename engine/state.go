@@ -79,7 +79,11 @@ type State struct {
 	hash     string
 
 	cancelRequested bool
-	runCount        map[string]int
+	// semantics is the execution's recorded semantics (see join.go).
+	semantics int
+	// reach caches the workflow graph's reachability (join barrier).
+	reach    map[[2]string]bool
+	runCount map[string]int
 	// steps holds, per step, the number and status of its last finished
 	// run.
 	steps map[string]finishedRun
@@ -137,6 +141,8 @@ type commandState struct {
 	Failure *completedPayload
 	// Await is what an awaiting command waits for and resumes with.
 	Await *awaitingPayload
+	// Pages are the contributions of a paginating retry's pages so far.
+	Pages []any
 	// Expiries counts re-issues after a lease expired.
 	Expiries int
 }
@@ -177,6 +183,7 @@ type loopState struct {
 	Max  int
 	// Collection loops.
 	Items   []any
+	Chunk   int
 	Next    int
 	Outputs []any
 	Done    int
@@ -262,6 +269,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			s.Playbook = pb
 		}
 		s.started = p
+		s.semantics = p.Semantics
 		s.parent = p.Parent
 		s.Status = StatusRunning
 		s.StartedAt = ev.Time
@@ -272,7 +280,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		for k, v := range p.Vars {
 			s.Vars[k] = v
 		}
-		s.want("start", nil)
+		s.want(s.Playbook.Entry, nil)
 	case eventlog.TypeStepSkipped, eventlog.TypeStepCompleted, eventlog.TypeStepFailed, eventlog.TypeLoopDone:
 		var p stepDonePayload
 		if err := decode(ev, &p); err != nil {
@@ -289,6 +297,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		if run.Status != runRunning {
 			return nil
 		}
+		s.consumeWanted(p.Joined)
 		switch ev.Type {
 		case eventlog.TypeStepSkipped:
 			run.Status = runSkipped
@@ -319,7 +328,8 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			return fmt.Errorf("engine: loop.started of %s: max_in_flight %d", p.Run, p.MaxInFlight)
 		}
 		s.startRun(p.Run, ev.Step, nil)
-		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, StartedAt: ev.Time}
+		s.consumeWanted(p.Joined)
+		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, Chunk: p.ChunkSize, StartedAt: ev.Time}
 		if p.Mode == dsl.ModeCursor {
 			l.Slots = make([]slotState, p.MaxInFlight)
 		} else {
@@ -343,9 +353,10 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			case KindStep:
 				run := s.startRun(p.Run, ev.Step, p.Args)
 				run.Base = p.Base
+				s.consumeWanted(p.Joined)
 			case KindItem:
 				if l := s.Loops[p.Run]; l != nil {
-					l.Next = max(l.Next, p.Index+1)
+					l.Next = max(l.Next, p.Index+max(1, p.Count))
 				}
 			case KindFrame:
 				if l := s.Loops[p.Run]; l != nil && p.Slot < len(l.Slots) {
@@ -384,6 +395,14 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		if c == nil {
 			return err
 		}
+		if p.Retry != nil && p.Retry.Paging {
+			// A page of a paginating retry: the next one is decided like a
+			// retry, and this one's contribution kept for the result.
+			c.Pages = append(c.Pages, p.Retry.Page)
+			c.Failure = p
+			s.finishCommand(c, cmdRetryWanted)
+			return nil
+		}
 		s.finishCommand(c, cmdCompleted)
 		merge(s.Ctx, p.Ctx)
 		merge(s.Vars, p.Vars)
@@ -396,8 +415,16 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			}
 		case KindItem:
 			if l := s.Loops[c.Run]; l != nil && c.Issued.Index < len(l.Outputs) {
-				l.Outputs[c.Issued.Index] = p.Output
-				l.Done++
+				if c.Issued.Count > 0 {
+					for k, o := range p.Outputs {
+						if c.Issued.Index+k < len(l.Outputs) {
+							l.Outputs[c.Issued.Index+k] = o
+						}
+					}
+				} else {
+					l.Outputs[c.Issued.Index] = p.Output
+				}
+				l.Done += max(1, c.Issued.Count)
 				l.ProgressAt = ev.Time
 				s.checkLoop(l)
 			}
@@ -588,11 +615,27 @@ func (s *State) leaseFor(commandID string, def time.Duration) time.Duration {
 		return def
 	}
 	if r := s.Runs[c.Run]; r != nil {
-		if st := s.Playbook.Step(r.Step); st != nil && st.Loop != nil && st.Loop.Frame.LeaseSeconds > 0 {
-			return time.Duration(st.Loop.Frame.LeaseSeconds * float64(time.Second))
+		if st := s.Playbook.Step(r.Step); st != nil && st.Loop != nil {
+			if fs := s.frameOf(st); fs.LeaseSeconds > 0 {
+				return time.Duration(fs.LeaseSeconds * float64(time.Second))
+			}
 		}
 	}
 	return def
+}
+
+// frameOf returns a cursor step's frame spec with its templates rendered
+// against the execution's scope; a template that does not render leaves
+// the defaults (the worker reports the error when it runs the frame).
+func (s *State) frameOf(st *dsl.Step) dsl.FrameSpec {
+	fs := st.Loop.Frame
+	if len(fs.Templates) == 0 {
+		return fs
+	}
+	if r, err := fs.Resolve(s.scope()); err == nil {
+		return r
+	}
+	return fs
 }
 
 // Accepts reports whether a worker's report for commandID would be applied:
@@ -630,7 +673,7 @@ func (s *State) failWork(c *commandState, p *completedPayload) {
 			}
 			if c.Kind == KindItem && c.Issued.Index < len(l.Outputs) {
 				l.Outputs[c.Issued.Index] = p.Output
-				l.Done++
+				l.Done += max(1, c.Issued.Count)
 			}
 			if c.Kind == KindFrame && c.Issued.Slot < len(l.Slots) {
 				l.Slots[c.Issued.Slot].Busy = false

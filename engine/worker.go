@@ -58,6 +58,9 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	defer stop()
 	scope := copyMap(cmd.Scope)
 	addArgs(scope, cmd.Args)
+	if cmd.Kind == KindItem && cmd.Count > 0 {
+		return w.runChunk(ctx, cmd, step, scope, rep, start)
+	}
 	if cmd.Kind == KindItem {
 		setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
 	}
@@ -73,11 +76,45 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		res.await.Ms = time.Since(start).Milliseconds()
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandAwaiting, res.await)
 	}
+	res.output = selectOutput(step, res.output)
 	p := completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump, Ms: time.Since(start).Milliseconds()}
+	if res.retry != nil && res.retry.Paging {
+		// A page succeeded and the next one is wanted: recorded as done.
+		p.Retry, p.Task = res.retry, res.task
+		return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
+	}
 	if res.failed || res.retry != nil {
 		p.Error, p.Task, p.Field, p.Retry = res.err, res.task, res.field, res.retry
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
 	}
+	return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
+}
+
+// runChunk runs a chunked loop's items one after another in this command
+// (retries inside it wait in place, as a frame's rows do) and reports
+// their outputs in order. The first item that fails fails the chunk.
+func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, scope map[string]any, rep Reporter, start time.Time) error {
+	p := completedPayload{Outputs: make([]map[string]any, 0, len(cmd.Items))}
+	for k, item := range cmd.Items {
+		sc := copyMap(scope)
+		setIter(sc, step.Loop.Iterator, item, cmd.Index+k)
+		res := w.runChain(ctx, cmd, step, sc, 0, 1, nil, false)
+		res.output = selectOutput(step, res.output)
+		p.Output = res.output
+		if res.failed {
+			p.Error, p.Task, p.Field = fmt.Sprintf("item %d: %s", cmd.Index+k, res.err), res.task, res.field
+			p.Ms = time.Since(start).Milliseconds()
+			return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
+		}
+		p.Outputs = append(p.Outputs, res.output)
+		if len(res.ctx) > 0 {
+			if p.Ctx == nil {
+				p.Ctx = map[string]any{}
+			}
+			merge(p.Ctx, res.ctx)
+		}
+	}
+	p.Ms = time.Since(start).Milliseconds()
 	return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
 }
 
@@ -223,9 +260,16 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			return chainResult{failed: true, err: err.Error(), field: "args", explicit: true}
 		}
 	}
-	if step.Spec.Timeout > 0 {
+	timeout, err := step.Spec.ResolveTimeout(w.view(scope, &cs))
+	if err != nil {
+		return chainResult{failed: true, err: err.Error(), field: "spec.timeout", explicit: true}
+	}
+	if timeout == 0 {
+		timeout = cmd.Playbook.DefaultTimeout
+	}
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, step.Spec.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	if taskAttempt < 1 {
@@ -233,13 +277,16 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	}
 	var output map[string]any
 	res := chainResult{}
+	// A paginating retry resumes at start with the next call's overrides
+	// and the earlier pages' contributions.
+	nextCall, pages := cmd.NextCall, cmd.Pages
 	for ti := start; ti < len(tasks); {
 		task := tasks[ti]
 		view := w.view(scope, &cs)
 		addArgs(view, args)
-		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, durable)
+		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall, durable)
 		if aw := (*tools.AwaitExecution)(nil); durable && errors.As(err, &aw) {
-			return chainResult{await: &awaitingPayload{ExecutionID: aw.ExecutionID, StartTask: ti, TaskAttempt: taskAttempt, Carry: cs.carry()}}
+			return chainResult{await: &awaitingPayload{ExecutionID: aw.ExecutionID, StartTask: ti, TaskAttempt: taskAttempt, Carry: cs.carry(), NextCall: nextCall}}
 		}
 		if durable && errors.Is(err, ErrClosed) {
 			return chainResult{abandoned: true}
@@ -247,6 +294,60 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: field, output: out, explicit: true}
 		}
+		// A workbook call runs under its target's policy, retry, sink and
+		// set: the call's where it has them, else the action's.
+		eff := task
+		if task.Kind == "workbook" && task.Target != nil {
+			eff = task.Target
+		}
+		if out["status"] == tools.StatusSuccess && eff.Sink != nil {
+			out = w.runSink(ctx, cmd, step, eff.Sink, view, out)
+		}
+		if rb := retryOf(step, eff); rb != nil {
+			if out["status"] == tools.StatusSuccess {
+				for _, rule := range rb.Rules {
+					if rule.Sink != nil {
+						out = w.runSink(ctx, cmd, step, rule.Sink, view, out)
+						break
+					}
+				}
+			}
+			v, err := decideRetry(rb, view, out, taskAttempt, len(pages)+1)
+			if err != nil {
+				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "retry", output: out, explicit: true}
+			}
+			switch {
+			case v.again || v.page:
+				// A retry of a page calls the same page again; the next page
+				// is that call's first attempt.
+				req := &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: v.delay.Seconds(), Carry: cs.carry(), NextCall: nextCall}
+				if v.page {
+					req.Paging, req.Page, req.NextCall, req.TaskAttempt = true, collectPage(v.rule.Collect, out), v.nextCall, 1
+				}
+				if durable {
+					res := chainResult{output: out, retry: req, task: task.Name}
+					if !v.page {
+						res.err = errorText(out)
+					}
+					return res
+				}
+				if err := sleepCtx(ctx, w.clock(), v.delay); err != nil {
+					return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
+				}
+				if v.page {
+					pages, nextCall = append(pages, req.Page), req.NextCall
+				}
+				taskAttempt = req.TaskAttempt
+				continue
+			case v.exhausted && out["status"] == tools.StatusError:
+				return chainResult{failed: true, err: fmt.Sprintf("%s (after %d attempts)", errorText(out), taskAttempt), task: task.Name, output: out}
+			}
+			if c := collectOf(rb); c != nil && out["status"] == tools.StatusSuccess {
+				// The last page: the result is every page gathered in order.
+				out = withGathered(out, c, gather(c.Strategy, append(slices.Clone(pages), collectPage(c, out))))
+			}
+		}
+		nextCall, pages = nil, nil
 		output = out
 		view["output"] = out
 		view["result"] = out["data"]
@@ -255,7 +356,9 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if task.Name != "" {
 			cs.Locals[task.Name] = out
 		}
-		policy := task.Policy
+		// NoETL's _prev: the previous task's result data, for the next.
+		cs.Locals["_prev"] = out["data"]
+		policy := eff.Policy
 		if policy == nil && !step.Pipeline {
 			policy = step.Spec.Policy
 		}
@@ -265,7 +368,9 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		}
 		action := dsl.Action{Do: dsl.DoContinue}
 		if rule != nil {
-			action = rule.Then
+			if action, err = rule.Then.Resolve(view); err != nil {
+				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy", output: out, explicit: true}
+			}
 		} else if out["status"] == tools.StatusError {
 			action = dsl.Action{Do: dsl.DoFail}
 		}
@@ -276,7 +381,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			}
 			delay := backoff(&action, taskAttempt)
 			if durable {
-				return chainResult{output: out, retry: &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: delay.Seconds(), Carry: cs.carry()}, err: errorText(out), task: task.Name}
+				return chainResult{output: out, retry: &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: delay.Seconds(), Carry: cs.carry(), NextCall: nextCall}, err: errorText(out), task: task.Name}
 			}
 			if err := sleepCtx(ctx, w.clock(), delay); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
@@ -289,8 +394,8 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if err := w.assignChain(action.Set, view, &cs); err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy.set", output: out}
 		}
-		if len(task.Set) > 0 {
-			if err := w.assignChain(task.Set, w.withOutput(scope, &cs, out), &cs); err != nil {
+		if len(eff.Set) > 0 {
+			if err := w.assignChain(eff.Set, w.withOutput(scope, &cs, out), &cs); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "set", output: out}
 			}
 		}
@@ -309,6 +414,18 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			ti++
 		}
 	}
+	// The step's sink (a loop's per iteration) saves the chain's result,
+	// in this command: when it fails, so does the work.
+	sink := step.Sink
+	if cmd.Kind != KindStep && step.Loop != nil && step.Loop.Sink != nil {
+		sink = step.Loop.Sink
+	}
+	if sink != nil && output != nil && output["status"] == tools.StatusSuccess {
+		output = w.runSink(ctx, cmd, step, sink, w.view(scope, &cs), output)
+		if output["status"] != tools.StatusSuccess {
+			return chainResult{failed: true, err: errorText(output), field: "sink", output: output}
+		}
+	}
 	res.output = output
 	if len(cs.Ctx) > 0 {
 		res.ctx = cs.Ctx
@@ -317,6 +434,27 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		res.vars = cs.Vars
 	}
 	return res
+}
+
+// selectOutput keeps only the keys output_select names of the result's
+// data (a mapping); anything else is returned as it is.
+func selectOutput(step *dsl.Step, out map[string]any) map[string]any {
+	if len(step.OutputSelect) == 0 || out == nil {
+		return out
+	}
+	data, ok := out["data"].(map[string]any)
+	if !ok {
+		return out
+	}
+	kept := make(map[string]any, len(step.OutputSelect))
+	for _, k := range step.OutputSelect {
+		if v, ok := data[k]; ok {
+			kept[k] = v
+		}
+	}
+	c := copyMap(out)
+	c["data"] = kept
+	return c
 }
 
 func errorText(out map[string]any) string {
@@ -398,7 +536,12 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 // runTask renders one task's configuration and runs its tool. A returned
 // error means the task could not run at all (bad template, unknown kind);
 // the field names the configuration key at fault.
-func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, await bool) (map[string]any, string, error) {
+//
+// await says whether the command can be parked (see tools.Call.Await).
+func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any, await bool) (map[string]any, string, error) {
+	if task.Kind == "workbook" && task.Target != nil {
+		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt, nextCall, await)
+	}
 	cfg := make(map[string]any, len(task.Config))
 	for _, k := range sortedKeys(task.Config) {
 		x, err := task.Config[k].Render(view)
@@ -407,15 +550,33 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 		}
 		cfg[k] = x
 	}
+	applyNextCall(cfg, nextCall)
 	tool, err := w.Tools.Lookup(task.Kind)
 	if err != nil {
 		return nil, "kind", err
 	}
-	if task.Timeout > 0 {
+	timeout, err := task.ResolveTimeout(view)
+	if err != nil {
+		return nil, "spec.timeout", err
+	}
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, task.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	// Secret references (from the secrets tool) become secrets only in
+	// what this tool receives, and references again in what it returns.
+	revealedCfg, revealed, err := tools.RevealSecrets(ctx, w.Keychain, cfg)
+	if err != nil {
+		return nil, "secret", err
+	}
+	revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, w.Keychain, args)
+	if err != nil {
+		return nil, "secret", err
+	}
+	revealed = append(revealed, moreRevealed...)
+	cfg, _ = revealedCfg.(map[string]any)
+	args, _ = revealedArgs.(map[string]any)
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
 		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(), Await: await,
@@ -431,7 +592,78 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	if out.Status == "" {
 		out.Status = tools.StatusSuccess
 	}
-	return out.Map(), "", nil
+	m := out.Map()
+	if len(revealed) > 0 {
+		m, _ = tools.ConcealSecrets(m, revealed).(map[string]any)
+	}
+	return m, "", nil
+}
+
+// applyNextCall puts a paginating retry's next_call overrides into a
+// rendered configuration: a mapping (params, headers, ...) is merged key by
+// key, anything else replaced.
+func applyNextCall(cfg, nextCall map[string]any) {
+	for k, v := range nextCall {
+		if over, ok := v.(map[string]any); ok {
+			if base, ok := cfg[k].(map[string]any); ok {
+				cfg[k] = overlay(base, over)
+				continue
+			}
+		}
+		cfg[k] = v
+	}
+}
+
+// runAction runs a workbook call's target: its inputs are rendered first
+// and visible by name to the action's templates, checked against
+// assert.expects; its result data is checked against assert.returns.
+func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, target *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any, await bool) (map[string]any, string, error) {
+	var inputs map[string]any
+	if in := target.Config["input"]; in != nil {
+		x, err := in.Render(view)
+		if err != nil {
+			return nil, "input", err
+		}
+		inputs, _ = x.(map[string]any)
+	}
+	if a := target.Assert; a != nil {
+		for _, name := range a.Expects {
+			if inputs[name] == nil {
+				return nil, "input", fmt.Errorf("workbook action %s expects input %q (assert.expects)", target.Action, name)
+			}
+		}
+	}
+	actView := copyMap(view)
+	for k, v := range inputs {
+		actView[k] = v
+	}
+	plain := *target
+	plain.Kind, plain.Target = target.Kind, nil
+	plain.Config = make(map[string]*dsl.Value, len(target.Config))
+	for k, v := range target.Config {
+		plain.Config[k] = v
+	}
+	if inputs != nil {
+		plain.Config["input"] = dsl.NewLiteralValue(inputs, target.Pos)
+	}
+	callArgs := copyMap(args)
+	for k, v := range inputs {
+		callArgs[k] = v
+	}
+	out, field, err := w.runTask(ctx, cmd, step, &plain, actView, callArgs, attempt, nextCall, await)
+	if err != nil || target.Assert == nil || out["status"] != tools.StatusSuccess {
+		return out, field, err
+	}
+	data, _ := out["data"].(map[string]any)
+	for _, key := range target.Assert.Returns {
+		if _, ok := data[key]; !ok {
+			out = copyMap(out)
+			out["status"] = tools.StatusError
+			out["error"] = fmt.Sprintf("workbook action %s: result has no %q (assert.returns)", target.Action, key)
+			break
+		}
+	}
+	return out, "", nil
 }
 
 func (w *Worker) logger() *slog.Logger {
@@ -460,9 +692,12 @@ func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) error {
 func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep Reporter) error {
 	start := time.Now()
 	lp := step.Loop
-	fs := lp.Frame
 	fail := func(msg string) error {
 		return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Fail: msg, Ms: time.Since(start).Milliseconds()})
+	}
+	fs, err := lp.Frame.Resolve(cmd.Scope)
+	if err != nil {
+		return fail(err.Error())
 	}
 	driver, err := w.Cursors.Lookup(lp.Cursor.Kind)
 	if err != nil {
@@ -470,7 +705,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	}
 	scope := copyMap(cmd.Scope)
 	addArgs(scope, cmd.Args)
-	spec, err := w.cursorSpec(ctx, cmd, lp, scope, driver)
+	spec, err := w.cursorSpec(ctx, cmd, lp, fs, scope, driver)
 	if err != nil {
 		return fail(err.Error())
 	}
@@ -640,12 +875,12 @@ func (w *Worker) limitBytes(ctx context.Context, cur cursor.Cursor, rows []curso
 }
 
 // cursorSpec resolves the cursor's credential and renders its options.
-func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
+func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, fs dsl.FrameSpec, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
 	cs := lp.Cursor
 	spec := cursor.Spec{
 		Kind: cs.Kind, Claim: cs.Claim, Scope: scope, LoopID: cmd.Run, SlotID: cmd.Slot,
-		Lease:       time.Duration(lp.Frame.LeaseSeconds * float64(time.Second)),
-		MaxAttempts: max(1, lp.Frame.MaxAttempts), Logger: w.logger(),
+		Lease:       time.Duration(fs.LeaseSeconds * float64(time.Second)),
+		MaxAttempts: max(1, fs.MaxAttempts), Logger: w.logger(),
 	}
 	if cs.Auth != nil {
 		a, err := cs.Auth.Render(scope)

@@ -1,14 +1,14 @@
 // Package builtin registers cursorflow's built-in tools — http, postgres,
-// noop, python and shell — in a tools.Registry. The engine and the
+// duckdb, nats, secrets, noop, python and shell — in a tools.Registry. The engine and the
 // example binaries use it; a host adds its own kinds (see package fn) to
 // the same registry.
 //
-// python and shell run whatever code a playbook carries, with the
-// worker's rights, so they are off unless Options.EnablePython and
-// Options.EnableShell say otherwise: where strangers can submit
-// playbooks, a worker must not hand them a shell. A step of a disabled
-// kind fails with an error wrapping ErrDisabled that says how to enable
-// it.
+// python and shell run whatever code a playbook carries, and duckdb reads
+// and writes any local file, with the worker's rights, so they are off
+// unless Options.EnablePython, EnableShell and EnableDuckDB say otherwise:
+// where strangers can submit playbooks, a worker must not hand them a
+// shell. A step of a disabled kind fails with an error wrapping
+// ErrDisabled that says how to enable it.
 //
 //	reg, closer := builtin.NewRegistry(builtin.Options{})
 //	defer closer.Close()
@@ -27,19 +27,23 @@ import (
 	nethttp "net/http"
 
 	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/duckdb"
 	"github.com/cursorflow/cursorflow/tools/http"
+	"github.com/cursorflow/cursorflow/tools/nats"
 	"github.com/cursorflow/cursorflow/tools/noop"
 	"github.com/cursorflow/cursorflow/tools/postgres"
 	"github.com/cursorflow/cursorflow/tools/python"
+	"github.com/cursorflow/cursorflow/tools/secrets"
 	"github.com/cursorflow/cursorflow/tools/shell"
 )
 
-// Kinds are the tool kinds Register adds. python and shell refuse to run
-// unless enabled (see Options).
-var Kinds = []string{"http", "noop", "postgres", "python", "shell"}
+// Kinds are the tool kinds Register adds. duckdb, python and shell refuse
+// to run unless enabled (see Options).
+var Kinds = []string{"duckdb", "http", "nats", "noop", "postgres", "python", "secrets", "shell"}
 
-// ErrDisabled is wrapped by the error a code-running tool kind (python,
-// shell) returns when its Options field did not enable it.
+// ErrDisabled is wrapped by the error a tool kind that runs code or
+// touches local files (python, shell, duckdb) returns when its Options
+// field did not enable it.
 var ErrDisabled = errors.New("builtin: tool kind disabled")
 
 // Options configures the built-in tools.
@@ -62,6 +66,11 @@ type Options struct {
 	// EnableShell makes kind shell run commands. Defaults to false, like
 	// EnablePython and for the same reason.
 	EnableShell bool
+	// EnableDuckDB makes kind duckdb run SQL. Defaults to false (a duckdb
+	// step fails saying so): DuckDB SQL reads and writes any local file the
+	// worker can, so enable it only where everyone who may submit a
+	// playbook may do that.
+	EnableDuckDB bool
 }
 
 // Register adds the built-in tools to r and returns a Closer that releases
@@ -73,12 +82,17 @@ func Register(r *tools.Registry, opts Options) (io.Closer, error) {
 		logger = slog.Default()
 	}
 	pg := postgres.New(postgres.Config{Keychain: opts.Keychain, Logger: logger})
+	nc := nats.New(nats.Config{Keychain: opts.Keychain})
+	closer := closers{pg, nc}
 	set := map[string]tools.Tool{
+		"duckdb":   disabled("duckdb", "reads and writes local files", "EnableDuckDB"),
 		"http":     http.New(http.Config{Client: opts.HTTPClient, Keychain: opts.Keychain, Logger: logger}),
+		"nats":     nc,
 		"noop":     noop.New(),
 		"postgres": pg,
-		"python":   disabled("python", "EnablePython"),
-		"shell":    disabled("shell", "EnableShell"),
+		"python":   disabled("python", "runs code on the worker", "EnablePython"),
+		"secrets":  secrets.New(opts.Keychain),
+		"shell":    disabled("shell", "runs commands on the worker", "EnableShell"),
 	}
 	if opts.EnablePython {
 		set["python"] = python.New(python.Config{Python: opts.Python, Logger: logger})
@@ -86,26 +100,41 @@ func Register(r *tools.Registry, opts Options) (io.Closer, error) {
 	if opts.EnableShell {
 		set["shell"] = shell.New(shell.Config{Logger: logger})
 	}
+	if opts.EnableDuckDB {
+		db := duckdb.New(duckdb.Config{Keychain: opts.Keychain})
+		set["duckdb"] = db
+		closer = append(closer, db)
+	}
 	for _, k := range Kinds {
 		if _, err := r.Lookup(k); err == nil {
-			pg.Close()
+			_ = closer.Close()
 			return nil, fmt.Errorf("builtin: %w: %q", tools.ErrDuplicateKind, k)
 		}
 	}
 	for _, k := range Kinds {
 		if err := r.Register(k, set[k]); err != nil {
-			pg.Close()
+			_ = closer.Close()
 			return nil, err
 		}
 	}
-	return pg, nil
+	return closer, nil
+}
+
+type closers []io.Closer
+
+func (c closers) Close() error {
+	var errs []error
+	for _, x := range c {
+		errs = append(errs, x.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // disabled stands in for a code-running kind that was not enabled.
-func disabled(kind, option string) tools.Tool {
+func disabled(kind, what, option string) tools.Tool {
 	return tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
-		return tools.Output{}, fmt.Errorf("%w: kind %s runs code on the worker and is off here (builtin.Options.%s; "+
-			"the example worker's --allow-code)", ErrDisabled, kind, option)
+		return tools.Output{}, fmt.Errorf("%w: kind %s %s and is off here (builtin.Options.%s; "+
+			"the example worker's --allow-code)", ErrDisabled, kind, what, option)
 	})
 }
 
