@@ -27,9 +27,9 @@
 // With --server URL, run starts the execution on a cursorflow server
 // instead of in this process and follows its events until it ends (exit 0
 // completed, 1 otherwise, 2 on a usage error or an invalid playbook).
-// A local run or resume executes the playbook's python and shell steps on
-// this machine, with this user's rights (the playbook is the operator's
-// own); --no-code turns those tools off. Servers' workers keep them off
+// A local run or resume executes the playbook's python, shell and duckdb
+// steps on this machine, with this user's rights (the playbook is the
+// operator's own); --no-code turns those tools off. Servers' workers keep them off
 // unless started with --allow-code.
 //
 // status, events and cancel talk to a server: --server or
@@ -99,7 +99,7 @@ commands:
   validate [-v] FILE...   check playbooks; print ok or file:line:col problems
   run FILE [flags]        run a playbook in this process until it ends
   resume EXECUTION_ID     continue an execution an earlier process left unfinished
-                          (both run python and shell steps here; --no-code turns them off)
+                          (both run python, shell and duckdb steps here; --no-code turns them off)
 
 on a server (--server URL, for status/events/cancel also $CURSORFLOW_SERVER;
 --token TOKEN or $CURSORFLOW_TOKEN):

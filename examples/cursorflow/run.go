@@ -53,7 +53,7 @@ func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
 	fs.IntVar(&f.workers, "workers", engine.DefaultWorkers, "in-process workers")
 	fs.BoolVar(&f.verbose, "v", false, "log engine activity to stderr")
 	fs.StringVar(&f.progress, "progress", progressAuto, "live progress on stderr: auto (on a terminal, without --json or -v), always or never")
-	fs.BoolVar(&f.noCode, "no-code", false, "turn off the python and shell tools, which otherwise run the playbook's code on this machine")
+	fs.BoolVar(&f.noCode, "no-code", false, "turn off the python, shell and duckdb tools, which otherwise run the playbook's code and touch files on this machine")
 }
 
 // parseInterleaved parses flags that may come before or after positional

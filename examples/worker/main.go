@@ -9,8 +9,9 @@
 // Credentials: --credential alias=URL (repeatable), then the environment
 // (CURSORFLOW_CREDENTIAL_<ALIAS>=URL). They never leave the worker.
 //
-// The python and shell tools run whatever code a playbook carries, with
-// this process's rights: they are off unless --allow-code is given. Give
+// The python and shell tools run whatever code a playbook carries, and
+// duckdb reads and writes local files, with this process's rights: they
+// are off unless --allow-code is given. Give
 // it only to workers whose server accepts playbooks from people trusted
 // to run code there (see the README's trust model).
 //
@@ -63,7 +64,7 @@ func run(args []string) int {
 		reportTimeout = fs.Duration("report-timeout", natsjs.DefaultReportTimeout, "how long to wait for the orchestrator to record a frame's claim")
 		id            = fs.String("id", "", "worker id in events (default w-<host>-<random>)")
 		verbose       = fs.Bool("v", false, "log at debug level")
-		allowCode     = fs.Bool("allow-code", false, "enable the python and shell tools: any playbook the server accepts may then run code here")
+		allowCode     = fs.Bool("allow-code", false, "enable the python, shell and duckdb tools: any playbook the server accepts may then run code and touch files here")
 	)
 	fs.Var(&credentials, "credential", "map a keychain alias to a connection URL: alias=URL; repeatable")
 	if err := fs.Parse(args); err != nil {
