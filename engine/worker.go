@@ -580,6 +580,7 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
 		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(), Await: await,
+		Revealed: revealed,
 	}
 	out, err := tool.Execute(ctx, call)
 	if aw := (*tools.AwaitExecution)(nil); await && errors.As(err, &aw) || errors.Is(err, ErrClosed) {

@@ -62,6 +62,12 @@ type Call struct {
 	// *AwaitExecution instead of blocking its worker until that execution
 	// ends. Unset (rows of a cursor frame), the tool waits itself.
 	Await bool
+	// Revealed lists the secrets the worker put into Config and Args in
+	// place of secret references (see RevealSecrets), with the keychain
+	// entries they came from: a tool that sends its configuration to a
+	// host it is told (http) sends nothing to a host one of them does not
+	// allow.
+	Revealed []Revealed
 }
 
 // AwaitExecution is the error a tool returns, when Call.Await allows it,

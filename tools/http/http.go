@@ -116,8 +116,8 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	client := t.client
 	if !follow {
 		client = t.noRedirect
-	} else if cred != nil {
-		client = t.guardRedirects(*cred, authHeaders)
+	} else if cred != nil || len(call.Revealed) > 0 {
+		client = t.guardRedirects(cred, authHeaders, call.Revealed)
 	}
 	host := req.URL.Host
 	if t.pace != nil {
@@ -380,18 +380,34 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 		authHeaders = applyAuth(req, c)
 		cred = &c
 	}
+	// Secrets a playbook put in the request through secret references go
+	// no further than their keychain entries allow, like auth's.
+	for _, r := range call.Revealed {
+		if !r.Credential.AllowsHost(u.Host) {
+			return nil, nil, nil, 0, false, fmt.Errorf("http: secret %q may not be sent to %s: %w (list the host under hosts: in its keychain entry)",
+				r.Credential.Alias, u.Host, tools.ErrHostNotAllowed)
+		}
+	}
 	return req, cred, authHeaders, timeout, follow, nil
 }
 
 // guardRedirects returns a client that follows redirects as t.client
-// does, but drops the credential's headers from a redirected request to a
-// host the credential does not allow. (net/http drops Authorization on a
-// redirect to another domain, but not an API-key header.)
-func (t *Tool) guardRedirects(cred tools.Credential, authHeaders []string) *nethttp.Client {
+// does, but drops the auth credential's headers from a redirected request
+// to a host the credential does not allow (net/http drops Authorization
+// on a redirect to another domain, but not an API-key header), and does
+// not follow a redirect to a host a revealed secret's entry does not
+// allow (the secret may be anywhere in the request): the redirect itself
+// is the response then.
+func (t *Tool) guardRedirects(cred *tools.Credential, authHeaders []string, revealed []tools.Revealed) *nethttp.Client {
 	c := *t.client
 	next := t.client.CheckRedirect
 	c.CheckRedirect = func(req *nethttp.Request, via []*nethttp.Request) error {
-		if !cred.AllowsHost(req.URL.Host) {
+		for _, r := range revealed {
+			if !r.Credential.AllowsHost(req.URL.Host) {
+				return nethttp.ErrUseLastResponse
+			}
+		}
+		if cred != nil && !cred.AllowsHost(req.URL.Host) {
 			for _, h := range authHeaders {
 				req.Header.Del(h)
 			}

@@ -375,3 +375,45 @@ func TestCredentialHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestRevealedSecretsStayScoped: a secret a playbook put into a request
+// through a secret reference goes only where its keychain entry allows,
+// and a redirect elsewhere is not followed.
+func TestRevealedSecretsStayScoped(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		mu.Lock()
+		got = append(got, r.Host+" "+r.Header.Get("X-Token"))
+		mu.Unlock()
+		if to := r.URL.Query().Get("to"); to != "" {
+			nethttp.Redirect(w, r, to, nethttp.StatusFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	local := "http://localhost:" + u.Port()
+	revealed := []tools.Revealed{{Ref: "${secret:tok#token}", Secret: "tok-0123456789",
+		Credential: tools.Credential{Alias: "tok", Hosts: []string{"127.0.0.1"}, Fields: map[string]string{"token": "tok-0123456789"}}}}
+	tool := cfhttp.New(cfhttp.Config{NoPacing: true})
+	call := func(target string) (tools.Output, error) {
+		return tool.Execute(context.Background(), &tools.Call{Revealed: revealed,
+			Config: map[string]any{"url": target, "headers": map[string]any{"X-Token": "tok-0123456789"}}})
+	}
+	if _, err := call(local + "/"); !errors.Is(err, tools.ErrHostNotAllowed) {
+		t.Fatalf("to a host the entry does not list: %v", err)
+	}
+	out, err := call(srv.URL + "/?to=" + url.QueryEscape(local+"/landed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := out.Data.(map[string]any)["status_code"]; code != nethttp.StatusFound {
+		t.Fatalf("the redirect to another host was followed: status %v", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || !strings.HasPrefix(got[0], "127.0.0.1:") {
+		t.Fatalf("requests seen: %q", got)
+	}
+}
