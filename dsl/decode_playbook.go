@@ -11,7 +11,7 @@ import (
 // Playbook
 
 func (d *decoder) playbook(root *yaml.Node) *Playbook {
-	pb := &Playbook{File: d.file, Pos: d.pos(root), Entry: StartStep}
+	pb := &Playbook{File: d.file, Pos: d.pos(root), Entry: StartStep, limits: d.limits}
 	ps, ok := d.mapping(root, "playbook")
 	if !ok {
 		return pb

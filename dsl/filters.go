@@ -2,7 +2,6 @@ package dsl
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
+
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // templateFilters returns the filters we add to gonja's builtins or use
@@ -47,6 +48,10 @@ func templateFilters() map[string]exec.FilterFunction {
 		// length of undefined is 0.
 		"length": filterLength,
 		"count":  filterLength,
+		// SQL-safe values: a quoted, escaped literal and a quoted
+		// identifier, for values spliced into SQL text.
+		"sql_literal": filterSQLLiteral,
+		"sql_ident":   filterSQLIdent,
 		// Python's /, // and % (jinja.go): the parser puts them in place
 		// of gonja's operators.
 		"_truediv":  filterTrueDiv,
@@ -241,14 +246,9 @@ func filterFromJSON(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Va
 	if s == "" {
 		return exec.AsValue(nil)
 	}
-	d := json.NewDecoder(strings.NewReader(s))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
+	v, err := jsonnum.Decode([]byte(s))
+	if err != nil {
 		return fail("fromjson", err)
-	}
-	if d.More() {
-		return fail("fromjson", errors.New("unexpected data after the JSON value"))
 	}
 	p, err := plainOf(v, 0)
 	if err != nil {
@@ -382,4 +382,134 @@ func filterLength(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Valu
 		return exec.AsValue(int64(in.Len()))
 	}
 	return fail("length", fmt.Errorf("object of type %T has no length", in.Interface()))
+}
+
+// SQL dialects the sql_literal and sql_ident filters know.
+const (
+	dialectPostgres   = "postgres"
+	dialectSQLite     = "sqlite"
+	dialectMySQL      = "mysql"
+	dialectClickHouse = "clickhouse"
+)
+
+// sqlDialect reads the filter's dialect argument (default postgres).
+func sqlDialect(name string, params *exec.VarArgs) (string, error) {
+	d := arg(params, 0, "dialect")
+	if d == nil || d.IsNil() {
+		return dialectPostgres, nil
+	}
+	switch s := strings.ToLower(str(d)); s {
+	case dialectPostgres, "postgresql", "pg":
+		return dialectPostgres, nil
+	case dialectSQLite, dialectMySQL, dialectClickHouse:
+		return s, nil
+	case "mariadb":
+		return dialectMySQL, nil
+	default:
+		return "", fmt.Errorf("%s: unknown dialect %q (postgres, sqlite, mysql, clickhouse)", name, s)
+	}
+}
+
+// filterSQLLiteral renders a value as an SQL literal: None as NULL,
+// booleans as TRUE/FALSE, numbers as themselves (NaN and infinities
+// quoted), strings quoted with every quote doubled, and lists and maps as
+// their JSON text, quoted (so `{{ row | sql_literal }}::jsonb` works, as
+// does `{{ row | tojson | sql_literal }}::jsonb`). A PostgreSQL string
+// holding a backslash becomes an E'...' literal with the backslashes
+// doubled, which reads the same whatever standard_conforming_strings says;
+// for mysql and clickhouse, whose strings treat backslash as an escape,
+// backslashes are doubled. A string with a NUL byte is an error: no
+// dialect stores one in a text literal.
+func filterSQLLiteral(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	dialect, err := sqlDialect("sql_literal", params)
+	if err != nil {
+		return fail("sql_literal", err)
+	}
+	p, err := toPlain(in)
+	if err != nil {
+		return fail("sql_literal", err)
+	}
+	var text string
+	switch v := p.(type) {
+	case nil:
+		return exec.AsSafeValue("NULL")
+	case bool:
+		if v {
+			return exec.AsSafeValue("TRUE")
+		}
+		return exec.AsSafeValue("FALSE")
+	case int64:
+		return exec.AsSafeValue(strconv.FormatInt(v, 10))
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			text = strconv.FormatFloat(v, 'g', -1, 64) // NaN, +Inf, -Inf
+			text = strings.TrimPrefix(strings.Replace(text, "Inf", "Infinity", 1), "+")
+			break
+		}
+		return exec.AsSafeValue(strconv.FormatFloat(v, 'g', -1, 64))
+	case string:
+		text = v
+	default:
+		if text, err = marshalJSON(v, 0); err != nil {
+			return fail("sql_literal", err)
+		}
+	}
+	lit, err := quoteSQLString(text, dialect)
+	if err != nil {
+		return fail("sql_literal", err)
+	}
+	return exec.AsSafeValue(lit)
+}
+
+// quoteSQLString quotes s as a string literal of dialect.
+func quoteSQLString(s, dialect string) (string, error) {
+	if strings.IndexByte(s, 0) >= 0 {
+		return "", errors.New("a string with a NUL byte cannot be an SQL literal")
+	}
+	if !utf8.ValidString(s) {
+		return "", errors.New("a string that is not valid UTF-8 cannot be an SQL literal")
+	}
+	quoted := strings.ReplaceAll(s, "'", "''")
+	if dialect == dialectSQLite || !strings.Contains(s, `\`) {
+		// SQLite strings have no escapes: the backslash stands for itself.
+		return "'" + quoted + "'", nil
+	}
+	quoted = strings.ReplaceAll(quoted, `\`, `\\`)
+	if dialect == dialectPostgres {
+		return "E'" + quoted + "'", nil
+	}
+	return "'" + quoted + "'", nil
+}
+
+// filterSQLIdent renders a value as a quoted SQL identifier: "name" with
+// every double quote doubled (`name` with backticks doubled for mysql and
+// clickhouse). A dotted name is one identifier: quote each part of a
+// qualified name on its own ({{ s | sql_ident }}.{{ t | sql_ident }}).
+func filterSQLIdent(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	dialect, err := sqlDialect("sql_ident", params)
+	if err != nil {
+		return fail("sql_ident", err)
+	}
+	if in.IsNil() {
+		return fail("sql_ident", errors.New("an identifier cannot be None"))
+	}
+	s := str(in)
+	switch {
+	case s == "":
+		return fail("sql_ident", errors.New("an identifier cannot be empty"))
+	case strings.IndexByte(s, 0) >= 0:
+		return fail("sql_ident", errors.New("an identifier cannot hold a NUL byte"))
+	case !utf8.ValidString(s):
+		return fail("sql_ident", errors.New("an identifier must be valid UTF-8"))
+	}
+	if dialect == dialectMySQL || dialect == dialectClickHouse {
+		return exec.AsSafeValue("`" + strings.ReplaceAll(s, "`", "``") + "`")
+	}
+	return exec.AsSafeValue(`"` + strings.ReplaceAll(s, `"`, `""`) + `"`)
 }

@@ -58,6 +58,8 @@ type Playbook struct {
 	Pos            Pos
 
 	steps map[string]*Step
+	// limits bound the renders of the playbook's templates (SetLimits).
+	limits *limitsRef
 }
 
 // Step returns the workflow step with the given name, or nil.

@@ -40,7 +40,7 @@ func pgQueue(t *testing.T, dsn string, n int) (*pgxpool.Pool, string) {
 func cursorEngine(t *testing.T, dsn string) (*engine.Engine, eventlog.Log) {
 	t.Helper()
 	kc := tools.StaticURLs(map[string]string{"pg": dsn})
-	treg, creg, closer := stdwire.Registries(kc, nil)
+	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	t.Cleanup(func() { _ = closer.Close() })
 	log := eventlog.NewMemory()
 	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Tick: 10 * time.Millisecond})
@@ -66,7 +66,7 @@ func TestCursorLoopDrainsPostgres(t *testing.T) {
 	}{
 		{"row", "row", `UPDATE {{ table }} SET status = 'done', result = {{ iter.job.payload }} * 2, done_count = done_count + 1 WHERE id = {{ iter.job.id }}`},
 		{"frame", "frame", `UPDATE {{ table }} q SET status = 'done', result = r.payload * 2, done_count = q.done_count + 1
-          FROM jsonb_to_recordset('{{ iter.job | tojson }}'::jsonb) AS r(id int, payload int) WHERE q.id = r.id`},
+          FROM jsonb_to_recordset({{ iter.job | tojson | sql_literal }}::jsonb) AS r(id int, payload int) WHERE q.id = r.id`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 1000

@@ -18,6 +18,7 @@ const (
 	reasonRetry  = "retry"
 	reasonLease  = "lease"
 	reasonResume = "resume"
+	reasonAwait  = "await"
 )
 
 // Default bounds for work whose playbook says nothing.
@@ -26,6 +27,13 @@ const (
 	// before its rows are dead-lettered or the command fails.
 	DefaultMaxAttempts = 3
 )
+
+func (s *State) loopItemsLimit() int {
+	if s.maxLoopItems > 0 {
+		return s.maxLoopItems
+	}
+	return DefaultMaxLoopItems
+}
 
 // Decide returns the events that follow from the state at time now, and
 // applies them to the state. It is deterministic: the same state, now and
@@ -184,6 +192,9 @@ func (d *decider) enter(w wantedStep) {
 		lp.MaxInFlight = max(1, maxInFlight)
 	} else {
 		items, err := renderItems(step.Loop.In, scope)
+		if limit := d.s.loopItemsLimit(); err == nil && len(items) > limit {
+			items, err = nil, fmt.Errorf("%d items are more than a collection loop may hold (%d, Config.MaxLoopItems): use a cursor loop", len(items), limit)
+		}
 		if err != nil {
 			lp.Error = "loop.in: " + err.Error()
 		}
@@ -285,15 +296,20 @@ func (d *decider) retries() {
 			if c.Retry == nil || c.Retry.Due.After(d.now) {
 				continue
 			}
-			p := c.Issued
-			p.Reason = reasonRetry
-			p.StartTask = c.Retry.StartTask
-			p.TaskAttempt = c.Retry.TaskAttempt
-			p.Carry = c.Retry.Carry
-			p.NextCall = c.Retry.NextCall
-			d.reissue(c, p)
+			d.resume(c, reasonRetry, c.Retry.StartTask, c.Retry.TaskAttempt, c.Retry.Carry, c.Retry.NextCall)
+		case cmdAwaitDone:
+			// What the command awaited has ended: run its task again,
+			// which now finds the outcome.
+			d.resume(c, reasonAwait, c.Await.StartTask, c.Await.TaskAttempt, c.Await.Carry, c.Await.NextCall)
 		}
 	}
+}
+
+// resume issues c again to pick its chain up at a task.
+func (d *decider) resume(c *commandState, reason string, startTask, taskAttempt int, carry, nextCall map[string]any) {
+	p := c.Issued
+	p.Reason, p.StartTask, p.TaskAttempt, p.Carry, p.NextCall = reason, startTask, taskAttempt, carry, nextCall
+	d.reissue(c, p)
 }
 
 func (d *decider) reissue(c *commandState, p issuedPayload) {
@@ -308,12 +324,7 @@ func (d *decider) reissue(c *commandState, p issuedPayload) {
 	d.emit(ev)
 }
 
-func (d *decider) stepOf(c *commandState) string {
-	if r := d.s.Runs[c.Run]; r != nil {
-		return r.Step
-	}
-	return ""
-}
+func (d *decider) stepOf(c *commandState) string { return d.s.stepOf(c) }
 
 // expired returns the command an expired id names, if it is still the
 // current attempt in flight.

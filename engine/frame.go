@@ -265,10 +265,10 @@ func (f *frameRun) graceAfterCancel(ctx context.Context, interrupt context.Cance
 	case <-ctx.Done():
 		return
 	}
-	t := time.NewTimer(grace)
+	t := f.w.clock().NewTimer(grace)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		f.w.logger().Warn("execution cancelled: interrupting the frame's rows still running a lease later",
 			"step", f.cmd.Step, "command_id", f.cmd.ID, "lease", grace)
 		interrupt(errCancelGrace)

@@ -115,6 +115,24 @@ type retryRequest struct {
 	NextCall map[string]any `json:"next_call,omitempty"`
 }
 
+// awaitingPayload is command.awaiting's payload: the execution awaited
+// and where the chain picks up when it has ended.
+type awaitingPayload struct {
+	ExecutionID string         `json:"execution_id"`
+	StartTask   int            `json:"start_task"`
+	TaskAttempt int            `json:"task_attempt"`
+	Carry       map[string]any `json:"carry,omitempty"`
+	NextCall    map[string]any `json:"next_call,omitempty"`
+	Ms          int64          `json:"ms,omitempty"`
+}
+
+// awaitDonePayload is await.done's payload.
+type awaitDonePayload struct {
+	Base        string `json:"base"`
+	ExecutionID string `json:"execution_id"`
+	Status      string `json:"status"`
+}
+
 // retryPayload is retry.scheduled's payload.
 type retryPayload struct {
 	Run         string         `json:"run"`

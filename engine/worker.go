@@ -3,12 +3,14 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -25,8 +27,20 @@ type Worker struct {
 	Cursors  *cursor.Registry
 	Keychain tools.Keychain
 	Logger   *slog.Logger
+	// Clock runs heartbeats and row backoffs. Defaults to clock.System().
+	Clock clock.Clock
+	// MaxResultBytes bounds the result a command reports; a larger one is
+	// reported as the command's failure. Defaults to DefaultMaxResultBytes.
+	MaxResultBytes int
 
 	cancels cancels
+}
+
+func (w *Worker) clock() clock.Clock {
+	if w.Clock != nil {
+		return w.Clock
+	}
+	return clock.System()
 }
 
 // Cancel tells the worker that an execution is being cancelled. Its
@@ -79,6 +93,17 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 			setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
 		}
 		res = w.runChain(runCtx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
+		if res.abandoned {
+			// The engine the task needed is shutting down: the command
+			// stays in flight in the log, for whoever resumes the execution.
+			return ErrClosed
+		}
+		if res.await != nil {
+			// The worker is free again; the command waits, in the log, for
+			// the execution its task started.
+			res.await.Ms = time.Since(start).Milliseconds()
+			return w.report(ctx, rep, cmd, eventlog.TypeCommandAwaiting, res.await)
+		}
 		res.output = selectOutput(step, res.output)
 		p = completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump}
 	}
@@ -138,7 +163,11 @@ func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ str
 	if cmd.Kind == KindFrame {
 		ev.Frame = cmd.Frame
 	}
-	return rep.Report(ctx, ev)
+	limit := w.MaxResultBytes
+	if limit <= 0 {
+		limit = DefaultMaxResultBytes
+	}
+	return rep.Report(ctx, limitResult(ev, limit))
 }
 
 // heartbeat extends cmd's lease until the returned stop is called.
@@ -154,13 +183,13 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *Command, rep Reporter) (sto
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(every)
+		t := w.clock().NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-hctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 				_ = rep.Heartbeat(hctx, cmd.ExecutionID, cmd.ID)
 			}
 		}
@@ -189,6 +218,11 @@ type chainResult struct {
 	task   string
 	field  string
 	retry  *retryRequest
+	// await parks the command until another execution ends.
+	await *awaitingPayload
+	// abandoned: a task found the engine closed (a sub-playbook during
+	// Shutdown); nothing is reported.
+	abandoned bool
 	// explicit marks a failure a policy chose (do: fail) or a configuration
 	// error: it stops a whole cursor loop, while a row whose tool failed
 	// with no rule deciding is recorded as that row's error and the loop
@@ -287,7 +321,13 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		task := tasks[ti]
 		view := w.view(scope, &cs)
 		addArgs(view, args)
-		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall)
+		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall, durable)
+		if aw := (*tools.AwaitExecution)(nil); durable && errors.As(err, &aw) {
+			return chainResult{await: &awaitingPayload{ExecutionID: aw.ExecutionID, StartTask: ti, TaskAttempt: taskAttempt, Carry: cs.carry(), NextCall: nextCall}}
+		}
+		if durable && errors.Is(err, ErrClosed) {
+			return chainResult{abandoned: true}
+		}
 		if err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: field, output: out, explicit: true}
 		}
@@ -328,7 +368,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 					}
 					return res
 				}
-				if err := sleepCtx(ctx, v.delay); err != nil {
+				if err := sleepCtx(ctx, w.clock(), v.delay); err != nil {
 					return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
 				}
 				if v.page {
@@ -380,7 +420,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			if durable {
 				return chainResult{output: out, retry: &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: delay.Seconds(), Carry: cs.carry(), NextCall: nextCall}, err: errorText(out), task: task.Name}
 			}
-			if err := sleepCtx(ctx, delay); err != nil {
+			if err := sleepCtx(ctx, w.clock(), delay); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
 			}
 			taskAttempt++
@@ -533,9 +573,11 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 // runTask renders one task's configuration and runs its tool. A returned
 // error means the task could not run at all (bad template, unknown kind);
 // the field names the configuration key at fault.
-func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any) (map[string]any, string, error) {
+//
+// await says whether the command can be parked (see tools.Call.Await).
+func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any, await bool) (map[string]any, string, error) {
 	if task.Kind == "workbook" && task.Target != nil {
-		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt, nextCall)
+		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt, nextCall, await)
 	}
 	cfg := make(map[string]any, len(task.Config))
 	for _, k := range sortedKeys(task.Config) {
@@ -574,9 +616,13 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	args, _ = revealedArgs.(map[string]any)
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
-		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(),
+		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(), Await: await,
+		Revealed: revealed,
 	}
 	out, err := tool.Execute(ctx, call)
+	if aw := (*tools.AwaitExecution)(nil); await && errors.As(err, &aw) || errors.Is(err, ErrClosed) {
+		return nil, "", err
+	}
 	if err != nil {
 		// The call could not be made; policies still see it as an error.
 		out = tools.Output{Status: tools.StatusError, Error: err.Error()}
@@ -609,7 +655,7 @@ func applyNextCall(cfg, nextCall map[string]any) {
 // runAction runs a workbook call's target: its inputs are rendered first
 // and visible by name to the action's templates, checked against
 // assert.expects; its result data is checked against assert.returns.
-func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, target *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any) (map[string]any, string, error) {
+func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, target *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any, await bool) (map[string]any, string, error) {
 	var inputs map[string]any
 	if in := target.Config["input"]; in != nil {
 		x, err := in.Render(view)
@@ -642,7 +688,7 @@ func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, ta
 	for k, v := range inputs {
 		callArgs[k] = v
 	}
-	out, field, err := w.runTask(ctx, cmd, step, &plain, actView, callArgs, attempt, nextCall)
+	out, field, err := w.runTask(ctx, cmd, step, &plain, actView, callArgs, attempt, nextCall, await)
 	if err != nil || target.Assert == nil || out["status"] != tools.StatusSuccess {
 		return out, field, err
 	}
@@ -665,16 +711,16 @@ func (w *Worker) logger() *slog.Logger {
 	return slog.Default()
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
+	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-t.C():
 		return nil
 	}
 }

@@ -26,6 +26,12 @@ const (
 	TypeCommandCompleted = "command.completed"
 	TypeCommandFailed    = "command.failed"
 	TypeRetryScheduled   = "retry.scheduled"
+	// TypeCommandAwaiting: the command's worker handed it back to wait
+	// for another execution (a sub-playbook) to end.
+	TypeCommandAwaiting = "command.awaiting"
+	// TypeAwaitDone: the execution an awaiting command waits for ended;
+	// the command is issued again.
+	TypeAwaitDone = "await.done"
 
 	TypeLoopStarted = "loop.started"
 	// TypeLoopDone is unique per (execution_id, loop_id).

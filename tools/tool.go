@@ -57,6 +57,30 @@ type Call struct {
 	Attempt  int
 	Keychain Keychain
 	Logger   *slog.Logger
+	// Await is set when the engine can park the command: a tool whose work
+	// goes on in another execution (a sub-playbook) may then return an
+	// *AwaitExecution instead of blocking its worker until that execution
+	// ends. Unset (rows of a cursor frame), the tool waits itself.
+	Await bool
+	// Revealed lists the secrets the worker put into Config and Args in
+	// place of secret references (see RevealSecrets), with the keychain
+	// entries they came from: a tool that sends its configuration to a
+	// host it is told (http) sends nothing to a host one of them does not
+	// allow.
+	Revealed []Revealed
+}
+
+// AwaitExecution is the error a tool returns, when Call.Await allows it,
+// to free its worker while execution ExecutionID does the work: the engine
+// records that the command waits for it and, once it has ended, runs the
+// task again — which then finds the execution finished.
+type AwaitExecution struct {
+	ExecutionID string
+}
+
+// Error describes the wait.
+func (a *AwaitExecution) Error() string {
+	return "tools: waiting for execution " + a.ExecutionID
 }
 
 // Tool executes one kind of task.
@@ -81,3 +105,7 @@ var ErrUnknownKind = errors.New("tools: unknown tool kind")
 
 // ErrCredentialNotFound is returned when a keychain has no such alias.
 var ErrCredentialNotFound = errors.New("tools: credential not found")
+
+// ErrHostNotAllowed is returned by a tool asked to send a credential to a
+// host its keychain entry does not allow (see Credential.AllowsHost).
+var ErrHostNotAllowed = errors.New("tools: credential not allowed for this host")

@@ -42,6 +42,10 @@ func TestParseOptions(t *testing.T) {
 		{name: "empty key column", opts: map[string]any{"key": "a,,b"}, wantErr: "empty column name"},
 		{name: "statement not a string", opts: map[string]any{"ack": 42}, wantErr: `option "ack" is int`},
 		{name: "bad template", opts: map[string]any{"release": "UPDATE {{ keys "}, wantErr: `option "release"`},
+		{name: "statement with params", opts: map[string]any{"ack": map[string]any{"sql": "UPDATE t SET done = true WHERE id = ANY($1)", "params": []any{"{{ keys }}"}}},
+			ack: "UPDATE t SET done = true WHERE id = ANY($1)"},
+		{name: "statement with an unknown key", opts: map[string]any{"ack": map[string]any{"sql": "x", "args": []any{}}}, wantErr: `unknown key "args"`},
+		{name: "params not a list", opts: map[string]any{"claim_params": "x"}, wantErr: `option "claim_params" is string`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,18 +64,15 @@ func TestParseOptions(t *testing.T) {
 			}
 			for _, c := range []struct {
 				name string
-				got  interface {
-					RenderString(map[string]any) (string, error)
-				}
-				src string
+				got  *Statement
+				src  string
 			}{{"ack", o.Ack, tt.ack}, {"release", o.Release, tt.release}, {"dead_letter", o.DeadLetter, tt.dead}} {
-				isNil := reflect.ValueOf(c.got).IsNil()
-				if isNil != (c.src == "") {
-					t.Errorf("%s set = %v, want %v", c.name, !isNil, c.src != "")
+				if (c.got == nil) != (c.src == "") {
+					t.Errorf("%s set = %v, want %v", c.name, c.got != nil, c.src != "")
 				}
 			}
-			if o.Ack != nil && o.Ack.Source != tt.ack {
-				t.Errorf("Ack source = %q", o.Ack.Source)
+			if o.Ack != nil && o.Ack.SQL.Source != tt.ack {
+				t.Errorf("Ack source = %q", o.Ack.SQL.Source)
 			}
 		})
 	}
@@ -85,12 +86,29 @@ func TestAckTemplateRendersKeysAndRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := cursor.Spec{Scope: map[string]any{"workload": map[string]any{"table": "jobs"}}}
-	got, err := o.Ack.RenderString(Vars(spec, rowsFor("7", "9"), ""))
+	got, err := o.Ack.SQL.RenderString(Vars(spec, rowsFor("7", "9"), ""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "UPDATE jobs SET done = true WHERE id IN (7, 9) -- row 9"; got != want {
 		t.Fatalf("rendered %q, want %q", got, want)
+	}
+}
+
+func TestRenderParams(t *testing.T) {
+	o, err := ParseOptions(map[string]any{"claim_params": []any{"{{ __frame_max_rows }}", "{{ rows }}", "it's", int64(3), nil}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := RenderParams(o.ClaimParams, map[string]any{"__frame_max_rows": 5, "rows": []any{map[string]any{"id": int64(1)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []any{int64(5), `[{"id":1}]`, "it's", int64(3), nil}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %#v, want %#v", got, want)
+	}
+	if got, _ := RenderParams(nil, nil); got != nil {
+		t.Fatalf("no params rendered to %#v", got)
 	}
 }
 

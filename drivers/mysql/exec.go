@@ -38,11 +38,12 @@ type executor struct {
 
 var _ sqlcursor.Executor = (*executor)(nil)
 
-// Claim runs the claim and, when it returned rows, the mark statement in
-// one READ COMMITTED transaction that it leaves open for the caller to
-// commit or roll back. A deadlock or a dropped connection before the
-// claim completed is retried as a whole (InnoDB rolled it back).
-func (e *executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcursor.Result, error) {
+// Claim runs the claim (args bound to its ? placeholders) and, when it
+// returned rows, the mark statement in one READ COMMITTED transaction that
+// it leaves open for the caller to commit or roll back. A deadlock or a
+// dropped connection before the claim completed is retried as a whole
+// (InnoDB rolled it back).
+func (e *executor) Claim(ctx context.Context, stmt string, args []any) (sqlcursor.Tx, sqlcursor.Result, error) {
 	var tx *sql.Tx
 	var res sqlcursor.Result
 	err := e.retry(ctx, "claim", func() error {
@@ -51,7 +52,7 @@ func (e *executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcur
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
-		if res, err = e.claim(ctx, tx, stmt); err != nil {
+		if res, err = e.claim(ctx, tx, stmt, args); err != nil {
 			_ = tx.Rollback()
 			return err
 		}
@@ -63,7 +64,7 @@ func (e *executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcur
 	return sqlcursor.DBTx(tx), res, nil
 }
 
-func (e *executor) Exec(ctx context.Context, stmt string) error {
+func (e *executor) Exec(ctx context.Context, stmt string, args []any) error {
 	if isBlank(stmt) {
 		// MySQL rejects an empty query (error 1065); nothing to run.
 		return nil
@@ -73,7 +74,7 @@ func (e *executor) Exec(ctx context.Context, stmt string) error {
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
 			_ = tx.Rollback()
 			return err
 		}
@@ -88,8 +89,8 @@ func (e *executor) Exec(ctx context.Context, stmt string) error {
 // server reads them unless NO_BACKSLASH_ESCAPES is set).
 func (e *executor) Quote(s string) string { return sqlcursor.QuoteBackslash(s) }
 
-func (e *executor) claim(ctx context.Context, tx *sql.Tx, stmt string) (sqlcursor.Result, error) {
-	res, err := query(ctx, tx, stmt)
+func (e *executor) claim(ctx context.Context, tx *sql.Tx, stmt string, args []any) (sqlcursor.Result, error) {
+	res, err := query(ctx, tx, stmt, args)
 	if err != nil {
 		return sqlcursor.Result{}, err
 	}
@@ -182,10 +183,10 @@ func lockConflict(err error) bool {
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
-// query runs stmt (one or several statements) and returns the last result
-// set that has columns.
-func query(ctx context.Context, tx *sql.Tx, stmt string) (sqlcursor.Result, error) {
-	rows, err := tx.QueryContext(ctx, stmt)
+// query runs stmt (one or several statements; one with args bound to its
+// ? placeholders) and returns the last result set that has columns.
+func query(ctx context.Context, tx *sql.Tx, stmt string, args []any) (sqlcursor.Result, error) {
+	rows, err := tx.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return sqlcursor.Result{}, err
 	}

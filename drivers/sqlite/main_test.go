@@ -15,6 +15,7 @@ import (
 	"github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
+	"go.uber.org/goleak"
 )
 
 // claimerEnv, when set, makes the test binary a claimer process instead
@@ -28,11 +29,12 @@ type claimerJob struct {
 	Max   int    `json:"max"`
 }
 
+// The package starts goroutines: every test must leave none behind.
 func TestMain(m *testing.M) {
 	if job := os.Getenv(claimerEnv); job != "" {
 		os.Exit(claimAndWait(job))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // claimAndWait claims up to job.Max rows, prints "claimed KEY,KEY..." and

@@ -171,15 +171,15 @@ type executor struct{ db *sql.DB }
 
 var _ sqlcursor.Executor = executor{}
 
-// Claim runs the claim in an IMMEDIATE transaction and leaves it open: it
-// holds the driver's connection and SQLite's write lock until the claim
-// is committed or aborted.
-func (e executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcursor.Result, error) {
+// Claim runs the claim (args bound to its ? placeholders) in an IMMEDIATE
+// transaction and leaves it open: it holds the driver's connection and
+// SQLite's write lock until the claim is committed or aborted.
+func (e executor) Claim(ctx context.Context, stmt string, args []any) (sqlcursor.Tx, sqlcursor.Result, error) {
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, sqlcursor.Result{}, fmt.Errorf("begin: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, stmt)
+	rows, err := tx.QueryContext(ctx, stmt, args...)
 	if err == nil {
 		var res sqlcursor.Result
 		if res, err = scan(rows); err == nil {
@@ -223,12 +223,12 @@ func scan(rows *sql.Rows) (sqlcursor.Result, error) {
 	return res, nil
 }
 
-func (e executor) Exec(ctx context.Context, stmt string) error {
+func (e executor) Exec(ctx context.Context, stmt string, args []any) error {
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, stmt); err != nil {
+	if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

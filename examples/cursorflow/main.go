@@ -3,8 +3,8 @@
 // Usage:
 //
 //	cursorflow validate [-v] FILE...
-//	cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--json] [--progress MODE]
-//	cursorflow resume EXECUTION_ID [--eventlog URL] [--credential alias=URL]... [--json] [--progress MODE]
+//	cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--json] [--progress MODE] [--no-code]
+//	cursorflow resume EXECUTION_ID [--eventlog URL] [--credential alias=URL]... [--json] [--progress MODE] [--no-code]
 //	cursorflow run FILE --server URL [--token TOKEN] [--set key=value]... [--json] [-v] [--progress MODE]
 //	cursorflow status EXECUTION_ID --server URL [--token TOKEN] [--json]
 //	cursorflow status EXECUTION_ID --eventlog URL
@@ -27,6 +27,11 @@
 // With --server URL, run starts the execution on a cursorflow server
 // instead of in this process and follows its events until it ends (exit 0
 // completed, 1 otherwise, 2 on a usage error or an invalid playbook).
+// A local run or resume executes the playbook's python, shell and duckdb
+// steps on this machine, with this user's rights (the playbook is the
+// operator's own); --no-code turns those tools off. Servers' workers keep them off
+// unless started with --allow-code.
+//
 // status, events and cancel talk to a server: --server or
 // $CURSORFLOW_SERVER; status with --eventlog instead folds the execution
 // straight from that event log. The bearer token comes from --token or
@@ -94,6 +99,7 @@ commands:
   validate [-v] FILE...   check playbooks; print ok or file:line:col problems
   run FILE [flags]        run a playbook in this process until it ends
   resume EXECUTION_ID     continue an execution an earlier process left unfinished
+                          (both run python, shell and duckdb steps here; --no-code turns them off)
 
 on a server (--server URL, for status/events/cancel also $CURSORFLOW_SERVER;
 --token TOKEN or $CURSORFLOW_TOKEN):

@@ -40,6 +40,7 @@ type runFlags struct {
 	workers     int
 	verbose     bool
 	progress    string
+	noCode      bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
@@ -52,6 +53,7 @@ func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
 	fs.IntVar(&f.workers, "workers", engine.DefaultWorkers, "in-process workers")
 	fs.BoolVar(&f.verbose, "v", false, "log engine activity to stderr")
 	fs.StringVar(&f.progress, "progress", progressAuto, "live progress on stderr: auto (on a terminal, without --json or -v), always or never")
+	fs.BoolVar(&f.noCode, "no-code", false, "turn off the python, shell and duckdb tools, which otherwise run the playbook's code and touch files on this machine")
 }
 
 // parseInterleaved parses flags that may come before or after positional
@@ -194,7 +196,9 @@ func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context
 	}
 	defer log.Close()
 
-	treg, creg, closer := stdwire.Registries(kc, logger)
+	// A local run executes the operator's own playbook, so its code tools
+	// are on unless --no-code; the server's workers keep them off.
+	treg, creg, closer := stdwire.Registries(kc, logger, !f.noCode)
 	defer closer.Close()
 	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Workers: f.workers, Logger: logger})
 	if err != nil {

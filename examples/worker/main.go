@@ -9,6 +9,12 @@
 // Credentials: --credential alias=URL (repeatable), then the environment
 // (CURSORFLOW_CREDENTIAL_<ALIAS>=URL). They never leave the worker.
 //
+// The python and shell tools run whatever code a playbook carries, and
+// duckdb reads and writes local files, with this process's rights: they
+// are off unless --allow-code is given. Give
+// it only to workers whose server accepts playbooks from people trusted
+// to run code there (see the README's trust model).
+//
 // SIGTERM or SIGINT stops it gracefully: no new commands are fetched,
 // running ones get --grace to finish, and the rest are handed back to be
 // run elsewhere. The playbook tool (sub-playbooks) needs an engine and is
@@ -58,6 +64,7 @@ func run(args []string) int {
 		reportTimeout = fs.Duration("report-timeout", natsjs.DefaultReportTimeout, "how long to wait for the orchestrator to record a frame's claim")
 		id            = fs.String("id", "", "worker id in events (default w-<host>-<random>)")
 		verbose       = fs.Bool("v", false, "log at debug level")
+		allowCode     = fs.Bool("allow-code", false, "enable the python, shell and duckdb tools: any playbook the server accepts may then run code and touch files here")
 	)
 	fs.Var(&credentials, "credential", "map a keychain alias to a connection URL: alias=URL; repeatable")
 	if err := fs.Parse(args); err != nil {
@@ -92,7 +99,7 @@ func run(args []string) int {
 		return 1
 	}
 	defer nc.Close()
-	treg, creg, closer := stdwire.Registries(kc, logger)
+	treg, creg, closer := stdwire.Registries(kc, logger, *allowCode)
 	defer closer.Close()
 	w, err := natsjs.NewWorker(ctx, natsjs.Config{Conn: nc, Prefix: *prefix, AckWait: *ackWait, ReportTimeout: *reportTimeout, Logger: logger},
 		natsjs.WorkerOptions{
@@ -103,7 +110,7 @@ func run(args []string) int {
 		logger.Error("worker", "error", err)
 		return 1
 	}
-	logger.Info("worker running", "id", *id, "pool", *pool, "concurrency", *concurrency)
+	logger.Info("worker running", "id", *id, "pool", *pool, "concurrency", *concurrency, "code_tools", *allowCode)
 	started := time.Now()
 	if err := w.Run(ctx); err != nil {
 		logger.Error("worker", "error", err)

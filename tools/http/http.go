@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
 )
@@ -104,7 +105,7 @@ var ErrBadConfig = errors.New("http: bad task configuration")
 // returned error.
 func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
 	cfg := call.Config
-	req, cred, timeout, follow, err := t.build(ctx, call)
+	req, cred, authHeaders, timeout, follow, err := t.build(ctx, call)
 	if err != nil {
 		return tools.Output{}, err
 	}
@@ -115,6 +116,8 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	client := t.client
 	if !follow {
 		client = t.noRedirect
+	} else if cred != nil || len(call.Revealed) > 0 {
+		client = t.guardRedirects(cred, authHeaders, call.Revealed)
 	}
 	host := req.URL.Host
 	if t.pace != nil {
@@ -158,6 +161,9 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	}
 	headers := flattenHeaders(resp.Header)
 	if err != nil {
+		if cred != nil {
+			headers = tools.RedactValue(headers, *cred).(map[string]any)
+		}
 		msg := fmt.Sprintf("%s %s: read body: %v", req.Method, redactURL(req.URL), err)
 		return tools.Output{
 			Status: tools.StatusError,
@@ -167,6 +173,12 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		}, nil
 	}
 	payload := parseBody(body, resp.Header.Get("Content-Type"))
+	if cred != nil {
+		// An endpoint may echo what it was sent: the secrets go no
+		// further than this call.
+		payload = tools.RedactValue(payload, *cred)
+		headers = tools.RedactValue(headers, *cred).(map[string]any)
+	}
 	out := tools.Output{
 		Status: tools.StatusSuccess,
 		Data:   map[string]any{"status_code": resp.StatusCode, "headers": headers, "data": payload},
@@ -199,7 +211,7 @@ func (t *Tool) logger(call *tools.Call) *slog.Logger {
 }
 
 // build turns the rendered task config into a request.
-func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Request, cred *tools.Credential, timeout time.Duration, follow bool, err error) {
+func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Request, cred *tools.Credential, authHeaders []string, timeout time.Duration, follow bool, err error) {
 	cfg := call.Config
 	method := "GET"
 	if m, ok := conv.String(cfg, "method"); ok && m != "" {
@@ -207,18 +219,18 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 	}
 	rawURL, ok := conv.String(cfg, "url", "endpoint")
 	if !ok || rawURL == "" {
-		return nil, nil, 0, false, fmt.Errorf("%w: url is required", ErrBadConfig)
+		return nil, nil, nil, 0, false, fmt.Errorf("%w: url is required", ErrBadConfig)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, nil, 0, false, fmt.Errorf("%w: url %q is not an absolute URL", ErrBadConfig, rawURL)
+		return nil, nil, nil, 0, false, fmt.Errorf("%w: url %q is not an absolute URL", ErrBadConfig, rawURL)
 	}
 
 	timeout = t.cfg.Timeout
 	if v, _, present := conv.First(cfg, "timeout", "timeout_seconds"); present {
 		d, ok, err := conv.Seconds(v)
 		if err != nil {
-			return nil, nil, 0, false, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
+			return nil, nil, nil, 0, false, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
 		}
 		if ok && d > 0 {
 			timeout = d
@@ -329,7 +341,7 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 		default:
 			body, err = json.Marshal(bodySrc)
 			if err != nil {
-				return nil, nil, 0, false, fmt.Errorf("%w: %s is not JSON-encodable: %w", ErrBadConfig, bodyKind, err)
+				return nil, nil, nil, 0, false, fmt.Errorf("%w: %s is not JSON-encodable: %w", ErrBadConfig, bodyKind, err)
 			}
 			if ct == "" {
 				headers.Set("Content-Type", "application/json")
@@ -343,7 +355,7 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 	}
 	req, err = nethttp.NewRequestWithContext(ctx, method, u.String(), rdr)
 	if err != nil {
-		return nil, nil, 0, false, fmt.Errorf("%w: %w", ErrBadConfig, err)
+		return nil, nil, nil, 0, false, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	for k, vs := range headers {
 		req.Header[k] = vs
@@ -355,26 +367,71 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 			kc = t.cfg.Keychain
 		}
 		if kc == nil {
-			return nil, nil, 0, false, fmt.Errorf("http: auth %q: no keychain configured: %w", alias, tools.ErrCredentialNotFound)
+			return nil, nil, nil, 0, false, fmt.Errorf("http: auth %q: no keychain configured: %w", alias, tools.ErrCredentialNotFound)
 		}
 		c, err := kc.Resolve(ctx, alias)
 		if err != nil {
-			return nil, nil, 0, false, fmt.Errorf("http: auth: %w", err)
+			return nil, nil, nil, 0, false, fmt.Errorf("http: auth: %w", err)
 		}
-		applyAuth(req, c)
+		if !c.AllowsHost(u.Host) {
+			return nil, nil, nil, 0, false, fmt.Errorf("http: auth %q may not be sent to %s: %w (list the host under hosts: in its keychain entry)",
+				alias, u.Host, tools.ErrHostNotAllowed)
+		}
+		authHeaders = applyAuth(req, c)
 		cred = &c
 	}
-	return req, cred, timeout, follow, nil
+	// Secrets a playbook put in the request through secret references go
+	// no further than their keychain entries allow, like auth's.
+	for _, r := range call.Revealed {
+		if !r.Credential.AllowsHost(u.Host) {
+			return nil, nil, nil, 0, false, fmt.Errorf("http: secret %q may not be sent to %s: %w (list the host under hosts: in its keychain entry)",
+				r.Credential.Alias, u.Host, tools.ErrHostNotAllowed)
+		}
+	}
+	return req, cred, authHeaders, timeout, follow, nil
+}
+
+// guardRedirects returns a client that follows redirects as t.client
+// does, but drops the auth credential's headers from a redirected request
+// to a host the credential does not allow (net/http drops Authorization
+// on a redirect to another domain, but not an API-key header), and does
+// not follow a redirect to a host a revealed secret's entry does not
+// allow (the secret may be anywhere in the request): the redirect itself
+// is the response then.
+func (t *Tool) guardRedirects(cred *tools.Credential, authHeaders []string, revealed []tools.Revealed) *nethttp.Client {
+	c := *t.client
+	next := t.client.CheckRedirect
+	c.CheckRedirect = func(req *nethttp.Request, via []*nethttp.Request) error {
+		for _, r := range revealed {
+			if !r.Credential.AllowsHost(req.URL.Host) {
+				return nethttp.ErrUseLastResponse
+			}
+		}
+		if cred != nil && !cred.AllowsHost(req.URL.Host) {
+			for _, h := range authHeaders {
+				req.Header.Del(h)
+			}
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &c
 }
 
 // applyAuth sets the header a credential implies, unless the task set an
 // Authorization header itself: a token field → Bearer; username/password →
-// Basic; api_key → header_name (default X-API-Key).
-func applyAuth(req *nethttp.Request, c tools.Credential) {
+// Basic; api_key → header_name (default X-API-Key). It returns the header
+// it set.
+func applyAuth(req *nethttp.Request, c tools.Credential) []string {
 	f := c.Fields
 	if tok := f["token"]; tok != "" && req.Header.Get("Authorization") == "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
-		return
+		return []string{"Authorization"}
 	}
 	if key := f["api_key"]; key != "" {
 		name := f["header_name"]
@@ -382,11 +439,13 @@ func applyAuth(req *nethttp.Request, c tools.Credential) {
 			name = "X-API-Key"
 		}
 		req.Header.Set(name, key)
-		return
+		return []string{name}
 	}
 	if user, pass := f["username"], f["password"]; (user != "" || pass != "") && req.Header.Get("Authorization") == "" {
 		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
+		return []string{"Authorization"}
 	}
+	return nil
 }
 
 // flattenHeaders lower-cases header names (as httpx does for NoETL) and
@@ -407,7 +466,7 @@ func parseBody(body []byte, contentType string) any {
 		return nil
 	}
 	if c := trimmed[0]; c == '{' || c == '[' || c == '"' || strings.Contains(contentType, "json") {
-		if v, err := conv.DecodeJSON(trimmed); err == nil {
+		if v, err := jsonnum.Decode(trimmed); err == nil {
 			return v
 		}
 	}

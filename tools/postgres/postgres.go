@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cursorflow/cursorflow/internal/pgparam"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
 )
@@ -97,11 +98,29 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if cred.Alias == "" {
 		cred.Alias = alias
 	}
+	var params [][]byte
+	if v, ok := call.Config["params"]; ok && v != nil {
+		if params, err = bindParams(v); err != nil {
+			return tools.Output{}, fmt.Errorf("%w: params: %w", ErrBadConfig, err)
+		}
+		if params == nil {
+			params = [][]byte{}
+		}
+	}
 	pool, err := t.pool(cred)
 	if err != nil {
 		return tools.Output{}, err
 	}
-	return t.run(ctx, pool, cred, sql), nil
+	return t.run(ctx, pool, cred, sql, params), nil
+}
+
+// bindParams encodes the params list (values of $1, $2, ...) as text.
+func bindParams(v any) ([][]byte, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("want a list (values of $1, $2, ...), got %T", v)
+	}
+	return pgparam.Encode(list)
 }
 
 // pool returns the pool for cred.URL, creating it on first use.
@@ -153,27 +172,27 @@ func (t *Tool) pool(cred tools.Credential) (*pgxpool.Pool, error) {
 	return p, nil
 }
 
-// run executes sql over the simple query protocol and builds the Output.
-func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string) tools.Output {
+// run executes sql, over the simple query protocol without params and
+// as one statement of the extended protocol with them (params non-nil),
+// and builds the Output.
+func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string, params [][]byte) tools.Output {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return connError(cred, err)
 	}
 	defer conn.Release()
 
-	mrr := conn.Conn().PgConn().Exec(ctx, sql)
 	var (
 		res      result
 		affected int64
 		rowsSeen bool
 	)
-	for mrr.NextResult() {
-		rr := mrr.ResultReader()
+	read := func(rr *pgconn.ResultReader) error {
 		fds := rr.FieldDescriptions()
 		if len(fds) == 0 {
-			tag, _ := rr.Close()
+			tag, err := rr.Close()
 			affected = tag.RowsAffected()
-			continue
+			return err
 		}
 		// A statement that returns rows (even none) replaces the result:
 		// the last such statement is the one reported.
@@ -182,10 +201,22 @@ func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credentia
 		for rr.NextRow() {
 			res.add(rr.Values())
 		}
-		rr.Close()
+		_, err := rr.Close()
+		return err
 	}
-	if err := mrr.Close(); err != nil {
-		return execError(cred, err)
+	if params != nil {
+		// Text in, text out: results decode exactly as without params.
+		if err := read(conn.Conn().PgConn().ExecParams(ctx, sql, params, nil, nil, nil)); err != nil {
+			return execError(cred, err)
+		}
+	} else {
+		mrr := conn.Conn().PgConn().Exec(ctx, sql)
+		for mrr.NextResult() {
+			_ = read(mrr.ResultReader()) // the error is mrr.Close's too
+		}
+		if err := mrr.Close(); err != nil {
+			return execError(cred, err)
+		}
 	}
 	if !rowsSeen {
 		return tools.Output{Status: tools.StatusSuccess, Data: map[string]any{
