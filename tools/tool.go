@@ -57,6 +57,22 @@ type Call struct {
 	Attempt  int
 	Keychain Keychain
 	Logger   *slog.Logger
+	// Partial, when set, receives the call's partial results while it
+	// runs; tools call EmitPartial rather than this directly. The engine
+	// records each as a call.partial event, bounded in size and rate
+	// (engine.PartialLimits), and never lets it block the tool.
+	Partial func(data any)
+}
+
+// EmitPartial hands a partial result of the running call (a page, a batch
+// of rows, a line of output) to whoever watches the execution. It never
+// blocks, and does nothing for a call without a Partial receiver. Data
+// must be a JSON value (maps, slices, scalars) the tool no longer
+// changes; the tool redacts secrets from it as it does from its Output.
+func (c *Call) EmitPartial(data any) {
+	if c != nil && c.Partial != nil {
+		c.Partial(data)
+	}
 }
 
 // Tool executes one kind of task.
