@@ -66,6 +66,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock returns the current time. Defaults to time.Now.
 	Clock func() time.Time
+	// Partials bounds the partial results (call.partial events) the
+	// tools of one command hand on while they run; see PartialLimits for
+	// the defaults.
+	Partials PartialLimits
 	// Observer, if set, sees every event once it is durably appended, in
 	// append order, from the orchestrator's goroutine: metrics and traces
 	// derive from the log itself. It must not block.
@@ -134,7 +138,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.WorkerID = "w-" + uuid.NewString()[:8]
 	}
 	e := &Engine{cfg: cfg}
-	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, Logger: cfg.Logger}
+	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, Logger: cfg.Logger, Partials: cfg.Partials}
 	dispatch := cfg.Dispatcher
 	if dispatch == nil {
 		e.queue = newLocalQueue()

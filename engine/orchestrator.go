@@ -149,7 +149,7 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 				m.reply <- err
 				continue
 			}
-			if ev.Type != eventlog.TypeFrameClaimed {
+			if finalReport(ev.Type) {
 				delete(ex.leases, ev.CommandID)
 				delete(ex.lease, ev.CommandID)
 			}
@@ -305,6 +305,12 @@ func (o *orchestrator) reply(replies []chan error, err error) {
 			r <- err
 		}
 	}
+}
+
+// finalReport reports whether a worker report of type typ ends its
+// command (frame.claimed and call.partial come while it runs).
+func finalReport(typ string) bool {
+	return typ != eventlog.TypeFrameClaimed && typ != eventlog.TypeCallPartial
 }
 
 // reload rebuilds an execution's state from the log.

@@ -27,6 +27,9 @@ type Worker struct {
 	Cursors  *cursor.Registry
 	Keychain tools.Keychain
 	Logger   *slog.Logger
+	// Partials bounds the partial results (call.partial events) the
+	// tools of one command hand on while they run.
+	Partials PartialLimits
 }
 
 // Execute runs cmd and reports its outcome through rep. Errors are
@@ -48,7 +51,10 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	if cmd.Kind == KindItem {
 		setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
 	}
-	res := w.runChain(ctx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
+	part := w.startPartials(ctx, cmd, rep)
+	defer part.close()
+	res := w.runChain(withPartials(ctx, part, ""), cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
+	part.close()
 	p := completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump, Ms: time.Since(start).Milliseconds()}
 	if res.failed || res.retry != nil {
 		p.Error, p.Task, p.Field, p.Retry = res.err, res.task, res.field, res.retry
@@ -380,6 +386,7 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
 		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(),
+		Partial: partialFunc(ctx, task.Name),
 	}
 	out, err := tool.Execute(ctx, call)
 	if err != nil {
@@ -470,7 +477,9 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 		}
 	}
 
-	runCtx := ctx
+	part := w.startPartials(ctx, cmd, rep)
+	defer part.close()
+	runCtx := withPartials(ctx, part, "")
 	var deadline time.Time
 	if fs.MaxSeconds > 0 {
 		deadline = time.Now().Add(time.Duration(fs.MaxSeconds * float64(time.Second)))
@@ -527,7 +536,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 				sc := copyMap(scope)
 				setIter(sc, lp.Iterator, rows[i].Values, i)
 				t0 := time.Now()
-				res := w.runChain(runCtx, cmd, step, sc, 0, 1, nil, false)
+				res := w.runChain(withPartials(ctx, part, rows[i].Key), cmd, step, sc, 0, 1, nil, false)
 				it := ItemOutcome{Key: rows[i].Key, Outcome: OutcomeOK, Ms: time.Since(t0).Milliseconds()}
 				if res.failed {
 					it.Outcome, it.Error = OutcomeError, res.err
@@ -548,6 +557,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 		}
 		wg.Wait()
 	}
+	part.close()
 	var ok, bad []cursor.Row
 	for i, it := range items {
 		if it.Outcome == OutcomeOK {

@@ -32,6 +32,11 @@ const (
 	TypeLoopDone     = "loop.done"
 	TypeFrameClaimed = "frame.claimed"
 	TypeFrameDone    = "frame.done"
+
+	// TypeCallPartial is a partial result a tool handed on while its
+	// command ran (a page, a batch of rows, a line of output). It is for
+	// people watching; no decision reads it.
+	TypeCallPartial = "call.partial"
 )
 
 // Event is one entry of an execution's append-only history.

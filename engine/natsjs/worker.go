@@ -416,7 +416,9 @@ func (r *reporter) Report(ctx context.Context, ev eventlog.Event) error {
 		return fmt.Errorf("natsjs: publish %s report: %w", ev.Type, err)
 	}
 	if verdict == nil {
-		r.finished.Store(true)
+		if ev.Type != eventlog.TypeCallPartial {
+			r.finished.Store(true)
+		}
 		return nil
 	}
 	t := time.NewTimer(w.cfg.ReportTimeout)

@@ -9,6 +9,7 @@
 //	cursorflow status EXECUTION_ID --server URL [--token TOKEN] [--json]
 //	cursorflow status EXECUTION_ID --eventlog URL
 //	cursorflow events EXECUTION_ID --server URL [--token TOKEN] [--follow] [--after SEQ] [--json]
+//	cursorflow events EXECUTION_ID --eventlog URL [--follow] [--after SEQ] [--json]
 //	cursorflow cancel EXECUTION_ID --server URL [--token TOKEN] [--json]
 //
 // validate parses and validates each playbook and prints "ok FILE" for a
@@ -29,8 +30,10 @@
 // completed, 1 otherwise, 2 on a usage error or an invalid playbook).
 // status, events and cancel talk to a server: --server or
 // $CURSORFLOW_SERVER; status with --eventlog instead folds the execution
-// straight from that event log. The bearer token comes from --token or
-// $CURSORFLOW_TOKEN.
+// straight from that event log, and so does events with --eventlog. A
+// command's partial results (call.partial: output lines, row batches,
+// streamed records) show in events as they are recorded. The bearer token
+// comes from --token or $CURSORFLOW_TOKEN.
 package main
 
 import (
@@ -72,6 +75,9 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		}
 		return cmdStatus(args[1:], stdout, stderr)
 	case "events":
+		if hasEventLogFlag(args[1:]) && !hasServerFlag(args[1:]) {
+			return cmdEventsLocal(args[1:], stdout, stderr)
+		}
 		return cmdEvents(args[1:], stdout, stderr)
 	case "cancel":
 		return cmdCancel(args[1:], stdout, stderr)
@@ -101,6 +107,7 @@ on a server (--server URL, for status/events/cancel also $CURSORFLOW_SERVER;
   status EXECUTION_ID     print an execution's status per step and loop
                           (--eventlog URL reads a local event log instead)
   events EXECUTION_ID     print its events; --follow streams them until it ends
+                          (--eventlog URL reads a local event log instead)
   cancel EXECUTION_ID     ask a running execution to stop
 `)
 }
