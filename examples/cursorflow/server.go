@@ -20,9 +20,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
