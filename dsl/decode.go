@@ -833,6 +833,8 @@ func (d *decoder) stepSpec(s *Step, n *yaml.Node, what string) {
 			s.Spec.OnError, _ = d.str(p.v, what+": spec.on_error")
 		case "pool":
 			s.Spec.Pool, _ = d.str(p.v, what+": spec.pool")
+		case "worker_labels":
+			s.Spec.WorkerLabels = d.labels(p.v, what+": spec.worker_labels")
 		case "policy":
 			var admit any
 			s.Spec.Policy, admit = d.policy(p.v, what+": spec.policy")
@@ -844,6 +846,25 @@ func (d *decoder) stepSpec(s *Step, n *yaml.Node, what string) {
 			d.warnf(p.k, "%s: unknown spec key %q (kept, not enforced)", what, p.key)
 		}
 	}
+}
+
+// labels decodes a mapping of label names to scalar values (written as
+// strings: zone: eu, gpus: 2 → "2").
+func (d *decoder) labels(n *yaml.Node, what string) map[string]string {
+	pairs, ok := d.mapping(n, what)
+	if !ok || len(pairs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		v := d.resolve(p.v)
+		if v.Kind != yaml.ScalarNode || d.isNull(v) {
+			d.errorf(v, "%s.%s must be a string, got %s", what, p.key, kindName(v))
+			continue
+		}
+		out[p.key] = v.Value
+	}
+	return out
 }
 
 func (d *decoder) setSpecExtra(s *Step, key string, v any) {

@@ -705,3 +705,20 @@ func TestStepSpecPool(t *testing.T) {
 		t.Fatalf("spec.pool is a known key, got warnings %v", pb.Warnings)
 	}
 }
+
+func TestStepSpecWorkerLabels(t *testing.T) {
+	pb, err := Parse("labels.yaml", []byte("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: x}\nworkflow:\n  - step: start\n    spec: {pool: gpu, worker_labels: {zone: eu, gpus: 2}}\n    tool: {kind: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pb.Step("start").Spec.WorkerLabels; !reflect.DeepEqual(got, map[string]string{"zone": "eu", "gpus": "2"}) {
+		t.Fatalf("Spec.WorkerLabels = %v", got)
+	}
+	if len(pb.Warnings) != 0 {
+		t.Fatalf("spec.worker_labels is a known key, got warnings %v", pb.Warnings)
+	}
+	_, err = Parse("labels.yaml", []byte("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: x}\nworkflow:\n  - step: start\n    spec: {worker_labels: {zone: [eu, us]}}\n    tool: {kind: noop}\n"))
+	if err == nil || !strings.Contains(err.Error(), "labels.yaml:6:") || !strings.Contains(err.Error(), "spec.worker_labels.zone must be a string") {
+		t.Fatalf("a list as a label value: %v", err)
+	}
+}

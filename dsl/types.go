@@ -119,6 +119,10 @@ type StepSpec struct {
 	// Pool names the worker pool that runs the step's commands when the
 	// engine scales out (engine/natsjs); empty means the default pool.
 	Pool string
+	// WorkerLabels ask for a worker whose labels include them all
+	// (engine/natsjs sends the step's commands to such a worker of the
+	// pool while one is alive, to the pool otherwise).
+	WorkerLabels map[string]string
 	// Extra holds unknown spec keys as plain values.
 	Extra map[string]any
 }

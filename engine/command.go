@@ -55,6 +55,11 @@ type Command struct {
 	// Pool names the worker pool that should run the command (empty: any),
 	// from the step's spec.pool.
 	Pool string `json:"pool,omitempty"`
+	// Labels, from the step's spec.worker_labels, ask for a worker whose
+	// labels include them all; a transport that knows its workers
+	// (engine/natsjs) sends the command to such a worker of the pool, and
+	// to the pool as a whole when none is alive.
+	Labels map[string]string `json:"labels,omitempty"`
 	// Meta carries trace context and other transport metadata.
 	Meta map[string]string `json:"meta,omitempty"`
 }

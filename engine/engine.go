@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -99,6 +100,10 @@ type Engine struct {
 	wg      sync.WaitGroup
 	closed  bool
 	mu      sync.Mutex
+	// busy counts the commands the in-process workers run; started is
+	// when the engine started (both for Workers).
+	busy    atomic.Int64
+	started time.Time
 }
 
 // New creates an engine and starts its orchestrator and workers. Close
@@ -137,7 +142,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = "w-" + uuid.NewString()[:8]
 	}
-	e := &Engine{cfg: cfg}
+	e := &Engine{cfg: cfg, started: cfg.Clock()}
 	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, Logger: cfg.Logger, Partials: cfg.Partials}
 	dispatch := cfg.Dispatcher
 	if dispatch == nil {
@@ -178,6 +183,8 @@ func (e *Engine) work(ctx context.Context) {
 }
 
 func (e *Engine) execute(ctx context.Context, cmd *Command) {
+	e.busy.Add(1)
+	defer e.busy.Add(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	e.running.add(cmd.ExecutionID, cmd.ID, cancel)
 	defer e.running.remove(cmd.ExecutionID, cmd.ID)

@@ -381,6 +381,7 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 		}
 	}
 	cmd.Pool = step.Spec.Pool
+	cmd.Labels = step.Spec.WorkerLabels
 	return cmd
 }
 

@@ -45,6 +45,13 @@ func newCalls() *calls {
 	return &calls{keys: map[string]int{}, cmds: map[string]map[string]int{}, pool: map[string]string{}, blocked: make(chan struct{}, 1)}
 }
 
+// worker returns the id of the worker that last ran the call with key.
+func (c *calls) worker(key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pool[key]
+}
+
 func (c *calls) count(key string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -110,11 +117,16 @@ func setup(t *testing.T, lease, ackWait time.Duration) *bundle {
 // worker starts a worker of pool; stop cancels it and waits for Run.
 func (b *bundle) worker(t *testing.T, id, pool string, grace time.Duration) (w *natsjs.Worker, stop func()) {
 	t.Helper()
+	return b.startWorker(t, id, natsjs.WorkerOptions{Pool: pool, Concurrency: 4, Grace: grace})
+}
+
+// startWorker starts a worker with opts (its Worker is made here).
+func (b *bundle) startWorker(t *testing.T, id string, opts natsjs.WorkerOptions) (w *natsjs.Worker, stop func()) {
+	t.Helper()
 	treg := tools.NewRegistry()
 	treg.MustRegister("rec", b.calls.tool(id))
-	w, err := natsjs.NewWorker(context.Background(), b.cfg, natsjs.WorkerOptions{
-		Worker: &engine.Worker{ID: id, Tools: treg}, Pool: pool, Concurrency: 4, Grace: grace,
-	})
+	opts.Worker = &engine.Worker{ID: id, Tools: treg}
+	w, err := natsjs.NewWorker(context.Background(), b.cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

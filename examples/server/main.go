@@ -206,8 +206,14 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Every replica knows the workers (GET /v1/workers), leader or not.
+	workers, err := natsjs.NewRegistry(transport)
+	if err != nil {
+		return err
+	}
+	defer workers.Close()
 	acfg := api.Config{Engine: orch, Log: log, Projection: proj, Playbooks: store, Token: o.token, Logger: logger,
-		Metrics: metrics, Ready: orch.Ready}
+		Metrics: metrics, Ready: orch.Ready, Workers: workers}
 	if err := acfg.Validate(); err != nil {
 		return err
 	}

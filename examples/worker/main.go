@@ -9,6 +9,11 @@
 // Credentials: --credential alias=URL (repeatable), then the environment
 // (CURSORFLOW_CREDENTIAL_<ALIAS>=URL). They never leave the worker.
 //
+// The worker reports its capacity (pool, labels, free slots) every
+// --capacity-every; the server lists it at GET /v1/workers. --label
+// key=value (repeatable) labels it: steps whose spec.worker_labels it has
+// are sent to it while it is alive.
+//
 // SIGTERM or SIGINT stops it gracefully: no new commands are fetched,
 // running ones get --grace to finish, and the rest are handed back to be
 // run elsewhere. The playbook tool (sub-playbooks) needs an engine and is
@@ -60,6 +65,9 @@ func run(args []string) int {
 		verbose       = fs.Bool("v", false, "log at debug level")
 	)
 	fs.Var(&credentials, "credential", "map a keychain alias to a connection URL: alias=URL; repeatable")
+	var labelFlags multiFlag
+	fs.Var(&labelFlags, "label", "label this worker for steps with spec.worker_labels: key=value; repeatable")
+	capacityEvery := fs.Duration("capacity-every", natsjs.DefaultCapacityEvery, "how often the worker reports its capacity")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -78,10 +86,25 @@ func run(args []string) int {
 		}
 		static[k] = v
 	}
+	labels := map[string]string{}
+	for _, kv := range labelFlags {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			fmt.Fprintf(os.Stderr, "worker: --label %q: want key=value\n", kv)
+			return 2
+		}
+		labels[k] = v
+	}
 	kc := tools.ChainKeychain{tools.StaticURLs(static), tools.EnvKeychain{}}
 	if *id == "" {
 		host, _ := os.Hostname()
-		*id = "w-" + host + "-" + uuid.NewString()[:8]
+		// The id names the worker's own subject: keep it a subject token.
+		*id = strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+				return r
+			}
+			return '-'
+		}, "w-"+host+"-"+uuid.NewString()[:8])
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -97,13 +120,13 @@ func run(args []string) int {
 	w, err := natsjs.NewWorker(ctx, natsjs.Config{Conn: nc, Prefix: *prefix, AckWait: *ackWait, ReportTimeout: *reportTimeout, Logger: logger},
 		natsjs.WorkerOptions{
 			Worker: &engine.Worker{ID: *id, Tools: treg, Cursors: creg, Keychain: kc, Logger: logger},
-			Pool:   *pool, Concurrency: *concurrency, Grace: *grace,
+			Pool:   *pool, Concurrency: *concurrency, Grace: *grace, Labels: labels, CapacityEvery: *capacityEvery,
 		})
 	if err != nil {
 		logger.Error("worker", "error", err)
 		return 1
 	}
-	logger.Info("worker running", "id", *id, "pool", *pool, "concurrency", *concurrency)
+	logger.Info("worker running", "id", *id, "pool", *pool, "concurrency", *concurrency, "labels", labels)
 	started := time.Now()
 	if err := w.Run(ctx); err != nil {
 		logger.Error("worker", "error", err)
