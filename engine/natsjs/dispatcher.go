@@ -69,11 +69,11 @@ type tracked struct {
 
 // DispatcherStats counts what a Dispatcher did (read with Stats).
 type DispatcherStats struct {
-	Dispatched, PublishFailed     atomic.Int64
+	Dispatched, PublishFailed atomic.Int64
 	// Targeted counts commands sent to one labelled worker; Untargeted
 	// those of labelled steps sent to the pool because no worker with the
 	// labels was alive.
-	Targeted, Untargeted atomic.Int64
+	Targeted, Untargeted          atomic.Int64
 	Reports, Stale, Retried       atomic.Int64
 	Heartbeats, Checks, CheckDrop atomic.Int64
 }
