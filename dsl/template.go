@@ -52,6 +52,8 @@ type Template struct {
 	// context nor need the global functions, so the caller's vars map can
 	// back the evaluation context directly (no copy per render).
 	shareVars bool
+	// names are the variable names the template reads, for Refs.
+	names []string
 }
 
 type tmplKind uint8
@@ -226,9 +228,11 @@ func CompileTemplate(src string, pos Pos) (t *Template, err error) {
 		return nil, syntaxDiagnostic(src, pos, err)
 	}
 	root := tpl.Root()
-	if u := guardUndefinedAccess(root, e.env); u != nil {
+	u, names := guardUndefinedAccess(root, e.env)
+	if u != nil {
 		return nil, &Diagnostic{Pos: adjustPos(pos, u.line, u.col), Message: fmt.Sprintf("template %q: unknown %s %q", snippet(src), u.what, u.name)}
 	}
+	t.names = names
 	t.tpl = tpl
 	t.kind = kindText
 	if out := singleOutput(root); out != nil {
@@ -306,6 +310,11 @@ func singleOutput(root *nodes.Template) *nodes.Output {
 func (t *Template) Render(vars map[string]any) (v any, err error) {
 	if t == nil {
 		return nil, nil
+	}
+	if t.kind != kindConstant {
+		if vars, err = t.resolveRefs(vars); err != nil {
+			return nil, err
+		}
 	}
 	switch t.kind {
 	case kindConstant:
@@ -528,10 +537,12 @@ func truthy(v any) bool {
 // The same walk checks that every filter and test the template names
 // exists, so a typo fails when the playbook is parsed rather than when the
 // step runs; it returns the first unknown name.
-func guardUndefinedAccess(root *nodes.Template, env *exec.Environment) *unknownName {
-	w := &guardWalker{seen: map[uintptr]bool{}, env: env}
+//
+// It also returns the variable names the template reads (see Refs).
+func guardUndefinedAccess(root *nodes.Template, env *exec.Environment) (*unknownName, []string) {
+	w := &guardWalker{seen: map[uintptr]bool{}, env: env, names: map[string]bool{}}
 	w.walk(reflect.ValueOf(root), false)
-	return w.unknown
+	return w.unknown, sortedKeys(w.names)
 }
 
 type unknownName struct {
@@ -543,6 +554,7 @@ type guardWalker struct {
 	seen    map[uintptr]bool
 	env     *exec.Environment
 	unknown *unknownName
+	names   map[string]bool
 }
 
 func (w *guardWalker) noteUnknown(what, name string, at *tokens.Token) {
@@ -563,6 +575,7 @@ var (
 	typeGetItem      = reflect.TypeFor[*nodes.GetItem]()
 	typeFilterCall   = reflect.TypeFor[*nodes.FilterCall]()
 	typeTestCall     = reflect.TypeFor[*nodes.TestCall]()
+	typeName         = reflect.TypeFor[*nodes.Name]()
 	typeToken        = reflect.TypeFor[tokens.Token]()
 )
 
@@ -602,6 +615,10 @@ func (w *guardWalker) walk(v reflect.Value, setTarget bool) {
 			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.TestCall)
 			if !w.env.Tests.Exists(n.Name) {
 				w.noteUnknown("test", n.Name, n.Token)
+			}
+		case typeName:
+			if n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.Name); n.Name != nil {
+				w.names[n.Name.Val] = true
 			}
 		case typeGetAttribute:
 			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.GetAttribute)
