@@ -38,9 +38,12 @@ type Command struct {
 	Scope map[string]any `json:"scope"`
 	// Args are the arguments an arc passed to the step.
 	Args map[string]any `json:"args,omitempty"`
-	// Item and Index are a collection loop item and its position.
-	Item  any `json:"item,omitempty"`
-	Index int `json:"index,omitempty"`
+	// Item and Index are a collection loop item and its position. When
+	// the collection was stored, ItemsRef refers to it instead of Item and
+	// the worker reads item Index from it.
+	Item     any            `json:"item,omitempty"`
+	ItemsRef map[string]any `json:"items_ref,omitempty"`
+	Index    int            `json:"index,omitempty"`
 	// Slot and Frame number a cursor frame; Rows are set when the frame is
 	// re-issued with the rows its first attempt claimed.
 	Slot  int        `json:"slot,omitempty"`

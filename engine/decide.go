@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -150,6 +151,12 @@ func (d *decider) enter(w wantedStep) {
 			lp.Error = "loop.in: " + err.Error()
 		}
 		lp.Items = items
+		if ref, blob := d.s.res.plan(d.s.ExecutionID+"/"+w.Run+"/items", items); blob != nil {
+			// A large collection is stored; item commands carry the
+			// reference and their index.
+			lp.Items, lp.ItemsRef, lp.Count = nil, ref.(map[string]any), len(items)
+			d.s.pending = append(d.s.pending, blob)
+		}
 		switch {
 		case step.Loop.Mode == dsl.ModeSequential:
 			lp.MaxInFlight = 1
@@ -212,7 +219,7 @@ func (d *decider) fillLoops() {
 			}
 			continue
 		}
-		for l.Next-l.Done < l.Max && l.Next < len(l.Items) {
+		for l.Next-l.Done < l.Max && l.Next < l.count() {
 			base := run + "/i" + strconv.Itoa(l.Next)
 			d.emit(eventlog.Event{Type: eventlog.TypeCommandIssued, Step: r.Step, LoopID: run, CommandID: commandID(base, 1),
 				Attempt: 1, Payload: mustJSON(issuedPayload{Kind: KindItem, Run: run, Base: base, Index: l.Next, Args: r.Args})})
@@ -308,7 +315,7 @@ func (d *decider) finish(runID string) {
 	}
 	step := s.Playbook.Step(run.Step)
 	if l := s.Loops[runID]; l != nil {
-		result := loopResult(l)
+		result := d.storeLarge(runID, loopResult(l), "data", "results")
 		if l.Fail != "" {
 			d.fail(step, run, "loop", l.Fail, result)
 			return
@@ -342,6 +349,29 @@ func (d *decider) finish(runID string) {
 		return
 	}
 	d.emit(eventlog.Event{Type: eventlog.TypeStepCompleted, Step: step.Name, Payload: mustJSON(p)})
+}
+
+// storeLarge replaces the values of result's keys whose encoding is
+// larger than the result store's threshold by references to them (for a
+// loop's aggregate: its data and results lists). The values are written
+// before the decision is appended (State.takePending).
+func (d *decider) storeLarge(runID string, result map[string]any, keys ...string) map[string]any {
+	if d.s.res == nil || d.s.res.store == nil {
+		return result
+	}
+	out, copied := result, false
+	for _, k := range keys {
+		v, blob := d.s.res.plan(d.s.ExecutionID+"/"+runID+"/"+k, result[k])
+		if blob == nil {
+			continue
+		}
+		if !copied {
+			out, copied = copyMap(result), true
+		}
+		out[k] = v
+		d.s.pending = append(d.s.pending, blob)
+	}
+	return out
 }
 
 func ifNotEmpty(sep, s string) string {
@@ -382,6 +412,7 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 	scope["output"] = output
 	scope["result"] = output["data"]
 	scope["event"] = map[string]any{"name": eventName}
+	markRefs(context.Background(), scope, d.s.res, step.Name, "output", "result")
 	ctx, vars := map[string]any{}, map[string]any{}
 	if err := assign(step.Set, scope, ctx, vars); err != nil {
 		return p, "set", err

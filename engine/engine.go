@@ -17,6 +17,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -67,6 +68,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock returns the current time. Defaults to time.Now.
 	Clock func() time.Time
+	// Results, when set, is where results (and loop aggregates) larger
+	// than its threshold go: events and commands carry a reference
+	// ({uri, size, sha256}) and templates read the stored value. Nil
+	// keeps every result inline in the log. Every process of a deployment
+	// (orchestrators, workers) must use the same store. The engine does
+	// not close it.
+	Results *resultstore.Store
 	// Partials bounds the partial results (call.partial events) the
 	// tools of one command hand on while they run; see PartialLimits for
 	// the defaults.
@@ -143,7 +151,9 @@ func New(cfg Config) (*Engine, error) {
 		cfg.WorkerID = "w-" + uuid.NewString()[:8]
 	}
 	e := &Engine{cfg: cfg, started: cfg.Clock()}
-	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, Logger: cfg.Logger, Partials: cfg.Partials}
+	res := newResults(cfg.Results)
+	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, Logger: cfg.Logger,
+		Partials: cfg.Partials, Results: cfg.Results, res: res}
 	dispatch := cfg.Dispatcher
 	if dispatch == nil {
 		e.queue = newLocalQueue()
@@ -152,7 +162,7 @@ func New(cfg Config) (*Engine, error) {
 	e.orch = &orchestrator{
 		log: cfg.Log, dispatch: dispatch, clock: cfg.Clock, logger: cfg.Logger,
 		lease: cfg.CommandLease, tick: cfg.Tick, maxBatch: cfg.MaxBatch, observer: cfg.Observer,
-		inbox: make(chan message, cfg.MaxBatch), execs: map[string]*execution{},
+		inbox: make(chan message, cfg.MaxBatch), execs: map[string]*execution{}, res: res,
 		finished: map[string]*Summary{}, waiters: map[string]chan struct{}{},
 		// An execution that ended failed or cancelled stops the commands
 		// this process still runs for it.

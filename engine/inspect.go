@@ -95,7 +95,7 @@ func (s *State) Snapshot() *Status {
 			ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead = l.Frames, l.Rows, l.OK, l.Failed, l.Dead
 			ls.Done = l.OK + l.Failed + l.Dead
 		} else {
-			ls.Items, ls.Done = len(l.Items), l.Done
+			ls.Items, ls.Done = l.count(), l.Done
 		}
 		if d := l.ProgressAt.Sub(l.StartedAt).Seconds(); d > 0 {
 			ls.Rate = float64(ls.Done) / d

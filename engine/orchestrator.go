@@ -69,6 +69,8 @@ type orchestrator struct {
 	observer Observer
 	// onFinish, if set, is called with an execution's id when it ends.
 	onFinish func(executionID string)
+	// res writes and reads stored results (a nil store keeps them inline).
+	res *results
 
 	inbox chan message
 	execs map[string]*execution
@@ -121,6 +123,7 @@ func (o *orchestrator) shutdown(err error) {
 func (o *orchestrator) step(ctx context.Context, batch []message) {
 	now := o.clock()
 	var pending []eventlog.Event
+	var blobs []*pendingBlob
 	var replies []chan error
 	touched := map[string]bool{}
 	var order []string
@@ -172,6 +175,7 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 				}
 				continue
 			}
+			m.state.res = o.res
 			ex := &execution{state: m.state, leases: map[string]time.Time{}, lease: map[string]time.Duration{}}
 			o.execs[id] = ex
 			if m.kind == msgStart {
@@ -238,10 +242,21 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 			o.logger.Info("re-issuing commands", "execution_id", id, "commands", expired, "reason", reason)
 		}
 		pending = append(pending, ex.state.Decide(now, expired, reason)...)
+		blobs = append(blobs, ex.state.takePending()...)
 		touch(id)
 	}
 	if len(pending) == 0 {
 		o.reply(replies, nil)
+		return
+	}
+	// Stored values the decisions refer to are written first: a crash in
+	// between leaves an unreferenced object, never a dangling reference.
+	if err := o.res.write(ctx, blobs); err != nil {
+		o.logger.Error("result store write failed; reloading executions", "error", err)
+		o.reply(replies, err)
+		for _, id := range order {
+			o.reload(ctx, id)
+		}
 		return
 	}
 	results, err := o.log.Append(ctx, pending)
@@ -326,6 +341,7 @@ func (o *orchestrator) reload(ctx context.Context, id string) {
 		return
 	}
 	if ex := o.execs[id]; ex != nil {
+		st.res = o.res
 		ex.state = st
 		if st.Status != StatusRunning {
 			o.finish(id, ex)
@@ -368,7 +384,9 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 	}
 	cmd.PlaybookSource, cmd.PlaybookFile, cmd.PlaybookHash = s.started.Playbook, s.started.File, s.playbookHash()
 	if p.Kind == KindItem {
-		if l := s.Loops[p.Run]; l != nil && p.Index < len(l.Items) {
+		if l := s.Loops[p.Run]; l != nil && l.ItemsRef != nil {
+			cmd.ItemsRef = l.ItemsRef
+		} else if l != nil && p.Index < len(l.Items) {
 			cmd.Item = l.Items[p.Index]
 		}
 	}

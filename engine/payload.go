@@ -182,9 +182,13 @@ type nextStep struct {
 
 // loopStartedPayload is loop.started's payload.
 type loopStartedPayload struct {
-	Run         string `json:"run"`
-	Mode        string `json:"mode"`
-	Items       []any  `json:"items,omitempty"`
+	Run   string `json:"run"`
+	Mode  string `json:"mode"`
+	Items []any  `json:"items,omitempty"`
+	// ItemsRef replaces Items when the collection was stored (larger than
+	// the result store's threshold); Count is then its length.
+	ItemsRef    map[string]any `json:"items_ref,omitempty"`
+	Count       int            `json:"count,omitempty"`
 	MaxInFlight int    `json:"max_in_flight"`
 	Error       string `json:"error,omitempty"`
 }

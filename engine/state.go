@@ -14,6 +14,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/resultstore"
 )
 
 // Execution statuses.
@@ -72,6 +73,14 @@ type State struct {
 
 	cancelRequested bool
 	runCount        map[string]int
+	// refNames lists the scope variables (step results, ctx, vars) that
+	// hold references to stored results; res reads them. Neither is
+	// part of the fold's data: res is the process's result store.
+	refNames map[string]bool
+	res      *results
+	// pending are stored values decisions referred to, to be written
+	// before the decisions are appended (see takePending).
+	pending []*pendingBlob
 	// wanted lists step entries routed to but not yet entered, in order.
 	wanted []wantedStep
 	// finishing lists runs whose work ended and that await their step
@@ -152,8 +161,11 @@ type loopState struct {
 	Run  string
 	Mode string
 	Max  int
-	// Collection loops.
-	Items   []any
+	// Collection loops: the items, or a reference to them (ItemsRef, with
+	// Count items) when they were stored.
+	Items    []any
+	ItemsRef map[string]any `json:",omitempty"`
+	Count    int            `json:",omitempty"`
 	Next    int
 	Outputs []any
 	Done    int
@@ -169,6 +181,14 @@ type loopState struct {
 	// StartedAt is loop.started's time and ProgressAt the time of the
 	// last item or frame that finished, for the loop's rate.
 	StartedAt, ProgressAt time.Time
+}
+
+// count is the number of items of a collection loop.
+func (l *loopState) count() int {
+	if l.ItemsRef != nil {
+		return l.Count
+	}
+	return len(l.Items)
 }
 
 type slotState struct {
@@ -258,9 +278,9 @@ func (s *State) Apply(ev eventlog.Event) error {
 		}
 		if p.Result != nil {
 			s.Results[run.Step] = p.Result
+			s.noteRefs(run.Step, p.Result)
 		}
-		merge(s.Ctx, p.Ctx)
-		merge(s.Vars, p.Vars)
+		s.mergeCtx(p.Ctx, p.Vars)
 		s.finishing = remove(s.finishing, p.Run)
 		for _, n := range p.Next {
 			s.want(n.Step, n.Args)
@@ -271,11 +291,11 @@ func (s *State) Apply(ev eventlog.Event) error {
 			return err
 		}
 		s.startRun(p.Run, ev.Step, nil)
-		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, StartedAt: ev.Time}
+		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, ItemsRef: p.ItemsRef, Count: p.Count, StartedAt: ev.Time}
 		if p.Mode == dsl.ModeCursor {
 			l.Slots = make([]slotState, p.MaxInFlight)
 		} else {
-			l.Outputs = make([]any, len(p.Items))
+			l.Outputs = make([]any, l.count())
 		}
 		if p.Error != "" {
 			l.Fail = p.Error
@@ -336,8 +356,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			return err
 		}
 		s.finishCommand(c, cmdCompleted)
-		merge(s.Ctx, p.Ctx)
-		merge(s.Vars, p.Vars)
+		s.mergeCtx(p.Ctx, p.Vars)
 		switch c.Kind {
 		case KindStep:
 			if run := s.Runs[c.Run]; run != nil {
@@ -383,7 +402,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			return err
 		}
 		s.finishCommand(c, cmdCompleted)
-		merge(s.Ctx, p.Ctx)
+		s.mergeCtx(p.Ctx, nil)
 		l := s.Loops[c.Run]
 		if l == nil {
 			return nil
@@ -416,6 +435,39 @@ func (s *State) Apply(ev eventlog.Event) error {
 		_ = decode(ev, &s.Failure)
 	}
 	return nil
+}
+
+// mergeCtx merges assignments into ctx and vars, noting references.
+func (s *State) mergeCtx(ctx, vars map[string]any) {
+	merge(s.Ctx, ctx)
+	merge(s.Vars, vars)
+	if len(ctx) > 0 && resultstore.HasRef(ctx) {
+		s.noteRefs("ctx", ctx)
+	}
+	if len(vars) > 0 && resultstore.HasRef(vars) {
+		s.noteRefs("vars", vars)
+	}
+}
+
+// noteRefs records whether scope variable name holds references to
+// stored results (ctx and vars, once they do, are kept marked).
+func (s *State) noteRefs(name string, v any) {
+	if resultstore.HasRef(v) {
+		if s.refNames == nil {
+			s.refNames = map[string]bool{}
+		}
+		s.refNames[name] = true
+	} else if name != "ctx" && name != "vars" {
+		delete(s.refNames, name)
+	}
+}
+
+// takePending returns the stored values the decisions since the last call
+// referred to; they must be written before those decisions are appended.
+func (s *State) takePending() []*pendingBlob {
+	p := s.pending
+	s.pending = nil
+	return p
 }
 
 // playbookHash returns the hex SHA-256 of the playbook source.
@@ -538,7 +590,7 @@ func (s *State) checkLoop(l *loopState) {
 				return
 			}
 		}
-	} else if l.Done < len(l.Items) {
+	} else if l.Done < l.count() {
 		return
 	}
 	s.finishing = append(s.finishing, l.Run)

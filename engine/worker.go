@@ -14,6 +14,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -30,6 +31,24 @@ type Worker struct {
 	// Partials bounds the partial results (call.partial events) the
 	// tools of one command hand on while they run.
 	Partials PartialLimits
+	// Results, when set, is where a command's result goes when it is
+	// larger than the store's threshold: the report carries a reference.
+	// It also reads the stored results a command's templates use. It
+	// must be the store the orchestrator uses (engine.Config.Results).
+	Results *resultstore.Store
+
+	resOnce sync.Once
+	res     *results
+}
+
+// results returns the worker's stored results (reads are cached).
+func (w *Worker) results() *results {
+	w.resOnce.Do(func() {
+		if w.res == nil {
+			w.res = newResults(w.Results)
+		}
+	})
+	return w.res
 }
 
 // Execute runs cmd and reports its outcome through rep. Errors are
@@ -47,20 +66,78 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	stop := w.heartbeat(ctx, cmd, rep)
 	defer stop()
 	scope := copyMap(cmd.Scope)
+	localRefs(ctx, scope, w.results())
 	addArgs(scope, cmd.Args)
 	if cmd.Kind == KindItem {
-		setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
+		item, err := w.item(ctx, cmd)
+		if err != nil {
+			return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+		}
+		setIter(scope, step.Loop.Iterator, item, cmd.Index)
 	}
 	part := w.startPartials(ctx, cmd, rep)
 	defer part.close()
 	res := w.runChain(withPartials(ctx, part, ""), cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
 	part.close()
 	p := completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump, Ms: time.Since(start).Milliseconds()}
+	if err := w.storeLarge(ctx, cmd, &p); err != nil {
+		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{
+			Error: fmt.Sprintf("the result could not be stored: %v", err), Field: "result", Ms: time.Since(start).Milliseconds()})
+	}
 	if res.failed || res.retry != nil {
 		p.Error, p.Task, p.Field, p.Retry = res.err, res.task, res.field, res.retry
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
 	}
 	return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
+}
+
+// item returns a loop item command's item, read from the stored
+// collection when the command carries a reference to it.
+func (w *Worker) item(ctx context.Context, cmd *Command) (any, error) {
+	if cmd.ItemsRef == nil {
+		return cmd.Item, nil
+	}
+	v, err := w.results().resolve(ctx, map[string]any(cmd.ItemsRef))
+	if err != nil {
+		return nil, fmt.Errorf("read the stored collection: %w", err)
+	}
+	items, ok := v.([]any)
+	if !ok || cmd.Index < 0 || cmd.Index >= len(items) {
+		return nil, fmt.Errorf("the stored collection has no item %d", cmd.Index)
+	}
+	return items[cmd.Index], nil
+}
+
+// storeLarge replaces the parts of a command's report that are larger
+// than the result store's threshold (its output's data, each ctx and vars
+// assignment) with references, writing them first.
+func (w *Worker) storeLarge(ctx context.Context, cmd *Command, p *completedPayload) error {
+	r := w.results()
+	if r.store == nil {
+		return nil
+	}
+	name := cmd.ExecutionID + "/" + cmd.ID
+	if p.Output != nil {
+		data, err := r.offload(ctx, name, p.Output["data"])
+		if err != nil {
+			return err
+		}
+		if _, ok := p.Output["data"]; ok {
+			out := copyMap(p.Output)
+			out["data"] = data
+			p.Output = out
+		}
+	}
+	for _, m := range []map[string]any{p.Ctx, p.Vars} {
+		for k, v := range m {
+			x, err := r.offload(ctx, name, v)
+			if err != nil {
+				return err
+			}
+			m[k] = x
+		}
+	}
+	return nil
 }
 
 func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ string, payload any) error {
@@ -434,6 +511,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 		return fail(fmt.Sprintf("loop.cursor.kind: %v", err))
 	}
 	scope := copyMap(cmd.Scope)
+	localRefs(ctx, scope, w.results())
 	addArgs(scope, cmd.Args)
 	spec, err := w.cursorSpec(ctx, cmd, lp, scope, driver)
 	if err != nil {

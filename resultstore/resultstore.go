@@ -191,14 +191,33 @@ func (s *Store) Owns(ref Ref) bool {
 // example "<execution id>/<command id>"); characters outside
 // [A-Za-z0-9._-] in each segment become '_'.
 func (s *Store) Put(ctx context.Context, name string, data []byte) (Ref, error) {
-	sum := sha256.Sum256(data)
-	hexSum := hex.EncodeToString(sum[:])
-	key := s.prefix + cleanName(name) + "/" + hexSum + ".json"
-	ref := Ref{URI: s.base + strings.TrimPrefix(key, s.prefix), Size: int64(len(data)), SHA256: hexSum}
-	if err := s.b.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
-		return Ref{}, fmt.Errorf("resultstore: write %s: %w", ref.URI, err)
+	ref := s.RefFor(name, data)
+	if err := s.Write(ctx, ref, data); err != nil {
+		return Ref{}, err
 	}
 	return ref, nil
+}
+
+// RefFor returns the reference Put(name, data) writes, without writing:
+// a caller that must decide before it may write (the engine's pure
+// decisions) computes the reference first and writes it later with
+// Write.
+func (s *Store) RefFor(name string, data []byte) Ref {
+	sum := sha256.Sum256(data)
+	hexSum := hex.EncodeToString(sum[:])
+	return Ref{URI: s.base + cleanName(name) + "/" + hexSum + ".json", Size: int64(len(data)), SHA256: hexSum}
+}
+
+// Write writes data as the object ref names (a reference RefFor made).
+func (s *Store) Write(ctx context.Context, ref Ref, data []byte) error {
+	if !s.Owns(ref) {
+		return fmt.Errorf("%w: %s (store %s)", ErrForeign, ref.URI, s.base)
+	}
+	key := s.prefix + strings.TrimPrefix(ref.URI, s.base)
+	if err := s.b.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+		return fmt.Errorf("resultstore: write %s: %w", ref.URI, err)
+	}
+	return nil
 }
 
 // Get reads the object ref names and checks its size and SHA-256.
