@@ -189,8 +189,8 @@ type loopStartedPayload struct {
 	// the result store's threshold); Count is then its length.
 	ItemsRef    map[string]any `json:"items_ref,omitempty"`
 	Count       int            `json:"count,omitempty"`
-	MaxInFlight int    `json:"max_in_flight"`
-	Error       string `json:"error,omitempty"`
+	MaxInFlight int            `json:"max_in_flight"`
+	Error       string         `json:"error,omitempty"`
 }
 
 // finishedPayload is the payload of the terminal execution events.

@@ -166,9 +166,9 @@ type loopState struct {
 	Items    []any
 	ItemsRef map[string]any `json:",omitempty"`
 	Count    int            `json:",omitempty"`
-	Next    int
-	Outputs []any
-	Done    int
+	Next     int
+	Outputs  []any
+	Done     int
 	// Cursor loops.
 	Slots  []slotState
 	Frames int
