@@ -3,8 +3,8 @@
 // Usage:
 //
 //	cursorflow validate [-v] FILE...
-//	cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--json] [--progress MODE]
-//	cursorflow resume EXECUTION_ID [--eventlog URL] [--credential alias=URL]... [--json] [--progress MODE]
+//	cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--result-store URL] [--result-threshold BYTES] [--json] [--progress MODE]
+//	cursorflow resume EXECUTION_ID [--eventlog URL] [--result-store URL] [--result-threshold BYTES] [--credential alias=URL]... [--json] [--progress MODE]
 //	cursorflow run FILE --server URL [--token TOKEN] [--set key=value]... [--json] [-v] [--progress MODE]
 //	cursorflow status EXECUTION_ID --server URL [--token TOKEN] [--json]
 //	cursorflow status EXECUTION_ID --eventlog URL
@@ -17,6 +17,14 @@
 // also prints warnings (unknown keys and the like) as
 // "FILE:LINE:COL: warning: message". It exits 0 when every file is valid,
 // 1 when some are not and 2 on a usage error.
+//
+// run and resume keep results larger than --result-threshold bytes
+// (default 64 KiB) in a result store, --result-store: a directory
+// (file:///DIR, by default under the user's state directory beside the
+// default event log), an S3 bucket (s3://BUCKET?region=...&endpoint=...,
+// credentials from the AWS environment) or mem://; the event log holds a
+// reference to each. resume must see the store run used. --result-store
+// inline keeps every result in the event log.
 //
 // On a terminal, run and resume draw live progress on stderr while the
 // execution runs: one line for the execution (status, elapsed, events,

@@ -14,6 +14,9 @@
 // key=value (repeatable) labels it: steps whose spec.worker_labels it has
 // are sent to it while it is alive.
 //
+// --result-store must name the server's result store (results over
+// --result-threshold go there; the reports carry references).
+//
 // SIGTERM or SIGINT stops it gracefully: no new commands are fetched,
 // running ones get --grace to finish, and the rest are handed back to be
 // run elsewhere. The playbook tool (sub-playbooks) needs an engine and is
@@ -37,6 +40,8 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/resultstore"
+	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -68,6 +73,8 @@ func run(args []string) int {
 	var labelFlags multiFlag
 	fs.Var(&labelFlags, "label", "label this worker for steps with spec.worker_labels: key=value; repeatable")
 	capacityEvery := fs.Duration("capacity-every", natsjs.DefaultCapacityEvery, "how often the worker reports its capacity")
+	resultStore := fs.String("result-store", os.Getenv("CURSORFLOW_RESULT_STORE"), "result store for results over --result-threshold, the server's (s3://..., file:///shared/dir); env CURSORFLOW_RESULT_STORE")
+	resultThreshold := fs.Int64("result-threshold", resultstore.DefaultThreshold, "results larger than this many bytes (JSON) go to the result store")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -115,11 +122,19 @@ func run(args []string) int {
 		return 1
 	}
 	defer nc.Close()
+	var results *resultstore.Store
+	if *resultStore != "" {
+		if results, err = resultstoreurl.Open(ctx, *resultStore, *resultThreshold); err != nil {
+			logger.Error("result store", "error", err)
+			return 1
+		}
+		defer results.Close()
+	}
 	treg, creg, closer := stdwire.Registries(kc, logger)
 	defer closer.Close()
 	w, err := natsjs.NewWorker(ctx, natsjs.Config{Conn: nc, Prefix: *prefix, AckWait: *ackWait, ReportTimeout: *reportTimeout, Logger: logger},
 		natsjs.WorkerOptions{
-			Worker: &engine.Worker{ID: *id, Tools: treg, Cursors: creg, Keychain: kc, Logger: logger},
+			Worker: &engine.Worker{ID: *id, Tools: treg, Cursors: creg, Keychain: kc, Logger: logger, Results: results},
 			Pool:   *pool, Concurrency: *concurrency, Grace: *grace, Labels: labels, CapacityEvery: *capacityEvery,
 		})
 	if err != nil {
