@@ -73,7 +73,10 @@ type DispatcherStats struct {
 	// Targeted counts commands sent to one labelled worker; Untargeted
 	// those of labelled steps sent to the pool because no worker with the
 	// labels was alive.
-	Targeted, Untargeted          atomic.Int64
+	Targeted, Untargeted atomic.Int64
+	// CommandBytes sums the sizes of the command messages published;
+	// MaxCommandBytes is the largest.
+	CommandBytes, MaxCommandBytes atomic.Int64
 	Reports, Stale, Retried       atomic.Int64
 	Heartbeats, Checks, CheckDrop atomic.Int64
 }
@@ -261,6 +264,9 @@ func (d *Dispatcher) message(ctx context.Context, cmd *engine.Command) (*nats.Ms
 	b, err := engine.EncodeCommand(cmd)
 	if err != nil {
 		return nil, err
+	}
+	d.stats.CommandBytes.Add(int64(len(b)))
+	for m := d.stats.MaxCommandBytes.Load(); int64(len(b)) > m && !d.stats.MaxCommandBytes.CompareAndSwap(m, int64(len(b))); m = d.stats.MaxCommandBytes.Load() {
 	}
 	return &nats.Msg{Subject: d.subject(cmd), Data: b}, nil
 }

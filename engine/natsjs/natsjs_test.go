@@ -15,6 +15,7 @@ import (
 	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -27,6 +28,10 @@ type bundle struct {
 	disp  *natsjs.Dispatcher
 	log   eventlog.Log
 	calls *calls
+	// results is the engine's result store, which workers get too; tools
+	// adds tools to the workers' registries.
+	results *resultstore.Store
+	tools   func(*tools.Registry)
 }
 
 // calls records tool calls by key, per command id.
@@ -82,6 +87,12 @@ func (c *calls) tool(id string) tools.Tool {
 
 func setup(t *testing.T, lease, ackWait time.Duration) *bundle {
 	t.Helper()
+	return setupWith(t, lease, ackWait, nil)
+}
+
+// setupWith is setup with the engine's configuration adjusted by adjust.
+func setupWith(t *testing.T, lease, ackWait time.Duration, adjust func(*engine.Config)) *bundle {
+	t.Helper()
 	url := testenv.NATS(t)
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -96,7 +107,11 @@ func setup(t *testing.T, lease, ackWait time.Duration) *bundle {
 		t.Fatal(err)
 	}
 	log := eventlog.NewMemory()
-	e, err := engine.New(engine.Config{Log: log, Workers: 0, Dispatcher: d, CommandLease: lease, Tick: 10 * time.Millisecond})
+	ecfg := engine.Config{Log: log, Workers: 0, Dispatcher: d, CommandLease: lease, Tick: 10 * time.Millisecond}
+	if adjust != nil {
+		adjust(&ecfg)
+	}
+	e, err := engine.New(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +126,7 @@ func setup(t *testing.T, lease, ackWait time.Duration) *bundle {
 		}
 		_ = d.Close()
 	})
-	return &bundle{cfg: cfg, eng: e, disp: d, log: log, calls: newCalls()}
+	return &bundle{cfg: cfg, eng: e, disp: d, log: log, calls: newCalls(), results: ecfg.Results}
 }
 
 // worker starts a worker of pool; stop cancels it and waits for Run.
@@ -125,7 +140,10 @@ func (b *bundle) startWorker(t *testing.T, id string, opts natsjs.WorkerOptions)
 	t.Helper()
 	treg := tools.NewRegistry()
 	treg.MustRegister("rec", b.calls.tool(id))
-	opts.Worker = &engine.Worker{ID: id, Tools: treg}
+	if b.tools != nil {
+		b.tools(treg)
+	}
+	opts.Worker = &engine.Worker{ID: id, Tools: treg, Results: b.results}
 	w, err := natsjs.NewWorker(context.Background(), b.cfg, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +159,19 @@ func (b *bundle) startWorker(t *testing.T, id string, opts natsjs.WorkerOptions)
 
 func (b *bundle) run(t *testing.T, src string) (*engine.Summary, []eventlog.Event) {
 	t.Helper()
+	sum, evs := b.runToEnd(t, src)
+	if sum.Status != engine.StatusCompleted {
+		for _, ev := range evs {
+			t.Logf("%d %s %s %s %s", ev.Seq, ev.Type, ev.Step, ev.CommandID, ev.Payload)
+		}
+		t.Fatalf("status %s: %s %s %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	return sum, evs
+}
+
+// runToEnd runs src until it ends, however it ends.
+func (b *bundle) runToEnd(t *testing.T, src string) (*engine.Summary, []eventlog.Event) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id, err := b.eng.Start(ctx, []byte(header+src), engine.StartOptions{File: "t.yaml"})
@@ -154,12 +185,6 @@ func (b *bundle) run(t *testing.T, src string) (*engine.Summary, []eventlog.Even
 	evs, err := b.log.Read(ctx, id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if sum.Status != engine.StatusCompleted {
-		for _, ev := range evs {
-			t.Logf("%d %s %s %s %s", ev.Seq, ev.Type, ev.Step, ev.CommandID, ev.Payload)
-		}
-		t.Fatalf("status %s: %s %s %s", sum.Status, sum.Step, sum.Field, sum.Error)
 	}
 	return sum, evs
 }

@@ -26,6 +26,9 @@ import (
 // within it.
 const fetchWait = 500 * time.Millisecond
 
+// reportOverhead is room left in a NATS message for a report's headers.
+const reportOverhead = 1 << 10
+
 // ErrNoVerdict is returned by a worker's report of frame.claimed when the
 // orchestrator did not answer within Config.ReportTimeout. The frame's
 // rows are released; if the claim was recorded after all, the engine
@@ -74,6 +77,10 @@ type WorkerStats struct {
 	// period; Failed those reported failed without running (playbook
 	// source missing or invalid, a panic).
 	Abandoned, Failed atomic.Int64
+	// MaxReportBytes is the largest report message published;
+	// TooLarge counts results that did not fit a NATS message and were
+	// reported as the command's failure.
+	MaxReportBytes, TooLarge atomic.Int64
 }
 
 // Worker is the worker side of the transport: it pulls its pool's
@@ -512,6 +519,22 @@ func (r *reporter) Report(ctx context.Context, ev eventlog.Event) error {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("natsjs: encode report: %w", err)
+	}
+	if limit := w.cfg.Conn.MaxPayload() - reportOverhead; int64(len(b)) > limit &&
+		(ev.Type == eventlog.TypeCommandCompleted || ev.Type == eventlog.TypeCommandFailed) {
+		// The result cannot travel; the command fails saying why, rather
+		// than be re-run for a result that never fits.
+		w.stats.TooLarge.Add(1)
+		ev.Type = eventlog.TypeCommandFailed
+		ev.Payload, _ = json.Marshal(map[string]any{
+			"error": fmt.Sprintf("the command's report is %d bytes, more than a NATS message may carry (max_payload %d): give the server and the workers a result store (--result-store)", len(b), w.cfg.Conn.MaxPayload()),
+			"field": "result",
+		})
+		if b, err = json.Marshal(ev); err != nil {
+			return fmt.Errorf("natsjs: encode report: %w", err)
+		}
+	}
+	for m := w.stats.MaxReportBytes.Load(); int64(len(b)) > m && !w.stats.MaxReportBytes.CompareAndSwap(m, int64(len(b))); m = w.stats.MaxReportBytes.Load() {
 	}
 	msg := &nats.Msg{Subject: w.n.evt, Data: b, Header: nats.Header{}}
 	var verdict chan string
