@@ -792,6 +792,17 @@ func (d *decoder) step(n *yaml.Node) *Step {
 	} else if s.TaskName != "" {
 		d.warnf(n, "%s: name/task %q is only used by kind: workbook steps", what, s.TaskName)
 	}
+	if s.Spec.LoopMode == ModeFanout {
+		// NoETL's fan-out profile names it on the step.
+		switch {
+		case s.Loop == nil:
+			d.warnf(n, "%s: spec.loop_mode fanout without a loop (ignored)", what)
+		case s.Loop.Cursor != nil:
+			d.errorf(n, "%s: spec.loop_mode fanout needs loop.in (a collection), not a cursor", what)
+		default:
+			s.Loop.Mode = ModeFanout
+		}
+	}
 	return s
 }
 
@@ -835,6 +846,13 @@ func (d *decoder) stepSpec(s *Step, n *yaml.Node, what string) {
 			s.Spec.Pool, _ = d.str(p.v, what+": spec.pool")
 		case "worker_labels":
 			s.Spec.WorkerLabels = d.labels(p.v, what+": spec.worker_labels")
+		case "loop_mode":
+			s.Spec.LoopMode, _ = d.str(p.v, what+": spec.loop_mode")
+			switch s.Spec.LoopMode {
+			case "", "local", ModeFanout:
+			default:
+				d.errorf(p.v, "%s: bad spec.loop_mode %q (want fanout or local)", what, s.Spec.LoopMode)
+			}
 		case "policy":
 			var admit any
 			s.Spec.Policy, admit = d.policy(p.v, what+": spec.policy")
@@ -846,6 +864,19 @@ func (d *decoder) stepSpec(s *Step, n *yaml.Node, what string) {
 			d.warnf(p.k, "%s: unknown spec key %q (kept, not enforced)", what, p.key)
 		}
 	}
+}
+
+// boolean decodes a YAML boolean.
+func (d *decoder) boolean(n *yaml.Node, what string) bool {
+	n = d.resolve(n)
+	if d.isNull(n) {
+		return false
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+		d.errorf(n, "%s must be true or false, got %s", what, kindName(n))
+		return false
+	}
+	return n.Value == "true" || n.Value == "True" || n.Value == "TRUE"
 }
 
 // labels decodes a mapping of label names to scalar values (written as
@@ -988,12 +1019,31 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 		return nil
 	}
 	l := &Loop{Pos: d.pos(n)}
-	var modeNode, frameNode *yaml.Node
+	var modeNode, frameNode, loopModeNode, fanoutNode *yaml.Node
+	var loopMode string
 	specKeys := func(p pair, prefix string) bool {
 		switch p.key {
 		case "mode":
 			l.Mode, _ = d.str(p.v, what+": "+prefix+"mode")
 			modeNode = p.v
+		case "loop_mode":
+			loopMode, _ = d.str(p.v, what+": "+prefix+"loop_mode")
+			loopModeNode = p.v
+		case "shards", "shard_size", "max_shard_retries":
+			v, _ := d.nonNegInt(p.v, what+": "+prefix+p.key)
+			n := int(min(v, math.MaxInt32))
+			switch p.key {
+			case "shards":
+				l.Fanout.Shards = n
+			case "shard_size":
+				l.Fanout.ShardSize = n
+			default:
+				l.Fanout.MaxShardRetries = n
+			}
+			fanoutNode = p.v
+		case "allow_partial":
+			l.Fanout.AllowPartial = d.boolean(p.v, what+": "+prefix+"allow_partial")
+			fanoutNode = p.v
 		case "max_in_flight":
 			v, _ := d.nonNegInt(p.v, what+": "+prefix+"max_in_flight")
 			l.MaxInFlight = int(min(v, math.MaxInt32))
@@ -1042,6 +1092,22 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 	if l.Iterator == "" {
 		d.errorf(n, "%s: loop.iterator is required", what)
 	}
+	switch loopMode {
+	case "", "local":
+		if fanoutNode != nil {
+			d.warnf(fanoutNode, "%s: shards, shard_size, max_shard_retries and allow_partial only apply to loop_mode fanout (ignored)", what)
+		}
+	case ModeFanout:
+		switch {
+		case l.Cursor != nil:
+			d.errorf(loopModeNode, "%s: loop_mode fanout needs loop.in (a collection), not a cursor", what)
+		case l.Fanout.Shards > 0 && l.Fanout.ShardSize > 0:
+			d.errorf(loopModeNode, "%s: give loop_mode fanout shards or shard_size, not both", what)
+		}
+		l.Mode = ModeFanout
+	default:
+		d.errorf(loopModeNode, "%s: bad loop_mode %q (want fanout or local)", what, loopMode)
+	}
 	switch l.Mode {
 	case "":
 		if l.Cursor != nil {
@@ -1056,6 +1122,10 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 	case ModeCursor:
 		if l.Cursor == nil && l.In != nil {
 			d.errorf(modeNode, "%s: mode cursor needs loop.cursor", what)
+		}
+	case ModeFanout:
+		if loopMode == "" {
+			d.errorf(modeNode, "%s: fan-out is loop.spec.loop_mode: fanout (mode stays sequential or parallel)", what)
 		}
 	default:
 		d.errorf(modeNode, "%s: bad loop mode %q (want sequential, parallel or cursor)", what, l.Mode)

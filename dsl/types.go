@@ -119,6 +119,9 @@ type StepSpec struct {
 	// Pool names the worker pool that runs the step's commands when the
 	// engine scales out (engine/natsjs); empty means the default pool.
 	Pool string
+	// LoopMode is NoETL's step-level spec.loop_mode: fanout makes the
+	// step's loop a fan-out loop (as loop.spec.loop_mode does).
+	LoopMode string
 	// WorkerLabels ask for a worker whose labels include them all
 	// (engine/natsjs sends the step's commands to such a worker of the
 	// pool while one is alive, to the pool otherwise).
@@ -163,9 +166,27 @@ type Loop struct {
 	// the collection size for parallel, 1 for cursor.
 	MaxInFlight int
 	Frame       FrameSpec
+	// Fanout configures mode fanout (loop.spec.loop_mode: fanout): the
+	// collection is split into shards, each a durable command whose
+	// iterator is the shard's list of items.
+	Fanout FanoutSpec
 	// Policy holds loop-level policy rules, if any.
 	Policy *Policy
 	Pos    Pos
+}
+
+// FanoutSpec splits a fan-out loop's collection into shards.
+type FanoutSpec struct {
+	// Shards is the number of shards (at most one per item); ShardSize
+	// the items per shard instead. Neither set: one shard per item.
+	Shards    int
+	ShardSize int
+	// MaxShardRetries is how many times a failed shard is issued again
+	// before it counts as failed. Defaults to 0.
+	MaxShardRetries int
+	// AllowPartial lets the step complete, and route, when some shards
+	// failed; otherwise a failed shard fails the step.
+	AllowPartial bool
 }
 
 // Loop modes.
@@ -173,6 +194,9 @@ const (
 	ModeSequential = "sequential"
 	ModeParallel   = "parallel"
 	ModeCursor     = "cursor"
+	// ModeFanout splits the collection into shard commands with a
+	// fan-in in the event log (loop.spec.loop_mode: fanout).
+	ModeFanout = "fanout"
 )
 
 // Frame process modes.
