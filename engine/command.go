@@ -44,6 +44,12 @@ type Command struct {
 	Item     any            `json:"item,omitempty"`
 	ItemsRef map[string]any `json:"items_ref,omitempty"`
 	Index    int            `json:"index,omitempty"`
+	// From and To are a fan-out shard's items [From, To) of the
+	// collection (Item holds them, or ItemsRef refers to the whole); Index
+	// is the shard's number of Shards.
+	From   int `json:"from,omitempty"`
+	To     int `json:"to,omitempty"`
+	Shards int `json:"shards,omitempty"`
 	// Slot and Frame number a cursor frame; Rows are set when the frame is
 	// re-issued with the rows its first attempt claimed.
 	Slot  int        `json:"slot,omitempty"`

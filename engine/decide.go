@@ -152,12 +152,14 @@ func (d *decider) enter(w wantedStep) {
 		}
 		lp.Items = items
 		if ref, blob := d.s.res.plan(d.s.ExecutionID+"/"+w.Run+"/items", items); blob != nil {
-			// A large collection is stored; item commands carry the
-			// reference and their index.
+			// A large collection is stored; item and shard commands carry
+			// the reference and their index or range.
 			lp.Items, lp.ItemsRef, lp.Count = nil, ref.(map[string]any), len(items)
 			d.s.pending = append(d.s.pending, blob)
 		}
 		switch {
+		case step.Loop.Mode == dsl.ModeFanout:
+			enterFanout(&lp, step.Loop, len(items))
 		case step.Loop.Mode == dsl.ModeSequential:
 			lp.MaxInFlight = 1
 		case step.Loop.MaxInFlight > 0:
@@ -207,6 +209,10 @@ func (d *decider) fillLoops() {
 		if r == nil || r.Status != runRunning || l.Fail != "" || contains(d.s.finishing, run) {
 			continue
 		}
+		if l.Mode == dsl.ModeFanout {
+			d.fillShards(run, r, l)
+			continue
+		}
 		if l.Mode == dsl.ModeCursor {
 			for i := range l.Slots {
 				sl := l.Slots[i]
@@ -237,6 +243,11 @@ func (d *decider) retries() {
 			due := d.now.Add(time.Duration(r.Delay * float64(time.Second)))
 			d.emit(eventlog.Event{Type: eventlog.TypeRetryScheduled, Step: d.stepOf(c), CommandID: c.ID(), Attempt: c.Attempt,
 				Payload: mustJSON(retryPayload{Run: c.Run, Base: c.Base, Due: due, StartTask: r.StartTask, TaskAttempt: r.TaskAttempt, Carry: r.Carry})})
+		case cmdShardRetry:
+			p := c.Issued
+			p.Reason = reasonShardRetry
+			p.StartTask, p.TaskAttempt, p.Carry = 0, 0, nil
+			d.reissue(c, p)
 		case cmdRetryWaiting:
 			if c.Retry == nil || c.Retry.Due.After(d.now) {
 				continue
@@ -318,6 +329,10 @@ func (d *decider) finish(runID string) {
 		result := d.storeLarge(runID, loopResult(l), "data", "results")
 		if l.Fail != "" {
 			d.fail(step, run, "loop", l.Fail, result)
+			return
+		}
+		if l.Mode == dsl.ModeFanout {
+			d.finishFanout(step, run, l)
 			return
 		}
 		p, field, err := d.route(step, run, result, eventlog.TypeLoopDone)
@@ -412,7 +427,10 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 	scope["output"] = output
 	scope["result"] = output["data"]
 	scope["event"] = map[string]any{"name": eventName}
-	markRefs(context.Background(), scope, d.s.res, step.Name, "output", "result")
+	if f, ok := output["fanin"]; ok {
+		scope["fanin"] = f
+	}
+	markRefs(context.Background(), scope, d.s.res, step.Name, "output", "result", "fanin")
 	ctx, vars := map[string]any{}, map[string]any{}
 	if err := assign(step.Set, scope, ctx, vars); err != nil {
 		return p, "set", err

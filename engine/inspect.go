@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
 )
 
@@ -94,6 +95,9 @@ func (s *State) Snapshot() *Status {
 		if l.Mode == "cursor" {
 			ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead = l.Frames, l.Rows, l.OK, l.Failed, l.Dead
 			ls.Done = l.OK + l.Failed + l.Dead
+		} else if l.Mode == dsl.ModeFanout {
+			// A fan-out loop counts its shards.
+			ls.Items, ls.Done, ls.OK, ls.Failed = l.Shards, l.Done, l.OK, l.Failed
 		} else {
 			ls.Items, ls.Done = l.count(), l.Done
 		}

@@ -383,6 +383,17 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 		StartTask: p.StartTask, TaskAttempt: p.TaskAttempt, Carry: p.Carry, Lease: o.lease,
 	}
 	cmd.PlaybookSource, cmd.PlaybookFile, cmd.PlaybookHash = s.started.Playbook, s.started.File, s.playbookHash()
+	if p.Kind == KindShard {
+		if l := s.Loops[p.Run]; l != nil {
+			cmd.Shards = l.Shards
+			cmd.From, cmd.To = shardRange(l.count(), l.Shards, p.Index)
+			if l.ItemsRef != nil {
+				cmd.ItemsRef = l.ItemsRef
+			} else if cmd.To <= len(l.Items) {
+				cmd.Item = l.Items[cmd.From:cmd.To:cmd.To]
+			}
+		}
+	}
 	if p.Kind == KindItem {
 		if l := s.Loops[p.Run]; l != nil && l.ItemsRef != nil {
 			cmd.ItemsRef = l.ItemsRef

@@ -14,6 +14,7 @@ const (
 	KindStep  = "step"  // run a step's tool chain once
 	KindItem  = "item"  // run the chain for one item of a collection loop
 	KindFrame = "frame" // claim a frame of a cursor loop and run the chain on it
+	KindShard = "shard" // run the chain once on a fan-out loop's shard of items
 )
 
 // startedPayload is execution.started's payload: everything a fresh process
@@ -187,10 +188,12 @@ type loopStartedPayload struct {
 	Items []any  `json:"items,omitempty"`
 	// ItemsRef replaces Items when the collection was stored (larger than
 	// the result store's threshold); Count is then its length.
-	ItemsRef    map[string]any `json:"items_ref,omitempty"`
-	Count       int            `json:"count,omitempty"`
-	MaxInFlight int            `json:"max_in_flight"`
-	Error       string         `json:"error,omitempty"`
+	ItemsRef map[string]any `json:"items_ref,omitempty"`
+	Count    int            `json:"count,omitempty"`
+	// Shards is a fan-out loop's number of shards.
+	Shards      int    `json:"shards,omitempty"`
+	MaxInFlight int    `json:"max_in_flight"`
+	Error       string `json:"error,omitempty"`
 }
 
 // finishedPayload is the payload of the terminal execution events.

@@ -37,6 +37,8 @@ const (
 	cmdFailed       = "failed"
 	cmdRetryWanted  = "retry_wanted"
 	cmdRetryWaiting = "retry_waiting"
+	// cmdShardRetry is a failed fan-out shard to be issued again.
+	cmdShardRetry = "shard_retry"
 )
 
 // State is an execution's state: a pure fold over its events. Apply is the
@@ -125,6 +127,8 @@ type commandState struct {
 	Failure *completedPayload
 	// Expiries counts re-issues after a lease expired.
 	Expiries int
+	// ShardRetries counts a fan-out shard's re-issues after it failed.
+	ShardRetries int
 }
 
 // frameRows decodes a frame's recorded rows (nil if none were recorded).
@@ -169,6 +173,9 @@ type loopState struct {
 	Next     int
 	Outputs  []any
 	Done     int
+	// Fan-out loops: Shards commands, each ending in Done, as OK or
+	// Failed; Outputs holds each shard's output.
+	Shards int `json:",omitempty"`
 	// Cursor loops.
 	Slots  []slotState
 	Frames int
@@ -258,7 +265,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			s.Vars[k] = v
 		}
 		s.want("start", nil)
-	case eventlog.TypeStepSkipped, eventlog.TypeStepCompleted, eventlog.TypeStepFailed, eventlog.TypeLoopDone:
+	case eventlog.TypeStepSkipped, eventlog.TypeStepCompleted, eventlog.TypeStepFailed, eventlog.TypeLoopDone, eventlog.TypeLoopFaninCompleted:
 		var p stepDonePayload
 		if err := decode(ev, &p); err != nil {
 			return err
@@ -273,6 +280,13 @@ func (s *State) Apply(ev eventlog.Event) error {
 			run.Status = runSkipped
 		case eventlog.TypeStepFailed:
 			run.Status = runFailed
+		case eventlog.TypeLoopFaninCompleted:
+			// A fan-in whose failed shards the step does not allow ends
+			// it failed (and says why).
+			run.Status = runCompleted
+			if p.Error != "" {
+				run.Status = runFailed
+			}
 		default:
 			run.Status = runCompleted
 		}
@@ -291,10 +305,14 @@ func (s *State) Apply(ev eventlog.Event) error {
 			return err
 		}
 		s.startRun(p.Run, ev.Step, nil)
-		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, ItemsRef: p.ItemsRef, Count: p.Count, StartedAt: ev.Time}
-		if p.Mode == dsl.ModeCursor {
+		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, ItemsRef: p.ItemsRef, Count: p.Count,
+			Shards: p.Shards, StartedAt: ev.Time}
+		switch p.Mode {
+		case dsl.ModeCursor:
 			l.Slots = make([]slotState, p.MaxInFlight)
-		} else {
+		case dsl.ModeFanout:
+			l.Outputs = make([]any, p.Shards)
+		default:
 			l.Outputs = make([]any, l.count())
 		}
 		if p.Error != "" {
@@ -315,7 +333,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			case KindStep:
 				run := s.startRun(p.Run, ev.Step, p.Args)
 				run.Base = p.Base
-			case KindItem:
+			case KindItem, KindShard:
 				if l := s.Loops[p.Run]; l != nil {
 					l.Next = max(l.Next, p.Index+1)
 				}
@@ -338,6 +356,9 @@ func (s *State) Apply(ev eventlog.Event) error {
 		c.Retry = nil
 		if p.Reason == reasonLease {
 			c.Expiries++
+		}
+		if p.Reason == reasonShardRetry {
+			c.ShardRetries++
 		}
 		if len(p.Rows) > 0 {
 			c.rows = mustJSON(p.Rows)
@@ -364,10 +385,13 @@ func (s *State) Apply(ev eventlog.Event) error {
 				run.Jump = p.Jump
 				s.finishing = append(s.finishing, run.ID)
 			}
-		case KindItem:
+		case KindItem, KindShard:
 			if l := s.Loops[c.Run]; l != nil && c.Issued.Index < len(l.Outputs) {
 				l.Outputs[c.Issued.Index] = p.Output
 				l.Done++
+				if c.Kind == KindShard {
+					l.OK++
+				}
 				l.ProgressAt = ev.Time
 				s.checkLoop(l)
 			}
@@ -380,6 +404,10 @@ func (s *State) Apply(ev eventlog.Event) error {
 		c.Failure = p
 		if p.Retry != nil {
 			s.finishCommand(c, cmdRetryWanted)
+			return nil
+		}
+		if c.Kind == KindShard {
+			s.shardFailed(c, p, ev.Time)
 			return nil
 		}
 		s.finishCommand(c, cmdFailed)
@@ -584,14 +612,21 @@ func (s *State) checkLoop(l *loopState) {
 		s.finishing = append(s.finishing, l.Run)
 		return
 	}
-	if l.Mode == dsl.ModeCursor {
+	switch l.Mode {
+	case dsl.ModeCursor:
 		for _, sl := range l.Slots {
 			if !sl.Drained {
 				return
 			}
 		}
-	} else if l.Done < l.count() {
-		return
+	case dsl.ModeFanout:
+		if l.Done < l.Shards {
+			return
+		}
+	default:
+		if l.Done < l.count() {
+			return
+		}
 	}
 	s.finishing = append(s.finishing, l.Run)
 }
@@ -638,7 +673,7 @@ func (s *State) idle() bool {
 		return false
 	}
 	for _, c := range s.Commands {
-		if c.Status == cmdRetryWanted || c.Status == cmdRetryWaiting {
+		if c.Status == cmdRetryWanted || c.Status == cmdRetryWaiting || c.Status == cmdShardRetry {
 			return false
 		}
 	}

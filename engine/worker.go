@@ -68,12 +68,20 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	scope := copyMap(cmd.Scope)
 	localRefs(ctx, scope, w.results())
 	addArgs(scope, cmd.Args)
-	if cmd.Kind == KindItem {
+	switch cmd.Kind {
+	case KindItem:
 		item, err := w.item(ctx, cmd)
 		if err != nil {
 			return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
 		}
 		setIter(scope, step.Loop.Iterator, item, cmd.Index)
+	case KindShard:
+		items, err := w.shardItems(ctx, cmd)
+		if err != nil {
+			return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+		}
+		setIter(scope, step.Loop.Iterator, items, cmd.Index)
+		scope["shard"] = map[string]any{"index": cmd.Index, "count": cmd.Shards, "from": cmd.From, "to": cmd.To, "size": len(items)}
 	}
 	part := w.startPartials(ctx, cmd, rep)
 	defer part.close()
