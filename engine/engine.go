@@ -239,6 +239,11 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 	if err != nil {
 		return "", err
 	}
+	if e.cfg.Results == nil {
+		if err := needsStore(pb); err != nil {
+			return "", err
+		}
+	}
 	workload := map[string]any{}
 	for k, v := range pb.Workload {
 		workload[k] = v

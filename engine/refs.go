@@ -50,13 +50,16 @@ func newResults(store *resultstore.Store) *results {
 }
 
 // offload returns v, or a reference to v written to the store under name
-// when v's encoding is larger than the store's threshold.
-func (r *results) offload(ctx context.Context, name string, v any) (any, error) {
+// when v's encoding is larger than threshold (the store's when negative).
+func (r *results) offload(ctx context.Context, name string, v any, threshold int64) (any, error) {
 	if r == nil || r.store == nil || v == nil {
 		return v, nil
 	}
+	if threshold < 0 {
+		threshold = r.store.Threshold()
+	}
 	b := mustJSON(v)
-	if int64(len(b)) <= r.store.Threshold() {
+	if int64(len(b)) <= threshold {
 		return v, nil
 	}
 	ref, err := r.store.Put(ctx, name, b)

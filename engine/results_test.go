@@ -223,3 +223,67 @@ workflow:
 		t.Fatalf("the failure names neither the field nor its template: %+v", sum)
 	}
 }
+
+// TestOutputStoreHonoured: NoETL's output block decides per step: an
+// explicit store kind stores even a small result, memory keeps a large one
+// inline, inline_max_bytes lowers the threshold; an engine without a store
+// refuses a playbook that asks for one, naming where.
+func TestOutputStoreHonoured(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, err := resultstoreurl.Open(ctx, "mem://", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	src := header + `
+workflow:
+  - step: start
+    tool: {kind: big, n: 2, output: {store: {kind: s3}}}
+    next: [keep]
+  - step: keep
+    output: {store: {kind: memory}}
+    tool: {kind: big, n: 200}
+    next: [low]
+  - step: low
+    tool:
+      kind: big
+      n: 2
+      output: {store: {kind: auto}, inline_max_bytes: 100}
+    next: [read]
+  - step: read
+    tool: {kind: echo, a: '{{ start.rows | length }}', b: '{{ keep.rows | length }}', c: '{{ low.rows | length }}'}
+`
+	log := eventlog.NewMemory()
+	eng, err := engine.New(engine.Config{Log: log, Tools: bigTools(), Results: store, Tick: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	sum, evs := (&bundle{log: log, eng: eng}).run(t, src, nil)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("%s %s", sum.Status, sum.Error)
+	}
+	if r := data(t, sum, "read"); r["a"] != int64(2) || r["b"] != int64(200) || r["c"] != int64(2) {
+		t.Fatalf("read %v", r)
+	}
+	stored := map[string]bool{}
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeCommandCompleted {
+			stored[ev.Step] = strings.Contains(string(ev.Payload), resultstore.MarkerKey)
+		}
+	}
+	if !stored["start"] || stored["keep"] || !stored["low"] || stored["read"] {
+		t.Fatalf("stored per step %v: want start (kind s3) and low (inline_max_bytes 100), not keep (memory)", stored)
+	}
+
+	plain, err := engine.New(engine.Config{Log: eventlog.NewMemory(), Tools: bigTools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	_, err = plain.Start(ctx, []byte(src), engine.StartOptions{File: "out.yaml"})
+	if err == nil || !strings.Contains(err.Error(), "out.yaml:7:37") || !strings.Contains(err.Error(), "output.store.kind s3") {
+		t.Fatalf("Start without a store: %v", err)
+	}
+}

@@ -88,7 +88,7 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	res := w.runChain(withPartials(ctx, part, ""), cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
 	part.close()
 	p := completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump, Ms: time.Since(start).Milliseconds()}
-	if err := w.storeLarge(ctx, cmd, &p); err != nil {
+	if err := w.storeLarge(ctx, cmd, step, &p); err != nil {
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{
 			Error: fmt.Sprintf("the result could not be stored: %v", err), Field: "result", Ms: time.Since(start).Milliseconds()})
 	}
@@ -118,15 +118,21 @@ func (w *Worker) item(ctx context.Context, cmd *Command) (any, error) {
 
 // storeLarge replaces the parts of a command's report that are larger
 // than the result store's threshold (its output's data, each ctx and vars
-// assignment) with references, writing them first.
-func (w *Worker) storeLarge(ctx context.Context, cmd *Command, p *completedPayload) error {
+// assignment) with references, writing them first. The step's output
+// block (NoETL's output.store.kind, inline_max_bytes) decides for its
+// result.
+func (w *Worker) storeLarge(ctx context.Context, cmd *Command, step *dsl.Step, p *completedPayload) error {
 	r := w.results()
+	policy := outputPolicyOf(cmd.Playbook, step)
 	if r.store == nil {
+		if policy.always() && p.Output != nil {
+			return fmt.Errorf("output.store.kind %s asks for a result store, and this worker has none (Worker.Results, --result-store)", policy.kind)
+		}
 		return nil
 	}
 	name := cmd.ExecutionID + "/" + cmd.ID
-	if p.Output != nil {
-		data, err := r.offload(ctx, name, p.Output["data"])
+	if p.Output != nil && !policy.inline() {
+		data, err := r.offload(ctx, name, p.Output["data"], policy.threshold(r.store.Threshold()))
 		if err != nil {
 			return err
 		}
@@ -138,7 +144,7 @@ func (w *Worker) storeLarge(ctx context.Context, cmd *Command, p *completedPaylo
 	}
 	for _, m := range []map[string]any{p.Ctx, p.Vars} {
 		for k, v := range m {
-			x, err := r.offload(ctx, name, v)
+			x, err := r.offload(ctx, name, v, -1)
 			if err != nil {
 				return err
 			}
