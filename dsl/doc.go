@@ -37,25 +37,35 @@
 //
 // The top level holds apiVersion, kind, metadata, workload (arbitrary
 // data, kept as plain Go values), vars, keychain (credential aliases),
-// workbook (named tasks that steps can run with kind: workbook) and
+// workbook (named actions: {name, tool, input, assert}, called by a tool
+// {kind: workbook, name, input} or a kind: workbook step), executor and
 // workflow, the list of steps. workflow is required, and so is a step
-// named start; step names are unique.
+// named start (or executor.spec.entry_step); step names are unique.
 //
 // A step has a name (step:), an optional desc and when guard, args (NoETL
 // also spells it input:), vars, set assignments, an optional loop, a
-// tool, next and spec (timeout, on_error, policy). Several parts accept
-// more than one form, as NoETL playbooks in the wild use them all:
+// tool, next, spec (timeout, on_error, policy, admit), retry, sink and
+// output. Several parts accept more than one form, as NoETL playbooks in
+// the wild use them all:
 //
-//   - tool is one mapping {kind, ...} or a pipeline: a list of tasks
+//   - tool is one mapping {kind, ...}, a pipeline: a list of tasks
 //     [{name, kind, ...}], run in order, whose policies may jump between
-//     tasks by name.
+//     tasks by name, or a kind name (tool: http) with the tool's fields on
+//     the step itself.
 //   - next is a router {spec: {mode}, arcs: [{step, when, set, args}]}, a
 //     list of arcs, a list of step names, or one step name. Mode
 //     exclusive (the default) takes the first matching arc; inclusive
 //     takes every one.
-//   - loop iterates over a collection (in + iterator, mode sequential or
-//     parallel) or drains a cursor (cursor {kind, auth, claim} + iterator,
-//     mode cursor, with frame bounds such as max_rows and lease_seconds).
+//   - loop iterates over a collection (in or collection, iterator or
+//     element; mode sequential, parallel/async or chunked; max_in_flight
+//     or concurrency) or drains a cursor (cursor {kind, auth, claim} +
+//     iterator, mode cursor, with frame bounds such as max_rows and
+//     lease_seconds). Numbers such as these may be templates, rendered
+//     when the step runs (Loop.ResolveLimits, FrameSpec.Resolve).
+//   - retry is true, a number of attempts, NoETL's mapping {max_attempts,
+//     retry_when, retry_on_status, retry_on, backoff, ...} or a list of
+//     {when, then: {max_attempts, next_call, collect, sink}} rules that
+//     retry on error and paginate on success.
 //   - spec.policy.rules is an ordered list of {when, then: {do, attempts,
 //     backoff, delay, to, set}} rules ending, usually, with an else rule.
 //     The common slip of writing `- else:` with then: as its sibling is
@@ -87,10 +97,21 @@
 // bad enum values, negative numbers, template syntax errors and values of
 // the wrong kind (a mapping where a list belongs, for example).
 //
-// Unknown keys are not errors: NoETL playbooks carry keys this package
-// does not use (executor blocks, admit policies, tool-specific extras).
-// They are kept (in Extra fields where the type has one) and listed in
-// Playbook.Warnings, so a playbook that NoETL accepts keeps working.
+// # Honoured or refused
+//
+// Fields is the table of every key the parser knows and what this build
+// does with it: honoured, descriptive, a hint, or refused with the reason
+// (docs/playbook-fields.md is generated from it). Unknown keys are not
+// parse errors, so a playbook NoETL accepts still validates; they, and
+// refused fields, are listed in Playbook.Refusals (and Warnings) with
+// their positions, and the engine refuses to start a playbook that has
+// any: nothing a playbook says is silently ignored.
+//
+// # Jinja2 where gonja differs
+//
+// Conditional expressions (A if C else B) work wherever Jinja2 allows
+// them, and /, // and % follow Python, raising on a zero divisor;
+// testdata/jinja2 compares a table of expressions with Jinja2 itself.
 //
 // Parse never panics, whatever its input; it is fuzzed to check that.
 package dsl

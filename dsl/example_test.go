@@ -3,6 +3,7 @@ package dsl_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cursorflow/cursorflow/dsl"
 )
@@ -83,5 +84,46 @@ workflow:
 	// broken.yaml:7:12: step begin: next step "finish" does not exist
 	// broken.yaml:8:5: duplicate step name "begin" (first at line 5)
 	// broken.yaml:8:5: step begin: tool is required
-	// broken.yaml:9:60: step begin: bad loop mode "sideways" (want sequential, parallel or cursor)
+	// broken.yaml:9:60: step begin: bad loop mode "sideways" (want sequential, parallel, async, chunked or cursor)
+}
+
+// A field the build does not honour is not a parse error: the playbook
+// validates, and Refusals says what the engine will refuse to run.
+func ExampleParse_refusals() {
+	src := `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: refusals}
+workflow:
+  - step: start
+    colour: blue
+    loop:
+      in: [1, 2]
+      iterator: x
+      aggregate: {sum: '{{ x }}'}
+    tool: {kind: noop}
+`
+	pb, err := dsl.Parse("flow.yaml", []byte(src))
+	fmt.Println("parse error:", err)
+	for _, r := range pb.Refusals {
+		fmt.Println(r.Pos, r.Message[:strings.Index(r.Message, " (")])
+	}
+	// Output:
+	// parse error: <nil>
+	// flow.yaml:6:5 step start: unknown key "colour"
+	// flow.yaml:10:7 step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order
+}
+
+// LookupField says what this build does with a field.
+func ExampleLookupField() {
+	for _, path := range []string{"step.retry", "loop.aggregate", "step.output.store", "playbook.metadata.labels", "task.url"} {
+		if f := dsl.LookupField(path); f != nil {
+			fmt.Printf("%s: %s\n", path, f.Support)
+		}
+	}
+	// Output:
+	// step.retry: honoured
+	// loop.aggregate: refused
+	// step.output.store: honoured
+	// playbook.metadata.labels: descriptive
+	// task.url: honoured
 }

@@ -47,6 +47,11 @@ func templateFilters() map[string]exec.FilterFunction {
 		// length of undefined is 0.
 		"length": filterLength,
 		"count":  filterLength,
+		// Python's /, // and % (jinja.go): the parser puts them in place
+		// of gonja's operators.
+		"_truediv":  filterTrueDiv,
+		"_floordiv": filterFloorDiv,
+		"_mod":      filterMod,
 	}
 }
 

@@ -68,6 +68,10 @@ func Parse(file string, src []byte) (*Playbook, error) {
 	d.errs = slices.CompactFunc(d.errs, func(a, b *Diagnostic) bool { return *a == *b })
 	slices.SortStableFunc(d.warns, func(a, b Diagnostic) int { return comparePos(a.Pos, b.Pos) })
 	pb.Warnings = slices.Compact(d.warns)
+	slices.SortStableFunc(d.refusals, func(a, b Diagnostic) int { return comparePos(a.Pos, b.Pos) })
+	pb.Refusals = slices.Compact(d.refusals)
+	slices.SortStableFunc(d.notes, func(a, b Diagnostic) int { return comparePos(a.Pos, b.Pos) })
+	pb.Notes = d.notes
 	if len(d.errs) > 0 {
 		return pb, d.errs
 	}

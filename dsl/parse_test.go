@@ -198,7 +198,7 @@ workbook:
   - name: ping
     kind: http
     url: http://x
-executor:
+unknown_top:
   profile: auto
 workflow:
   - step: start
@@ -230,11 +230,11 @@ workflow:
 	if task := p.WorkbookTask("ping"); task == nil || task.Kind != "http" || task.Config["url"].Raw() != "http://x" {
 		t.Errorf("workbook task = %#v", task)
 	}
-	if !hasWarning(p, `unknown top-level key "executor"`) {
-		t.Errorf("no warning for executor: %v", p.Warnings)
+	if !hasWarning(p, `playbook: unknown key "unknown_top"`) {
+		t.Errorf("no refusal for unknown_top: %v", p.Warnings)
 	}
-	if p.Warnings[0].Pos.Line != 26 || p.Warnings[0].Pos.Col != 1 {
-		t.Errorf("executor warning at %v, want line 26 col 1", p.Warnings[0].Pos)
+	if len(p.Refusals) != 1 || p.Refusals[0].Pos.Line != 26 || p.Refusals[0].Pos.Col != 1 {
+		t.Errorf("refusals = %v, want one at line 26 col 1", p.Refusals)
 	}
 }
 
@@ -298,7 +298,7 @@ func TestStepFields(t *testing.T) {
 		len(tool.Config) != 2 || tool.Config["url"].Raw() != "{{ api }}/x" || tool.Config["auth"].Raw() != "token" {
 		t.Errorf("tool = %#v", tool)
 	}
-	if s.Extra["flavour"] == nil || !hasWarning(p, `unknown key "flavour"`) || !hasWarning(p, `unknown spec key "custom"`) {
+	if s.Extra["flavour"] == nil || !hasWarning(p, `unknown key "flavour" (refused at run)`) || !hasWarning(p, `spec: unknown key "custom"`) {
 		t.Errorf("extra = %#v warnings = %v", s.Extra, p.Warnings)
 	}
 }
@@ -468,7 +468,7 @@ func TestLoops(t *testing.T) {
 			want: func(l *Loop) bool {
 				return l.In != nil && l.In.Raw() == "{{ items }}" && l.Iterator == "item" && l.Mode == ModeSequential &&
 					l.MaxInFlight == 0 && l.Cursor == nil &&
-					l.Frame == FrameSpec{MaxRows: 1, RowConcurrency: 1, LeaseSeconds: 60, HeartbeatSeconds: 20, Process: ProcessRow, MaxAttempts: 3}
+					reflect.DeepEqual(l.Frame, FrameSpec{MaxRows: 1, RowConcurrency: 1, LeaseSeconds: 60, HeartbeatSeconds: 20, Process: ProcessRow, MaxAttempts: 3})
 			},
 		},
 		{
@@ -510,8 +510,8 @@ func TestLoops(t *testing.T) {
 				return l.In == nil && l.Mode == ModeCursor && l.MaxInFlight == 4 && l.Policy != nil &&
 					c != nil && c.Kind == "postgres" && c.Auth.Raw() == "pg" && c.Claim != nil &&
 					strings.Contains(c.Claim.Source, "__frame_max_rows") && c.Options["table"].Raw() == "q" &&
-					l.Frame == FrameSpec{MaxRows: 50, RowConcurrency: 2, LeaseSeconds: 120, HeartbeatSeconds: 30,
-						MaxSeconds: 30, MaxBytes: 67108864, Process: ProcessFrame, MaxAttempts: 5}
+					reflect.DeepEqual(l.Frame, FrameSpec{MaxRows: 50, RowConcurrency: 2, LeaseSeconds: 120, HeartbeatSeconds: 30,
+						MaxSeconds: 30, MaxBytes: 67108864, Process: ProcessFrame, MaxAttempts: 5})
 			},
 		},
 		{
@@ -599,8 +599,8 @@ func TestPolicyForms(t *testing.T) {
 	if sp := s.Spec.Policy; sp == nil || len(sp.Rules) != 1 || sp.Rules[0].Then.Do != DoFail {
 		t.Errorf("step policy = %#v", sp)
 	}
-	if s.Spec.Extra["policy.admit"] == nil || !hasWarning(p, "admit rules are not enforced") {
-		t.Errorf("admit not kept: extra=%v warnings=%v", s.Spec.Extra, p.Warnings)
+	if a := s.Spec.Admit; a == nil || len(a.Rules) == 0 || a.Rules[0].Then.Allow == nil {
+		t.Errorf("admit not decoded: %#v (warnings %v)", s.Spec.Admit, p.Warnings)
 	}
 }
 
@@ -680,8 +680,8 @@ func TestWarningsDoNotFail(t *testing.T) {
 - step: island
   tool: {kind: noop}
 `))
-	for _, w := range []string{`unknown loop key "colour"`, `unknown loop.spec key "exotic"`, "frame only applies to cursor loops",
-		`unknown next.spec key "extra"`, `unknown arc key "data"`, "step island is unreachable"} {
+	for _, w := range []string{`loop: unknown key "colour"`, `loop.spec: unknown key "exotic"`, "frame only applies to cursor loops",
+		`next.spec: unknown key "extra"`, `next arc: unknown key "data"`, "step island is unreachable"} {
 		if !hasWarning(p, w) {
 			t.Errorf("missing warning %q in %v", w, p.Warnings)
 		}

@@ -223,8 +223,15 @@ func CompileTemplate(src string, pos Pos) (t *Template, err error) {
 		}
 	}()
 	e := sharedEnvironment()
-	tpl, err := exec.NewTemplate("playbook", e.cfg, &sourceLoader{name: "playbook", src: src}, e.env)
+	parsed := rewriteConditionals(src)
+	tpl, err := exec.NewTemplate("playbook", e.cfg, &sourceLoader{name: "playbook", src: parsed}, e.env)
 	if err != nil {
+		if parsed != src {
+			// Report the error as the author wrote it, where possible.
+			if _, origErr := exec.NewTemplate("playbook", e.cfg, &sourceLoader{name: "playbook", src: src}, e.env); origErr != nil {
+				err = origErr
+			}
+		}
 		return nil, syntaxDiagnostic(src, pos, err)
 	}
 	root := tpl.Root()
@@ -526,7 +533,8 @@ func truthy(v any) bool {
 	return true
 }
 
-// guardUndefinedAccess rewrites every attribute and item access X.a / X[k]
+// guardUndefinedAccess also replaces division and modulo by filters with
+// Python's semantics (see jinja.go). It rewrites every attribute and item access X.a / X[k]
 // in the parsed template into (X or []).a / (X or [])[k]. gonja fails on
 // attribute access on None; an empty list instead yields "not found",
 // which non-strict evaluation turns into undefined. For every other falsy
@@ -590,6 +598,8 @@ func (w *guardWalker) walk(v reflect.Value, setTarget bool) {
 	switch v.Kind() {
 	case reflect.Interface:
 		if !v.IsNil() {
+			// Division and modulo get Python's semantics (jinja.go).
+			replaceArithmetic(v)
 			w.walk(v.Elem(), setTarget)
 		}
 	case reflect.Pointer:

@@ -36,9 +36,26 @@ type Playbook struct {
 	Keychain []*KeychainEntry
 	Workbook []*Task
 	Workflow []*Step
-	// Warnings lists non-fatal findings such as unknown keys.
+	// Warnings lists non-fatal findings: unreachable steps, and every
+	// field this build refuses to run (also in Refusals).
 	Warnings []Diagnostic
-	Pos      Pos
+	// Refusals lists the fields this build does not honour (see Fields):
+	// unknown keys and refused ones. The engine refuses to start a
+	// playbook that has any.
+	Refusals []Diagnostic
+	// Notes lists the hint fields the playbook uses (see Fields), with what
+	// this build does instead; informational.
+	Notes []Diagnostic
+	// Entry is the step the workflow begins with: executor.spec.entry_step,
+	// else start.
+	Entry string
+	// RequiresTools lists executor.requires.tools: kinds the run needs
+	// registered.
+	RequiresTools []Requirement
+	// DefaultTimeout is executor.spec.policy.defaults.timeout_s: the
+	// timeout of steps that set none. Zero means none.
+	DefaultTimeout time.Duration
+	Pos            Pos
 
 	steps map[string]*Step
 }
@@ -101,21 +118,44 @@ type Step struct {
 	TaskName string
 	Next     *Next
 	Spec     StepSpec
-	// Extra holds unknown keys; they are reported in Playbook.Warnings.
+	// Retry is the step's retry: block; it applies to each of its tasks
+	// that has no retry of its own.
+	Retry *Retry
+	// Sink saves the step's result (each iteration's, in a loop) with
+	// another tool, in the same command: a failing sink fails the work.
+	Sink *Sink
+	// OutputSelect keeps only these keys of the step's result data
+	// (output.output_select); empty keeps everything.
+	OutputSelect []string
+	// OutputStore is the output block's store settings (NoETL's
+	// output.store.kind and inline_max_bytes); nil when it has none.
+	OutputStore *OutputStore
+	// Extra holds unknown keys; they are reported in Playbook.Refusals.
 	Extra map[string]*Value
 	Pos   Pos
+}
+
+// Requirement is a name the playbook requires, with where it says so.
+type Requirement struct {
+	Name string
+	Pos  Pos
 }
 
 // StepSpec is a step's spec block.
 type StepSpec struct {
 	// Timeout bounds one run of the step's tool chain; zero means none.
-	Timeout time.Duration
+	// TimeoutTemplate, when set, replaces it at run (see ResolveTimeout).
+	Timeout         time.Duration
+	TimeoutTemplate *Template
 	// OnError is NoETL's on_error hint ("fail", "continue", ...); empty
 	// means fail.
 	OnError string
 	// Policy applies to a single-tool step when its task has no policy of
 	// its own.
 	Policy *Policy
+	// Admit is spec.policy.admit: rules whose then.allow decides whether
+	// the step runs at all. Nil admits.
+	Admit *Policy
 	// Pool names the worker pool that runs the step's commands when the
 	// engine scales out (engine/natsjs); empty means the default pool.
 	Pool string
@@ -145,34 +185,71 @@ type Task struct {
 	// Policy is the task's spec.policy, or nil.
 	Policy *Policy
 	// Timeout is the task's spec.timeout; zero means none.
-	Timeout time.Duration
+	// TimeoutTemplate, when set, replaces it at run.
+	Timeout         time.Duration
+	TimeoutTemplate *Template
 	// Set assignments run after the task, rendered against output.
 	Set []*Assignment
-	Pos Pos
+	// Retry is the task's retry: block, or nil.
+	Retry *Retry
+	// OutputStore is the task's output block's store settings, or nil.
+	OutputStore *OutputStore
+	// Sink saves the task's result with another tool, atomically with
+	// the attempt.
+	Sink *Sink
+	// Action names the workbook action a kind: workbook task calls; its
+	// Config["input"] holds the call's inputs. Target is the task the call
+	// runs: the action's tool with the action's default inputs overridden
+	// by the call's, and the call's policy, timeout, set, retry and sink
+	// where it has them (filled by Parse).
+	Action string
+	Target *Task
+	// Assert is a workbook action's assert block.
+	Assert *Assert
+	Pos    Pos
+}
+
+// Assert is a workbook action's contract: inputs it expects, result keys
+// it returns.
+type Assert struct {
+	Expects []string
+	Returns []string
+	Pos     Pos
 }
 
 // Loop makes a step iterate over a collection (In) or drain a cursor.
 type Loop struct {
-	// In renders to the list to iterate over; nil for cursor loops.
+	// In renders to the list to iterate over (in, or the design's
+	// collection); nil for cursor loops.
 	In *Value
 	// Cursor is the cursor source; nil for collection loops.
 	Cursor   *CursorSpec
 	Iterator string
-	// Mode is sequential, parallel or cursor. Defaults to sequential for
-	// collection loops and cursor for cursor loops.
+	// Mode is sequential, parallel (also written async), chunked or
+	// cursor. Defaults to sequential for collection loops and cursor for
+	// cursor loops.
 	Mode string
-	// MaxInFlight bounds concurrent items (parallel) or frame slots
-	// (cursor). Zero means the default: 1 for sequential, unbounded up to
-	// the collection size for parallel, 1 for cursor.
+	// MaxInFlight bounds concurrent items (parallel), chunks (chunked) or
+	// frame slots (cursor); NoETL also calls it concurrency. Zero means the
+	// default: 1 for sequential, unbounded up to the collection size for
+	// parallel and chunked, 1 for cursor.
 	MaxInFlight int
-	Frame       FrameSpec
+	// ChunkSize is how many items one command of a chunked loop runs, one
+	// after another. Defaults to DefaultChunkSize.
+	ChunkSize int
+	// Templates holds the numeric fields written as templates
+	// (max_in_flight, chunk_size), rendered when the loop starts.
+	Templates map[string]*Template
+	Frame     FrameSpec
 	// Fanout configures mode fanout (loop.spec.loop_mode: fanout): the
 	// collection is split into shards, each a durable command whose
 	// iterator is the shard's list of items.
 	Fanout FanoutSpec
 	// Policy holds loop-level policy rules, if any.
 	Policy *Policy
-	Pos    Pos
+	// Sink saves each iteration's result, atomically with it.
+	Sink *Sink
+	Pos  Pos
 }
 
 // FanoutSpec splits a fan-out loop's collection into shards.
@@ -189,10 +266,31 @@ type FanoutSpec struct {
 	AllowPartial bool
 }
 
+// OutputStore is where NoETL's output block asks a result to be kept:
+//
+//	output:
+//	  store: {kind: auto|memory|kv|object|s3|gcs|db|..., ttl, compression, ...}
+//	  inline_max_bytes: 65536
+//
+// The engine has one result store: kind auto (or none) stores a result
+// larger than InlineMaxBytes (default: the store's threshold), memory and
+// inline keep it in the event log, any other kind stores it whatever its
+// size. The store block's other keys (ttl, compression, bucket, ...)
+// describe NoETL's tiers and are not used.
+type OutputStore struct {
+	Kind           string
+	InlineMaxBytes int64
+	Pos            Pos
+}
+
+// DefaultChunkSize is a chunked loop's chunk size when it sets none.
+const DefaultChunkSize = 10
+
 // Loop modes.
 const (
 	ModeSequential = "sequential"
 	ModeParallel   = "parallel"
+	ModeChunked    = "chunked"
 	ModeCursor     = "cursor"
 	// ModeFanout splits the collection into shard commands with a
 	// fan-in in the event log (loop.spec.loop_mode: fanout).
@@ -238,6 +336,12 @@ type FrameSpec struct {
 	// MaxAttempts is how many times a frame may be issued before its rows
 	// are dead-lettered. Defaults to 3.
 	MaxAttempts int
+	// Templates holds the fields written as templates, by key
+	// (lease_seconds, max_rows, ...), rendered at run by Resolve.
+	Templates map[string]*Template
+	// hbFromLease: heartbeat_seconds defaults to a third of a templated
+	// lease_seconds, known only once it is rendered.
+	hbFromLease bool
 }
 
 // Next routes a finished step to its successors.
@@ -245,7 +349,9 @@ type Next struct {
 	// Mode is exclusive (first matching arc, the default) or inclusive
 	// (every matching arc).
 	Mode string
-	// OnNoMatch is NoETL's on_no_match hint; kept, not enforced.
+	// OnNoMatch is NoETL's on_no_match: quiet (the default: a step whose
+	// arcs all fail to match ends its branch) or error (the execution
+	// fails). ignore and fail are accepted as synonyms.
 	OnNoMatch string
 	Arcs      []*Arc
 	Pos       Pos
@@ -308,6 +414,10 @@ type Action struct {
 	Backoff string
 	// Delay is the base retry delay.
 	Delay time.Duration
+	// Templates holds attempts and delay when written as templates.
+	Templates map[string]*Template
+	// Allow is an admission rule's verdict (then.allow); nil elsewhere.
+	Allow *bool
 	// To is the jump target (a pipeline task name or a step name).
 	To  string
 	Set []*Assignment
@@ -321,4 +431,86 @@ type Assignment struct {
 	Path  string
 	Value *Value
 	Pos   Pos
+}
+
+// Retry is a retry: block in NoETL's mapping form (max_attempts,
+// retry_when, retry_on_status, backoff, ...) or the design's list form
+// (when/then rules that retry on error or continue on success:
+// pagination). Mapping-form fields fill Rules with one rule.
+type Retry struct {
+	// Rules are evaluated in order after each attempt; the first whose
+	// condition holds decides.
+	Rules []*RetryRule
+	Pos   Pos
+}
+
+// RetryRule is one retry rule. A mapping-form block has exactly one rule,
+// with When nil and its conditions in RetryWhen, OnStatus and On.
+type RetryRule struct {
+	// When is the list form's condition (nil in the mapping form).
+	When *Template
+	// RetryWhen, StopWhen, OnStatus and On are the mapping form's
+	// conditions. With none of RetryWhen, OnStatus and On set, an attempt
+	// is retried when it failed.
+	RetryWhen *Template
+	StopWhen  *Template
+	OnStatus  []int64
+	On        []string
+	// MaxAttempts bounds attempts (pages) in all; defaults to
+	// DefaultRetryAttempts, or DefaultPageAttempts for a paginating rule.
+	MaxAttempts int
+	// Backoff, Delay, Multiplier, MaxDelay and Jitter shape the wait
+	// before the next attempt.
+	Backoff    string
+	Delay      time.Duration
+	Multiplier float64
+	MaxDelay   time.Duration
+	Jitter     bool
+	// NextCall overrides the tool's configuration for the next call
+	// (params, url, headers, body, data, ...), rendered with response;
+	// a rule with NextCall continues after a success (pagination).
+	NextCall map[string]*Value
+	// Collect gathers each page's data.
+	Collect *Collect
+	// Sink saves each attempt's (page's) result.
+	Sink *Sink
+	// Templates holds max_attempts and delay when written as templates.
+	Templates map[string]*Template
+	Pos       Pos
+}
+
+// DefaultPageAttempts bounds the pages of a paginating retry rule that
+// sets no max_attempts.
+const DefaultPageAttempts = 100
+
+// Collect strategies.
+const (
+	CollectAppend  = "append"
+	CollectReplace = "replace"
+	CollectCollect = "collect"
+)
+
+// Collect says how the pages of a paginating retry are gathered into the
+// step's result.
+type Collect struct {
+	// Strategy is append (extend a list with each page's items at Path),
+	// replace (keep the last page's) or collect (a list of each page's
+	// value at Path). Defaults to append.
+	Strategy string
+	// Path is a dotted path into the response body; empty is the whole
+	// body.
+	Path string
+	// Into, if set, is a dotted path of the result data to put the
+	// gathered value at; empty replaces the result's data.data (http) or
+	// data.
+	Into string
+	Pos  Pos
+}
+
+// Sink saves a result with another tool: the sink's task runs after the
+// work it belongs to succeeded, in the same command, with result, this,
+// response and output naming the work's result.
+type Sink struct {
+	Task *Task
+	Pos  Pos
 }

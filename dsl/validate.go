@@ -31,8 +31,28 @@ func (d *decoder) validate(pb *Playbook) {
 		}
 		tasks[t.Name] = t
 	}
-	if len(pb.Workflow) > 0 && pb.steps[StartStep] == nil {
-		d.errorAt(pb.Workflow[0].Pos, "workflow needs a step named %q", StartStep)
+	if len(pb.Workflow) > 0 && pb.steps[pb.Entry] == nil {
+		if pb.Entry == StartStep {
+			d.errorAt(pb.Workflow[0].Pos, "workflow needs a step named %q", StartStep)
+		} else {
+			d.errorAt(pb.Workflow[0].Pos, "executor.spec.entry_step names %q, which is not a step", pb.Entry)
+		}
+	}
+	checkCall := func(t *Task, what string) {
+		if t.Kind != "workbook" || t.Action == "" {
+			return
+		}
+		action := tasks[t.Action]
+		if action == nil {
+			d.errorAt(t.Pos, "%s: workbook action %q does not exist", what, t.Action)
+			return
+		}
+		t.Target = callTarget(t, action)
+	}
+	for _, t := range pb.Workbook {
+		if t.Kind == "workbook" {
+			d.errorAt(t.Pos, "workbook action %s: an action cannot call another workbook action", t.Name)
+		}
 	}
 
 	for _, s := range pb.Workflow {
@@ -62,6 +82,7 @@ func (d *decoder) validate(pb *Playbook) {
 		}
 		for _, t := range s.Tool {
 			d.checkJumps(pb, t.Policy, pipeline, what)
+			checkCall(t, what)
 		}
 		d.checkJumps(pb, s.Spec.Policy, pipeline, what)
 		if s.Loop != nil {
@@ -96,7 +117,7 @@ func (d *decoder) checkJumps(pb *Playbook, pol *Policy, pipeline []string, what 
 
 // checkReachable warns about steps that no path from start reaches.
 func (d *decoder) checkReachable(pb *Playbook) {
-	start := pb.steps[StartStep]
+	start := pb.steps[pb.Entry]
 	if start == nil {
 		return
 	}
@@ -139,7 +160,7 @@ func (d *decoder) checkReachable(pb *Playbook) {
 	}
 	for _, s := range pb.Workflow {
 		if s.Name != "" && pb.steps[s.Name] == s && !seen[s] {
-			d.warns = append(d.warns, Diagnostic{Pos: s.Pos, Message: "step " + s.Name + " is unreachable from start", Warning: true})
+			d.warns = append(d.warns, Diagnostic{Pos: s.Pos, Message: "step " + s.Name + " is unreachable from " + pb.Entry, Warning: true})
 		}
 	}
 }
@@ -149,4 +170,37 @@ func (t *Task) policyOrNil() *Policy {
 		return nil
 	}
 	return t.Policy
+}
+
+// callTarget builds the task a workbook call runs: the action's tool, its
+// default inputs overridden by the call's, and the call's own policy,
+// timeout, set, retry and sink where it has them.
+func callTarget(call, action *Task) *Task {
+	t := *action
+	t.Name = call.Name
+	t.Pos = call.Pos
+	t.Action = action.Name
+	t.Config = make(map[string]*Value, len(action.Config)+1)
+	for k, v := range action.Config {
+		t.Config[k] = v
+	}
+	if in := call.Config["input"]; in != nil {
+		t.Config["input"] = mergeMapValues(action.Config["input"], in)
+	}
+	if call.Policy != nil {
+		t.Policy = call.Policy
+	}
+	if call.Timeout > 0 || call.TimeoutTemplate != nil {
+		t.Timeout, t.TimeoutTemplate = call.Timeout, call.TimeoutTemplate
+	}
+	if len(call.Set) > 0 {
+		t.Set = call.Set
+	}
+	if call.Retry != nil {
+		t.Retry = call.Retry
+	}
+	if call.Sink != nil {
+		t.Sink = call.Sink
+	}
+	return &t
 }

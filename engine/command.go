@@ -38,12 +38,15 @@ type Command struct {
 	Scope map[string]any `json:"scope"`
 	// Args are the arguments an arc passed to the step.
 	Args map[string]any `json:"args,omitempty"`
-	// Item and Index are a collection loop item and its position. When
-	// the collection was stored, ItemsRef refers to it instead of Item and
-	// the worker reads item Index from it.
+	// Item and Index are a collection loop item and its position. A
+	// chunked loop's command runs Count items, Items, from Index. When the
+	// collection was stored, ItemsRef refers to it instead of Item and
+	// Items, and the worker reads its items from it.
 	Item     any            `json:"item,omitempty"`
-	ItemsRef map[string]any `json:"items_ref,omitempty"`
 	Index    int            `json:"index,omitempty"`
+	Count    int            `json:"count,omitempty"`
+	Items    []any          `json:"items,omitempty"`
+	ItemsRef map[string]any `json:"items_ref,omitempty"`
 	// From and To are a fan-out shard's items [From, To) of the
 	// collection (Item holds them, or ItemsRef refers to the whole); Index
 	// is the shard's number of Shards.
@@ -59,6 +62,11 @@ type Command struct {
 	StartTask   int            `json:"start_task,omitempty"`
 	TaskAttempt int            `json:"task_attempt,omitempty"`
 	Carry       map[string]any `json:"carry,omitempty"`
+	// NextCall and Pages continue a paginating retry: the overrides of the
+	// next call, and what the earlier pages contributed, in order (from
+	// the log's fold, not recorded again per page).
+	NextCall map[string]any `json:"next_call,omitempty"`
+	Pages    []any          `json:"pages,omitempty"`
 	// Lease is how long the command may go without a heartbeat.
 	Lease time.Duration `json:"lease"`
 	// Pool names the worker pool that should run the command (empty: any),

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,11 +62,21 @@ func (s *State) Decide(now time.Time, expired []string, reason string) []eventlo
 			}
 		}
 		d.retries()
+		entered := false
 		for _, w := range append([]wantedStep(nil), s.wanted...) {
+			if !slices.ContainsFunc(s.wanted, func(o wantedStep) bool { return o.Run == w.Run }) || s.joinWaits(w, true) {
+				continue // joined into an earlier entry, or waiting at a join
+			}
 			d.enter(w)
+			entered = true
 			if s.Status != StatusRunning {
 				return d.out
 			}
+		}
+		if !entered && len(s.wanted) > 0 && !s.anyRunning() && !s.joinWaits(s.wanted[0], false) {
+			// Joins waiting only on each other (a cycle of waiting
+			// steps): the first one goes.
+			d.enter(s.wanted[0])
 		}
 		d.fillLoops()
 		if len(d.out) == n {
@@ -122,6 +134,8 @@ func (d *decider) enter(w wantedStep) {
 		d.failExecution(w.Step, "next", fmt.Sprintf("no step named %q", w.Step))
 		return
 	}
+	joined, args := d.s.joinedWith(w)
+	w.Args = args
 	scope := d.s.scope()
 	addArgs(scope, w.Args)
 	if step.When != nil {
@@ -132,19 +146,36 @@ func (d *decider) enter(w wantedStep) {
 		}
 		if !ok {
 			d.emit(eventlog.Event{Type: eventlog.TypeStepSkipped, Step: step.Name,
-				Payload: mustJSON(stepDonePayload{Run: w.Run})})
+				Payload: mustJSON(stepDonePayload{Run: w.Run, Joined: joined})})
+			return
+		}
+	}
+	if step.Spec.Admit != nil {
+		rule, err := matchRule(step.Spec.Admit, scope)
+		if err != nil {
+			d.failExecution(step.Name, "spec.policy.admit", err.Error())
+			return
+		}
+		if rule != nil && rule.Then.Allow != nil && !*rule.Then.Allow {
+			d.emit(eventlog.Event{Type: eventlog.TypeStepSkipped, Step: step.Name,
+				Payload: mustJSON(stepDonePayload{Run: w.Run, Joined: joined})})
 			return
 		}
 	}
 	if step.Loop == nil {
 		base := w.Run
 		d.emit(eventlog.Event{Type: eventlog.TypeCommandIssued, Step: step.Name, CommandID: commandID(base, 1), Attempt: 1,
-			Payload: mustJSON(issuedPayload{Kind: KindStep, Run: w.Run, Base: base, Args: w.Args})})
+			Payload: mustJSON(issuedPayload{Kind: KindStep, Run: w.Run, Base: base, Args: w.Args, Joined: joined})})
 		return
 	}
-	lp := loopStartedPayload{Run: w.Run, Mode: step.Loop.Mode}
+	lp := loopStartedPayload{Run: w.Run, Mode: step.Loop.Mode, Joined: joined}
+	maxInFlight, chunkSize, err := step.Loop.ResolveLimits(scope)
+	if err != nil {
+		d.failExecution(step.Name, fieldOf(err, "loop"), err.Error())
+		return
+	}
 	if step.Loop.Mode == dsl.ModeCursor {
-		lp.MaxInFlight = max(1, step.Loop.MaxInFlight)
+		lp.MaxInFlight = max(1, maxInFlight)
 	} else {
 		items, err := renderItems(step.Loop.In, scope)
 		if err != nil {
@@ -159,11 +190,17 @@ func (d *decider) enter(w wantedStep) {
 		}
 		switch {
 		case step.Loop.Mode == dsl.ModeFanout:
-			enterFanout(&lp, step.Loop, len(items))
+			enterFanout(&lp, step.Loop, len(items), maxInFlight)
 		case step.Loop.Mode == dsl.ModeSequential:
 			lp.MaxInFlight = 1
-		case step.Loop.MaxInFlight > 0:
-			lp.MaxInFlight = step.Loop.MaxInFlight
+		case step.Loop.Mode == dsl.ModeChunked:
+			lp.ChunkSize = chunkSize
+			lp.MaxInFlight = max(1, maxInFlight)
+			if maxInFlight == 0 {
+				lp.MaxInFlight = max(1, (len(items)+chunkSize-1)/chunkSize)
+			}
+		case maxInFlight > 0:
+			lp.MaxInFlight = maxInFlight
 		default:
 			lp.MaxInFlight = max(1, len(items))
 		}
@@ -225,10 +262,17 @@ func (d *decider) fillLoops() {
 			}
 			continue
 		}
-		for l.Next-l.Done < l.Max && l.Next < l.count() {
+		// A chunked loop's command runs up to Chunk items; the bound is on
+		// commands, so on Max chunks of items.
+		chunk := max(1, l.Chunk)
+		for l.Next-l.Done < l.Max*chunk && l.Next < l.count() {
 			base := run + "/i" + strconv.Itoa(l.Next)
+			p := issuedPayload{Kind: KindItem, Run: run, Base: base, Index: l.Next, Args: r.Args}
+			if l.Chunk > 0 {
+				p.Count = min(chunk, l.count()-l.Next)
+			}
 			d.emit(eventlog.Event{Type: eventlog.TypeCommandIssued, Step: r.Step, LoopID: run, CommandID: commandID(base, 1),
-				Attempt: 1, Payload: mustJSON(issuedPayload{Kind: KindItem, Run: run, Base: base, Index: l.Next, Args: r.Args})})
+				Attempt: 1, Payload: mustJSON(p)})
 		}
 	}
 }
@@ -242,7 +286,7 @@ func (d *decider) retries() {
 			r := c.Failure.Retry
 			due := d.now.Add(time.Duration(r.Delay * float64(time.Second)))
 			d.emit(eventlog.Event{Type: eventlog.TypeRetryScheduled, Step: d.stepOf(c), CommandID: c.ID(), Attempt: c.Attempt,
-				Payload: mustJSON(retryPayload{Run: c.Run, Base: c.Base, Due: due, StartTask: r.StartTask, TaskAttempt: r.TaskAttempt, Carry: r.Carry})})
+				Payload: mustJSON(retryPayload{Run: c.Run, Base: c.Base, Due: due, StartTask: r.StartTask, TaskAttempt: r.TaskAttempt, Carry: r.Carry, NextCall: r.NextCall})})
 		case cmdShardRetry:
 			p := c.Issued
 			p.Reason = reasonShardRetry
@@ -257,6 +301,7 @@ func (d *decider) retries() {
 			p.StartTask = c.Retry.StartTask
 			p.TaskAttempt = c.Retry.TaskAttempt
 			p.Carry = c.Retry.Carry
+			p.NextCall = c.Retry.NextCall
 			d.reissue(c, p)
 		}
 	}
@@ -292,8 +337,10 @@ func (d *decider) expire(id, reason string) {
 		return
 	}
 	limit := DefaultMaxAttempts
-	if st := d.s.Playbook.Step(d.stepOf(c)); st != nil && st.Loop != nil && st.Loop.Frame.MaxAttempts > 0 {
-		limit = st.Loop.Frame.MaxAttempts
+	if st := d.s.Playbook.Step(d.stepOf(c)); st != nil && st.Loop != nil {
+		if fs := d.s.frameOf(st); fs.MaxAttempts > 0 {
+			limit = fs.MaxAttempts
+		}
 	}
 	if reason == reasonLease && c.Expiries+1 >= limit {
 		msg := fmt.Sprintf("lease expired %d times", c.Expiries+1)
@@ -419,8 +466,8 @@ func (d *decider) fail(step *dsl.Step, run *stepRun, field, msg string, result m
 
 // route renders the step's set and vars against its output and picks the
 // arcs to follow. It returns the field that failed to render on error.
-func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eventName string) (stepDonePayload, string, error) {
-	p := stepDonePayload{Run: run.ID, Result: output}
+func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eventName string) (p stepDonePayload, field string, err error) {
+	p = stepDonePayload{Run: run.ID, Result: output}
 	scope := d.s.scope()
 	addArgs(scope, run.Args)
 	scope[step.Name] = output["data"]
@@ -432,7 +479,7 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 	}
 	markRefs(context.Background(), scope, d.s.res, step.Name, "output", "result", "fanin")
 	ctx, vars := map[string]any{}, map[string]any{}
-	if err := assign(step.Set, scope, ctx, vars); err != nil {
+	if err = assign(step.Set, scope, ctx, vars); err != nil {
 		return p, "set", err
 	}
 	for name, v := range step.Vars {
@@ -448,6 +495,12 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 		scope["vars"] = overlay(scope["vars"], vars)
 	}
 	if step.Next != nil {
+		matched := false
+		defer func() {
+			if !matched && err == nil && step.Next.OnNoMatch == dsl.NoMatchError && len(step.Next.Arcs) > 0 {
+				field, err = "next", fmt.Errorf("no arc matched (on_no_match: error)")
+			}
+		}()
 		for i, arc := range step.Next.Arcs {
 			ok, err := arc.When.Truthy(scope)
 			if err != nil {
@@ -467,6 +520,7 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 				args = nil
 			}
 			p.Next = append(p.Next, nextStep{Step: arc.Step, Args: args})
+			matched = true
 			if step.Next.Mode != dsl.NextInclusive {
 				break
 			}
@@ -479,6 +533,15 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 		p.Vars = vars
 	}
 	return p, "", nil
+}
+
+// fieldOf returns the field a *dsl.FieldError names, else def.
+func fieldOf(err error, def string) string {
+	var fe *dsl.FieldError
+	if errors.As(err, &fe) {
+		return fe.Field
+	}
+	return def
 }
 
 func loopResult(l *loopState) map[string]any {

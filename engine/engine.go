@@ -99,15 +99,20 @@ func (f ObserverFunc) Observe(ev eventlog.Event) { f(ev) }
 // Engine runs playbook executions: an orchestrator that folds and decides
 // over the event log, and (unless Workers is 0) in-process workers.
 type Engine struct {
-	cfg     Config
-	orch    *orchestrator
-	running running
-	worker  *Worker
-	queue   *localQueue
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	closed  bool
-	mu      sync.Mutex
+	cfg Config
+	// checkTools and checkCursors say whether Start checks tool and cursor
+	// kinds against the registries: when this engine runs workers itself,
+	// or the host gave the registry.
+	checkTools   bool
+	checkCursors bool
+	orch         *orchestrator
+	running      running
+	worker       *Worker
+	queue        *localQueue
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	closed       bool
+	mu           sync.Mutex
 	// busy counts the commands the in-process workers run; started is
 	// when the engine started (both for Workers).
 	busy    atomic.Int64
@@ -120,6 +125,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Log == nil {
 		return nil, errors.New("engine: Config.Log is required")
 	}
+	hostTools, hostCursors := cfg.Tools != nil, cfg.Cursors != nil
 	if cfg.Tools == nil {
 		cfg.Tools = tools.NewRegistry()
 	}
@@ -151,6 +157,8 @@ func New(cfg Config) (*Engine, error) {
 		cfg.WorkerID = "w-" + uuid.NewString()[:8]
 	}
 	e := &Engine{cfg: cfg, started: cfg.Clock()}
+	inProcess := cfg.Dispatcher == nil && cfg.Workers > 0
+	e.checkTools, e.checkCursors = hostTools || inProcess, hostCursors || inProcess
 	res := newResults(cfg.Results)
 	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, Logger: cfg.Logger,
 		Partials: cfg.Partials, Results: cfg.Results, res: res}
@@ -234,15 +242,20 @@ type StartOptions struct {
 // Start parses the playbook source and starts an execution of it. The
 // source is recorded in execution.started, so the log alone suffices to
 // resume the execution anywhere.
+//
+// A playbook that uses a field this build does not honour (see
+// dsl.Fields), or a tool or cursor kind the engine's registries do not
+// hold, is refused before anything is recorded: the error is an
+// *UnsupportedError (errors.Is(err, ErrUnsupported)) naming each problem's
+// file:line:col. Kinds are checked when the engine runs workers itself or
+// the host gave Config.Tools / Config.Cursors.
 func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (string, error) {
 	pb, err := dsl.Parse(opts.File, src)
 	if err != nil {
 		return "", err
 	}
-	if e.cfg.Results == nil {
-		if err := needsStore(pb); err != nil {
-			return "", err
-		}
+	if probs := e.Check(pb); len(probs) > 0 {
+		return "", &UnsupportedError{Problems: probs}
 	}
 	workload := map[string]any{}
 	for k, v := range pb.Workload {
@@ -274,13 +287,31 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 		}
 	}
 	ev := eventlog.Event{ExecutionID: id, Type: eventlog.TypeExecutionStarted,
-		Payload: mustJSON(startedPayload{Playbook: string(src), File: opts.File, Workload: workload, Vars: vars, Parent: opts.Parent})}
+		Payload: mustJSON(startedPayload{Playbook: string(src), File: opts.File, Workload: workload, Vars: vars, Parent: opts.Parent, Semantics: currentSemantics})}
 	st := NewState(id)
 	st.Playbook = pb
 	if err := e.orch.send(ctx, message{kind: msgStart, ev: ev, state: st}); err != nil {
 		return "", err
 	}
 	return id, nil
+}
+
+// Check lists what in pb this engine would refuse to start (see the
+// package-level Check): refused fields, and kinds its registries lack.
+func (e *Engine) Check(pb *dsl.Playbook) []dsl.Diagnostic {
+	var treg *tools.Registry
+	var creg *cursor.Registry
+	if e.checkTools {
+		treg = e.cfg.Tools
+	}
+	if e.checkCursors {
+		creg = e.cfg.Cursors
+	}
+	probs := Check(pb, treg, creg)
+	if e.cfg.Results == nil {
+		probs = append(probs, needsStore(pb)...)
+	}
+	return probs
 }
 
 // Resume continues an execution that an earlier process left unfinished:

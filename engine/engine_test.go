@@ -263,20 +263,6 @@ workflow:
 	}
 }
 
-func TestUnknownToolKindNamesKindAndStep(t *testing.T) {
-	t.Parallel()
-	b := setup(t, nil)
-	sum, evs := b.run(t, header+`
-workflow:
-  - step: start
-    tool: {kind: duckdb, query: select 1}
-`, nil)
-	defer dumpOnFail(t, evs)
-	if sum.Status != engine.StatusFailed || sum.Step != "start" || !strings.Contains(sum.Error, "duckdb") {
-		t.Fatalf("summary = %+v", sum)
-	}
-}
-
 func TestOnErrorContinueRoutes(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

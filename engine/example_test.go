@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/tools"
@@ -54,4 +55,25 @@ workflow:
 	}
 	fmt.Println(sum.Status, sum.Results["join"].(map[string]any)["data"])
 	// Output: completed CURSOR-FLOW
+}
+
+// Check lists what a playbook uses that this build, with these
+// registries, would refuse to run; Start refuses the same.
+func ExampleCheck() {
+	pb, _ := dsl.Parse("flow.yaml", []byte(`apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: check}
+workflow:
+  - step: start
+    tool: {kind: snowflake, query: SELECT 1}
+`))
+	reg := tools.NewRegistry()
+	reg.MustRegister("noop", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	for _, p := range engine.Check(pb, reg, nil) {
+		fmt.Println(p.Error())
+	}
+	// Output:
+	// flow.yaml:6:11: step start: tool kind "snowflake" is not registered in this engine (refused at run)
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -82,9 +81,9 @@ func (s *State) shardFailed(c *commandState, p *completedPayload, at time.Time) 
 }
 
 // enterFanout fills a fan-out loop's loop.started: its shards and bound.
-func enterFanout(lp *loopStartedPayload, lpSpec *dsl.Loop, items int) {
+func enterFanout(lp *loopStartedPayload, lpSpec *dsl.Loop, items, maxInFlight int) {
 	lp.Shards = shardCount(items, lpSpec.Fanout)
-	lp.MaxInFlight = lpSpec.MaxInFlight
+	lp.MaxInFlight = maxInFlight
 	if lp.MaxInFlight <= 0 {
 		lp.MaxInFlight = max(1, lp.Shards)
 	}
@@ -140,23 +139,4 @@ func (d *decider) finishFanout(step *dsl.Step, run *stepRun, l *loopState) {
 	}
 	ev.Payload = mustJSON(p)
 	d.emit(ev)
-}
-
-// shardItems returns a shard command's items: its slice of the loop's
-// collection, read from the stored collection when the command carries a
-// reference to it.
-func (w *Worker) shardItems(ctx context.Context, cmd *Command) ([]any, error) {
-	if cmd.ItemsRef == nil {
-		items, _ := cmd.Item.([]any)
-		return items, nil
-	}
-	v, err := w.results().resolve(ctx, map[string]any(cmd.ItemsRef))
-	if err != nil {
-		return nil, fmt.Errorf("read the stored collection: %w", err)
-	}
-	items, ok := v.([]any)
-	if !ok || cmd.From < 0 || cmd.To > len(items) || cmd.From > cmd.To {
-		return nil, fmt.Errorf("the stored collection has no items %d..%d", cmd.From, cmd.To)
-	}
-	return items[cmd.From:cmd.To], nil
 }

@@ -380,7 +380,7 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 		ExecutionID: s.ExecutionID, ID: ev.CommandID, Base: p.Base, Attempt: ev.Attempt, Kind: p.Kind,
 		Step: ev.Step, Run: p.Run, Playbook: s.Playbook, Scope: s.scope(), Args: p.Args,
 		Index: p.Index, Slot: p.Slot, Frame: ev.Frame, Rows: p.Rows,
-		StartTask: p.StartTask, TaskAttempt: p.TaskAttempt, Carry: p.Carry, Lease: o.lease,
+		StartTask: p.StartTask, TaskAttempt: p.TaskAttempt, Carry: p.Carry, NextCall: p.NextCall, Lease: o.lease,
 	}
 	cmd.PlaybookSource, cmd.PlaybookFile, cmd.PlaybookHash = s.started.Playbook, s.started.File, s.playbookHash()
 	if p.Kind == KindShard {
@@ -394,18 +394,25 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 			}
 		}
 	}
+	if c := s.Commands[p.Base]; c != nil && len(c.Pages) > 0 {
+		cmd.Pages = c.Pages
+	}
 	if p.Kind == KindItem {
 		if l := s.Loops[p.Run]; l != nil && l.ItemsRef != nil {
-			cmd.ItemsRef = l.ItemsRef
+			cmd.ItemsRef, cmd.Count = l.ItemsRef, p.Count
 		} else if l != nil && p.Index < len(l.Items) {
 			cmd.Item = l.Items[p.Index]
+			if p.Count > 0 {
+				cmd.Count = p.Count
+				cmd.Items = l.Items[p.Index:min(len(l.Items), p.Index+p.Count)]
+			}
 		}
 	}
 	if p.Kind == KindFrame {
 		if c := s.Commands[p.Base]; c != nil {
 			cmd.Rows = c.frameRows()
 		}
-		if secs := step.Loop.Frame.LeaseSeconds; secs > 0 {
+		if secs := s.frameOf(step).LeaseSeconds; secs > 0 {
 			cmd.Lease = time.Duration(secs * float64(time.Second))
 		}
 	}

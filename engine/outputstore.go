@@ -2,22 +2,16 @@ package engine
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/cursorflow/cursorflow/dsl"
 )
 
 // NoETL writes where a result goes in an output block, on the step or in
-// its tool:
-//
-//	output:
-//	  store: {kind: auto|memory|kv|object|s3|gcs|db|...}
-//	  inline_max_bytes: 65536
-//
-// Here there is one result store (Config.Results): kind auto (or no kind)
-// stores a result larger than inline_max_bytes (default: the store's
-// threshold), memory and inline keep it in the event log whatever its
-// size, and any other kind stores it whatever its size.
+// its tool (dsl.OutputStore). Here there is one result store
+// (Config.Results): kind auto (or no kind) stores a result larger than
+// inline_max_bytes (default: the store's threshold), memory and inline
+// keep it in the event log whatever its size, and any other kind stores
+// it whatever its size.
 
 // outputPolicy is what a step's output block asks of its result.
 type outputPolicy struct {
@@ -29,35 +23,14 @@ type outputPolicy struct {
 // outputPolicyOf reads the output block of the step's last task (NoETL's
 // place for it, inside tool:), else of the step.
 func outputPolicyOf(pb *dsl.Playbook, step *dsl.Step) outputPolicy {
-	if tasks := tasksOf(pb, step); len(tasks) > 0 {
-		if v := tasks[len(tasks)-1].Config["output"]; v != nil {
-			return policyOf(v)
-		}
+	os := step.OutputStore
+	if tasks := tasksOf(pb, step); len(tasks) > 0 && tasks[len(tasks)-1].OutputStore != nil {
+		os = tasks[len(tasks)-1].OutputStore
 	}
-	if v := step.Extra["output"]; v != nil {
-		return policyOf(v)
+	if os == nil {
+		return outputPolicy{}
 	}
-	return outputPolicy{}
-}
-
-func policyOf(v *dsl.Value) outputPolicy {
-	p := outputPolicy{pos: v.Pos}
-	m, ok := v.Raw().(map[string]any)
-	if !ok {
-		return p
-	}
-	if st, ok := m["store"].(map[string]any); ok {
-		p.kind, _ = st["kind"].(string)
-	}
-	switch n := m["inline_max_bytes"].(type) {
-	case int64:
-		p.inlineMax = n
-	case float64:
-		p.inlineMax = int64(n)
-	case string:
-		p.inlineMax, _ = strconv.ParseInt(n, 10, 64)
-	}
-	return p
+	return outputPolicy{kind: os.Kind, inlineMax: os.InlineMaxBytes, pos: os.Pos}
 }
 
 // inline reports whether the policy keeps the result in the log.
@@ -82,15 +55,16 @@ func (p outputPolicy) threshold(def int64) int64 {
 	return def
 }
 
-// needsStore returns the first step whose output block asks for a result
-// store (an explicit store kind), for refusing a playbook an engine
-// without one cannot honour.
-func needsStore(pb *dsl.Playbook) error {
+// needsStore lists the steps whose output block asks for a result store
+// (an explicit store kind), for refusing a playbook an engine without one
+// cannot honour.
+func needsStore(pb *dsl.Playbook) []dsl.Diagnostic {
+	var out []dsl.Diagnostic
 	for _, st := range pb.Workflow {
 		if p := outputPolicyOf(pb, st); p.always() {
-			return dsl.ErrorList{&dsl.Diagnostic{Pos: p.pos, Message: fmt.Sprintf(
-				"step %s: output.store.kind %s keeps results in a result store, and this engine has none (engine.Config.Results, --result-store)", st.Name, p.kind)}}
+			out = append(out, dsl.Diagnostic{Pos: p.pos, Warning: true, Message: fmt.Sprintf(
+				"step %s: output.store.kind %s keeps results in a result store, and this engine has none (engine.Config.Results, --result-store)", st.Name, p.kind)})
 		}
 	}
-	return nil
+	return out
 }

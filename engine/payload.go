@@ -26,6 +26,9 @@ type startedPayload struct {
 	Workload map[string]any `json:"workload"`
 	Vars     map[string]any `json:"vars,omitempty"`
 	Parent   string         `json:"parent,omitempty"`
+	// Semantics is the rule set the execution runs under (join.go); old
+	// histories have none and replay as they were recorded.
+	Semantics int `json:"semantics,omitempty"`
 }
 
 // issuedPayload is command.issued's payload.
@@ -36,18 +39,26 @@ type issuedPayload struct {
 	// Base identifies the unit of work across its attempts.
 	Base string         `json:"base"`
 	Args map[string]any `json:"args,omitempty"`
-	// Index is the item index (item commands).
+	// Index is the item index (item commands); Count, in a chunked loop,
+	// how many items from Index the command runs.
 	Index int `json:"index,omitempty"`
+	Count int `json:"count,omitempty"`
 	// Slot and Frame number frames of a cursor loop.
 	Slot int `json:"slot,omitempty"`
 	// StartTask and Carry resume a pipeline at a task after a retry.
 	StartTask   int            `json:"start_task,omitempty"`
 	TaskAttempt int            `json:"task_attempt,omitempty"`
 	Carry       map[string]any `json:"carry,omitempty"`
+	// NextCall overrides the configuration of the task at StartTask: the
+	// next page of a paginating retry.
+	NextCall map[string]any `json:"next_call,omitempty"`
 	// Rows are a re-issued frame's claimed rows (from frame.claimed).
 	Rows []FrameRow `json:"rows,omitempty"`
 	// Reason says why a command was re-issued (lease, retry, resume).
 	Reason string `json:"reason,omitempty"`
+	// Joined lists the other wanted entries of the step that this run
+	// took with it (the join barrier).
+	Joined []string `json:"joined,omitempty"`
 }
 
 // FrameRow is a claimed row as recorded in frame.claimed.
@@ -74,6 +85,8 @@ type completedPayload struct {
 	Retry *retryRequest `json:"retry,omitempty"`
 	// Ms is the command's run time in milliseconds.
 	Ms int64 `json:"ms,omitempty"`
+	// Outputs are a chunk's item outputs, in order (Output is the last).
+	Outputs []map[string]any `json:"outputs,omitempty"`
 }
 
 type retryRequest struct {
@@ -81,6 +94,12 @@ type retryRequest struct {
 	TaskAttempt int            `json:"task_attempt"`
 	Delay       float64        `json:"delay"`
 	Carry       map[string]any `json:"carry,omitempty"`
+	// Paging marks a page of a paginating retry that succeeded (reported
+	// with command.completed): Page is what it contributes to the gathered
+	// result, NextCall the next page's overrides.
+	Paging   bool           `json:"paging,omitempty"`
+	Page     any            `json:"page,omitempty"`
+	NextCall map[string]any `json:"next_call,omitempty"`
 }
 
 // retryPayload is retry.scheduled's payload.
@@ -91,6 +110,7 @@ type retryPayload struct {
 	StartTask   int            `json:"start_task"`
 	TaskAttempt int            `json:"task_attempt"`
 	Carry       map[string]any `json:"carry,omitempty"`
+	NextCall    map[string]any `json:"next_call,omitempty"`
 }
 
 // frameClaimedPayload is frame.claimed's payload.
@@ -174,6 +194,8 @@ type stepDonePayload struct {
 	Next   []nextStep     `json:"next,omitempty"`
 	Error  string         `json:"error,omitempty"`
 	Field  string         `json:"field,omitempty"`
+	// Joined: see issuedPayload.Joined (a joined step that was skipped).
+	Joined []string `json:"joined,omitempty"`
 }
 
 type nextStep struct {
@@ -193,7 +215,10 @@ type loopStartedPayload struct {
 	// Shards is a fan-out loop's number of shards.
 	Shards      int    `json:"shards,omitempty"`
 	MaxInFlight int    `json:"max_in_flight"`
+	ChunkSize   int    `json:"chunk_size,omitempty"`
 	Error       string `json:"error,omitempty"`
+	// Joined: see issuedPayload.Joined.
+	Joined []string `json:"joined,omitempty"`
 }
 
 // finishedPayload is the payload of the terminal execution events.

@@ -34,20 +34,26 @@ func matchRule(p *dsl.Policy, scope map[string]any) (*dsl.Rule, error) {
 // backoff returns the delay before retry number attempt (1 = the first
 // retry) under action a.
 func backoff(a *dsl.Action, attempt int) time.Duration {
-	base := a.Delay
+	return backoffDelay(a.Backoff, a.Delay, attempt, 2, maxBackoff)
+}
+
+// backoffDelay is the wait before retry number attempt under a backoff
+// kind: none, fixed (base), linear (base × attempt) or exponential (base ×
+// multiplier^(attempt-1)), capped at limit.
+func backoffDelay(kind string, base time.Duration, attempt int, multiplier float64, limit time.Duration) time.Duration {
 	var d time.Duration
-	switch a.Backoff {
+	switch kind {
 	case dsl.BackoffNone:
 		return 0
 	case dsl.BackoffLinear:
 		d = base * time.Duration(attempt)
 	case dsl.BackoffExponential:
-		d = time.Duration(float64(base) * math.Pow(2, float64(attempt-1)))
+		d = time.Duration(float64(base) * math.Pow(multiplier, float64(attempt-1)))
 	default: // fixed, or unset with a delay
 		d = base
 	}
-	if d > maxBackoff || d < 0 {
-		d = maxBackoff
+	if d > limit || d < 0 {
+		d = limit
 	}
 	return d
 }

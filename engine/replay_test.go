@@ -106,7 +106,16 @@ func TestReplayGoldenHistories(t *testing.T) {
 // completes without re-running any command the log says completed.
 func TestResumeFromEveryCut(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile("testdata/replay/branches.yaml")
+	for _, name := range []string{"branches", "join"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			resumeFromEveryCut(t, "testdata/replay/"+name+".yaml")
+		})
+	}
+}
+
+func resumeFromEveryCut(t *testing.T, path string) {
+	src, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +151,22 @@ func TestResumeFromEveryCut(t *testing.T) {
 			base := ev.CommandID[:strings.LastIndexByte(ev.CommandID, '@')]
 			if n := fresh.rec.countCommand(base); n != 0 {
 				t.Fatalf("cut at %d: command %s completed before the cut but ran %d more times", k, base, n)
+			}
+		}
+		if strings.HasSuffix(path, "join.yaml") {
+			// However the history was cut, the join ran once.
+			evs, err := log.Read(context.Background(), h[0].ExecutionID, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bases := map[string]bool{}
+			for _, ev := range evs {
+				if ev.Type == eventlog.TypeCommandIssued && ev.Step == "reduce" {
+					bases[ev.CommandID[:strings.LastIndexByte(ev.CommandID, '@')]] = true
+				}
+			}
+			if len(bases) != 1 {
+				t.Fatalf("cut at %d: reduce ran as %d commands, want one", k, len(bases))
 			}
 		}
 		_ = fresh.eng.Close()

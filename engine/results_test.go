@@ -283,7 +283,7 @@ workflow:
 	}
 	defer plain.Close()
 	_, err = plain.Start(ctx, []byte(src), engine.StartOptions{File: "out.yaml"})
-	if err == nil || !strings.Contains(err.Error(), "out.yaml:7:37") || !strings.Contains(err.Error(), "output.store.kind s3") {
+	if err == nil || !strings.Contains(err.Error(), "out.yaml:7:52") || !strings.Contains(err.Error(), "output.store.kind s3") {
 		t.Fatalf("Start without a store: %v", err)
 	}
 }

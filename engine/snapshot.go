@@ -12,7 +12,7 @@ import (
 // SnapshotFormat names the encoding State.MarshalSnapshot writes. It
 // changes whenever State's shape does, so that a process never restores a
 // snapshot another version wrote: it folds from the first event instead.
-const SnapshotFormat = "cursorflow.engine.state/1"
+const SnapshotFormat = "cursorflow.engine.state/2"
 
 // stateSnapshot is State with its unexported fields, as JSON.
 type stateSnapshot struct {
@@ -84,6 +84,7 @@ func UnmarshalState(data []byte) (*State, error) {
 	s.Status, s.Failure = snap.Status, snap.Failure
 	s.Workload, s.LastSeq, s.Events = snap.Workload, snap.LastSeq, snap.Events
 	s.started, s.parent, s.cancelRequested = snap.Started, snap.Started.Parent, snap.CancelRequested
+	s.semantics = snap.Started.Semantics
 	s.wanted, s.finishing, s.inflight = snap.Wanted, snap.Finishing, snap.Inflight
 	s.StartedAt, s.EndedAt, s.UpdatedAt = snap.StartedAt, snap.EndedAt, snap.UpdatedAt
 	// NewState's empty maps stay when the snapshot has none, as in a fold.

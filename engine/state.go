@@ -74,7 +74,11 @@ type State struct {
 	hash     string
 
 	cancelRequested bool
-	runCount        map[string]int
+	// semantics is the execution's recorded semantics (see join.go).
+	semantics int
+	// reach caches the workflow graph's reachability (join barrier).
+	reach    map[[2]string]bool
+	runCount map[string]int
 	// refNames lists the scope variables (step results, ctx, vars) that
 	// hold references to stored results; res reads them. Neither is
 	// part of the fold's data: res is the process's result store.
@@ -125,6 +129,8 @@ type commandState struct {
 	rows    json.RawMessage
 	Retry   *retryPayload
 	Failure *completedPayload
+	// Pages are the contributions of a paginating retry's pages so far.
+	Pages []any
 	// Expiries counts re-issues after a lease expired.
 	Expiries int
 	// ShardRetries counts a fan-out shard's re-issues after it failed.
@@ -170,6 +176,7 @@ type loopState struct {
 	Items    []any
 	ItemsRef map[string]any `json:",omitempty"`
 	Count    int            `json:",omitempty"`
+	Chunk    int
 	Next     int
 	Outputs  []any
 	Done     int
@@ -254,6 +261,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			s.Playbook = pb
 		}
 		s.started = p
+		s.semantics = p.Semantics
 		s.parent = p.Parent
 		s.Status = StatusRunning
 		s.StartedAt = ev.Time
@@ -264,7 +272,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 		for k, v := range p.Vars {
 			s.Vars[k] = v
 		}
-		s.want("start", nil)
+		s.want(s.Playbook.Entry, nil)
 	case eventlog.TypeStepSkipped, eventlog.TypeStepCompleted, eventlog.TypeStepFailed, eventlog.TypeLoopDone, eventlog.TypeLoopFaninCompleted:
 		var p stepDonePayload
 		if err := decode(ev, &p); err != nil {
@@ -275,6 +283,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			// A skipped step never started a run.
 			run = s.startRun(p.Run, ev.Step, nil)
 		}
+		s.consumeWanted(p.Joined)
 		switch ev.Type {
 		case eventlog.TypeStepSkipped:
 			run.Status = runSkipped
@@ -305,8 +314,9 @@ func (s *State) Apply(ev eventlog.Event) error {
 			return err
 		}
 		s.startRun(p.Run, ev.Step, nil)
+		s.consumeWanted(p.Joined)
 		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, ItemsRef: p.ItemsRef, Count: p.Count,
-			Shards: p.Shards, StartedAt: ev.Time}
+			Chunk: p.ChunkSize, Shards: p.Shards, StartedAt: ev.Time}
 		switch p.Mode {
 		case dsl.ModeCursor:
 			l.Slots = make([]slotState, p.MaxInFlight)
@@ -333,9 +343,10 @@ func (s *State) Apply(ev eventlog.Event) error {
 			case KindStep:
 				run := s.startRun(p.Run, ev.Step, p.Args)
 				run.Base = p.Base
+				s.consumeWanted(p.Joined)
 			case KindItem, KindShard:
 				if l := s.Loops[p.Run]; l != nil {
-					l.Next = max(l.Next, p.Index+1)
+					l.Next = max(l.Next, p.Index+max(1, p.Count))
 				}
 			case KindFrame:
 				if l := s.Loops[p.Run]; l != nil && p.Slot < len(l.Slots) {
@@ -376,6 +387,14 @@ func (s *State) Apply(ev eventlog.Event) error {
 		if c == nil {
 			return err
 		}
+		if p.Retry != nil && p.Retry.Paging {
+			// A page of a paginating retry: the next one is decided like a
+			// retry, and this one's contribution kept for the result.
+			c.Pages = append(c.Pages, p.Retry.Page)
+			c.Failure = p
+			s.finishCommand(c, cmdRetryWanted)
+			return nil
+		}
 		s.finishCommand(c, cmdCompleted)
 		s.mergeCtx(p.Ctx, p.Vars)
 		switch c.Kind {
@@ -387,8 +406,16 @@ func (s *State) Apply(ev eventlog.Event) error {
 			}
 		case KindItem, KindShard:
 			if l := s.Loops[c.Run]; l != nil && c.Issued.Index < len(l.Outputs) {
-				l.Outputs[c.Issued.Index] = p.Output
-				l.Done++
+				if c.Issued.Count > 0 {
+					for k, o := range p.Outputs {
+						if c.Issued.Index+k < len(l.Outputs) {
+							l.Outputs[c.Issued.Index+k] = o
+						}
+					}
+				} else {
+					l.Outputs[c.Issued.Index] = p.Output
+				}
+				l.Done += max(1, c.Issued.Count)
 				if c.Kind == KindShard {
 					l.OK++
 				}
@@ -545,11 +572,27 @@ func (s *State) leaseFor(commandID string, def time.Duration) time.Duration {
 		return def
 	}
 	if r := s.Runs[c.Run]; r != nil {
-		if st := s.Playbook.Step(r.Step); st != nil && st.Loop != nil && st.Loop.Frame.LeaseSeconds > 0 {
-			return time.Duration(st.Loop.Frame.LeaseSeconds * float64(time.Second))
+		if st := s.Playbook.Step(r.Step); st != nil && st.Loop != nil {
+			if fs := s.frameOf(st); fs.LeaseSeconds > 0 {
+				return time.Duration(fs.LeaseSeconds * float64(time.Second))
+			}
 		}
 	}
 	return def
+}
+
+// frameOf returns a cursor step's frame spec with its templates rendered
+// against the execution's scope; a template that does not render leaves
+// the defaults (the worker reports the error when it runs the frame).
+func (s *State) frameOf(st *dsl.Step) dsl.FrameSpec {
+	fs := st.Loop.Frame
+	if len(fs.Templates) == 0 {
+		return fs
+	}
+	if r, err := fs.Resolve(s.scope()); err == nil {
+		return r
+	}
+	return fs
 }
 
 // Accepts reports whether a worker's report for commandID would be applied:
@@ -587,7 +630,7 @@ func (s *State) failWork(c *commandState, p *completedPayload) {
 			}
 			if c.Kind == KindItem && c.Issued.Index < len(l.Outputs) {
 				l.Outputs[c.Issued.Index] = p.Output
-				l.Done++
+				l.Done += max(1, c.Issued.Count)
 			}
 			if c.Kind == KindFrame && c.Issued.Slot < len(l.Slots) {
 				l.Slots[c.Issued.Slot].Busy = false

@@ -68,17 +68,36 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	scope := copyMap(cmd.Scope)
 	localRefs(ctx, scope, w.results())
 	addArgs(scope, cmd.Args)
+	if cmd.Kind == KindItem && cmd.Count > 0 {
+		if cmd.ItemsRef != nil {
+			items, err := w.storedItems(ctx, cmd, cmd.Index, cmd.Index+cmd.Count)
+			if err != nil {
+				return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+			}
+			c := *cmd
+			c.Items = items
+			cmd = &c
+		}
+		return w.runChunk(ctx, cmd, step, scope, rep, start)
+	}
 	switch cmd.Kind {
 	case KindItem:
-		item, err := w.item(ctx, cmd)
-		if err != nil {
-			return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+		item := cmd.Item
+		if cmd.ItemsRef != nil {
+			items, err := w.storedItems(ctx, cmd, cmd.Index, cmd.Index+1)
+			if err != nil {
+				return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+			}
+			item = items[0]
 		}
 		setIter(scope, step.Loop.Iterator, item, cmd.Index)
 	case KindShard:
-		items, err := w.shardItems(ctx, cmd)
-		if err != nil {
-			return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+		items, _ := cmd.Item.([]any)
+		if cmd.ItemsRef != nil {
+			var err error
+			if items, err = w.storedItems(ctx, cmd, cmd.From, cmd.To); err != nil {
+				return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+			}
 		}
 		setIter(scope, step.Loop.Iterator, items, cmd.Index)
 		scope["shard"] = map[string]any{"index": cmd.Index, "count": cmd.Shards, "from": cmd.From, "to": cmd.To, "size": len(items)}
@@ -87,10 +106,16 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	defer part.close()
 	res := w.runChain(withPartials(ctx, part, ""), cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
 	part.close()
+	res.output = selectOutput(step, res.output)
 	p := completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump, Ms: time.Since(start).Milliseconds()}
 	if err := w.storeLarge(ctx, cmd, step, &p); err != nil {
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{
 			Error: fmt.Sprintf("the result could not be stored: %v", err), Field: "result", Ms: time.Since(start).Milliseconds()})
+	}
+	if res.retry != nil && res.retry.Paging {
+		// A page succeeded and the next one is wanted: recorded as done.
+		p.Retry, p.Task = res.retry, res.task
+		return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
 	}
 	if res.failed || res.retry != nil {
 		p.Error, p.Task, p.Field, p.Retry = res.err, res.task, res.field, res.retry
@@ -99,28 +124,25 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
 }
 
-// item returns a loop item command's item, read from the stored
-// collection when the command carries a reference to it.
-func (w *Worker) item(ctx context.Context, cmd *Command) (any, error) {
-	if cmd.ItemsRef == nil {
-		return cmd.Item, nil
-	}
+// storedItems returns items [from, to) of the stored collection the
+// command refers to.
+func (w *Worker) storedItems(ctx context.Context, cmd *Command, from, to int) ([]any, error) {
 	v, err := w.results().resolve(ctx, map[string]any(cmd.ItemsRef))
 	if err != nil {
 		return nil, fmt.Errorf("read the stored collection: %w", err)
 	}
 	items, ok := v.([]any)
-	if !ok || cmd.Index < 0 || cmd.Index >= len(items) {
-		return nil, fmt.Errorf("the stored collection has no item %d", cmd.Index)
+	if !ok || from < 0 || from > to || to > len(items) {
+		return nil, fmt.Errorf("the stored collection has no items %d..%d", from, to)
 	}
-	return items[cmd.Index], nil
+	return items[from:to:to], nil
 }
 
 // storeLarge replaces the parts of a command's report that are larger
-// than the result store's threshold (its output's data, each ctx and vars
-// assignment) with references, writing them first. The step's output
-// block (NoETL's output.store.kind, inline_max_bytes) decides for its
-// result.
+// than the result store's threshold (its output's data, a chunk's outputs'
+// data, each ctx and vars assignment) with references, writing them
+// first. The step's output block (NoETL's output.store.kind,
+// inline_max_bytes) decides for its result.
 func (w *Worker) storeLarge(ctx context.Context, cmd *Command, step *dsl.Step, p *completedPayload) error {
 	r := w.results()
 	policy := outputPolicyOf(cmd.Playbook, step)
@@ -131,15 +153,28 @@ func (w *Worker) storeLarge(ctx context.Context, cmd *Command, step *dsl.Step, p
 		return nil
 	}
 	name := cmd.ExecutionID + "/" + cmd.ID
-	if p.Output != nil && !policy.inline() {
-		data, err := r.offload(ctx, name, p.Output["data"], policy.threshold(r.store.Threshold()))
-		if err != nil {
-			return err
+	storeData := func(out map[string]any) (map[string]any, error) {
+		if out == nil || policy.inline() {
+			return out, nil
 		}
-		if _, ok := p.Output["data"]; ok {
-			out := copyMap(p.Output)
-			out["data"] = data
-			p.Output = out
+		if _, ok := out["data"]; !ok {
+			return out, nil
+		}
+		data, err := r.offload(ctx, name, out["data"], policy.threshold(r.store.Threshold()))
+		if err != nil {
+			return nil, err
+		}
+		c := copyMap(out)
+		c["data"] = data
+		return c, nil
+	}
+	var err error
+	if p.Output, err = storeData(p.Output); err != nil {
+		return err
+	}
+	for i := range p.Outputs {
+		if p.Outputs[i], err = storeData(p.Outputs[i]); err != nil {
+			return err
 		}
 	}
 	for _, m := range []map[string]any{p.Ctx, p.Vars} {
@@ -152,6 +187,43 @@ func (w *Worker) storeLarge(ctx context.Context, cmd *Command, step *dsl.Step, p
 		}
 	}
 	return nil
+}
+
+// runChunk runs a chunked loop's items one after another in this command
+// (retries inside it wait in place, as a frame's rows do) and reports
+// their outputs in order. The first item that fails fails the chunk.
+func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, scope map[string]any, rep Reporter, start time.Time) error {
+	part := w.startPartials(ctx, cmd, rep)
+	defer part.close()
+	p := completedPayload{Outputs: make([]map[string]any, 0, len(cmd.Items))}
+	report := func(typ string) error {
+		part.close()
+		p.Ms = time.Since(start).Milliseconds()
+		if err := w.storeLarge(ctx, cmd, step, &p); err != nil {
+			return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{
+				Error: fmt.Sprintf("the result could not be stored: %v", err), Field: "result", Ms: p.Ms})
+		}
+		return w.report(ctx, rep, cmd, typ, p)
+	}
+	for k, item := range cmd.Items {
+		sc := copyMap(scope)
+		setIter(sc, step.Loop.Iterator, item, cmd.Index+k)
+		res := w.runChain(withPartials(ctx, part, ""), cmd, step, sc, 0, 1, nil, false)
+		res.output = selectOutput(step, res.output)
+		p.Output = res.output
+		if res.failed {
+			p.Error, p.Task, p.Field = fmt.Sprintf("item %d: %s", cmd.Index+k, res.err), res.task, res.field
+			return report(eventlog.TypeCommandFailed)
+		}
+		p.Outputs = append(p.Outputs, res.output)
+		if len(res.ctx) > 0 {
+			if p.Ctx == nil {
+				p.Ctx = map[string]any{}
+			}
+			merge(p.Ctx, res.ctx)
+		}
+	}
+	return report(eventlog.TypeCommandCompleted)
 }
 
 func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ string, payload any) error {
@@ -287,9 +359,16 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			return chainResult{failed: true, err: err.Error(), field: "args", explicit: true}
 		}
 	}
-	if step.Spec.Timeout > 0 {
+	timeout, err := step.Spec.ResolveTimeout(w.view(scope, &cs))
+	if err != nil {
+		return chainResult{failed: true, err: err.Error(), field: "spec.timeout", explicit: true}
+	}
+	if timeout == 0 {
+		timeout = cmd.Playbook.DefaultTimeout
+	}
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, step.Spec.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	if taskAttempt < 1 {
@@ -297,14 +376,71 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	}
 	var output map[string]any
 	res := chainResult{}
+	// A paginating retry resumes at start with the next call's overrides
+	// and the earlier pages' contributions.
+	nextCall, pages := cmd.NextCall, cmd.Pages
 	for ti := start; ti < len(tasks); {
 		task := tasks[ti]
 		view := w.view(scope, &cs)
 		addArgs(view, args)
-		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt)
+		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall)
 		if err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: field, output: out, explicit: true}
 		}
+		// A workbook call runs under its target's policy, retry, sink and
+		// set: the call's where it has them, else the action's.
+		eff := task
+		if task.Kind == "workbook" && task.Target != nil {
+			eff = task.Target
+		}
+		if out["status"] == tools.StatusSuccess && eff.Sink != nil {
+			out = w.runSink(ctx, cmd, step, eff.Sink, view, out)
+		}
+		if rb := retryOf(step, eff); rb != nil {
+			if out["status"] == tools.StatusSuccess {
+				for _, rule := range rb.Rules {
+					if rule.Sink != nil {
+						out = w.runSink(ctx, cmd, step, rule.Sink, view, out)
+						break
+					}
+				}
+			}
+			v, err := decideRetry(rb, view, out, taskAttempt, len(pages)+1)
+			if err != nil {
+				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "retry", output: out, explicit: true}
+			}
+			switch {
+			case v.again || v.page:
+				// A retry of a page calls the same page again; the next page
+				// is that call's first attempt.
+				req := &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: v.delay.Seconds(), Carry: cs.carry(), NextCall: nextCall}
+				if v.page {
+					req.Paging, req.Page, req.NextCall, req.TaskAttempt = true, collectPage(v.rule.Collect, out), v.nextCall, 1
+				}
+				if durable {
+					res := chainResult{output: out, retry: req, task: task.Name}
+					if !v.page {
+						res.err = errorText(out)
+					}
+					return res
+				}
+				if err := sleepCtx(ctx, v.delay); err != nil {
+					return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
+				}
+				if v.page {
+					pages, nextCall = append(pages, req.Page), req.NextCall
+				}
+				taskAttempt = req.TaskAttempt
+				continue
+			case v.exhausted && out["status"] == tools.StatusError:
+				return chainResult{failed: true, err: fmt.Sprintf("%s (after %d attempts)", errorText(out), taskAttempt), task: task.Name, output: out}
+			}
+			if c := collectOf(rb); c != nil && out["status"] == tools.StatusSuccess {
+				// The last page: the result is every page gathered in order.
+				out = withGathered(out, c, gather(c.Strategy, append(slices.Clone(pages), collectPage(c, out))))
+			}
+		}
+		nextCall, pages = nil, nil
 		output = out
 		view["output"] = out
 		view["result"] = out["data"]
@@ -313,7 +449,9 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if task.Name != "" {
 			cs.Locals[task.Name] = out
 		}
-		policy := task.Policy
+		// NoETL's _prev: the previous task's result data, for the next.
+		cs.Locals["_prev"] = out["data"]
+		policy := eff.Policy
 		if policy == nil && !step.Pipeline {
 			policy = step.Spec.Policy
 		}
@@ -323,7 +461,9 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		}
 		action := dsl.Action{Do: dsl.DoContinue}
 		if rule != nil {
-			action = rule.Then
+			if action, err = rule.Then.Resolve(view); err != nil {
+				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy", output: out, explicit: true}
+			}
 		} else if out["status"] == tools.StatusError {
 			action = dsl.Action{Do: dsl.DoFail}
 		}
@@ -334,7 +474,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			}
 			delay := backoff(&action, taskAttempt)
 			if durable {
-				return chainResult{output: out, retry: &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: delay.Seconds(), Carry: cs.carry()}, err: errorText(out), task: task.Name}
+				return chainResult{output: out, retry: &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: delay.Seconds(), Carry: cs.carry(), NextCall: nextCall}, err: errorText(out), task: task.Name}
 			}
 			if err := sleepCtx(ctx, delay); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
@@ -347,8 +487,8 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if err := w.assignChain(action.Set, view, &cs); err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy.set", output: out}
 		}
-		if len(task.Set) > 0 {
-			if err := w.assignChain(task.Set, w.withOutput(scope, &cs, out), &cs); err != nil {
+		if len(eff.Set) > 0 {
+			if err := w.assignChain(eff.Set, w.withOutput(scope, &cs, out), &cs); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "set", output: out}
 			}
 		}
@@ -367,6 +507,18 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			ti++
 		}
 	}
+	// The step's sink (a loop's per iteration) saves the chain's result,
+	// in this command: when it fails, so does the work.
+	sink := step.Sink
+	if cmd.Kind != KindStep && step.Loop != nil && step.Loop.Sink != nil {
+		sink = step.Loop.Sink
+	}
+	if sink != nil && output != nil && output["status"] == tools.StatusSuccess {
+		output = w.runSink(ctx, cmd, step, sink, w.view(scope, &cs), output)
+		if output["status"] != tools.StatusSuccess {
+			return chainResult{failed: true, err: errorText(output), field: "sink", output: output}
+		}
+	}
 	res.output = output
 	if len(cs.Ctx) > 0 {
 		res.ctx = cs.Ctx
@@ -375,6 +527,27 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		res.vars = cs.Vars
 	}
 	return res
+}
+
+// selectOutput keeps only the keys output_select names of the result's
+// data (a mapping); anything else is returned as it is.
+func selectOutput(step *dsl.Step, out map[string]any) map[string]any {
+	if len(step.OutputSelect) == 0 || out == nil {
+		return out
+	}
+	data, ok := out["data"].(map[string]any)
+	if !ok {
+		return out
+	}
+	kept := make(map[string]any, len(step.OutputSelect))
+	for _, k := range step.OutputSelect {
+		if v, ok := data[k]; ok {
+			kept[k] = v
+		}
+	}
+	c := copyMap(out)
+	c["data"] = kept
+	return c
 }
 
 func errorText(out map[string]any) string {
@@ -456,7 +629,10 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 // runTask renders one task's configuration and runs its tool. A returned
 // error means the task could not run at all (bad template, unknown kind);
 // the field names the configuration key at fault.
-func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int) (map[string]any, string, error) {
+func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any) (map[string]any, string, error) {
+	if task.Kind == "workbook" && task.Target != nil {
+		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt, nextCall)
+	}
 	cfg := make(map[string]any, len(task.Config))
 	for _, k := range sortedKeys(task.Config) {
 		x, err := task.Config[k].Render(view)
@@ -465,15 +641,33 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 		}
 		cfg[k] = x
 	}
+	applyNextCall(cfg, nextCall)
 	tool, err := w.Tools.Lookup(task.Kind)
 	if err != nil {
 		return nil, "kind", err
 	}
-	if task.Timeout > 0 {
+	timeout, err := task.ResolveTimeout(view)
+	if err != nil {
+		return nil, "spec.timeout", err
+	}
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, task.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	// Secret references (from the secrets tool) become secrets only in
+	// what this tool receives, and references again in what it returns.
+	revealedCfg, revealed, err := tools.RevealSecrets(ctx, w.Keychain, cfg)
+	if err != nil {
+		return nil, "secret", err
+	}
+	revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, w.Keychain, args)
+	if err != nil {
+		return nil, "secret", err
+	}
+	revealed = append(revealed, moreRevealed...)
+	cfg, _ = revealedCfg.(map[string]any)
+	args, _ = revealedArgs.(map[string]any)
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
 		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(),
@@ -487,7 +681,78 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	if out.Status == "" {
 		out.Status = tools.StatusSuccess
 	}
-	return out.Map(), "", nil
+	m := out.Map()
+	if len(revealed) > 0 {
+		m, _ = tools.ConcealSecrets(m, revealed).(map[string]any)
+	}
+	return m, "", nil
+}
+
+// applyNextCall puts a paginating retry's next_call overrides into a
+// rendered configuration: a mapping (params, headers, ...) is merged key by
+// key, anything else replaced.
+func applyNextCall(cfg, nextCall map[string]any) {
+	for k, v := range nextCall {
+		if over, ok := v.(map[string]any); ok {
+			if base, ok := cfg[k].(map[string]any); ok {
+				cfg[k] = overlay(base, over)
+				continue
+			}
+		}
+		cfg[k] = v
+	}
+}
+
+// runAction runs a workbook call's target: its inputs are rendered first
+// and visible by name to the action's templates, checked against
+// assert.expects; its result data is checked against assert.returns.
+func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, target *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any) (map[string]any, string, error) {
+	var inputs map[string]any
+	if in := target.Config["input"]; in != nil {
+		x, err := in.Render(view)
+		if err != nil {
+			return nil, "input", err
+		}
+		inputs, _ = x.(map[string]any)
+	}
+	if a := target.Assert; a != nil {
+		for _, name := range a.Expects {
+			if inputs[name] == nil {
+				return nil, "input", fmt.Errorf("workbook action %s expects input %q (assert.expects)", target.Action, name)
+			}
+		}
+	}
+	actView := copyMap(view)
+	for k, v := range inputs {
+		actView[k] = v
+	}
+	plain := *target
+	plain.Kind, plain.Target = target.Kind, nil
+	plain.Config = make(map[string]*dsl.Value, len(target.Config))
+	for k, v := range target.Config {
+		plain.Config[k] = v
+	}
+	if inputs != nil {
+		plain.Config["input"] = dsl.NewLiteralValue(inputs, target.Pos)
+	}
+	callArgs := copyMap(args)
+	for k, v := range inputs {
+		callArgs[k] = v
+	}
+	out, field, err := w.runTask(ctx, cmd, step, &plain, actView, callArgs, attempt, nextCall)
+	if err != nil || target.Assert == nil || out["status"] != tools.StatusSuccess {
+		return out, field, err
+	}
+	data, _ := out["data"].(map[string]any)
+	for _, key := range target.Assert.Returns {
+		if _, ok := data[key]; !ok {
+			out = copyMap(out)
+			out["status"] = tools.StatusError
+			out["error"] = fmt.Sprintf("workbook action %s: result has no %q (assert.returns)", target.Action, key)
+			break
+		}
+	}
+	return out, "", nil
 }
 
 func (w *Worker) logger() *slog.Logger {
@@ -516,9 +781,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep Reporter) error {
 	start := time.Now()
 	lp := step.Loop
-	fs := lp.Frame
 	fail := func(msg string) error {
 		return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, frameDonePayload{Fail: msg, Ms: time.Since(start).Milliseconds()})
+	}
+	fs, err := lp.Frame.Resolve(cmd.Scope)
+	if err != nil {
+		return fail(err.Error())
 	}
 	driver, err := w.Cursors.Lookup(lp.Cursor.Kind)
 	if err != nil {
@@ -527,7 +795,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	scope := copyMap(cmd.Scope)
 	localRefs(ctx, scope, w.results())
 	addArgs(scope, cmd.Args)
-	spec, err := w.cursorSpec(ctx, cmd, lp, scope, driver)
+	spec, err := w.cursorSpec(ctx, cmd, lp, fs, scope, driver)
 	if err != nil {
 		return fail(err.Error())
 	}
@@ -700,12 +968,12 @@ func (w *Worker) limitBytes(ctx context.Context, cur cursor.Cursor, rows []curso
 }
 
 // cursorSpec resolves the cursor's credential and renders its options.
-func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
+func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, fs dsl.FrameSpec, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
 	cs := lp.Cursor
 	spec := cursor.Spec{
 		Kind: cs.Kind, Claim: cs.Claim, Scope: scope, LoopID: cmd.Run, SlotID: cmd.Slot,
-		Lease:       time.Duration(lp.Frame.LeaseSeconds * float64(time.Second)),
-		MaxAttempts: max(1, lp.Frame.MaxAttempts), Logger: w.logger(),
+		Lease:       time.Duration(fs.LeaseSeconds * float64(time.Second)),
+		MaxAttempts: max(1, fs.MaxAttempts), Logger: w.logger(),
 	}
 	if cs.Auth != nil {
 		a, err := cs.Auth.Render(scope)

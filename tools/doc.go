@@ -13,8 +13,8 @@
 // could not be made at all (unknown credential alias, missing required
 // config).
 //
-// The built-in tools live in subpackages — http, postgres, noop, python,
-// shell — and package builtin registers them all. Package fn turns a
+// The built-in tools live in subpackages — http, postgres, duckdb, nats,
+// secrets, noop, python, shell — and package builtin registers them all. Package fn turns a
 // host's Go function into a Tool:
 //
 //	reg, closer := builtin.NewRegistry(builtin.Options{})
@@ -30,4 +30,11 @@
 // the usual sources, and ChainKeychain tries several in order. Tools pass
 // any error text that might echo a connection string through Redact
 // before it becomes Output.Error.
+//
+// A secret a playbook needs as a value (a token in a header) is read with
+// the secrets tool, which returns a reference (SecretRef) instead of the
+// secret: results and the event log hold only the reference. The engine's
+// worker reveals references in the configuration it hands a tool
+// (RevealSecrets) and conceals them again in what the tool returns
+// (ConcealSecrets).
 package tools

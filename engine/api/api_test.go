@@ -262,11 +262,11 @@ func TestPlaybooks(t *testing.T) {
 		t.Fatalf("re-registered %+v", reg)
 	}
 	// A new source: version 2, with its warning.
-	v2 := strings.Replace(echoPlaybook, "n: 1}", "n: 2}", 1) + "    surprise: 1\n"
+	v2 := strings.Replace(echoPlaybook, "n: 1}", "n: 2}", 1) + "  - step: island\n    tool: {kind: echo}\n"
 	r = b.do(t, http.MethodPost, "/v1/playbooks", v2)
 	want(t, r, http.StatusCreated)
 	r.decode(t, &reg)
-	if reg.Version != 2 || len(reg.Warnings) != 1 || !strings.Contains(reg.Warnings[0].Message, "surprise") {
+	if reg.Version != 2 || len(reg.Warnings) != 1 || !strings.Contains(reg.Warnings[0].Message, "island") {
 		t.Fatalf("v2 %+v", reg)
 	}
 	want(t, b.do(t, http.MethodPost, "/v1/playbooks", loopPlaybook), http.StatusCreated)
@@ -308,6 +308,16 @@ func TestPlaybooks(t *testing.T) {
 	}
 	r = b.do(t, http.MethodPost, "/v1/executions", api.StartRequest{Playbook: "missing"})
 	want(t, r, http.StatusNotFound)
+	// A playbook that uses a field this build does not run registers (with
+	// its warning) but is refused at start, with the position.
+	want(t, b.do(t, http.MethodPost, "/v1/playbooks", strings.Replace(echoPlaybook, "name: echo", "name: odd", 1)+"    surprise: 1\n"), http.StatusCreated)
+	r = b.do(t, http.MethodPost, "/v1/executions", api.StartRequest{Playbook: "odd"})
+	want(t, r, http.StatusUnprocessableEntity)
+	var refused api.ErrorBody
+	r.decode(t, &refused)
+	if len(refused.Problems) != 1 || refused.Problems[0].Line != 8 || !strings.Contains(refused.Problems[0].Message, `unknown key "surprise"`) {
+		t.Fatalf("refusal %+v", refused)
+	}
 	r = b.do(t, http.MethodPost, "/v1/executions", api.StartRequest{Playbook: "echo", Version: 9})
 	want(t, r, http.StatusNotFound)
 }

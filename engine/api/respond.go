@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/engine"
 )
 
 // ErrorBody is the JSON body of every error response.
@@ -188,11 +189,18 @@ func normalizeNumbers(v any) any {
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var he *httpError
 	var list dsl.ErrorList
+	var unsupported *engine.UnsupportedError
 	switch {
 	case errors.As(err, &he):
 		writeError(w, he.status, he.msg)
 	case errors.As(err, &list):
 		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: fmt.Sprintf("playbook is invalid: %d problem(s)", len(list)), Problems: problemsOf(list)})
+	case errors.As(err, &unsupported):
+		probs := make([]*dsl.Diagnostic, len(unsupported.Problems))
+		for i := range unsupported.Problems {
+			probs[i] = &unsupported.Problems[i]
+		}
+		writeJSON(w, http.StatusUnprocessableEntity, ErrorBody{Error: fmt.Sprintf("playbook uses what this server does not run: %d problem(s)", len(probs)), Problems: problemsOf(probs)})
 	case errors.Is(err, ErrUnavailable):
 		writeError(w, http.StatusServiceUnavailable, err.Error())
 	case errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:

@@ -257,6 +257,14 @@ func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context
 			}
 			return exitUsage
 		}
+		var refused *engine.UnsupportedError
+		if errors.As(err, &refused) {
+			// Refused before anything ran: what this build does not run.
+			for i := range refused.Problems {
+				fmt.Fprintln(stderr, refused.Problems[i].Error())
+			}
+			return exitUsage
+		}
 		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 		return exitInvalid
 	}

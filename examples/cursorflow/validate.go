@@ -6,16 +6,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 
 	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/tools/playbook"
 )
 
 // cmdValidate implements `cursorflow validate [-v] FILE...`.
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	verbose := fs.Bool("v", false, "also print warnings (unknown keys, unreachable steps, ...)")
+	verbose := fs.Bool("v", false, "also print notes: fields accepted as hints, and what this build does instead")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cursorflow validate [-v] FILE...")
 		fs.PrintDefaults()
@@ -31,9 +35,13 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
+	// Kinds are checked against what `run` registers.
+	treg, creg, closer := stdwire.Registries(nil, slog.New(slog.DiscardHandler))
+	defer closer.Close()
+	_ = treg.Register("playbook", playbook.New(nil))
 	code := exitOK
 	for _, path := range fs.Args() {
-		if !validateFile(path, *verbose, stdout) {
+		if !validateFile(path, *verbose, stdout, func(pb *dsl.Playbook) []dsl.Diagnostic { return engine.Check(pb, treg, creg) }) {
 			code = exitInvalid
 		}
 	}
@@ -41,7 +49,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 }
 
 // validateFile reports on one playbook and says whether it is valid.
-func validateFile(path string, verbose bool, out io.Writer) bool {
+// Warnings — what run would refuse (check's findings) and the parser's
+// lint — are always printed; notes on hint fields only when verbose.
+func validateFile(path string, verbose bool, out io.Writer, check func(*dsl.Playbook) []dsl.Diagnostic) bool {
 	pb, err := dsl.ParseFile(path)
 	var errs dsl.ErrorList
 	if err != nil && !errors.As(err, &errs) {
@@ -51,9 +61,22 @@ func validateFile(path string, verbose bool, out io.Writer) bool {
 	}
 	diags := make([]*dsl.Diagnostic, 0, len(errs))
 	diags = append(diags, errs...)
-	if verbose && pb != nil {
+	if pb != nil {
+		refused := check(pb)
+		seen := make(map[dsl.Diagnostic]bool, len(refused))
+		for i := range refused {
+			seen[refused[i]] = true
+			diags = append(diags, &refused[i])
+		}
 		for i := range pb.Warnings {
-			diags = append(diags, &pb.Warnings[i])
+			if !seen[pb.Warnings[i]] {
+				diags = append(diags, &pb.Warnings[i])
+			}
+		}
+		if verbose {
+			for i := range pb.Notes {
+				diags = append(diags, &pb.Notes[i])
+			}
 		}
 	}
 	slices.SortStableFunc(diags, func(a, b *dsl.Diagnostic) int {
@@ -62,10 +85,19 @@ func validateFile(path string, verbose bool, out io.Writer) bool {
 		}
 		return cmp.Compare(a.Pos.Col, b.Pos.Col)
 	})
+	notes := map[*dsl.Diagnostic]bool{}
+	if pb != nil {
+		for i := range pb.Notes {
+			notes[&pb.Notes[i]] = true
+		}
+	}
 	for _, d := range diags {
-		if d.Warning {
+		switch {
+		case notes[d]:
+			fmt.Fprintf(out, "%s: note: %s\n", d.Pos, d.Message)
+		case d.Warning:
 			fmt.Fprintf(out, "%s: warning: %s\n", d.Pos, d.Message)
-		} else {
+		default:
 			fmt.Fprintln(out, d.Error())
 		}
 	}

@@ -18,8 +18,16 @@ kind: Playbook
 metadata: {name: ok}
 workflow:
   - step: start
-    tool: {kind: noop}
+    tool: {kind: snowflake}
     surprise: 1
+    loop:
+      aggregate: {}
+      in: [1]
+      iterator: x
+  - step: island
+    tool: {kind: noop}
+    output:
+      store: {kind: kv}
 `
 
 const invalidPlaybook = `apiVersion: noetl.io/v2
@@ -56,10 +64,26 @@ func TestValidateCommand(t *testing.T) {
 		wantOut  []string // exact stdout lines
 		wantErr  string   // substring of stderr
 	}{
-		{name: "valid", args: []string{good}, wantCode: 0, wantOut: []string{"ok " + good}},
+		{
+			name: "valid, with what run refuses", args: []string{good}, wantCode: 0,
+			wantOut: []string{
+				good + `:6:11: warning: step start: tool kind "snowflake" is not registered in this engine (refused at run)`,
+				good + `:7:5: warning: step start: unknown key "surprise" (refused at run)`,
+				good + `:9:7: warning: step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order (refused at run)`,
+				good + `:12:5: warning: step island is unreachable from start`,
+				"ok " + good,
+			},
+		},
 		{
 			name: "valid verbose", args: []string{"-v", good}, wantCode: 0,
-			wantOut: []string{good + `:7:5: warning: step start: unknown key "surprise" (ignored)`, "ok " + good},
+			wantOut: []string{
+				good + `:6:11: warning: step start: tool kind "snowflake" is not registered in this engine (refused at run)`,
+				good + `:7:5: warning: step start: unknown key "surprise" (refused at run)`,
+				good + `:9:7: warning: step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order (refused at run)`,
+				good + `:12:5: warning: step island is unreachable from start`,
+				good + `:15:7: note: step island: step.output.store is a hint: results stay inline in the event log; templates read them the same way`,
+				"ok " + good,
+			},
 		},
 		{
 			name: "invalid lists every problem", args: []string{bad}, wantCode: 1,
@@ -71,6 +95,10 @@ func TestValidateCommand(t *testing.T) {
 		{
 			name: "mixed", args: []string{good, bad}, wantCode: 1,
 			wantOut: []string{
+				good + `:6:11: warning: step start: tool kind "snowflake" is not registered in this engine (refused at run)`,
+				good + `:7:5: warning: step start: unknown key "surprise" (refused at run)`,
+				good + `:9:7: warning: step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order (refused at run)`,
+				good + `:12:5: warning: step island is unreachable from start`,
 				"ok " + good,
 				bad + ":5:5: step start: tool is required",
 				bad + `:6:12: step start: next step "nowhere" does not exist`,
@@ -183,8 +211,17 @@ func TestValidateBinary(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("valid corpus: exit %d\n%s", code, out)
 	}
-	if got := lines(out); len(got) != len(valid) {
-		t.Errorf("valid corpus: %d output lines for %d files:\n%s", len(got), len(valid), out)
+	oks := 0
+	for _, l := range lines(out) {
+		switch {
+		case strings.HasPrefix(l, "ok "):
+			oks++
+		case strings.Contains(l, "refused at run") || !strings.Contains(l, ": warning: "):
+			t.Errorf("valid corpus: run would refuse a playbook: %s", l)
+		}
+	}
+	if oks != len(valid) {
+		t.Errorf("valid corpus: %d ok lines for %d files:\n%s", oks, len(valid), out)
 	}
 
 	code, out = run(append([]string{"validate"}, append(valid, broken...)...)...)

@@ -25,13 +25,13 @@ var screenshots = flag.String("screenshots", "", "directory TestDashboardInABrow
 // per frame, except that a frame holding a row id above {{ gate_after }}
 // first waits for the advisory lock {{ lock }}, which the test holds:
 // the loop makes visible progress, then waits until the test lets it
-// finish. Its executor block is NoETL's, unknown here: a warning the
-// dashboard marks at line 5.
-const gatedDrain = `apiVersion: noetl.io/v2
-kind: Playbook
+// finish. Its apiVersion, on line 5, is not NoETL's: a warning (that
+// does not stop it running) the dashboard marks at its line.
+const gatedDrain = `kind: Playbook
 metadata: {name: gated-drain}
 workload: {table: items, lock: 0, gate_after: 0}
 executor: {profile: distributed}
+apiVersion: example.org/v1
 workflow:
   - step: start
     loop:

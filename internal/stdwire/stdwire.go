@@ -28,7 +28,7 @@ func Registries(kc tools.Keychain, logger *slog.Logger) (*tools.Registry, *curso
 	if logger == nil {
 		logger = slog.Default()
 	}
-	treg, tclose := builtin.NewRegistry(builtin.Options{Keychain: kc, Logger: logger})
+	treg, tclose := builtin.NewRegistry(builtin.Options{Keychain: kc, Logger: logger, EnableDuckDB: true})
 	creg := cursor.NewRegistry()
 	_ = creg.Register("postgres", pgdriver.New(pgdriver.Config{Logger: logger}))
 	_ = creg.Register("sqlite", sqlitedriver.New(sqlitedriver.Config{Logger: logger}))

@@ -1,5 +1,5 @@
 // Package builtin registers cursorflow's built-in tools — http, postgres,
-// noop, python and shell — in a tools.Registry. The engine and the
+// duckdb, nats, secrets, noop, python and shell — in a tools.Registry. The engine and the
 // example binaries use it; a host adds its own kinds (see package fn) to
 // the same registry.
 //
@@ -12,21 +12,26 @@
 package builtin
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	nethttp "net/http"
 
 	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/duckdb"
 	"github.com/cursorflow/cursorflow/tools/http"
+	"github.com/cursorflow/cursorflow/tools/nats"
 	"github.com/cursorflow/cursorflow/tools/noop"
 	"github.com/cursorflow/cursorflow/tools/postgres"
 	"github.com/cursorflow/cursorflow/tools/python"
+	"github.com/cursorflow/cursorflow/tools/secrets"
 	"github.com/cursorflow/cursorflow/tools/shell"
 )
 
 // Kinds are the tool kinds Register adds.
-var Kinds = []string{"http", "noop", "postgres", "python", "shell"}
+var Kinds = []string{"duckdb", "http", "nats", "noop", "postgres", "python", "secrets", "shell"}
 
 // Options configures the built-in tools.
 type Options struct {
@@ -41,6 +46,11 @@ type Options struct {
 	Python string
 	// Logger is the tools' fallback logger. Defaults to slog.Default().
 	Logger *slog.Logger
+	// EnableDuckDB makes kind duckdb run SQL. Defaults to false (a duckdb
+	// step fails saying so): DuckDB SQL reads and writes any local file the
+	// worker can, so enable it only where everyone who may submit a
+	// playbook may do that.
+	EnableDuckDB bool
 }
 
 // Register adds the built-in tools to r and returns a Closer that releases
@@ -52,26 +62,53 @@ func Register(r *tools.Registry, opts Options) (io.Closer, error) {
 		logger = slog.Default()
 	}
 	pg := postgres.New(postgres.Config{Keychain: opts.Keychain, Logger: logger})
+	nc := nats.New(nats.Config{Keychain: opts.Keychain})
+	closer := closers{pg, nc}
 	set := map[string]tools.Tool{
+		"duckdb":   disabledDuckDB,
 		"http":     http.New(http.Config{Client: opts.HTTPClient, Keychain: opts.Keychain, Logger: logger}),
+		"nats":     nc,
 		"noop":     noop.New(),
 		"postgres": pg,
 		"python":   python.New(python.Config{Python: opts.Python, Logger: logger}),
+		"secrets":  secrets.New(opts.Keychain),
 		"shell":    shell.New(shell.Config{Logger: logger}),
+	}
+	if opts.EnableDuckDB {
+		db := duckdb.New(duckdb.Config{Keychain: opts.Keychain})
+		set["duckdb"] = db
+		closer = append(closer, db)
 	}
 	for _, k := range Kinds {
 		if _, err := r.Lookup(k); err == nil {
-			pg.Close()
+			_ = closer.Close()
 			return nil, fmt.Errorf("builtin: %w: %q", tools.ErrDuplicateKind, k)
 		}
 	}
 	for _, k := range Kinds {
 		if err := r.Register(k, set[k]); err != nil {
-			pg.Close()
+			_ = closer.Close()
 			return nil, err
 		}
 	}
-	return pg, nil
+	return closer, nil
+}
+
+// ErrDisabled is returned by a tool kind the host did not enable.
+var ErrDisabled = errors.New("builtin: tool kind disabled")
+
+var disabledDuckDB = tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+	return tools.Output{}, fmt.Errorf("%w: duckdb reads and writes local files; the host enables it with builtin.Options.EnableDuckDB", ErrDisabled)
+})
+
+type closers []io.Closer
+
+func (c closers) Close() error {
+	var errs []error
+	for _, x := range c {
+		errs = append(errs, x.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // NewRegistry returns a registry holding the built-in tools and the Closer

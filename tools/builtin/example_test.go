@@ -18,5 +18,5 @@ func Example() {
 	}))
 	fmt.Println(reg.Kinds())
 	// Output:
-	// [enrich http noop postgres python shell]
+	// [duckdb enrich http nats noop postgres python secrets shell]
 }

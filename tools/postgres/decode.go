@@ -77,7 +77,7 @@ func decode(oid uint32, raw []byte) any {
 		}
 		return f
 	case oidNumeric:
-		return decodeNumeric(string(raw))
+		return conv.Decimal(string(raw))
 	case oidJSON, oidJSONB:
 		if v, err := conv.DecodeJSON(raw); err == nil {
 			return v
@@ -94,32 +94,6 @@ func decode(oid uint32, raw []byte) any {
 		}
 	}
 	return string(raw)
-}
-
-// decodeNumeric returns int64 for an integral value that fits, float64 when
-// float64 holds the decimal exactly as written (trailing zeros aside), and
-// the text otherwise, so no digit is ever lost silently.
-func decodeNumeric(s string) any {
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return i
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return s
-	}
-	if normDecimal(strconv.FormatFloat(f, 'f', -1, 64)) == normDecimal(s) {
-		return f
-	}
-	return s
-}
-
-// normDecimal strips trailing fractional zeros and a bare point.
-func normDecimal(s string) string {
-	if strings.IndexByte(s, '.') < 0 {
-		return s
-	}
-	s = strings.TrimRight(s, "0")
-	return strings.TrimSuffix(s, ".")
 }
 
 var tzLayouts = [...]string{

@@ -1,0 +1,232 @@
+package dsl
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Support says what this build does with a playbook field.
+type Support uint8
+
+// Supports of a field.
+const (
+	// Honoured fields are implemented: the run does what the field says.
+	Honoured Support = iota + 1
+	// Descriptive fields document the playbook (desc, metadata, ...) and
+	// need nothing from the engine.
+	Descriptive
+	// Hint fields ask for a placement or storage choice that cannot change
+	// what a run computes (NoETL's result storage tiers, where a loop
+	// executes); they are accepted and their note says what happens instead.
+	Hint
+	// Refused fields are known but not implemented: validate reports them
+	// and the engine refuses to start a playbook that uses one.
+	Refused
+)
+
+// String names the support level as the generated documentation does.
+func (s Support) String() string {
+	switch s {
+	case Honoured:
+		return "honoured"
+	case Descriptive:
+		return "descriptive"
+	case Hint:
+		return "hint"
+	case Refused:
+		return "refused"
+	}
+	return "unknown"
+}
+
+// Field is one entry of the table of playbook fields.
+type Field struct {
+	// Path names the field: a context (playbook, metadata, step, task,
+	// loop, ...) followed by the key's dotted path inside it. A trailing
+	// ".*" covers every key under the prefix.
+	Path    string
+	Support Support
+	// Note says what the field does, or why it is refused, or what the
+	// engine does instead of a hint.
+	Note string
+}
+
+// Fields is every playbook field the parser knows, with what this build
+// does with it. It is the single source of truth behind validate's
+// warnings, the engine's refusals and docs/playbook-fields.md (generated
+// by FieldsMarkdown). A key the parser does not know is refused as
+// unknown.
+var Fields = []Field{
+	{"playbook.apiVersion", Descriptive, "noetl.io/v2; anything else is warned about"},
+	{"playbook.kind", Descriptive, "Playbook"},
+	{"playbook.metadata", Descriptive, "name, path, description and any other key"},
+	{"playbook.workload", Honoured, "the execution's inputs: top-level names and workload.*; run --set overrides keys"},
+	{"playbook.vars", Honoured, "rendered once at start, read as vars.*"},
+	{"playbook.keychain", Descriptive, "declares credential aliases; secrets come from the host's Keychain"},
+	{"playbook.workbook", Honoured, "named reusable actions called by tool: {kind: workbook, name}"},
+	{"playbook.workflow", Honoured, "the steps; one must be named start"},
+	{"playbook.executor", Descriptive, "NoETL's executor profile and version"},
+	{"playbook.executor.requires.tools", Honoured, "every listed tool kind must be registered, or the run is refused"},
+	{"playbook.executor.spec.entry_step", Honoured, "must name the start step (the workflow always begins at start)"},
+	{"playbook.executor.spec.no_next_is_error", Honoured, "false (the default here): a step without a matching arc ends its branch; true is refused"},
+	{"playbook.executor.spec.policy.defaults.timeout_s", Honoured, "default spec.timeout of every step that sets none"},
+	{"playbook.executor.spec.policy.results.reference_first", Hint, "results stay inline in the event log; templates read them the same way"},
+
+	{"keychain.*", Descriptive, "kind, scope, auth, ...: the host's Keychain resolves the alias"},
+	{"workbook.name", Honoured, "the action's name"},
+	{"workbook.tool", Honoured, "the action's tool (a task mapping)"},
+	{"workbook.input", Honoured, "default inputs, overridden by the calling step's input"},
+	{"workbook.assert.expects", Honoured, "input names that must be given (non-null) by the call"},
+	{"workbook.assert.returns", Honoured, "keys the action's result data must hold"},
+	{"workbook.desc", Descriptive, ""},
+
+	{"step.step", Honoured, "the step's name"},
+	{"step.desc", Descriptive, "also description"},
+	{"step.when", Honoured, "enable guard: false records step.skipped and routes nowhere"},
+	{"step.args", Honoured, "rendered before the tool chain; also input"},
+	{"step.vars", Honoured, "rendered after the step, read as vars.*"},
+	{"step.set", Honoured, "ctx./vars. assignments rendered against output after the step"},
+	{"step.loop", Honoured, "iterate over a collection or drain a cursor"},
+	{"step.tool", Honoured, "a task mapping, a pipeline list, or a kind name with the tool's fields on the step"},
+	{"step.next", Honoured, "routing: a name, a list, or {spec, arcs}"},
+	{"step.spec.timeout", Honoured, "bounds one run of the tool chain (seconds, a duration, or a template)"},
+	{"step.spec.on_error", Honoured, "continue/ignore: a failed step routes with event.name call.error instead of failing the execution"},
+	{"step.spec.pool", Honoured, "worker pool that runs the step's commands"},
+	{"step.spec.worker_labels", Honoured, "labels a worker must have to run the step's commands (engine/natsjs); the pool takes them when no such worker is alive"},
+	{"step.spec.loop_mode", Honoured, "fanout: the step's loop is a fan-out loop (as loop.spec.loop_mode)"},
+	{"step.spec.policy", Honoured, "rules for a single-tool step whose task has none"},
+	{"step.spec.policy.admit", Honoured, "admission rules: the first matching rule's then.allow decides whether the step runs (false: step.skipped)"},
+	{"step.kind", Honoured, "workbook: run the workbook action named by name/task"},
+	{"step.name", Honoured, "the workbook action a kind: workbook step runs (also task)"},
+	{"step.retry", Honoured, "retry policy of the step's tools (mapping form or the when/then list form)"},
+	{"step.sink", Honoured, "saves each iteration's (or the step's) result with another tool, atomically with it"},
+	{"step.output.output_select", Honoured, "keeps only the listed keys of the step's result data"},
+	{"step.output.store", Honoured, "kind auto (default) stores a result over inline_max_bytes in the result store; memory/inline keep it in the log; any other kind stores it whatever its size (a run without a result store is refused)"},
+	{"step.output.store.*", Hint, "ttl, compression, bucket, ...: NoETL's tiers; the engine has one result store"},
+	{"step.output.inline_max_bytes", Honoured, "the size above which a kind auto result is stored (default: the store's threshold, 64 KiB)"},
+
+	{"task.name", Honoured, "labels a pipeline task"},
+	{"task.kind", Honoured, "the tool kind; must be registered in the engine's tools registry at run"},
+	{"task.spec.policy", Honoured, "when/then rules deciding continue, retry, break, jump or fail"},
+	{"task.spec.timeout", Honoured, "bounds one call of the tool"},
+	{"task.set", Honoured, "assignments after the task: iter., ctx., vars. or pipeline-local names"},
+	{"task.retry", Honoured, "retry policy (mapping form or the when/then list form)"},
+	{"task.sink", Honoured, "saves the task's result with another tool, atomically with the attempt"},
+	{"task.output.store", Honoured, "as step.output.store, for the step's result when the task is its last"},
+	{"task.output.store.*", Hint, "ttl, compression, bucket, ...: NoETL's tiers; the engine has one result store"},
+	{"task.output.inline_max_bytes", Honoured, "as step.output.inline_max_bytes"},
+	{"task.output_select", Hint, "results stay inline in the event log whatever their size"},
+	{"task.*", Honoured, "every other key is the tool's own configuration, rendered and handed to the tool"},
+
+	{"loop.in", Honoured, "the collection (also collection)"},
+	{"loop.iterator", Honoured, "the item's name (also element)"},
+	{"loop.cursor", Honoured, "a cursor source: kind, auth/credential, claim and driver options"},
+	{"loop.spec.mode", Honoured, "sequential, parallel (also async), chunked or cursor"},
+	{"loop.spec.max_in_flight", Honoured, "bound on items (parallel) or frame slots (cursor) at once; also concurrency; may be a template"},
+	{"loop.spec.chunk_size", Honoured, "items per command in chunked mode (also batch_size); may be a template"},
+	{"loop.spec.loop_mode", Honoured, "fanout: the collection split into shard commands, fanned in as loop.fanin.completed (arcs see fanin.total_shards, done, failed, results); local: the default"},
+	{"loop.spec.shards", Honoured, "fan-out: number of shards (at most one per item; default one per item)"},
+	{"loop.spec.shard_size", Honoured, "fan-out: items per shard instead of shards"},
+	{"loop.spec.max_shard_retries", Honoured, "fan-out: times a failed shard is issued again before it counts as failed (default 0)"},
+	{"loop.spec.allow_partial", Honoured, "fan-out: the step completes and routes when some shards failed (default: a failed shard fails the step)"},
+	{"loop.spec.frame", Honoured, "cursor frame bounds: max_rows, row_concurrency, lease_seconds, heartbeat_seconds, max_seconds, max_bytes, max_attempts, process; numbers may be templates"},
+	{"loop.spec.policy", Honoured, "rules for the loop's items"},
+	{"loop.spec.policy.exec", Hint, "where NoETL runs the loop (local or distributed); here items are commands any worker may run"},
+	{"loop.aggregate", Refused, "NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order"},
+	{"loop.sink", Honoured, "saves each iteration's result with another tool, atomically with the iteration"},
+
+	{"next.spec.mode", Honoured, "exclusive (first matching arc) or inclusive (every matching arc; arcs that converge on one step join there)"},
+	{"next.spec.on_no_match", Honoured, "quiet/ignore (the default: the branch ends) or error/fail (the execution fails)"},
+	{"next.arcs", Honoured, "the arcs"},
+	{"arc.step", Honoured, "the target step"},
+	{"arc.when", Honoured, "guard; rendered against output, event.name, ctx and the step's result"},
+	{"arc.set", Honoured, "assignments when the arc is taken"},
+	{"arc.args", Honoured, "arguments for the target (also input)"},
+
+	{"rule.when", Honoured, "the rule's condition"},
+	{"rule.else", Honoured, "the fallback rule"},
+	{"rule.then.do", Honoured, "continue, retry, break, jump or fail"},
+	{"rule.then.attempts", Honoured, "total attempts of a retry (also max_attempts); may be a template"},
+	{"rule.then.backoff", Honoured, "none, fixed, linear or exponential"},
+	{"rule.then.delay", Honoured, "base retry delay; may be a template"},
+	{"rule.then.to", Honoured, "jump target: a pipeline task or a step"},
+	{"rule.then.set", Honoured, "assignments when the rule matches"},
+	{"rule.then.allow", Honoured, "admission rules only: whether the step runs"},
+
+	{"retry.max_attempts", Honoured, "total attempts (also attempts); may be a template"},
+	{"retry.retry_when", Honoured, "retry when this holds (with status_code, error, success, data, result, response, attempt)"},
+	{"retry.stop_when", Honoured, "never retry when this holds"},
+	{"retry.retry_on_status", Honoured, "retry when the HTTP status is one of these"},
+	{"retry.retry_on", Honoured, "retry on error classes: error, timeout, connection_error, http_error, http_5xx, http_4xx, rate_limit"},
+	{"retry.backoff", Honoured, "none, fixed, linear or exponential (default exponential when a delay is set)"},
+	{"retry.initial_delay", Honoured, "base delay in seconds (also delay, backoff_seconds); may be a template"},
+	{"retry.backoff_multiplier", Honoured, "factor of exponential backoff (default 2)"},
+	{"retry.max_delay", Honoured, "cap on one delay"},
+	{"retry.jitter", Honoured, "spreads each delay randomly over [delay/2, delay]"},
+	{"retry.when", Honoured, "list form: the rule's condition (response = the response body, error, output)"},
+	{"retry.then.max_attempts", Honoured, "list form: bound on attempts or pages"},
+	{"retry.then.backoff", Honoured, "list form: backoff kind"},
+	{"retry.then.delay", Honoured, "list form: base delay (also initial_delay, backoff_seconds)"},
+	{"retry.then.next_call", Honoured, "list form: overrides of the tool's params, url, headers, body, data for the next page"},
+	{"retry.then.collect", Honoured, "list form: strategy append, replace or collect, with path into the response"},
+	{"retry.then.sink", Honoured, "list form: saves each page with another tool, atomically with it"},
+
+	{"sink.tool", Honoured, "the saving tool: a kind name or a task mapping"},
+	{"sink.*", Honoured, "the saving tool's own configuration (table, mode, key, data, auth, command, ...)"},
+}
+
+// fieldIndex maps each exact path of Fields to its entry.
+var fieldIndex = func() map[string]*Field {
+	m := make(map[string]*Field, len(Fields))
+	for i := range Fields {
+		m[Fields[i].Path] = &Fields[i]
+	}
+	return m
+}()
+
+// LookupField returns the table entry that covers path: the exact entry,
+// else the nearest "prefix.*" entry, else the nearest descriptive or hint
+// entry for a prefix of it (the sub-keys of documentation are
+// documentation). It returns nil for a path the table does not cover.
+func LookupField(path string) *Field {
+	if f := fieldIndex[path]; f != nil {
+		return f
+	}
+	for p := path; ; {
+		i := strings.LastIndexByte(p, '.')
+		if i < 0 {
+			return nil
+		}
+		p = p[:i]
+		if f := fieldIndex[p+".*"]; f != nil {
+			return f
+		}
+		if f := fieldIndex[p]; f != nil && (f.Support == Descriptive || f.Support == Hint) {
+			return f
+		}
+	}
+}
+
+// FieldsMarkdown renders the table of fields as the Markdown document
+// docs/playbook-fields.md holds; a test keeps the two equal.
+func FieldsMarkdown() string {
+	var b strings.Builder
+	b.WriteString("# Playbook fields\n\n")
+	b.WriteString("Generated from `dsl.Fields` by `go generate ./dsl` (a test keeps it true). Every key the parser\n")
+	b.WriteString("knows is listed with what this build does with it:\n\n")
+	b.WriteString("- **honoured** — implemented: the run does what the field says;\n")
+	b.WriteString("- **descriptive** — documentation only;\n")
+	b.WriteString("- **hint** — a placement or storage choice that cannot change what the run computes; the note says\n  what happens instead;\n")
+	b.WriteString("- **refused** — known but not implemented: `validate` warns, and `run` / `engine.Start` refuse the\n  playbook before anything runs, naming `file:line:col` and the field.\n\n")
+	b.WriteString("A key the parser does not know is refused the same way. Tool kinds that the engine's tools registry\n")
+	b.WriteString("does not hold (and cursor kinds missing from its cursor registry) are refused at run too.\n\n")
+	b.WriteString("Paths start with the context the key appears in: `playbook` (top level), `step` (a workflow step),\n")
+	b.WriteString("`task` (a tool mapping, a pipeline entry or a workbook action's tool), `workbook` (a workbook entry),\n")
+	b.WriteString("`loop`, `next`, `arc`, `rule` (policy rules), `retry` (retry: blocks), `sink`; `.*` covers every\n")
+	b.WriteString("key below.\n\n")
+	b.WriteString("| field | support | what it does |\n|---|---|---|\n")
+	for _, f := range Fields {
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", f.Path, f.Support, strings.ReplaceAll(f.Note, "|", "\\|"))
+	}
+	return b.String()
+}

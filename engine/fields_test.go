@@ -1,0 +1,192 @@
+package engine_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cursorflow/cursorflow/engine"
+)
+
+// TestHonouredFields: fields the table marks honoured change the run.
+func TestHonouredFields(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, src string
+		check     func(t *testing.T, b *bundle, sum *engine.Summary)
+	}{
+		{
+			name: "spec.policy.admit skips a step",
+			src: `
+workload: {enabled: false}
+workflow:
+  - step: start
+    tool: {kind: rec, key: start}
+    next: [gated]
+  - step: gated
+    spec:
+      policy:
+        admit:
+          mode: exclusive
+          rules:
+            - when: '{{ enabled }}'
+              then: {allow: true}
+            - else:
+                then: {allow: false}
+    tool: {kind: rec, key: gated}
+`,
+			check: func(t *testing.T, b *bundle, sum *engine.Summary) {
+				if sum.Status != engine.StatusCompleted || b.rec.count("gated") != 0 || sum.Steps["gated"] != "skipped" {
+					t.Fatalf("gated ran %d times, steps %v", b.rec.count("gated"), sum.Steps)
+				}
+			},
+		},
+		{
+			name: "next.spec.on_no_match: error fails the execution",
+			src: `
+workflow:
+  - step: start
+    tool: {kind: rec, key: start}
+    next:
+      spec: {mode: exclusive, on_no_match: error}
+      arcs:
+        - step: other
+          when: '{{ false }}'
+  - step: other
+    tool: {kind: rec, key: other}
+`,
+			check: func(t *testing.T, b *bundle, sum *engine.Summary) {
+				if sum.Status != engine.StatusFailed || sum.Step != "start" || sum.Field != "next" || !strings.Contains(sum.Error, "no arc matched") {
+					t.Fatalf("summary %+v", sum)
+				}
+			},
+		},
+		{
+			name: "output.output_select keeps the listed keys",
+			src: `
+workflow:
+  - step: start
+    tool: {kind: rec, key: start, keep: 1, drop: 2}
+    output:
+      output_select: [keep, key]
+`,
+			check: func(t *testing.T, b *bundle, sum *engine.Summary) {
+				d := data(t, sum, "start")
+				if len(d) != 2 || d["keep"] != int64(1) || d["drop"] != nil {
+					t.Fatalf("data %v", d)
+				}
+			},
+		},
+		{
+			name: "executor.spec.entry_step and defaults.timeout_s",
+			src: `
+executor:
+  spec:
+    entry_step: begin
+    policy: {defaults: {timeout_s: 0.05}}
+workflow:
+  - step: begin
+    tool: {kind: rec, key: begin, sleep_ms: 2000}
+  - step: start
+    tool: {kind: rec, key: start}
+`,
+			check: func(t *testing.T, b *bundle, sum *engine.Summary) {
+				if b.rec.count("begin") != 1 || b.rec.count("start") != 0 {
+					t.Fatalf("begin %d, start %d: the entry step is begin", b.rec.count("begin"), b.rec.count("start"))
+				}
+				if sum.Status != engine.StatusFailed || b.rec.interrupted.Load() != 1 {
+					t.Fatalf("summary %+v: the default timeout should have cut begin", sum)
+				}
+			},
+		},
+		{
+			name: "a workbook action's assert.returns",
+			src: `
+workbook:
+  - name: lookup
+    tool: {kind: rec, key: lookup, found: 1}
+    assert: {returns: [found, missing_key]}
+workflow:
+  - step: start
+    tool: {kind: workbook, name: lookup}
+`,
+			check: func(t *testing.T, b *bundle, sum *engine.Summary) {
+				if sum.Status != engine.StatusFailed || !strings.Contains(sum.Error, `result has no "missing_key"`) {
+					t.Fatalf("summary %+v", sum)
+				}
+			},
+		},
+		{
+			name: "a workbook call's input overrides the action's defaults",
+			src: `
+workbook:
+  - name: greet
+    input: {greeting: hello, who: nobody}
+    tool: {kind: rec, key: greet, text: '{{ greeting }} {{ who }}'}
+workflow:
+  - step: start
+    tool: {kind: workbook, name: greet, input: {who: '{{ workload.name }}'}}
+workload: {name: ada}
+`,
+			check: func(t *testing.T, b *bundle, sum *engine.Summary) {
+				if sum.Status != engine.StatusCompleted || data(t, sum, "start")["text"] != "hello ada" {
+					t.Fatalf("summary %+v, data %v", sum, sum.Results["start"])
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil)
+			sum, evs := b.run(t, header+tt.src, nil)
+			defer dumpOnFail(t, evs)
+			tt.check(t, b, sum)
+		})
+	}
+}
+
+// TestPrevIsThePreviousTasksData: NoETL's _prev in a pipeline.
+func TestPrevIsThePreviousTasksData(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    tool:
+      - name: generate
+        kind: rec
+        key: gen
+        record_id: 100
+      - name: save
+        kind: rec
+        key: save
+        saw: '{{ _prev.record_id }}'
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted || data(t, sum, "start")["saw"] != int64(100) {
+		t.Fatalf("summary %+v, data %v", sum, sum.Results["start"])
+	}
+}
+
+// TestWorkbookActionRetry: an action's own retry block applies when it is
+// called.
+func TestWorkbookActionRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, header+`
+workbook:
+  - name: flaky
+    tool:
+      kind: rec
+      key: flaky
+      fail: 2
+      retry: {max_attempts: 3}
+workflow:
+  - step: start
+    tool: {kind: workbook, name: flaky}
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted || b.rec.count("flaky") != 3 {
+		t.Fatalf("status %s (%s), %d calls", sum.Status, sum.Error, b.rec.count("flaky"))
+	}
+}

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"slices"
+
+	"github.com/cursorflow/cursorflow/dsl"
+)
+
+// Execution semantics, recorded in execution.started so that a history
+// always replays under the rules it was recorded with.
+const (
+	// Level 0 (histories recorded before levels existed): every arc into
+	// a step enters it on its own.
+	//
+	// semanticsJoin: a step that live work can still reach waits for that
+	// work (the join barrier of an inclusive fan-out), and the entries
+	// that wait together enter once.
+	semanticsJoin = 1
+	// currentSemantics is what new executions record.
+	currentSemantics = semanticsJoin
+)
+
+// The join barrier. NoETL gates a step that several branches of an
+// inclusive fan-out converge on until every upstream branch ended, then
+// runs it once with all their results in scope. Here that is: a wanted
+// step waits while any other live work — a run still going, or another
+// wanted entry — can reach it through the workflow's arcs (or policy
+// jumps) without passing through the step itself. Entries for the same
+// step that waited together enter as one run. A branch whose guard was
+// false ended (step.skipped) and one never routed to is not live, so
+// neither blocks; a loop-back (an arc to a step that already ran) is
+// wanted while nothing else can reach it, so it enters at once.
+
+// successors returns the steps a step can hand control to: its arcs and
+// every policy jump to a step.
+func successors(pb *dsl.Playbook, s *dsl.Step) []string {
+	var out []string
+	if s.Next != nil {
+		for _, a := range s.Next.Arcs {
+			out = append(out, a.Step)
+		}
+	}
+	jumps := func(p *dsl.Policy) {
+		if p == nil {
+			return
+		}
+		for _, r := range p.Rules {
+			if r.Then.Do == dsl.DoJump && pb.Step(r.Then.To) != nil {
+				out = append(out, r.Then.To)
+			}
+		}
+	}
+	for _, t := range tasksOf(pb, s) {
+		jumps(t.Policy)
+	}
+	jumps(s.Spec.Policy)
+	if s.Loop != nil {
+		jumps(s.Loop.Policy)
+	}
+	return out
+}
+
+// reaches reports whether from can hand control to to, directly or through
+// other steps, without passing through to on the way (to itself excluded
+// as an intermediate).
+func (s *State) reaches(from, to string) bool {
+	key := [2]string{from, to}
+	if v, ok := s.reach[key]; ok {
+		return v
+	}
+	if s.reach == nil {
+		s.reach = map[[2]string]bool{}
+	}
+	seen := map[string]bool{from: true}
+	queue := []string{from}
+	found := false
+	for len(queue) > 0 && !found {
+		cur := s.Playbook.Step(queue[0])
+		queue = queue[1:]
+		if cur == nil {
+			continue
+		}
+		for _, n := range successors(s.Playbook, cur) {
+			if n == to {
+				found = true
+				break
+			}
+			if !seen[n] {
+				seen[n] = true
+				queue = append(queue, n)
+			}
+		}
+	}
+	s.reach[key] = found
+	return found
+}
+
+// joinWaits reports whether wanted entry w must wait: some live work other
+// than w's own step can still reach it. withWanted counts other wanted
+// entries as live.
+func (s *State) joinWaits(w wantedStep, withWanted bool) bool {
+	if s.semantics < semanticsJoin {
+		return false
+	}
+	for _, r := range s.Runs { // any order: the answer is the same
+		if r.Status == runRunning && r.Step != w.Step && s.reaches(r.Step, w.Step) {
+			return true
+		}
+	}
+	if withWanted {
+		for _, o := range s.wanted {
+			if o.Step != w.Step && s.reaches(o.Step, w.Step) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// joinedWith returns the other wanted entries for w's step, which enter
+// together with w, and their args overlaid on w's in order.
+func (s *State) joinedWith(w wantedStep) ([]string, map[string]any) {
+	if s.semantics < semanticsJoin {
+		return nil, w.Args
+	}
+	var ids []string
+	args := w.Args
+	for _, o := range s.wanted {
+		if o.Step != w.Step || o.Run == w.Run {
+			continue
+		}
+		ids = append(ids, o.Run)
+		if len(o.Args) > 0 {
+			args = overlay(args, o.Args)
+		}
+	}
+	return ids, args
+}
+
+// consumeWanted drops the wanted entries a joined run took with it.
+func (s *State) consumeWanted(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	s.wanted = slices.DeleteFunc(s.wanted, func(w wantedStep) bool { return slices.Contains(ids, w.Run) })
+}
+
+// anyRunning reports whether some run is still going.
+func (s *State) anyRunning() bool {
+	for _, r := range s.Runs {
+		if r.Status == runRunning {
+			return true
+		}
+	}
+	return false
+}

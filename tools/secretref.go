@@ -1,0 +1,145 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// A secret reference stands for a keychain secret inside rendered values:
+// the secrets tool returns one instead of the secret, so step results and
+// the event log only ever hold the reference. The worker reveals
+// references in the configuration it hands a tool (RevealSecrets) and
+// conceals them again in what the tool returns (ConcealSecrets).
+var secretRefRE = regexp.MustCompile(`\$\{secret:([A-Za-z0-9_.\-/]+)(?:#([A-Za-z0-9_.\-]+))?\}`)
+
+// SecretRef returns the reference to alias's secret: its URL, or the
+// named field of the credential when field is not empty.
+func SecretRef(alias, field string) string {
+	if field != "" {
+		return "${secret:" + alias + "#" + field + "}"
+	}
+	return "${secret:" + alias + "}"
+}
+
+// Revealed is one secret RevealSecrets put in place of its reference.
+type Revealed struct {
+	Ref    string
+	Secret string
+}
+
+// RevealSecrets returns v (a plain value: maps, lists, strings, ...) with
+// every secret reference inside its strings replaced by the secret,
+// resolved through kc, and the secrets it revealed. v itself is not
+// changed. A reference to an unknown alias or field is an error naming it
+// (never a secret).
+func RevealSecrets(ctx context.Context, kc Keychain, v any) (any, []Revealed, error) {
+	var revealed []Revealed
+	seen := map[string]string{}
+	var walk func(x any) (any, error)
+	walk = func(x any) (any, error) {
+		switch t := x.(type) {
+		case string:
+			if !strings.Contains(t, "${secret:") {
+				return t, nil
+			}
+			var err error
+			out := secretRefRE.ReplaceAllStringFunc(t, func(ref string) string {
+				if s, ok := seen[ref]; ok {
+					return s
+				}
+				m := secretRefRE.FindStringSubmatch(ref)
+				s, rerr := resolveSecret(ctx, kc, m[1], m[2])
+				if rerr != nil {
+					if err == nil {
+						err = rerr
+					}
+					return ref
+				}
+				seen[ref] = s
+				revealed = append(revealed, Revealed{Ref: ref, Secret: s})
+				return s
+			})
+			return out, err
+		case map[string]any:
+			c := make(map[string]any, len(t))
+			for k, e := range t {
+				r, err := walk(e)
+				if err != nil {
+					return nil, err
+				}
+				c[k] = r
+			}
+			return c, nil
+		case []any:
+			c := make([]any, len(t))
+			for i, e := range t {
+				r, err := walk(e)
+				if err != nil {
+					return nil, err
+				}
+				c[i] = r
+			}
+			return c, nil
+		}
+		return x, nil
+	}
+	out, err := walk(v)
+	if err != nil {
+		return v, nil, err
+	}
+	return out, revealed, nil
+}
+
+func resolveSecret(ctx context.Context, kc Keychain, alias, field string) (string, error) {
+	if kc == nil {
+		return "", fmt.Errorf("secret %q: no keychain configured: %w", alias, ErrCredentialNotFound)
+	}
+	c, err := kc.Resolve(ctx, alias)
+	if err != nil {
+		return "", fmt.Errorf("secret: %w", err)
+	}
+	if field == "" {
+		if c.URL == "" {
+			return "", fmt.Errorf("secret %q: the credential has no value (name a field)", alias)
+		}
+		return c.URL, nil
+	}
+	s, ok := c.Fields[field]
+	if !ok {
+		return "", fmt.Errorf("secret %q: the credential has no field %q", alias, field)
+	}
+	return s, nil
+}
+
+// ConcealSecrets returns v with every revealed secret inside its strings
+// replaced by its reference again, so a tool's output that echoes a secret
+// records only the reference.
+func ConcealSecrets(v any, revealed []Revealed) any {
+	if len(revealed) == 0 {
+		return v
+	}
+	switch t := v.(type) {
+	case string:
+		for _, r := range revealed {
+			if r.Secret != "" {
+				t = strings.ReplaceAll(t, r.Secret, r.Ref)
+			}
+		}
+		return t
+	case map[string]any:
+		c := make(map[string]any, len(t))
+		for k, e := range t {
+			c[k] = ConcealSecrets(e, revealed)
+		}
+		return c
+	case []any:
+		c := make([]any, len(t))
+		for i, e := range t {
+			c[i] = ConcealSecrets(e, revealed)
+		}
+		return c
+	}
+	return v
+}
