@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/tools"
 )
 
 // Defaults of PartialLimits.
@@ -200,11 +201,17 @@ func withPartials(ctx context.Context, p *partials, row string) context.Context 
 }
 
 // partialFunc returns the tools.Call.Partial of a task running under ctx,
-// or nil when the command records no partials.
-func partialFunc(ctx context.Context, task string) func(any) {
+// or nil when the command records no partials. Secrets revealed to the
+// task are concealed in its partials as in its output.
+func partialFunc(ctx context.Context, task string, revealed []tools.Revealed) func(any) {
 	s, ok := ctx.Value(partialSinkKey{}).(partialSink)
 	if !ok || s.p == nil || s.p.lim.MaxEvents < 0 {
 		return nil
 	}
-	return func(data any) { s.p.emit(task, s.row, data) }
+	return func(data any) {
+		if len(revealed) > 0 {
+			data = tools.ConcealSecrets(data, revealed)
+		}
+		s.p.emit(task, s.row, data)
+	}
 }

@@ -56,6 +56,7 @@ func (w *Worker) results() *results {
 // itself got through.
 func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error {
 	start := time.Now()
+	ctx = withSecrets(ctx)
 	step := cmd.Playbook.Step(cmd.Step)
 	if step == nil {
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: fmt.Sprintf("no step named %q", cmd.Step)})
@@ -229,7 +230,7 @@ func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, sco
 func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ string, payload any) error {
 	ev := eventlog.Event{
 		ExecutionID: cmd.ExecutionID, Type: typ, Step: cmd.Step, CommandID: cmd.ID,
-		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: mustJSON(payload),
+		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: mustJSON(sanitizeReport(ctx, payload)),
 	}
 	if cmd.Kind != KindStep {
 		ev.LoopID = cmd.Run
@@ -657,11 +658,12 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	}
 	// Secret references (from the secrets tool) become secrets only in
 	// what this tool receives, and references again in what it returns.
-	revealedCfg, revealed, err := tools.RevealSecrets(ctx, w.Keychain, cfg)
+	kc := w.keychain(ctx)
+	revealedCfg, revealed, err := tools.RevealSecrets(ctx, kc, cfg)
 	if err != nil {
 		return nil, "secret", err
 	}
-	revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, w.Keychain, args)
+	revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, kc, args)
 	if err != nil {
 		return nil, "secret", err
 	}
@@ -670,8 +672,8 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	args, _ = revealedArgs.(map[string]any)
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
-		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(),
-		Partial: partialFunc(ctx, task.Name),
+		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: kc, Logger: w.logger(),
+		Partial: partialFunc(ctx, task.Name, revealed),
 	}
 	out, err := tool.Execute(ctx, call)
 	if err != nil {
@@ -1004,7 +1006,7 @@ func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, fs 
 		if w.Keychain == nil {
 			return spec, fmt.Errorf("loop.cursor.auth: no keychain to resolve credential %q", spec.Auth)
 		}
-		cred, err := w.Keychain.Resolve(ctx, spec.Auth)
+		cred, err := w.keychain(ctx).Resolve(ctx, spec.Auth)
 		if err != nil {
 			return spec, fmt.Errorf("loop.cursor.auth: %w", err)
 		}
