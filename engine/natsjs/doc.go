@@ -29,9 +29,11 @@
 //     A step's spec.pool picks the pool; the default pool is "default".
 //     AckWait is the transport lease: a worker sends InProgress every
 //     AckWait/3 while the command runs.
+//
 //   - p.cmd.<pool>.<worker id>: commands for one worker, consumed by its
 //     durable "worker-<id>" (created by workers with labels, removed a
 //     while after the worker is gone).
+//
 //   - p.evt: workers' reports (frame.claimed, frame.done,
 //     command.completed, command.failed, call.partial), on stream P_EVENTS, consumed
 //     by the durable "orchestrator". Serve records up to
@@ -39,9 +41,12 @@
 //     to the event log in batches; a report is acknowledged once the
 //     engine recorded it or refused it as stale, and delivered again on any
 //     other error.
+//
 //   - p.hb: heartbeats (core NATS, at most once): they extend a command's
 //     engine lease.
+//
 //   - p.check: request/reply staleness check of a redelivered command.
+//
 //   - bucket P_PLAYBOOKS: playbook sources by SHA-256 (Command.PlaybookHash).
 //     The dispatcher stores a source once; workers fetch it and parse it
 //     once per hash.
