@@ -92,13 +92,14 @@ func (s *State) Snapshot() *Status {
 			ls.Step = r.Step
 			ls.Finished = r.Status != runRunning
 		}
-		if l.Mode == "cursor" {
+		switch l.Mode {
+		case dsl.ModeCursor:
 			ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead = l.Frames, l.Rows, l.OK, l.Failed, l.Dead
 			ls.Done = l.OK + l.Failed + l.Dead
-		} else if l.Mode == dsl.ModeFanout {
+		case dsl.ModeFanout:
 			// A fan-out loop counts its shards.
 			ls.Items, ls.Done, ls.OK, ls.Failed = l.Shards, l.Done, l.OK, l.Failed
-		} else {
+		default:
 			ls.Items, ls.Done = l.count(), l.Done
 		}
 		if d := l.ProgressAt.Sub(l.StartedAt).Seconds(); d > 0 {

@@ -128,7 +128,7 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 // storedItems returns items [from, to) of the stored collection the
 // command refers to.
 func (w *Worker) storedItems(ctx context.Context, cmd *Command, from, to int) ([]any, error) {
-	v, err := w.results().resolve(ctx, map[string]any(cmd.ItemsRef))
+	v, err := w.results().resolve(ctx, cmd.ItemsRef)
 	if err != nil {
 		return nil, fmt.Errorf("read the stored collection: %w", err)
 	}

@@ -241,6 +241,11 @@ func (s *Store) Get(ctx context.Context, ref Ref) ([]byte, error) {
 	return data, nil
 }
 
+// keyByte reports whether c may stand in a key as it is.
+func keyByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
 // cleanName maps each segment of name to [A-Za-z0-9._-]+, so keys are
 // the same on every backend; "." and ".." segments are not kept as such.
 func cleanName(name string) string {
@@ -248,7 +253,7 @@ func cleanName(name string) string {
 	for i, seg := range segs {
 		b := []byte(seg)
 		for j, c := range b {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			if !keyByte(c) {
 				b[j] = '_'
 			}
 		}

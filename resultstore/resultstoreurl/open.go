@@ -72,7 +72,7 @@ func Open(ctx context.Context, rawURL string, threshold int64) (*resultstore.Sto
 	u.RawQuery = q.Encode()
 	b, err := blob.OpenBucket(ctx, u.String())
 	if err != nil {
-		return nil, fmt.Errorf("%w: open %s:// bucket: %v", ErrUnsupportedURL, u.Scheme, err)
+		return nil, fmt.Errorf("%w: open %s:// bucket: %w", ErrUnsupportedURL, u.Scheme, err)
 	}
 	cfg.Bucket = b
 	cfg.URL = u.String()

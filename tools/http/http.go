@@ -153,7 +153,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	}
 	defer resp.Body.Close()
 
-	var bodyReader io.Reader = io.LimitReader(resp.Body, t.cfg.MaxBodyBytes+1)
+	bodyReader := io.LimitReader(resp.Body, t.cfg.MaxBodyBytes+1)
 	pages := streamedPages(call, resp.Header.Get("Content-Type"), cred)
 	if pages != nil {
 		bodyReader = io.TeeReader(bodyReader, pages)
