@@ -444,7 +444,7 @@ func (d *decoder) stepOutput(s *Step, n *yaml.Node, what string) {
 				}
 			}
 		case "store", "inline_max_bytes":
-			s.OutputStore = d.outputStore(s.OutputStore, p, what+": output."+p.key)
+			s.OutputStore = d.outputStore(s.OutputStore, p, what, "step.output")
 		default:
 			d.unknown(p.k, what+": output", p.key)
 		}
@@ -452,22 +452,25 @@ func (d *decoder) stepOutput(s *Step, n *yaml.Node, what string) {
 }
 
 // outputStore decodes one key (store or inline_max_bytes) of an output
-// block into os (nil: a new one).
-func (d *decoder) outputStore(os *OutputStore, p pair, what string) *OutputStore {
+// block into os (nil: a new one); field is the block's path in the table
+// of fields (step.output or task.output).
+func (d *decoder) outputStore(os *OutputStore, p pair, what, field string) *OutputStore {
 	if os == nil {
 		os = &OutputStore{Pos: d.pos(p.k)}
 	}
 	switch p.key {
 	case "store":
-		ps, _ := d.mapping(p.v, what)
+		ps, _ := d.mapping(p.v, what+": output.store")
 		for _, sp := range ps {
 			if sp.key == "kind" {
-				os.Kind, _ = d.str(sp.v, what+".kind")
+				os.Kind, _ = d.str(sp.v, what+": output.store.kind")
 				os.Pos = d.pos(sp.v)
+				continue
 			}
+			d.field(sp.k, what, field+".store."+sp.key)
 		}
 	case "inline_max_bytes":
-		os.InlineMaxBytes, _ = d.nonNegInt(p.v, what)
+		os.InlineMaxBytes, _ = d.nonNegInt(p.v, what+": output.inline_max_bytes")
 	}
 	return os
 }
@@ -696,7 +699,7 @@ func (d *decoder) task(n *yaml.Node, what, prefix string, named bool) *Task {
 			for _, op := range ops {
 				switch op.key {
 				case "store", "inline_max_bytes":
-					t.OutputStore = d.outputStore(t.OutputStore, op, what+": output."+op.key)
+					t.OutputStore = d.outputStore(t.OutputStore, op, what, "task.output")
 				default:
 					d.unknown(op.k, what+": output", op.key)
 				}
