@@ -59,6 +59,8 @@ type Template struct {
 	needsBudget bool
 	// limits are the playbook's (nil: the defaults).
 	limits *limitsRef
+	// names are the variable names the template reads, for Refs.
+	names []string
 }
 
 type tmplKind uint8
@@ -264,6 +266,7 @@ func compileTemplate(src string, pos Pos, lim *limitsRef) (t *Template, err erro
 		return nil, &Diagnostic{Pos: adjustPos(pos, u.line, u.col), Message: fmt.Sprintf("template %q: unknown %s %q", snippet(src), u.what, u.name)}
 	}
 	t.needsBudget = w.needsBudget
+	t.names = sortedKeys(w.names)
 	t.tpl = tpl
 	t.kind = kindText
 	if out := singleOutput(root); out != nil {
@@ -341,6 +344,11 @@ func singleOutput(root *nodes.Template) *nodes.Output {
 func (t *Template) Render(vars map[string]any) (v any, err error) {
 	if t == nil {
 		return nil, nil
+	}
+	if t.kind != kindConstant {
+		if vars, err = t.resolveRefs(vars); err != nil {
+			return nil, err
+		}
 	}
 	switch t.kind {
 	case kindConstant:
@@ -595,9 +603,10 @@ func truthy(v any) bool {
 // exists, so a typo fails when the playbook is parsed rather than when the
 // step runs; it returns the first unknown name.
 //
-// It notes whether the template reads the render budget.
+// It notes whether the template reads the render budget and which
+// variable names it reads (see Refs).
 func guardTemplate(root *nodes.Template, env *exec.Environment) *guardWalker {
-	w := &guardWalker{seen: map[uintptr]bool{}, env: env}
+	w := &guardWalker{seen: map[uintptr]bool{}, env: env, names: map[string]bool{}}
 	w.walk(reflect.ValueOf(root), false)
 	return w
 }
@@ -612,6 +621,7 @@ type guardWalker struct {
 	env         *exec.Environment
 	unknown     *unknownName
 	needsBudget bool
+	names       map[string]bool
 }
 
 func (w *guardWalker) noteUnknown(what, name string, at *tokens.Token) {
@@ -675,8 +685,11 @@ func (w *guardWalker) walk(v reflect.Value, setTarget bool) {
 			}
 		case typeName:
 			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.Name)
-			if n.Name != nil && n.Name.Val == "range" {
-				w.needsBudget = true
+			if n.Name != nil {
+				w.names[n.Name.Val] = true
+				if n.Name.Val == "range" {
+					w.needsBudget = true
+				}
 			}
 		case typeTestCall:
 			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.TestCall)

@@ -110,15 +110,17 @@
 // # Failures and bounds
 //
 // Nothing is dispatched, and no lease is released, before the events that
-// justify it are stored. When an append fails, every execution of the
-// batch is dropped from memory and loaded again from the log (with
-// backoff while the log keeps failing); its reporters get ErrUnavailable
-// and send again (in-process workers do so themselves). A panic in
+// justify it are stored; the stored results they refer to (Config.Results)
+// are written before them. When an append (or that write) fails, every
+// execution of the batch is dropped from memory and loaded again from the
+// log (with backoff while the log keeps failing); its reporters get
+// ErrUnavailable and send again (in-process workers do so themselves). A panic in
 // decision code fails its execution, not the process. Shutdown lets
 // running commands finish; Close cancels them; either way what is left
 // stays in the log for Resume. Config bounds what a long-lived engine
 // keeps and what one execution may do: finished summaries (MaxFinished,
-// FinishedTTL), result size (MaxResultBytes), collection length
+// FinishedTTL), result size (MaxResultBytes, measured once the parts over
+// the result store's threshold went to the store), collection length
 // (MaxLoopItems) and template renders (RenderLimits); finished runs and
 // loops are compacted out of the state.
 package engine

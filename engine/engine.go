@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,6 +18,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -96,9 +98,10 @@ type Config struct {
 	// in memory. Defaults to DefaultFinishedTTL (10 minutes). Wait reads
 	// an evicted summary back from the log.
 	FinishedTTL time.Duration
-	// MaxResultBytes bounds the encoded result one command reports: a
-	// larger one fails the command with an error that says so. Defaults to
-	// DefaultMaxResultBytes (8 MiB).
+	// MaxResultBytes bounds the encoded result one command reports, once
+	// its parts over the result store's threshold went to Results (when
+	// set): a larger one fails the command with an error that says so.
+	// Defaults to DefaultMaxResultBytes (8 MiB).
 	MaxResultBytes int
 	// MaxLoopItems bounds the items a collection loop's in renders to: a
 	// longer collection fails the step (a cursor loop has no such bound).
@@ -109,6 +112,17 @@ type Config struct {
 	// dsl.Limits; zero fields take dsl's defaults: 16 MiB, 100,000 items,
 	// 2 seconds).
 	RenderLimits dsl.Limits
+	// Results, when set, is where results (and loop aggregates) larger
+	// than its threshold go: events and commands carry a reference
+	// ({uri, size, sha256}) and templates read the stored value. Nil
+	// keeps every result inline in the log. Every process of a deployment
+	// (orchestrators, workers) must use the same store. The engine does
+	// not close it.
+	Results *resultstore.Store
+	// Partials bounds the partial results (call.partial events) the
+	// tools of one command hand on while they run; see PartialLimits for
+	// the defaults.
+	Partials PartialLimits
 	// Observer, if set, sees every event once it is durably appended, in
 	// append order, from the orchestrator's goroutine: metrics and traces
 	// derive from the log itself. It must not block.
@@ -145,6 +159,10 @@ type Engine struct {
 	orchWG, workWG     sync.WaitGroup
 	closed             bool
 	mu                 sync.Mutex
+	// busy counts the commands the in-process workers run; started is
+	// when the engine started (both for Workers).
+	busy    atomic.Int64
+	started time.Time
 }
 
 // New creates an engine and starts its orchestrator and workers. Close
@@ -199,11 +217,12 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = "w-" + uuid.NewString()[:8]
 	}
-	e := &Engine{cfg: cfg}
+	e := &Engine{cfg: cfg, started: cfg.Clock.Now()}
 	inProcess := cfg.Dispatcher == nil && cfg.Workers > 0
 	e.checkTools, e.checkCursors = hostTools || inProcess, hostCursors || inProcess
+	res := newResults(cfg.Results)
 	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, Logger: cfg.Logger,
-		Clock: cfg.Clock, MaxResultBytes: cfg.MaxResultBytes}
+		Clock: cfg.Clock, MaxResultBytes: cfg.MaxResultBytes, Partials: cfg.Partials, Results: cfg.Results, res: res}
 	dispatch := cfg.Dispatcher
 	if dispatch == nil {
 		e.queue = newLocalQueue()
@@ -214,8 +233,8 @@ func New(cfg Config) (*Engine, error) {
 		log: cfg.Log, dispatch: dispatch, clock: cfg.Clock, logger: cfg.Logger,
 		lease: cfg.CommandLease, missed: cfg.MissedHeartbeats, tick: cfg.Tick, maxBatch: cfg.MaxBatch, observer: cfg.Observer,
 		maxResultBytes: cfg.MaxResultBytes, maxLoopItems: cfg.MaxLoopItems, renderLimits: cfg.RenderLimits,
-		decide: (*State).Decide,
-		inbox:  make(chan message, cfg.MaxBatch), ticker: cfg.Clock.NewTicker(cfg.Tick), done: make(chan struct{}),
+		decide: (*State).Decide, res: res,
+		inbox: make(chan message, cfg.MaxBatch), ticker: cfg.Clock.NewTicker(cfg.Tick), done: make(chan struct{}),
 		execs: map[string]*execution{}, reloading: map[string]*reload{}, ended: map[string][]endedExecution{},
 		driving: map[string]bool{}, finished: newSummaryCache(cfg.MaxFinished, cfg.FinishedTTL), waiters: map[string]*waiter{},
 		// An execution that ended failed or cancelled stops the commands
@@ -250,6 +269,8 @@ func (e *Engine) work(ctx context.Context, rep Reporter) {
 }
 
 func (e *Engine) execute(ctx context.Context, cmd *Command, rep Reporter) {
+	e.busy.Add(1)
+	defer e.busy.Add(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	e.running.add(cmd.ExecutionID, cmd.ID, cancel)
 	defer e.running.remove(cmd.ExecutionID, cmd.ID)
@@ -364,7 +385,11 @@ func (e *Engine) Check(pb *dsl.Playbook) []dsl.Diagnostic {
 	if e.checkCursors {
 		creg = e.cfg.Cursors
 	}
-	return Check(pb, treg, creg)
+	probs := Check(pb, treg, creg)
+	if e.cfg.Results == nil {
+		probs = append(probs, needsStore(pb)...)
+	}
+	return probs
 }
 
 // Resume continues an execution that an earlier process left unfinished:

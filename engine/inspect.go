@@ -102,11 +102,15 @@ func (s *State) loopStatus(id string, l *loopState) LoopStatus {
 		ls.Step = r.Step
 		ls.Finished = r.Status != runRunning
 	}
-	if l.Mode == dsl.ModeCursor {
+	switch l.Mode {
+	case dsl.ModeCursor:
 		ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead = l.Frames, l.Rows, l.OK, l.Failed, l.Dead
 		ls.Done = l.OK + l.Failed + l.Dead
-	} else {
-		ls.Items, ls.Done = len(l.Items), l.Done
+	case dsl.ModeFanout:
+		// A fan-out loop counts its shards.
+		ls.Items, ls.Done, ls.OK, ls.Failed = l.Shards, l.Done, l.OK, l.Failed
+	default:
+		ls.Items, ls.Done = l.count(), l.Done
 	}
 	if d := l.ProgressAt.Sub(l.StartedAt).Seconds(); d > 0 {
 		ls.Rate = float64(ls.Done) / d

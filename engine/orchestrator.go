@@ -136,6 +136,8 @@ type orchestrator struct {
 	onFinish func(executionID string)
 	// decide is (*State).Decide; a test may wrap it.
 	decide func(s *State, now time.Time, expired []string, reason string) []eventlog.Event
+	// res writes and reads stored results (a nil store keeps them inline).
+	res *results
 
 	inbox  chan message
 	ticker clock.Ticker
@@ -388,6 +390,25 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 		o.announceCancels(now)
 		return
 	}
+	// Stored values the decisions refer to are written first: a crash in
+	// between leaves an unreferenced object, never a dangling reference.
+	// A failed write is an append that failed: nothing of the batch is
+	// stored, the executions are loaded again from the log.
+	var blobs []*pendingBlob
+	for _, id := range order {
+		if ex := o.execs[id]; ex != nil {
+			blobs = append(blobs, ex.state.takePending()...)
+		}
+	}
+	if err := o.res.write(ctx, blobs); err != nil {
+		o.logger.Error("result store write failed; reloading the executions from the log",
+			"error", err, "executions", order)
+		o.reply(replies, fmt.Errorf("%w: result store: %w", ErrUnavailable, err))
+		for _, id := range order {
+			o.unload(id, now, 0)
+		}
+		return
+	}
 	results, err := o.log.Append(ctx, pending)
 	if err != nil {
 		// Nothing of this batch is known to be stored: every execution it
@@ -465,6 +486,7 @@ func (o *orchestrator) install(st *State) *execution {
 		st.Playbook.SetLimits(o.renderLimits)
 	}
 	st.maxLoopItems = o.maxLoopItems
+	st.res = o.res
 	ex := &execution{state: st, leases: map[string]*lease{}}
 	o.execs[st.ExecutionID] = ex
 	o.mu.Lock()
@@ -732,11 +754,24 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 	}
 	cmd.Lease, cmd.Heartbeat = s.leaseFor(ev.CommandID, o.lease)
 	cmd.PlaybookSource, cmd.PlaybookFile, cmd.PlaybookHash = s.started.Playbook, s.started.File, s.playbookHash()
+	if p.Kind == KindShard {
+		if l := s.Loops[p.Run]; l != nil {
+			cmd.Shards = l.Shards
+			cmd.From, cmd.To = shardRange(l.count(), l.Shards, p.Index)
+			if l.ItemsRef != nil {
+				cmd.ItemsRef = l.ItemsRef
+			} else if cmd.To <= len(l.Items) {
+				cmd.Item = l.Items[cmd.From:cmd.To:cmd.To]
+			}
+		}
+	}
 	if c := s.Commands[p.Base]; c != nil && len(c.Pages) > 0 {
 		cmd.Pages = c.Pages
 	}
 	if p.Kind == KindItem {
-		if l := s.Loops[p.Run]; l != nil && p.Index < len(l.Items) {
+		if l := s.Loops[p.Run]; l != nil && l.ItemsRef != nil {
+			cmd.ItemsRef, cmd.Count = l.ItemsRef, p.Count
+		} else if l != nil && p.Index < len(l.Items) {
 			cmd.Item = l.Items[p.Index]
 			if p.Count > 0 {
 				cmd.Count = p.Count
@@ -750,6 +785,7 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 		}
 	}
 	cmd.Pool = step.Spec.Pool
+	cmd.Labels = step.Spec.WorkerLabels
 	return cmd
 }
 

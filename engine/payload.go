@@ -14,6 +14,7 @@ const (
 	KindStep  = "step"  // run a step's tool chain once
 	KindItem  = "item"  // run the chain for one item of a collection loop
 	KindFrame = "frame" // claim a frame of a cursor loop and run the chain on it
+	KindShard = "shard" // run the chain once on a fan-out loop's shard of items
 )
 
 // startedPayload is execution.started's payload: everything a fresh process
@@ -247,9 +248,15 @@ type nextStep struct {
 
 // loopStartedPayload is loop.started's payload.
 type loopStartedPayload struct {
-	Run         string `json:"run"`
-	Mode        string `json:"mode"`
-	Items       []any  `json:"items,omitempty"`
+	Run   string `json:"run"`
+	Mode  string `json:"mode"`
+	Items []any  `json:"items,omitempty"`
+	// ItemsRef replaces Items when the collection was stored (larger than
+	// the result store's threshold); Count is then its length.
+	ItemsRef map[string]any `json:"items_ref,omitempty"`
+	Count    int            `json:"count,omitempty"`
+	// Shards is a fan-out loop's number of shards.
+	Shards      int    `json:"shards,omitempty"`
 	MaxInFlight int    `json:"max_in_flight"`
 	ChunkSize   int    `json:"chunk_size,omitempty"`
 	Error       string `json:"error,omitempty"`

@@ -19,6 +19,8 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/resultstore"
+	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -27,8 +29,9 @@ import (
 // with retries and a failure, a chunked loop, a paginating retry, a
 // cursor loop over SQLite, a cursor loop whose frames are settled by the
 // engine (dead-lettered after max_attempts, released on cancel), a loop
-// step entered again and again (compacted runs and loops) and
-// sub-playbooks parked and resumed.
+// step entered again and again (compacted runs and loops), sub-playbooks
+// parked and resumed, a fan-out loop with shard retries, and results,
+// collections and loop aggregates kept in a result store.
 // Times are normalised as a durable log returns them (UTC, no monotonic
 // reading).
 func snapshotHistories(t *testing.T) map[string][]eventlog.Event {
@@ -133,6 +136,50 @@ workflow:
 		t.Fatalf("the sub-playbook history ended %s with %d await.done: %s", sum.Status, countType(h, eventlog.TypeAwaitDone), sum.Error)
 	}
 	out["subplaybook"] = h
+
+	// A fan-out loop: shards retried, one failed for good, the fan-in.
+	sum, h, _ = runFlaky(t, header+`
+workflow:
+  - step: start
+    loop:
+      in: [0, 1, 2]
+      iterator: part
+      spec: {loop_mode: fanout, shard_size: 1, max_shard_retries: 2, allow_partial: true}
+    tool:
+      kind: flaky
+      key: 'part{{ iter.part[0] }}'
+      fail: '{{ 1 if iter.part[0] == 1 else 0 }}'
+      broken: '{{ iter.part[0] == 2 }}'
+`)
+	if sum.Status != engine.StatusCompleted || countType(h, eventlog.TypeLoopFaninCompleted) != 1 {
+		t.Fatalf("the fan-out history ended %s: %s", sum.Status, sum.Error)
+	}
+	out["fanout"] = h
+
+	// Results in a result store: a stored step result read by later
+	// templates, a stored collection and a stored loop aggregate.
+	store, err := resultstoreurl.Open(context.Background(), "mem://", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	storedLog := eventlog.NewMemory()
+	stored, err := engine.New(engine.Config{Log: storedLog, Tools: bigTools(), Results: store, Tick: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stored.Close() })
+	sum, h = (&bundle{log: storedLog, eng: stored}).run(t, strings.Replace(bigFlow, "workload: {n: 3000}", "workload: {n: 70}", 1), nil)
+	refs := 0
+	for _, ev := range h {
+		if strings.Contains(string(ev.Payload), resultstore.MarkerKey) {
+			refs++
+		}
+	}
+	if sum.Status != engine.StatusCompleted || refs < 3 {
+		t.Fatalf("the stored-results history ended %s (%s) with %d events holding references", sum.Status, sum.Error, refs)
+	}
+	out["stored"] = h
 
 	path := filepath.Join(t.TempDir(), "queue.db")
 	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")

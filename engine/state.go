@@ -13,6 +13,7 @@ import (
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/internal/jsonnum"
+	"github.com/cursorflow/cursorflow/resultstore"
 )
 
 // Execution statuses.
@@ -39,6 +40,8 @@ const (
 	// ended, the command is to be issued again.
 	cmdAwaiting  = "awaiting"
 	cmdAwaitDone = "await_done"
+	// cmdShardRetry is a failed fan-out shard to be issued again.
+	cmdShardRetry = "shard_retry"
 )
 
 // State is an execution's state: a pure fold over its events. Apply is the
@@ -90,6 +93,14 @@ type State struct {
 	// doneLoops holds the counts of each loop step's last finished loop,
 	// by run id.
 	doneLoops map[string]LoopStatus
+	// refNames lists the scope variables (step results, ctx, vars) that
+	// hold references to stored results; res reads them. Neither is
+	// part of the fold's data: res is the process's result store.
+	refNames map[string]bool
+	res      *results
+	// pending are stored values decisions referred to, to be written
+	// before the decisions are appended (see takePending).
+	pending []*pendingBlob
 	// wanted lists step entries routed to but not yet entered, in order.
 	wanted []wantedStep
 	// finishing lists runs whose work ended and that await their step
@@ -145,6 +156,8 @@ type commandState struct {
 	Pages []any
 	// Expiries counts re-issues after a lease expired.
 	Expiries int
+	// ShardRetries counts a fan-out shard's re-issues after it failed.
+	ShardRetries int
 }
 
 // frameRows decodes a frame's recorded rows (nil if none were recorded).
@@ -181,12 +194,18 @@ type loopState struct {
 	Run  string
 	Mode string
 	Max  int
-	// Collection loops.
-	Items   []any
-	Chunk   int
-	Next    int
-	Outputs []any
-	Done    int
+	// Collection loops: the items, or a reference to them (ItemsRef, with
+	// Count items) when they were stored.
+	Items    []any
+	ItemsRef map[string]any `json:",omitempty"`
+	Count    int            `json:",omitempty"`
+	Chunk    int
+	Next     int
+	Outputs  []any
+	Done     int
+	// Fan-out loops: Shards commands, each ending in Done, as OK or
+	// Failed; Outputs holds each shard's output.
+	Shards int `json:",omitempty"`
 	// Cursor loops.
 	Slots  []slotState
 	Frames int
@@ -199,6 +218,14 @@ type loopState struct {
 	// StartedAt is loop.started's time and ProgressAt the time of the
 	// last item or frame that finished, for the loop's rate.
 	StartedAt, ProgressAt time.Time
+}
+
+// count is the number of items of a collection loop.
+func (l *loopState) count() int {
+	if l.ItemsRef != nil {
+		return l.Count
+	}
+	return len(l.Items)
 }
 
 type slotState struct {
@@ -281,7 +308,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			s.Vars[k] = v
 		}
 		s.want(s.Playbook.Entry, nil)
-	case eventlog.TypeStepSkipped, eventlog.TypeStepCompleted, eventlog.TypeStepFailed, eventlog.TypeLoopDone:
+	case eventlog.TypeStepSkipped, eventlog.TypeStepCompleted, eventlog.TypeStepFailed, eventlog.TypeLoopDone, eventlog.TypeLoopFaninCompleted:
 		var p stepDonePayload
 		if err := decode(ev, &p); err != nil {
 			return err
@@ -303,14 +330,21 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			run.Status = runSkipped
 		case eventlog.TypeStepFailed:
 			run.Status = runFailed
+		case eventlog.TypeLoopFaninCompleted:
+			// A fan-in whose failed shards the step does not allow ends
+			// it failed (and says why).
+			run.Status = runCompleted
+			if p.Error != "" {
+				run.Status = runFailed
+			}
 		default:
 			run.Status = runCompleted
 		}
 		if p.Result != nil {
 			s.Results[run.Step] = p.Result
+			s.noteRefs(run.Step, p.Result)
 		}
-		merge(s.Ctx, p.Ctx)
-		merge(s.Vars, p.Vars)
+		s.mergeCtx(p.Ctx, p.Vars)
 		s.finishing = remove(s.finishing, p.Run)
 		for _, n := range p.Next {
 			s.want(n.Step, n.Args)
@@ -329,11 +363,15 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		}
 		s.startRun(p.Run, ev.Step, nil)
 		s.consumeWanted(p.Joined)
-		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, Chunk: p.ChunkSize, StartedAt: ev.Time}
-		if p.Mode == dsl.ModeCursor {
+		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, ItemsRef: p.ItemsRef, Count: p.Count,
+			Chunk: p.ChunkSize, Shards: p.Shards, StartedAt: ev.Time}
+		switch p.Mode {
+		case dsl.ModeCursor:
 			l.Slots = make([]slotState, p.MaxInFlight)
-		} else {
-			l.Outputs = make([]any, len(p.Items))
+		case dsl.ModeFanout:
+			l.Outputs = make([]any, p.Shards)
+		default:
+			l.Outputs = make([]any, l.count())
 		}
 		if p.Error != "" {
 			l.Fail = p.Error
@@ -354,7 +392,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 				run := s.startRun(p.Run, ev.Step, p.Args)
 				run.Base = p.Base
 				s.consumeWanted(p.Joined)
-			case KindItem:
+			case KindItem, KindShard:
 				if l := s.Loops[p.Run]; l != nil {
 					l.Next = max(l.Next, p.Index+max(1, p.Count))
 				}
@@ -378,6 +416,9 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		c.Await = nil
 		if p.Reason == reasonLease {
 			c.Expiries++
+		}
+		if p.Reason == reasonShardRetry {
+			c.ShardRetries++
 		}
 		if len(p.Rows) > 0 {
 			c.rows = mustJSON(p.Rows)
@@ -404,8 +445,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			return nil
 		}
 		s.finishCommand(c, cmdCompleted)
-		merge(s.Ctx, p.Ctx)
-		merge(s.Vars, p.Vars)
+		s.mergeCtx(p.Ctx, p.Vars)
 		switch c.Kind {
 		case KindStep:
 			if run := s.Runs[c.Run]; run != nil {
@@ -413,7 +453,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 				run.Jump = p.Jump
 				s.finishing = append(s.finishing, run.ID)
 			}
-		case KindItem:
+		case KindItem, KindShard:
 			if l := s.Loops[c.Run]; l != nil && c.Issued.Index < len(l.Outputs) {
 				if c.Issued.Count > 0 {
 					for k, o := range p.Outputs {
@@ -425,6 +465,9 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 					l.Outputs[c.Issued.Index] = p.Output
 				}
 				l.Done += max(1, c.Issued.Count)
+				if c.Kind == KindShard {
+					l.OK++
+				}
 				l.ProgressAt = ev.Time
 				s.checkLoop(l)
 			}
@@ -437,6 +480,10 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		c.Failure = p
 		if p.Retry != nil {
 			s.finishCommand(c, cmdRetryWanted)
+			return nil
+		}
+		if c.Kind == KindShard {
+			s.shardFailed(c, p, ev.Time)
 			return nil
 		}
 		s.finishCommand(c, cmdFailed)
@@ -474,7 +521,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			return err
 		}
 		s.finishCommand(c, cmdCompleted)
-		merge(s.Ctx, p.Ctx)
+		s.mergeCtx(p.Ctx, nil)
 		l := s.Loops[c.Run]
 		if l == nil {
 			return nil
@@ -566,6 +613,39 @@ func (s *State) retireRun(run *stepRun) {
 		delete(s.Loops, run.ID)
 	}
 	delete(s.Runs, run.ID)
+}
+
+// mergeCtx merges assignments into ctx and vars, noting references.
+func (s *State) mergeCtx(ctx, vars map[string]any) {
+	merge(s.Ctx, ctx)
+	merge(s.Vars, vars)
+	if len(ctx) > 0 && resultstore.HasRef(ctx) {
+		s.noteRefs("ctx", ctx)
+	}
+	if len(vars) > 0 && resultstore.HasRef(vars) {
+		s.noteRefs("vars", vars)
+	}
+}
+
+// noteRefs records whether scope variable name holds references to
+// stored results (ctx and vars, once they do, are kept marked).
+func (s *State) noteRefs(name string, v any) {
+	if resultstore.HasRef(v) {
+		if s.refNames == nil {
+			s.refNames = map[string]bool{}
+		}
+		s.refNames[name] = true
+	} else if name != "ctx" && name != "vars" {
+		delete(s.refNames, name)
+	}
+}
+
+// takePending returns the stored values the decisions since the last call
+// referred to; they must be written before those decisions are appended.
+func (s *State) takePending() []*pendingBlob {
+	p := s.pending
+	s.pending = nil
+	return p
 }
 
 // playbookHash returns the hex SHA-256 of the playbook source.
@@ -704,14 +784,21 @@ func (s *State) checkLoop(l *loopState) {
 		s.finishing = append(s.finishing, l.Run)
 		return
 	}
-	if l.Mode == dsl.ModeCursor {
+	switch l.Mode {
+	case dsl.ModeCursor:
 		for _, sl := range l.Slots {
 			if !sl.Drained {
 				return
 			}
 		}
-	} else if l.Done < len(l.Items) {
-		return
+	case dsl.ModeFanout:
+		if l.Done < l.Shards {
+			return
+		}
+	default:
+		if l.Done < l.count() {
+			return
+		}
 	}
 	s.finishing = append(s.finishing, l.Run)
 }
@@ -759,7 +846,7 @@ func (s *State) idle() bool {
 	}
 	for _, c := range s.Commands {
 		switch c.Status {
-		case cmdRetryWanted, cmdRetryWaiting, cmdAwaiting, cmdAwaitDone:
+		case cmdRetryWanted, cmdRetryWaiting, cmdAwaiting, cmdAwaitDone, cmdShardRetry:
 			return false
 		}
 	}

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -33,7 +35,28 @@ type Worker struct {
 	// reported as the command's failure. Defaults to DefaultMaxResultBytes.
 	MaxResultBytes int
 
+	// Partials bounds the partial results (call.partial events) the
+	// tools of one command hand on while they run.
+	Partials PartialLimits
+	// Results, when set, is where a command's result goes when it is
+	// larger than the store's threshold: the report carries a reference.
+	// It also reads the stored results a command's templates use. It
+	// must be the store the orchestrator uses (engine.Config.Results).
+	Results *resultstore.Store
+
 	cancels cancels
+	resOnce sync.Once
+	res     *results
+}
+
+// results returns the worker's stored results (reads are cached).
+func (w *Worker) results() *results {
+	w.resOnce.Do(func() {
+		if w.res == nil {
+			w.res = newResults(w.Results)
+		}
+	})
+	return w.res
 }
 
 func (w *Worker) clock() clock.Clock {
@@ -61,6 +84,7 @@ func (w *Worker) Cancel(executionID string) { w.cancels.cancel(executionID) }
 // itself got through.
 func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error {
 	start := time.Now()
+	ctx = withSecrets(ctx)
 	step := cmd.Playbook.Step(cmd.Step)
 	if step == nil {
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: fmt.Sprintf("no step named %q", cmd.Step)})
@@ -83,16 +107,47 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		}
 	}()
 	scope := copyMap(cmd.Scope)
+	localRefs(ctx, scope, w.results())
 	addArgs(scope, cmd.Args)
+	part := w.startPartials(ctx, cmd, rep)
+	defer part.close()
 	var res chainResult
 	var p completedPayload
 	if cmd.Kind == KindItem && cmd.Count > 0 {
-		res, p = w.runChunk(runCtx, cmd, step, scope)
-	} else {
-		if cmd.Kind == KindItem {
-			setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
+		if cmd.ItemsRef != nil {
+			items, err := w.storedItems(ctx, cmd, cmd.Index, cmd.Index+cmd.Count)
+			if err != nil {
+				return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+			}
+			c := *cmd
+			c.Items = items
+			cmd = &c
 		}
-		res = w.runChain(runCtx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
+		res, p = w.runChunk(withPartials(runCtx, part, ""), cmd, step, scope)
+	} else {
+		switch cmd.Kind {
+		case KindItem:
+			item := cmd.Item
+			if cmd.ItemsRef != nil {
+				items, err := w.storedItems(ctx, cmd, cmd.Index, cmd.Index+1)
+				if err != nil {
+					return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+				}
+				item = items[0]
+			}
+			setIter(scope, step.Loop.Iterator, item, cmd.Index)
+		case KindShard:
+			items, _ := cmd.Item.([]any)
+			if cmd.ItemsRef != nil {
+				var err error
+				if items, err = w.storedItems(ctx, cmd, cmd.From, cmd.To); err != nil {
+					return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+				}
+			}
+			setIter(scope, step.Loop.Iterator, items, cmd.Index)
+			scope["shard"] = map[string]any{"index": cmd.Index, "count": cmd.Shards, "from": cmd.From, "to": cmd.To, "size": len(items)}
+		}
+		res = w.runChain(withPartials(runCtx, part, ""), cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
 		if res.abandoned {
 			// The engine the task needed is shutting down: the command
 			// stays in flight in the log, for whoever resumes the execution.
@@ -101,13 +156,22 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		if res.await != nil {
 			// The worker is free again; the command waits, in the log, for
 			// the execution its task started.
+			part.close()
 			res.await.Ms = time.Since(start).Milliseconds()
 			return w.report(ctx, rep, cmd, eventlog.TypeCommandAwaiting, res.await)
 		}
 		res.output = selectOutput(step, res.output)
 		p = completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump}
 	}
+	// The partials are recorded before the command's outcome.
+	part.close()
 	p.Ms = time.Since(start).Milliseconds()
+	// Large parts go to the result store first: the report that carries
+	// their references is what the result size bound then measures.
+	if err := w.storeLarge(ctx, cmd, step, &p); err != nil {
+		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{
+			Error: fmt.Sprintf("the result could not be stored: %v", err), Field: "result", Ms: p.Ms})
+	}
 	if res.retry != nil && res.retry.Paging {
 		// A page succeeded and the next one is wanted: recorded as done
 		// (under a cancel too: the page's work is done; nothing follows it).
@@ -123,6 +187,71 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
 	}
 	return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
+}
+
+// storedItems returns items [from, to) of the stored collection the
+// command refers to.
+func (w *Worker) storedItems(ctx context.Context, cmd *Command, from, to int) ([]any, error) {
+	v, err := w.results().resolve(ctx, cmd.ItemsRef)
+	if err != nil {
+		return nil, fmt.Errorf("read the stored collection: %w", err)
+	}
+	items, ok := v.([]any)
+	if !ok || from < 0 || from > to || to > len(items) {
+		return nil, fmt.Errorf("the stored collection has no items %d..%d", from, to)
+	}
+	return items[from:to:to], nil
+}
+
+// storeLarge replaces the parts of a command's report that are larger
+// than the result store's threshold (its output's data, a chunk's outputs'
+// data, each ctx and vars assignment) with references, writing them
+// first. The step's output block (NoETL's output.store.kind,
+// inline_max_bytes) decides for its result.
+func (w *Worker) storeLarge(ctx context.Context, cmd *Command, step *dsl.Step, p *completedPayload) error {
+	r := w.results()
+	policy := outputPolicyOf(cmd.Playbook, step)
+	if r.store == nil {
+		if policy.always() && p.Output != nil {
+			return fmt.Errorf("output.store.kind %s asks for a result store, and this worker has none (Worker.Results, --result-store)", policy.kind)
+		}
+		return nil
+	}
+	name := cmd.ExecutionID + "/" + cmd.ID
+	storeData := func(out map[string]any) (map[string]any, error) {
+		if out == nil || policy.inline() {
+			return out, nil
+		}
+		if _, ok := out["data"]; !ok {
+			return out, nil
+		}
+		data, err := r.offload(ctx, name, out["data"], policy.threshold(r.store.Threshold()))
+		if err != nil {
+			return nil, err
+		}
+		c := copyMap(out)
+		c["data"] = data
+		return c, nil
+	}
+	var err error
+	if p.Output, err = storeData(p.Output); err != nil {
+		return err
+	}
+	for i := range p.Outputs {
+		if p.Outputs[i], err = storeData(p.Outputs[i]); err != nil {
+			return err
+		}
+	}
+	for _, m := range []map[string]any{p.Ctx, p.Vars} {
+		for k, v := range m {
+			x, err := r.offload(ctx, name, v, -1)
+			if err != nil {
+				return err
+			}
+			m[k] = x
+		}
+	}
+	return nil
 }
 
 // runChunk runs a chunked loop's items one after another in this command
@@ -155,7 +284,7 @@ func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, sco
 func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ string, payload any) error {
 	ev := eventlog.Event{
 		ExecutionID: cmd.ExecutionID, Type: typ, Step: cmd.Step, CommandID: cmd.ID,
-		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: mustJSON(payload),
+		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: mustJSON(sanitizeReport(ctx, payload)),
 	}
 	if cmd.Kind != KindStep {
 		ev.LoopID = cmd.Run
@@ -603,11 +732,12 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	}
 	// Secret references (from the secrets tool) become secrets only in
 	// what this tool receives, and references again in what it returns.
-	revealedCfg, revealed, err := tools.RevealSecrets(ctx, w.Keychain, cfg)
+	kc := w.keychain(ctx)
+	revealedCfg, revealed, err := tools.RevealSecrets(ctx, kc, cfg)
 	if err != nil {
 		return nil, "secret", err
 	}
-	revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, w.Keychain, args)
+	revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, kc, args)
 	if err != nil {
 		return nil, "secret", err
 	}
@@ -616,8 +746,8 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	args, _ = revealedArgs.(map[string]any)
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
-		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(), Await: await,
-		Revealed: revealed,
+		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: kc, Logger: w.logger(), Await: await,
+		Revealed: revealed, Partial: partialFunc(ctx, task.Name, revealed),
 	}
 	out, err := tool.Execute(ctx, call)
 	if aw := (*tools.AwaitExecution)(nil); await && errors.As(err, &aw) || errors.Is(err, ErrClosed) {

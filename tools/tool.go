@@ -68,6 +68,11 @@ type Call struct {
 	// host it is told (http) sends nothing to a host one of them does not
 	// allow.
 	Revealed []Revealed
+	// Partial, when set, receives the call's partial results while it
+	// runs; tools call EmitPartial rather than this directly. The engine
+	// records each as a call.partial event, bounded in size and rate
+	// (engine.PartialLimits), and never lets it block the tool.
+	Partial func(data any)
 }
 
 // AwaitExecution is the error a tool returns, when Call.Await allows it,
@@ -81,6 +86,17 @@ type AwaitExecution struct {
 // Error describes the wait.
 func (a *AwaitExecution) Error() string {
 	return "tools: waiting for execution " + a.ExecutionID
+}
+
+// EmitPartial hands a partial result of the running call (a page, a batch
+// of rows, a line of output) to whoever watches the execution. It never
+// blocks, and does nothing for a call without a Partial receiver. Data
+// must be a JSON value (maps, slices, scalars) the tool no longer
+// changes; the tool redacts secrets from it as it does from its Output.
+func (c *Call) EmitPartial(data any) {
+	if c != nil && c.Partial != nil {
+		c.Partial(data)
+	}
 }
 
 // Tool executes one kind of task.

@@ -38,6 +38,12 @@
 // "headers"}; Error is "HTTP <code>: <start of body>". A transport failure
 // or timeout is an error Output with status_code 0.
 //
+// A streamed body — application/x-ndjson (or jsonl) records, or the data
+// lines of text/event-stream — is handed on record by record as partial
+// results while it arrives ({"page": n, "data": record}, redacted like the
+// Output; see tools.Call.EmitPartial); the Output still holds the whole
+// body.
+//
 // One Tool shares one *http.Client (see NewClient) across every call.
 //
 // # Throttled hosts

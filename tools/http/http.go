@@ -18,6 +18,7 @@ import (
 	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
+	"github.com/cursorflow/cursorflow/tools/internal/proc"
 )
 
 // Defaults of Config.
@@ -155,7 +156,15 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	}
 	defer resp.Body.Close()
 
-	body, err := io.ReadAll(io.LimitReader(resp.Body, t.cfg.MaxBodyBytes+1))
+	bodyReader := io.LimitReader(resp.Body, t.cfg.MaxBodyBytes+1)
+	pages := streamedPages(call, resp.Header.Get("Content-Type"), cred)
+	if pages != nil {
+		bodyReader = io.TeeReader(bodyReader, pages)
+	}
+	body, err := io.ReadAll(bodyReader)
+	if pages != nil {
+		pages.Flush()
+	}
 	if err == nil && int64(len(body)) > t.cfg.MaxBodyBytes {
 		err = fmt.Errorf("response body larger than %d bytes", t.cfg.MaxBodyBytes)
 	}
@@ -471,6 +480,45 @@ func parseBody(body []byte, contentType string) any {
 		}
 	}
 	return string(body)
+}
+
+// streamedPages returns a writer that hands each record of a streamed
+// response body (application/x-ndjson, application/jsonl, or the data
+// lines of text/event-stream) on as a partial result while the body
+// arrives: {"page": n, "data": <the record, parsed as JSON when it is>}.
+// It returns nil for other bodies and for calls without a Partial
+// receiver.
+func streamedPages(call *tools.Call, contentType string, cred *tools.Credential) *proc.Lines {
+	if call.Partial == nil {
+		return nil
+	}
+	mediaType, _, _ := strings.Cut(strings.ToLower(contentType), ";")
+	sse := false
+	switch strings.TrimSpace(mediaType) {
+	case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines":
+	case "text/event-stream":
+		sse = true
+	default:
+		return nil
+	}
+	page := 0
+	return &proc.Lines{W: io.Discard, Line: func(line string) {
+		if sse {
+			data, ok := strings.CutPrefix(line, "data:")
+			if !ok {
+				return
+			}
+			line = strings.TrimPrefix(data, " ")
+		}
+		if strings.TrimSpace(line) == "" {
+			return
+		}
+		if cred != nil {
+			line = tools.Redact(line, *cred)
+		}
+		page++
+		call.EmitPartial(map[string]any{"page": page, "data": parseBody([]byte(line), "application/json")})
+	}}
 }
 
 // redactURL drops user info and the query from u for error and log text.

@@ -417,3 +417,73 @@ func TestRevealedSecretsStayScoped(t *testing.T) {
 		t.Fatalf("requests seen: %q", got)
 	}
 }
+
+// TestStreamedPages: the records of a streamed body (NDJSON, server-sent
+// events) reach the call's Partial receiver while the body still arrives:
+// the server sends the second record only after the test saw the first.
+func TestStreamedPages(t *testing.T) {
+	t.Parallel()
+	first := make(chan struct{})
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		switch r.URL.Path {
+		case "/ndjson":
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			io.WriteString(w, `{"page":1,"token":"sekrit-token"}`+"\n")
+			w.(nethttp.Flusher).Flush()
+			select {
+			case <-first:
+			case <-r.Context().Done():
+				return
+			}
+			io.WriteString(w, "\n"+`{"page":2}`+"\nnot json")
+		case "/sse":
+			w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+			io.WriteString(w, "event: tick\ndata: {\"n\":1}\n\n: comment\ndata: bye\n\n")
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"rows":[1,2]}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	tool := cfhttp.New(cfhttp.Config{})
+	kc := tools.StaticKeychain{"api": {Alias: "api", Hosts: []string{"127.0.0.1"}, Fields: map[string]string{"token": "sekrit-token"}}}
+	run := func(path string, onPage func(map[string]any)) ([]map[string]any, tools.Output) {
+		var got []map[string]any
+		out, err := tool.Execute(context.Background(), &tools.Call{
+			Config:   map[string]any{"url": srv.URL + path, "auth": "api"},
+			Keychain: kc,
+			Partial: func(d any) {
+				m := d.(map[string]any)
+				got = append(got, m)
+				if onPage != nil {
+					onPage(m)
+				}
+			},
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return got, out
+	}
+	got, out := run("/ndjson", func(m map[string]any) {
+		if m["page"] == 1 {
+			close(first)
+		}
+	})
+	if out.Status != tools.StatusSuccess || len(got) != 3 {
+		t.Fatalf("ndjson: status %s, %d pages: %v", out.Status, len(got), got)
+	}
+	if d := got[0]["data"].(map[string]any); d["token"] != tools.Redacted {
+		t.Fatalf("a page carries the credential's secret: %v", d)
+	}
+	if got[1]["page"] != 2 || got[1]["data"].(map[string]any)["page"] != int64(2) || got[2]["data"] != "not json" {
+		t.Fatalf("ndjson pages: %v", got)
+	}
+	got, _ = run("/sse", nil)
+	if len(got) != 2 || got[0]["data"].(map[string]any)["n"] != int64(1) || got[1]["data"] != "bye" {
+		t.Fatalf("sse pages: %v", got)
+	}
+	if got, _ = run("/json", nil); len(got) != 0 {
+		t.Fatalf("a plain JSON body is not streamed, yet: %v", got)
+	}
+}

@@ -58,4 +58,8 @@
 // DefaultMaxConns connections unless the URL's pool_max_conns or
 // Config.MaxConns says otherwise. A connection returned inside an open
 // transaction is discarded rather than reused.
+//
+// While a statement's rows arrive, they are handed on in batches of
+// Config.PartialRows (default 100) as partial results, {"statement": n,
+// "rows": [...], "rows_read": total so far} (see tools.Call.EmitPartial).
 package postgres

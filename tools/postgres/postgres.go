@@ -20,6 +20,10 @@ import (
 // nor the URL's pool_max_conns parameter sets one.
 const DefaultMaxConns = 16
 
+// DefaultPartialRows is how many rows of a statement's result go into one
+// partial result (see Config.PartialRows).
+const DefaultPartialRows = 100
+
 // ErrBadConfig is wrapped by the errors Execute returns for a task that
 // names no credential or no SQL.
 var ErrBadConfig = errors.New("postgres: bad task configuration")
@@ -39,6 +43,11 @@ type Config struct {
 	// ConfigurePool, when set, adjusts each pool's configuration before
 	// the pool is created (tracing, AfterConnect hooks, ...).
 	ConfigurePool func(alias string, cfg *pgxpool.Config) error
+	// PartialRows is how many rows of a statement's result are handed on
+	// as one partial result while the statement's rows arrive (for a call
+	// with a Partial receiver): {statement, rows, rows_read}. Defaults to
+	// DefaultPartialRows (100).
+	PartialRows int
 }
 
 // Tool is the postgres tool: one lazily created pgxpool per credential
@@ -56,6 +65,9 @@ type Tool struct {
 func New(cfg Config) *Tool {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.PartialRows <= 0 {
+		cfg.PartialRows = DefaultPartialRows
 	}
 	return &Tool{cfg: cfg, pools: make(map[string]*pgxpool.Pool)}
 }
@@ -111,7 +123,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if err != nil {
 		return tools.Output{}, err
 	}
-	return t.run(ctx, pool, cred, sql, params), nil
+	return t.run(ctx, pool, cred, sql, params, t.partials(call)), nil
 }
 
 // bindParams encodes the params list (values of $1, $2, ...) as text.
@@ -174,8 +186,9 @@ func (t *Tool) pool(cred tools.Credential) (*pgxpool.Pool, error) {
 
 // run executes sql, over the simple query protocol without params and
 // as one statement of the extended protocol with them (params non-nil),
-// and builds the Output.
-func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string, params [][]byte) tools.Output {
+// hands its rows on as partial results (part, if set) and builds the
+// Output.
+func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string, params [][]byte, part *partials) tools.Output {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return connError(cred, err)
@@ -183,7 +196,7 @@ func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credentia
 	defer conn.Release()
 
 	var (
-		res      result
+		res      = result{part: part}
 		affected int64
 		rowsSeen bool
 	)
@@ -201,6 +214,7 @@ func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credentia
 		for rr.NextRow() {
 			res.add(rr.Values())
 		}
+		res.flush()
 		_, err := rr.Close()
 		return err
 	}
@@ -234,6 +248,36 @@ type result struct {
 	names   []string
 	oids    []uint32
 	rows    []any
+	// part hands rows on as partial results while they arrive; nil when
+	// the call has no Partial receiver.
+	part *partials
+	// sent counts the rows handed on.
+	sent int
+}
+
+// partials batches a call's rows into partial results.
+type partials struct {
+	call  *tools.Call
+	every int
+	stmt  int // statements that returned rows so far
+}
+
+func (t *Tool) partials(call *tools.Call) *partials {
+	if call.Partial == nil {
+		return nil
+	}
+	return &partials{call: call, every: t.cfg.PartialRows}
+}
+
+// flush hands on the rows not handed on yet.
+func (r *result) flush() {
+	if r.part == nil || r.sent == len(r.rows) {
+		return
+	}
+	r.part.call.EmitPartial(map[string]any{
+		"statement": r.part.stmt, "rows": r.rows[r.sent:len(r.rows):len(r.rows)], "rows_read": int64(len(r.rows)),
+	})
+	r.sent = len(r.rows)
 }
 
 func (r *result) reset(fds []pgconn.FieldDescription) {
@@ -247,6 +291,10 @@ func (r *result) reset(fds []pgconn.FieldDescription) {
 		r.oids[i] = fd.DataTypeOID
 	}
 	r.rows = []any{}
+	r.sent = 0
+	if r.part != nil {
+		r.part.stmt++
+	}
 }
 
 func (r *result) add(values [][]byte) {
@@ -257,6 +305,9 @@ func (r *result) add(values [][]byte) {
 		}
 	}
 	r.rows = append(r.rows, row)
+	if r.part != nil && len(r.rows)-r.sent >= r.part.every {
+		r.flush()
+	}
 }
 
 // retryableStates are SQLSTATEs (or classes) worth a retry.

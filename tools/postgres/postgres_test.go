@@ -359,3 +359,44 @@ func TestSQLSafeValues(t *testing.T) {
 		t.Errorf("params not a list: %v", err)
 	}
 }
+
+// TestPartialRowBatches: a statement's rows are handed on in batches of
+// PartialRows as they arrive, per statement, the last batch short.
+func TestPartialRowBatches(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	tool := postgres.New(postgres.Config{PartialRows: 3})
+	t.Cleanup(func() { tool.Close() })
+	var got []map[string]any
+	call := &tools.Call{
+		Kind: "postgres", Keychain: tools.StaticURLs(map[string]string{"pg": dsn}),
+		Config: map[string]any{"auth": "pg", "command": `SELECT g AS id FROM generate_series(1, 7) g;
+SELECT 1 AS x WHERE false;
+SELECT g AS id FROM generate_series(8, 9) g`},
+		Partial: func(data any) { got = append(got, data.(map[string]any)) },
+	}
+	out, err := tool.Execute(context.Background(), call)
+	if err != nil || out.Status != tools.StatusSuccess {
+		t.Fatalf("Execute = %+v, %v", out, err)
+	}
+	type batch struct {
+		stmt int
+		ids  string
+		read int64
+	}
+	var batches []batch
+	for _, p := range got {
+		var ids []string
+		for _, r := range p["rows"].([]any) {
+			ids = append(ids, fmt.Sprint(r.(map[string]any)["id"]))
+		}
+		batches = append(batches, batch{p["statement"].(int), strings.Join(ids, ","), p["rows_read"].(int64)})
+	}
+	want := []batch{{1, "1,2,3", 3}, {1, "4,5,6", 6}, {1, "7", 7}, {3, "8,9", 2}}
+	if !reflect.DeepEqual(batches, want) {
+		t.Fatalf("batches %+v, want %+v", batches, want)
+	}
+	if rows := out.Data.(map[string]any)["rows"].([]any); len(rows) != 2 {
+		t.Fatalf("the result is still the last statement's rows: %v", rows)
+	}
+}
