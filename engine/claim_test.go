@@ -17,6 +17,7 @@ import (
 	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
@@ -203,7 +204,7 @@ func TestClaimAbortedWhenTheRecordFails(t *testing.T) {
 	if counts["done"] != n || counts["claimed"] != 0 || maxRuns != 1 {
 		t.Fatalf("statuses %v, most runs of a row %d; want %d done, none claimed, each run once", counts, maxRuns, n)
 	}
-	if c := countType(evs, eventlog.TypeLoopDone); c != 1 {
+	if c := logtest.CountType(evs, eventlog.TypeLoopDone); c != 1 {
 		t.Fatalf("loop.done recorded %d times", c)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
@@ -120,7 +121,7 @@ workflow:
 			if done != n || maxDone != 1 {
 				t.Fatalf("done=%d max_done=%d, want %d and 1", done, maxDone, n)
 			}
-			if c := countType(evs, eventlog.TypeLoopDone); c != 1 {
+			if c := logtest.CountType(evs, eventlog.TypeLoopDone); c != 1 {
 				t.Fatalf("loop.done recorded %d times", c)
 			}
 			st, err := engine.Inspect(ctx, log, id)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/fn"
 )
@@ -48,10 +49,10 @@ func TestFanoutShards(t *testing.T) {
 	if sum.Status != engine.StatusCompleted || sum.Steps["report"] != "completed" || sum.Steps["wrong"] != "" {
 		t.Fatalf("summary %+v", sum)
 	}
-	if n := countType(evs, eventlog.TypeLoopFaninCompleted); n != 1 {
+	if n := logtest.CountType(evs, eventlog.TypeLoopFaninCompleted); n != 1 {
 		t.Fatalf("%d loop.fanin.completed", n)
 	}
-	if n := countType(evs, eventlog.TypeLoopDone); n != 0 {
+	if n := logtest.CountType(evs, eventlog.TypeLoopDone); n != 0 {
 		t.Fatalf("a fan-out loop recorded loop.done")
 	}
 	var shards []string
@@ -121,13 +122,10 @@ func runFlaky(t *testing.T, src string) (*engine.Summary, []eventlog.Event, *fla
 	return sum, evs, f
 }
 
-// TestFanoutRetriesAndPartial: a shard that fails once is issued again
-// (a recorded command) and succeeds; one that keeps failing is issued
-// max_shard_retries more times and then counts as failed; with
-// allow_partial the step completes and its arcs see fanin.failed.
-func TestFanoutRetriesAndPartial(t *testing.T) {
-	t.Parallel()
-	sum, evs, f := runFlaky(t, header+`
+// fanoutRetryFlow fans three parts out: part 1 fails once, part 2 always;
+// with two retries each and allow_partial the fan-in routes on the one
+// failure.
+const fanoutRetryFlow = header + `
 workflow:
   - step: start
     loop:
@@ -144,7 +142,15 @@ workflow:
         when: '{{ event.name == "loop.fanin.completed" and fanin.failed == 1 and fanin.done == 2 }}'
   - step: compensate
     tool: {kind: rec, key: compensate, failed: '{{ start | length }}'}
-`)
+`
+
+// TestFanoutRetriesAndPartial: a shard that fails once is issued again
+// (a recorded command) and succeeds; one that keeps failing is issued
+// max_shard_retries more times and then counts as failed; with
+// allow_partial the step completes and its arcs see fanin.failed.
+func TestFanoutRetriesAndPartial(t *testing.T) {
+	t.Parallel()
+	sum, evs, f := runFlaky(t, fanoutRetryFlow)
 	defer dumpOnFail(t, evs)
 	if sum.Status != engine.StatusCompleted || sum.Steps["compensate"] != "completed" {
 		t.Fatalf("summary %+v", sum)
@@ -204,7 +210,7 @@ workflow:
 	if sum.Status != engine.StatusFailed || sum.Step != "start" || sum.Field != "loop" || sum.Error != "1 of 3 shards failed" {
 		t.Fatalf("summary %+v", sum)
 	}
-	if countType(evs, eventlog.TypeLoopFaninCompleted) != 1 || sum.Steps["after"] != "" {
+	if logtest.CountType(evs, eventlog.TypeLoopFaninCompleted) != 1 || sum.Steps["after"] != "" {
 		t.Fatalf("want one fan-in and no routing")
 	}
 
@@ -222,7 +228,7 @@ workflow:
   - step: after
     tool: {kind: rec, key: after}
 `)
-	if sum.Status != engine.StatusCompleted || sum.Steps["after"] != "completed" || countType(evs, eventlog.TypeCommandIssued) != 1 {
+	if sum.Status != engine.StatusCompleted || sum.Steps["after"] != "completed" || logtest.CountType(evs, eventlog.TypeCommandIssued) != 1 {
 		t.Fatalf("empty fan-out: %+v", sum)
 	}
 }
@@ -232,41 +238,12 @@ workflow:
 // once, and never runs again a shard the log says completed.
 func TestFanoutResumeFromEveryCut(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
-	sum, h := b.run(t, fanoutFlow, nil)
-	if sum.Status != engine.StatusCompleted {
-		t.Fatalf("first run: %s %s", sum.Status, sum.Error)
-	}
-	for k := 1; k < len(h); k++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		log := eventlog.NewMemory()
-		prefix := make([]eventlog.Event, k)
-		copy(prefix, h[:k])
-		if _, err := log.Append(ctx, prefix); err != nil {
-			t.Fatal(err)
+	resumeFromEveryCut(t, fanoutFlow, func(k int, got *engine.Summary, evs []eventlog.Event) {
+		if got.Steps["report"] != "completed" {
+			t.Fatalf("cut at %d: %+v", k, got)
 		}
-		fresh := setup(t, log)
-		if err := fresh.eng.Resume(ctx, h[0].ExecutionID); err != nil {
-			t.Fatalf("cut at %d: resume: %v", k, err)
-		}
-		got, err := fresh.eng.Wait(ctx, h[0].ExecutionID)
-		cancel()
-		if err != nil || got.Status != engine.StatusCompleted || got.Steps["report"] != "completed" {
-			t.Fatalf("cut at %d: %+v %v", k, got, err)
-		}
-		evs, _ := log.Read(context.Background(), h[0].ExecutionID, 0, 0)
-		if n := countType(evs, eventlog.TypeLoopFaninCompleted); n != 1 {
+		if n := logtest.CountType(evs, eventlog.TypeLoopFaninCompleted); n != 1 {
 			t.Fatalf("cut at %d: %d fan-ins", k, n)
 		}
-		for _, ev := range h[:k] {
-			if ev.Type != eventlog.TypeCommandCompleted {
-				continue
-			}
-			base := ev.CommandID[:strings.LastIndexByte(ev.CommandID, '@')]
-			if n := fresh.rec.countCommand(base); n != 0 {
-				t.Fatalf("cut at %d: %s completed before the cut but ran %d more times", k, base, n)
-			}
-		}
-		_ = fresh.eng.Close()
-	}
+	})
 }

@@ -157,16 +157,6 @@ func dumpOnFail(t *testing.T, evs []eventlog.Event) {
 	}
 }
 
-func countType(evs []eventlog.Event, typ string) int {
-	n := 0
-	for _, ev := range evs {
-		if ev.Type == typ {
-			n++
-		}
-	}
-	return n
-}
-
 func data(t *testing.T, sum *engine.Summary, step string) map[string]any {
 	t.Helper()
 	r, ok := sum.Results[step].(map[string]any)

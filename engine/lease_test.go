@@ -12,6 +12,7 @@ import (
 	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
@@ -173,7 +174,7 @@ workflow:
 	if done != n || claimed != 0 || maxDone != 1 {
 		t.Fatalf("done=%d claimed=%d max done_count=%d, want %d, 0, 1", done, claimed, maxDone, n)
 	}
-	if c := countType(evs, eventlog.TypeLoopDone); c != 1 {
+	if c := logtest.CountType(evs, eventlog.TypeLoopDone); c != 1 {
 		t.Fatalf("loop.done recorded %d times", c)
 	}
 	leases := 0

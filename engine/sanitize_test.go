@@ -9,6 +9,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/fn"
 )
@@ -60,8 +61,8 @@ workflow:
 			redacted++
 		}
 	}
-	if redacted < 3 || countType(evs, eventlog.TypeCallPartial) != 2 {
-		t.Fatalf("%d events redacted, %d partials", redacted, countType(evs, eventlog.TypeCallPartial))
+	if redacted < 3 || logtest.CountType(evs, eventlog.TypeCallPartial) != 2 {
+		t.Fatalf("%d events redacted, %d partials", redacted, logtest.CountType(evs, eventlog.TypeCallPartial))
 	}
 	if len(sum.Error) > engine.MaxErrorBytes+100 || !strings.Contains(sum.Error, "truncated: ") {
 		t.Fatalf("the error is %d bytes: %.200s", len(sum.Error), sum.Error)

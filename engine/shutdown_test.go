@@ -10,6 +10,7 @@ import (
 	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -121,7 +122,7 @@ workflow:
 		t.Fatal("a command was dispatched after Shutdown began")
 	}
 	evs, _ := log.Read(ctx, id, 0, 0)
-	if n := countType(evs, eventlog.TypeCommandCompleted); n != 1 {
+	if n := logtest.CountType(evs, eventlog.TypeCommandCompleted); n != 1 {
 		dumpOnFail(t, evs)
 		t.Fatalf("%d command.completed recorded, want the running command's", n)
 	}
@@ -180,7 +181,7 @@ workflow:
 	var after int64
 	for {
 		evs, _ := log.Read(ctx, id, 0, 0)
-		if countType(evs, eventlog.TypeRetryScheduled) == 1 {
+		if logtest.CountType(evs, eventlog.TypeRetryScheduled) == 1 {
 			after = evs[len(evs)-1].Seq
 			break
 		}

@@ -18,6 +18,7 @@ import (
 	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
@@ -108,50 +109,18 @@ workflow:`+paginatedStep("start", "append", ""), nil)
 	// Sub-playbooks: item commands parked (command.awaiting) and resumed
 	// (await.done) when their children end.
 	dir := t.TempDir()
-	writeChild(t, dir, `
-workload: {n: 0}
-workflow:
-  - step: start
-    tool: {kind: rec, key: 'child-{{ n }}', doubled: '{{ n * 2 }}'}
-`)
+	writeChild(t, dir, doublingChild)
 	subLog := eventlog.NewMemory()
 	sub, _ := subEngine(t, subLog, 2)
-	sum, h = runPlaybook(t, sub, subLog, header+`
-workflow:
-  - step: start
-    loop:
-      in: '{{ [1, 2] }}'
-      iterator: i
-    tool:
-      - name: child
-        kind: playbook
-        path: child.yaml
-        workload: {n: '{{ iter.i }}'}
-      - name: after
-        kind: rec
-        key: 'after-{{ iter.i }}'
-        got: '{{ child.data.steps.start.data.doubled }}'
-`, engine.StartOptions{File: filepath.Join(dir, "parent.yaml")}, 20*time.Second)
-	if sum.Status != engine.StatusCompleted || countType(h, eventlog.TypeAwaitDone) != 2 {
-		t.Fatalf("the sub-playbook history ended %s with %d await.done: %s", sum.Status, countType(h, eventlog.TypeAwaitDone), sum.Error)
+	sum, h = runPlaybook(t, sub, subLog, parentOfChildren("{{ [1, 2] }}"), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")}, 20*time.Second)
+	if sum.Status != engine.StatusCompleted || logtest.CountType(h, eventlog.TypeAwaitDone) != 2 {
+		t.Fatalf("the sub-playbook history ended %s with %d await.done: %s", sum.Status, logtest.CountType(h, eventlog.TypeAwaitDone), sum.Error)
 	}
 	out["subplaybook"] = h
 
 	// A fan-out loop: shards retried, one failed for good, the fan-in.
-	sum, h, _ = runFlaky(t, header+`
-workflow:
-  - step: start
-    loop:
-      in: [0, 1, 2]
-      iterator: part
-      spec: {loop_mode: fanout, shard_size: 1, max_shard_retries: 2, allow_partial: true}
-    tool:
-      kind: flaky
-      key: 'part{{ iter.part[0] }}'
-      fail: '{{ 1 if iter.part[0] == 1 else 0 }}'
-      broken: '{{ iter.part[0] == 2 }}'
-`)
-	if sum.Status != engine.StatusCompleted || countType(h, eventlog.TypeLoopFaninCompleted) != 1 {
+	sum, h, _ = runFlaky(t, fanoutRetryFlow)
+	if sum.Status != engine.StatusCompleted || logtest.CountType(h, eventlog.TypeLoopFaninCompleted) != 1 {
 		t.Fatalf("the fan-out history ended %s: %s", sum.Status, sum.Error)
 	}
 	out["fanout"] = h

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/playbook"
 )
@@ -31,13 +32,9 @@ func writeChild(t *testing.T, dir, src string) {
 	}
 }
 
-// TestSubPlaybooksDoNotHoldWorkers: a parallel loop of 48 sub-playbooks
-// on 4 workers completes. Before, each parent item held its worker while
-// its child waited for a worker: all 4 held, nothing ran, forever.
-func TestSubPlaybooksDoNotHoldWorkers(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	writeChild(t, dir, `
+// doublingChild is a child playbook (child.yaml, see writeChild) that
+// doubles its workload's n.
+const doublingChild = `
 workload: {n: 0}
 workflow:
   - step: start
@@ -45,16 +42,16 @@ workflow:
     next: [end]
   - step: end
     tool: {kind: rec, key: 'end-{{ n }}'}
-`)
-	log := eventlog.NewMemory()
-	e, rec := subEngine(t, log, 4)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	id, err := e.Start(ctx, []byte(header+`
+`
+
+// parentOfChildren is a parent whose parallel loop over in runs
+// doublingChild per item, then sums what the children returned.
+func parentOfChildren(in string) string {
+	return header + `
 workflow:
   - step: start
     loop:
-      in: '{{ range(48) | list }}'
+      in: '` + in + `'
       iterator: i
       spec: {mode: parallel}
     tool:
@@ -71,7 +68,21 @@ workflow:
         when: '{{ event.name == "loop.done" }}'
   - step: sum
     tool: {kind: rec, key: sum, total: '{{ start | map(attribute="got") | sum }}'}
-`), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
+`
+}
+
+// TestSubPlaybooksDoNotHoldWorkers: a parallel loop of 48 sub-playbooks
+// on 4 workers completes. Before, each parent item held its worker while
+// its child waited for a worker: all 4 held, nothing ran, forever.
+func TestSubPlaybooksDoNotHoldWorkers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeChild(t, dir, doublingChild)
+	log := eventlog.NewMemory()
+	e, rec := subEngine(t, log, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, err := e.Start(ctx, []byte(parentOfChildren("{{ range(48) | list }}")), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +157,7 @@ workflow:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if countType(evs, eventlog.TypeCommandAwaiting) == 3 {
+		if logtest.CountType(evs, eventlog.TypeCommandAwaiting) == 3 {
 			break
 		}
 		seen = int64(len(evs))

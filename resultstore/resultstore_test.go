@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"gocloud.dev/blob"
-
+	"github.com/cursorflow/cursorflow/internal/resulttest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
@@ -26,16 +23,9 @@ func backends(t *testing.T) map[string]*resultstore.Store {
 	ctx := context.Background()
 	prefix := "resultstore-test-" + testenv.RandomSuffix(t) + "/"
 	open := func(raw string) *resultstore.Store {
-		u, err := url.Parse(raw)
+		s, err := resultstoreurl.Open(ctx, resulttest.WithPrefix(t, raw, prefix), 0)
 		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set(resultstoreurl.PrefixParam, prefix)
-		u.RawQuery = q.Encode()
-		s, err := resultstoreurl.Open(ctx, u.String(), 0)
-		if err != nil {
-			t.Fatalf("open %s: %v", u.Scheme, err)
+			t.Fatalf("open %s: %v", raw, err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
 		return s
@@ -47,33 +37,11 @@ func backends(t *testing.T) map[string]*resultstore.Store {
 	if os.Getenv(testenv.EnvS3) != "" || os.Getenv("CI") == "true" {
 		raw := testenv.S3(t)
 		stores["s3"] = open(raw)
-		t.Cleanup(func() { deletePrefix(t, raw, prefix) })
+		resulttest.DeleteAfter(t, raw, prefix)
 	} else {
 		t.Logf("%s is not set: the s3 case is skipped", testenv.EnvS3)
 	}
 	return stores
-}
-
-func deletePrefix(t *testing.T, raw, prefix string) {
-	ctx := context.Background()
-	b, err := blob.OpenBucket(ctx, raw)
-	if err != nil {
-		t.Errorf("clean up: %v", err)
-		return
-	}
-	defer b.Close()
-	it := b.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Errorf("clean up: %v", err)
-			return
-		}
-		_ = b.Delete(ctx, obj.Key)
-	}
 }
 
 func TestPutGet(t *testing.T) {

@@ -11,11 +11,12 @@ import (
 	"syscall"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
-	"go.uber.org/goleak"
 )
 
 // claimerEnv, when set, makes the test binary a claimer process instead

@@ -2,18 +2,14 @@ package natsjs_test
 
 import (
 	"context"
-	"errors"
-	"io"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"gocloud.dev/blob"
-
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
+	"github.com/cursorflow/cursorflow/internal/resulttest"
 	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
 	"github.com/cursorflow/cursorflow/tools"
@@ -24,36 +20,11 @@ import (
 // own, removed when the test ends.
 func s3Store(t *testing.T) *resultstore.Store {
 	t.Helper()
-	raw := testenv.S3(t)
-	prefix := "natsjs-" + testenv.RandomSuffix(t) + "/"
-	u, err := url.Parse(raw)
+	store, err := resultstoreurl.Open(context.Background(), resulttest.S3(t, "natsjs"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := u.Query()
-	q.Set(resultstoreurl.PrefixParam, prefix)
-	u.RawQuery = q.Encode()
-	ctx := context.Background()
-	store, err := resultstoreurl.Open(ctx, u.String(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = store.Close()
-		b, err := blob.OpenBucket(ctx, raw)
-		if err != nil {
-			return
-		}
-		defer b.Close()
-		it := b.List(&blob.ListOptions{Prefix: prefix})
-		for {
-			obj, err := it.Next(ctx)
-			if errors.Is(err, io.EOF) || err != nil {
-				return
-			}
-			_ = b.Delete(ctx, obj.Key)
-		}
-	})
+	t.Cleanup(func() { _ = store.Close() })
 	return store
 }
 
@@ -112,19 +83,9 @@ func TestLargeResultThroughNATS(t *testing.T) {
 	if psum.Status != engine.StatusFailed || psum.Step != "start" || !strings.Contains(psum.Error, "more than a NATS message may carry") {
 		t.Fatalf("without a store: %+v", psum)
 	}
-	if pw.Stats().TooLarge.Load() != 1 || countType(pevs, eventlog.TypeCommandFailed) != 1 {
-		t.Fatalf("without a store: %d results too large, %d failures", pw.Stats().TooLarge.Load(), countType(pevs, eventlog.TypeCommandFailed))
+	if pw.Stats().TooLarge.Load() != 1 || logtest.CountType(pevs, eventlog.TypeCommandFailed) != 1 {
+		t.Fatalf("without a store: %d results too large, %d failures", pw.Stats().TooLarge.Load(), logtest.CountType(pevs, eventlog.TypeCommandFailed))
 	}
 	t.Logf("5 MB result without a store: the report (%d+ bytes) exceeds NATS's max_payload (%d); the step fails: %s",
 		fiveMB, plain.cfg.Conn.MaxPayload(), psum.Error)
-}
-
-func countType(evs []eventlog.Event, typ string) int {
-	n := 0
-	for _, ev := range evs {
-		if ev.Type == typ {
-			n++
-		}
-	}
-	return n
 }

@@ -56,6 +56,17 @@ func Run(t *testing.T, newLog func(t *testing.T) eventlog.Log) {
 	}
 }
 
+// CountType returns how many of evs have type typ.
+func CountType(evs []eventlog.Event, typ string) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
 // ExecutionID returns a random execution id with a readable prefix, so
 // tests sharing one store never collide.
 func ExecutionID(prefix string) string {

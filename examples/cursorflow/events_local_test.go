@@ -40,18 +40,7 @@ workflow:
 	defer cancel()
 	logURL := "sqlite:" + filepath.Join(dir, "events.db")
 	run := exec.CommandContext(ctx, bin, "run", pb, "--eventlog", logURL)
-	stdout, err := run.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading execution id: %v", err)
-	}
-	id := strings.TrimSpace(strings.TrimPrefix(line, "execution "))
+	id, stdout := startRun(t, run)
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 
 	follow := exec.CommandContext(ctx, bin, "events", id, "--eventlog", logURL, "--follow")

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cursorflow/cursorflow/eventlog"
-	eventsqlite "github.com/cursorflow/cursorflow/eventlog/sqlite"
 )
 
 // TestKillAndResumeMidFanout runs a fan-out loop in a real `cursorflow
@@ -49,39 +46,13 @@ workflow:
 	logPath := filepath.Join(dir, "events.db")
 	store := "file://" + filepath.Join(dir, "results")
 	run := exec.Command(bin, "run", pb, "--eventlog", "sqlite:"+logPath, "--result-store", store)
-	stdout, err := run.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading execution id: %v", err)
-	}
-	id := strings.TrimSpace(strings.TrimPrefix(line, "execution "))
-
+	id, _ := startRun(t, run)
 	// Kill once two shards are done (four are still to come).
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		b, _ := os.ReadFile(side)
-		if strings.Count(string(b), "shard-") >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no progress before the kill; side effects: %q", b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := run.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = run.Wait()
+	killWhen(t, run, side, "shard-", 2, 60*time.Second)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	before := completedShards(t, ctx, logPath, id)
+	before := completedBases(recorded(t, ctx, logPath, id), "start", "/shard")
 	if len(before) == 0 || len(before) == 6 {
 		t.Fatalf("the killed run recorded %d completed shards; want some, not all", len(before))
 	}
@@ -111,15 +82,7 @@ workflow:
 	if !strings.Contains(string(b), "end done=6 failed=0") || strings.Count(string(b), "end ") != 1 {
 		t.Fatalf("the fan-in arc: %s", b)
 	}
-	log, err := eventsqlite.Open(ctx, logPath, eventsqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	evs, err := log.Read(ctx, id, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := recorded(t, ctx, logPath, id)
 	fanins := 0
 	for _, ev := range evs {
 		if ev.Type == eventlog.TypeLoopFaninCompleted {
@@ -130,27 +93,4 @@ workflow:
 		t.Fatalf("%d loop.fanin.completed recorded", fanins)
 	}
 	t.Logf("killed after %d of 6 shards; resumed to the fan-in", len(before))
-}
-
-// completedShards lists the index of each shard the log recorded as
-// completed (command ids are start#1/shard<N>@<attempt>).
-func completedShards(t *testing.T, ctx context.Context, path, id string) []string {
-	t.Helper()
-	log, err := eventsqlite.Open(ctx, path, eventsqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	evs, err := log.Read(ctx, id, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var shards []string
-	for _, ev := range evs {
-		if ev.Type == eventlog.TypeCommandCompleted && ev.Step == "start" {
-			base := ev.CommandID[:strings.LastIndexByte(ev.CommandID, '@')]
-			shards = append(shards, base[strings.LastIndex(base, "/shard")+len("/shard"):])
-		}
-	}
-	return shards
 }

@@ -3,20 +3,14 @@ package e2e_test
 import (
 	"bufio"
 	"context"
-	"errors"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"gocloud.dev/blob"
-
 	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/testenv"
-	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
+	"github.com/cursorflow/cursorflow/internal/resulttest"
 )
 
 // bigResultPlaybook makes a 5 MB postgres result, routes on it on the
@@ -49,17 +43,7 @@ func TestLargeResultsLabelsAndPartials(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 
-	raw := testenv.S3(t)
-	prefix := e.schema + "/"
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set(resultstoreurl.PrefixParam, prefix)
-	u.RawQuery = q.Encode()
-	store := u.String()
-	t.Cleanup(func() { deletePrefix(t, raw, prefix) })
+	store := resulttest.S3(t, e.schema)
 
 	addr := freeAddr(t)
 	srv := &replica{proc: start(t, "server", serverBin, "--listen", addr, "--eventlog", e.dsn, "--schema", e.schema,
@@ -171,26 +155,4 @@ func TestLargeResultsLabelsAndPartials(t *testing.T) {
 	}
 	t.Logf("5 MB result through NATS with the S3 store: %d event payload bytes for the execution (largest %d), %d call.partial events, check on %s",
 		total, largest, partials, workerOf["check"])
-}
-
-func deletePrefix(t *testing.T, raw, prefix string) {
-	ctx := context.Background()
-	b, err := blob.OpenBucket(ctx, raw)
-	if err != nil {
-		t.Logf("clean up %s: %v", prefix, err)
-		return
-	}
-	defer b.Close()
-	it := b.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Logf("clean up %s: %v", prefix, err)
-			return
-		}
-		_ = b.Delete(ctx, obj.Key)
-	}
 }
