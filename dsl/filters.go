@@ -12,6 +12,7 @@ import (
 	"github.com/nikolalohinski/gonja/v2/exec"
 
 	"github.com/cursorflow/cursorflow/internal/jsonnum"
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 // templateFilters returns the filters we add to gonja's builtins or use
@@ -384,30 +385,17 @@ func filterLength(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Valu
 	return fail("length", fmt.Errorf("object of type %T has no length", in.Interface()))
 }
 
-// SQL dialects the sql_literal and sql_ident filters know.
-const (
-	dialectPostgres   = "postgres"
-	dialectSQLite     = "sqlite"
-	dialectMySQL      = "mysql"
-	dialectClickHouse = "clickhouse"
-)
-
 // sqlDialect reads the filter's dialect argument (default postgres).
 func sqlDialect(name string, params *exec.VarArgs) (string, error) {
 	d := arg(params, 0, "dialect")
 	if d == nil || d.IsNil() {
-		return dialectPostgres, nil
+		return sqlquote.Postgres, nil
 	}
-	switch s := strings.ToLower(str(d)); s {
-	case dialectPostgres, "postgresql", "pg":
-		return dialectPostgres, nil
-	case dialectSQLite, dialectMySQL, dialectClickHouse:
-		return s, nil
-	case "mariadb":
-		return dialectMySQL, nil
-	default:
-		return "", fmt.Errorf("%s: unknown dialect %q (postgres, sqlite, mysql, clickhouse)", name, s)
+	dialect, err := sqlquote.Dialect(str(d))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
 	}
+	return dialect, nil
 }
 
 // filterSQLLiteral renders a value as an SQL literal: None as NULL,
@@ -432,56 +420,18 @@ func filterSQLLiteral(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 	if err != nil {
 		return fail("sql_literal", err)
 	}
-	var text string
-	switch v := p.(type) {
-	case nil:
-		return exec.AsSafeValue("NULL")
-	case bool:
-		if v {
-			return exec.AsSafeValue("TRUE")
-		}
-		return exec.AsSafeValue("FALSE")
-	case int64:
-		return exec.AsSafeValue(strconv.FormatInt(v, 10))
-	case float64:
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			text = strconv.FormatFloat(v, 'g', -1, 64) // NaN, +Inf, -Inf
-			text = strings.TrimPrefix(strings.Replace(text, "Inf", "Infinity", 1), "+")
-			break
-		}
-		return exec.AsSafeValue(strconv.FormatFloat(v, 'g', -1, 64))
-	case string:
-		text = v
-	default:
-		if text, err = marshalJSON(v, 0); err != nil {
-			return fail("sql_literal", err)
+	lit, ok, err := sqlquote.Scalar(p, dialect)
+	if !ok {
+		// Lists and maps: their JSON text, quoted.
+		var text string
+		if text, err = marshalJSON(p, 0); err == nil {
+			lit, err = sqlquote.String(text, dialect)
 		}
 	}
-	lit, err := quoteSQLString(text, dialect)
 	if err != nil {
 		return fail("sql_literal", err)
 	}
 	return exec.AsSafeValue(lit)
-}
-
-// quoteSQLString quotes s as a string literal of dialect.
-func quoteSQLString(s, dialect string) (string, error) {
-	if strings.IndexByte(s, 0) >= 0 {
-		return "", errors.New("a string with a NUL byte cannot be an SQL literal")
-	}
-	if !utf8.ValidString(s) {
-		return "", errors.New("a string that is not valid UTF-8 cannot be an SQL literal")
-	}
-	quoted := strings.ReplaceAll(s, "'", "''")
-	if dialect == dialectSQLite || !strings.Contains(s, `\`) {
-		// SQLite strings have no escapes: the backslash stands for itself.
-		return "'" + quoted + "'", nil
-	}
-	quoted = strings.ReplaceAll(quoted, `\`, `\\`)
-	if dialect == dialectPostgres {
-		return "E'" + quoted + "'", nil
-	}
-	return "'" + quoted + "'", nil
 }
 
 // filterSQLIdent renders a value as a quoted SQL identifier: "name" with
@@ -508,7 +458,7 @@ func filterSQLIdent(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *ex
 	case !utf8.ValidString(s):
 		return fail("sql_ident", errors.New("an identifier must be valid UTF-8"))
 	}
-	if dialect == dialectMySQL || dialect == dialectClickHouse {
+	if dialect == sqlquote.MySQL || dialect == sqlquote.ClickHouse {
 		return exec.AsSafeValue("`" + strings.ReplaceAll(s, "`", "``") + "`")
 	}
 	return exec.AsSafeValue(`"` + strings.ReplaceAll(s, `"`, `""`) + `"`)

@@ -49,9 +49,9 @@ type Executor interface {
 	// Exec runs sql atomically in its own transaction, discarding any
 	// result, and may retry once on a fresh connection as Claim does.
 	Exec(ctx context.Context, sql string, args []any) error
-	// Quote returns s as a string literal of the database's dialect (see
-	// QuoteStandard and QuoteBackslash), for %(name)s placeholders.
-	Quote(s string) string
+	// Dialect names the database's SQL dialect (postgres, mysql, sqlite),
+	// whose literals fill %(name)s placeholders (FillParams).
+	Dialect() string
 }
 
 // Tx is a claim's open transaction. It holds one connection (and, in
@@ -165,13 +165,13 @@ func Vars(spec cursor.Spec, rows []cursor.Row, reason string) map[string]any {
 }
 
 // Render renders a statement template with vars and fills its %(name)s
-// placeholders (FillParams) with quote.
-func Render(t *dsl.Template, vars map[string]any, quote func(string) string) (string, error) {
+// placeholders (FillParams) with literals of dialect.
+func Render(t *dsl.Template, vars map[string]any, dialect string) (string, error) {
 	stmt, err := t.RenderString(vars)
 	if err != nil {
 		return "", err
 	}
-	return FillParams(stmt, vars, quote)
+	return FillParams(stmt, vars, dialect)
 }
 
 // Claim renders the claim with __frame_max_rows = max and the slot
@@ -204,7 +204,7 @@ func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 	vars["__frame_max_rows"] = max
 	SlotVars(vars, c.spec)
 	for round := 0; ; round++ {
-		stmt, err := Render(c.spec.Claim, vars, c.exec.Quote)
+		stmt, err := Render(c.spec.Claim, vars, c.exec.Dialect())
 		if err != nil {
 			return nil, c.fail("claim", fmt.Errorf("render claim: %w", err))
 		}
@@ -248,7 +248,7 @@ func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 func (c *Cursor) buryInTx(ctx context.Context, tx Tx, dead []cursor.Row) error {
 	reason := fmt.Sprintf("attempts exceeded max_attempts %d", c.spec.MaxAttempts)
 	vars := Vars(c.spec, dead, reason)
-	stmt, err := Render(c.opts.DeadLetter.SQL, vars, c.exec.Quote)
+	stmt, err := Render(c.opts.DeadLetter.SQL, vars, c.exec.Dialect())
 	if err != nil {
 		return fmt.Errorf("render dead_letter: %w", err)
 	}
@@ -420,7 +420,7 @@ func (c *Cursor) run(ctx context.Context, op string, st *Statement, rows []curso
 		return nil
 	}
 	vars := Vars(c.spec, rows, reason)
-	stmt, err := Render(st.SQL, vars, c.exec.Quote)
+	stmt, err := Render(st.SQL, vars, c.exec.Dialect())
 	if err != nil {
 		return c.fail(op, fmt.Errorf("render %s: %w", op, err))
 	}

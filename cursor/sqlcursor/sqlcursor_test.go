@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -319,12 +320,13 @@ func TestFillParams(t *testing.T) {
 	}
 	tests := []struct {
 		name, in, want, wantErr string
-		quote                   func(string) string
+		dialect                 string
 	}{
 		{name: "noetl claim", in: "SET worker_id = %(__worker_slot_id)s LIMIT %(__frame_max_rows)s",
 			want: "SET worker_id = 4503599627370497 LIMIT 50"},
-		{name: "string quoted", in: "WHERE owner = %(name)s", want: `WHERE owner = 'O''Brien \ co'`},
-		{name: "mysql quoting", in: "WHERE owner = %(name)s", want: `WHERE owner = 'O''Brien \\ co'`, quote: QuoteBackslash},
+		{name: "string quoted", in: "WHERE owner = %(name)s", want: `WHERE owner = E'O''Brien \\ co'`},
+		{name: "sqlite quoting", in: "WHERE owner = %(name)s", want: `WHERE owner = 'O''Brien \ co'`, dialect: sqlquote.SQLite},
+		{name: "mysql quoting", in: "WHERE owner = %(name)s", want: `WHERE owner = 'O''Brien \\ co'`, dialect: sqlquote.MySQL},
 		{name: "null bool float", in: "%(none)s, %(ok)s, %(ratio)s, %(inf)s", want: "NULL, TRUE, 0.25, 'Infinity'"},
 		{name: "list as tuple", in: "id IN %(keys)s", want: "id IN (3, 'x''y')"},
 		{name: "empty list", in: "id IN %(empty)s", want: "id IN (NULL)"},
@@ -338,11 +340,11 @@ func TestFillParams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := tt.quote
-			if q == nil {
-				q = QuoteStandard
+			d := tt.dialect
+			if d == "" {
+				d = sqlquote.Postgres
 			}
-			got, err := FillParams(tt.in, vars, q)
+			got, err := FillParams(tt.in, vars, d)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

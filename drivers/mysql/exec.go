@@ -15,6 +15,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
 	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 // maxLockRetries bounds how often a statement is re-run after InnoDB
@@ -85,9 +86,9 @@ func (e *executor) Exec(ctx context.Context, stmt string, args []any) error {
 	})
 }
 
-// Quote returns s as a MySQL string literal (backslashes escaped, as the
-// server reads them unless NO_BACKSLASH_ESCAPES is set).
-func (e *executor) Quote(s string) string { return sqlcursor.QuoteBackslash(s) }
+// Dialect is MySQL's: string literals with backslashes escaped, as the
+// server reads them unless NO_BACKSLASH_ESCAPES is set.
+func (e *executor) Dialect() string { return sqlquote.MySQL }
 
 func (e *executor) claim(ctx context.Context, tx *sql.Tx, stmt string, args []any) (sqlcursor.Result, error) {
 	res, err := query(ctx, tx, stmt, args)
@@ -125,7 +126,7 @@ func (e *executor) renderMark(res sqlcursor.Result) (string, error) {
 		}
 		rows[i] = cursor.Row{Key: sqlcursor.RowKey(vals, idx), Values: m}
 	}
-	s, err := sqlcursor.Render(e.mark, sqlcursor.Vars(e.spec, rows, ""), e.Quote)
+	s, err := sqlcursor.Render(e.mark, sqlcursor.Vars(e.spec, rows, ""), e.Dialect())
 	if err != nil {
 		return "", fmt.Errorf("render mark: %w", err)
 	}

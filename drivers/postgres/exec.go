@@ -14,6 +14,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
 	"github.com/cursorflow/cursorflow/internal/pgparam"
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 // executor runs a cursor's SQL on a pool with the simple query protocol,
@@ -79,9 +80,8 @@ func execOn(ctx context.Context, c *pgconn.PgConn, sql string, params [][]byte) 
 	return err
 }
 
-// Quote returns s as a standard string literal (standard_conforming_strings
-// is on in every supported PostgreSQL).
-func (e *executor) Quote(s string) string { return sqlcursor.QuoteStandard(s) }
+// Dialect is PostgreSQL's.
+func (e *executor) Dialect() string { return sqlquote.Postgres }
 
 // encodeArgs encodes bound params (nil: none).
 func encodeArgs(args []any) ([][]byte, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
 	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 // DefaultBusyTimeout is how long a statement waits for another process's
@@ -190,8 +191,8 @@ func (e executor) Claim(ctx context.Context, stmt string, args []any) (sqlcursor
 	return nil, sqlcursor.Result{}, err
 }
 
-// Quote returns s as a standard SQL string literal.
-func (e executor) Quote(s string) string { return sqlcursor.QuoteStandard(s) }
+// Dialect is SQLite's.
+func (e executor) Dialect() string { return sqlquote.SQLite }
 
 func scan(rows *sql.Rows) (sqlcursor.Result, error) {
 	defer rows.Close()
