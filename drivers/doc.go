@@ -25,9 +25,11 @@
 //	        FROM candidate c WHERE j.id = c.id
 //	      RETURNING j.id, j.payload, j.attempts;
 //	    key: id                      # optional
-//	    ack: UPDATE jobs SET status = 'done' WHERE id IN ({{ keys | join(',') }})
+//	    ack:                       # keys bound as a JSON list, never spliced
+//	      sql: UPDATE jobs SET status = 'done' WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint)
+//	      params: ['{{ keys }}']
 //	    release: UPDATE jobs SET status = 'pending' WHERE id IN ({{ keys | join(',') }})
-//	    dead_letter: UPDATE jobs SET status = 'dead', error = '{{ reason }}' WHERE id IN ({{ keys | join(',') }})
+//	    dead_letter: UPDATE jobs SET status = 'dead', error = {{ reason | sql_literal }} WHERE id IN ({{ keys | join(',') }})
 //	  iterator: job
 //	  spec: {mode: cursor, max_in_flight: 4, frame: {max_rows: 100, lease_seconds: 60}}
 //
@@ -90,13 +92,18 @@
 // list of the rows' column maps), reason (dead_letter only) and
 // __worker_slot_id; the engine therefore passes them unrendered (the
 // drivers implement cursor.TemplateOptioner). Keys come from the database
-// and are inserted as text: quote them for text keys ('{{ keys |
-// join("','") }}') or pass rows as JSON ('{{ rows | tojson }}'::jsonb).
-// Without an ack statement Ack does nothing: SQL drivers leave completion
-// to the playbook's own SQL. Without a release statement Release cannot
-// hand rows back and returns an error wrapping cursor.ErrUnsupported: the
-// engine then runs rows it would have handed back (a cancelled
-// execution's unstarted rows) rather than leave them claimed.
+// and are inserted as text, so values must not be spliced in quotes by
+// hand ('{{ x }}' breaks, or injects, on a value holding a quote): bind
+// them — a statement may be {sql: ..., params: [...]}, the claim takes
+// claim_params, each param rendered per call and bound to $1.. or ?
+// (lists and maps as JSON text) — or quote them with the sql_literal
+// filter ({{ rows | tojson | sql_literal }}::jsonb) or NoETL's %(name)s
+// placeholders (filled as literals). Without an ack statement Ack does
+// nothing: SQL drivers leave completion to the playbook's own SQL.
+// Without a release statement Release cannot hand rows back and returns
+// an error wrapping cursor.ErrUnsupported: the engine then runs rows it
+// would have handed back (a cancelled execution's unstarted rows) rather
+// than leave them claimed.
 //
 // Leases. A SQL table holds no lease of its own: Lease.Deadline is zero
 // and Features.LeaseExpiry false. Rows of a claimer that died mid-frame

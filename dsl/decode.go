@@ -34,10 +34,12 @@ type decoder struct {
 	budget    int                 // nodes the value converters may still visit
 	overBudge bool                // the budget error was reported
 	expanding map[*yaml.Node]bool // aliases being expanded (cycle detection)
+
+	limits *limitsRef // shared by the playbook's templates
 }
 
 func newDecoder(file string, src []byte) *decoder {
-	return &decoder{file: file, src: src, budget: maxAliasNodes}
+	return &decoder{file: file, src: src, budget: maxAliasNodes, limits: &limitsRef{}}
 }
 
 // pair is one key/value entry of a YAML mapping.
@@ -568,7 +570,7 @@ func (d *decoder) value(n *yaml.Node) *Value {
 	case yaml.ScalarNode:
 		v, _ := d.scalar(n)
 		if s, isStr := v.(string); isStr {
-			val, err := NewScalarValue(s, d.textPos(n))
+			val, err := newScalarValue(s, d.textPos(n), d.limits)
 			if err != nil {
 				d.addErr(n, "", err)
 				return NewLiteralValue(s, d.pos(n))
@@ -618,7 +620,7 @@ func (d *decoder) template(n *yaml.Node, what string) *Template {
 		d.errorf(n, "%s must be a template string, got %s", what, kindName(n))
 		return nil
 	}
-	t, err := CompileTemplate(n.Value, d.textPos(n))
+	t, err := compileTemplate(n.Value, d.textPos(n), d.limits)
 	if err != nil {
 		d.addErr(n, what, err)
 		return nil

@@ -29,7 +29,8 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 		return nil
 	}
 	l := &Loop{Pos: d.pos(n)}
-	var modeNode, frameNode, inKey, iterKey *yaml.Node
+	var modeNode, frameNode, inKey, iterKey, loopModeNode, fanoutNode *yaml.Node
+	var loopMode string
 	intField := func(p pair, w string, dst *int) {
 		if t, ok := d.templated(p.v, w); ok {
 			putTemplate(&l.Templates, p.key, t)
@@ -54,6 +55,24 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 			intField(pair{key: "max_in_flight", k: p.k, v: p.v}, w, &l.MaxInFlight)
 		case "chunk_size", "batch_size":
 			intField(pair{key: "chunk_size", k: p.k, v: p.v}, w, &l.ChunkSize)
+		case "loop_mode":
+			loopMode, _ = d.str(p.v, w)
+			loopModeNode = p.v
+		case "shards", "shard_size", "max_shard_retries":
+			v, _ := d.nonNegInt(p.v, w)
+			n := int(min(v, math.MaxInt32))
+			switch p.key {
+			case "shards":
+				l.Fanout.Shards = n
+			case "shard_size":
+				l.Fanout.ShardSize = n
+			default:
+				l.Fanout.MaxShardRetries = n
+			}
+			fanoutNode = p.v
+		case "allow_partial":
+			l.Fanout.AllowPartial = d.boolean(p.v, w)
+			fanoutNode = p.v
 		case "frame":
 			frameNode = p.v
 			d.frame(&l.Frame, p.v, w)
@@ -114,6 +133,23 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 	if l.Iterator == "" {
 		d.errorf(n, "%s: loop.iterator is required", what)
 	}
+	fanout := false
+	switch loopMode {
+	case "", "local":
+		if fanoutNode != nil {
+			d.warnf(fanoutNode, "%s: shards, shard_size, max_shard_retries and allow_partial only apply to loop_mode fanout (ignored)", what)
+		}
+	case ModeFanout:
+		switch {
+		case l.Cursor != nil:
+			d.errorf(loopModeNode, "%s: loop_mode fanout needs loop.in (a collection), not a cursor", what)
+		case l.Fanout.Shards > 0 && l.Fanout.ShardSize > 0:
+			d.errorf(loopModeNode, "%s: give loop_mode fanout shards or shard_size, not both", what)
+		}
+		fanout = true
+	default:
+		d.errorf(loopModeNode, "%s: bad loop_mode %q (want fanout or local)", what, loopMode)
+	}
 	mode, known := loopModes[l.Mode]
 	switch {
 	case l.Mode == "":
@@ -137,6 +173,11 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 	}
 	if l.ChunkSize == 0 {
 		l.ChunkSize = DefaultChunkSize
+	}
+	if fanout && l.Cursor == nil {
+		// The items go to shards; mode sequential or parallel says
+		// nothing more (max_in_flight bounds the shards at once).
+		l.Mode = ModeFanout
 	}
 	if frameNode != nil && l.Cursor == nil && l.In != nil {
 		d.warnf(frameNode, "%s: frame only applies to cursor loops (ignored)", what)

@@ -11,7 +11,7 @@ import (
 // Playbook
 
 func (d *decoder) playbook(root *yaml.Node) *Playbook {
-	pb := &Playbook{File: d.file, Pos: d.pos(root), Entry: StartStep}
+	pb := &Playbook{File: d.file, Pos: d.pos(root), Entry: StartStep, limits: d.limits}
 	ps, ok := d.mapping(root, "playbook")
 	if !ok {
 		return pb
@@ -416,6 +416,17 @@ func (d *decoder) step(n *yaml.Node) *Step {
 	} else if s.TaskName != "" && toolKind == "" {
 		d.warnf(n, "%s: name/task %q is only used by kind: workbook steps", what, s.TaskName)
 	}
+	if s.Spec.LoopMode == ModeFanout {
+		// NoETL's fan-out profile names it on the step.
+		switch {
+		case s.Loop == nil:
+			d.warnf(n, "%s: spec.loop_mode fanout without a loop (ignored)", what)
+		case s.Loop.Cursor != nil:
+			d.errorf(n, "%s: spec.loop_mode fanout needs loop.in (a collection), not a cursor", what)
+		default:
+			s.Loop.Mode = ModeFanout
+		}
+	}
 	return s
 }
 
@@ -433,11 +444,35 @@ func (d *decoder) stepOutput(s *Step, n *yaml.Node, what string) {
 				}
 			}
 		case "store", "inline_max_bytes":
-			d.field(p.k, what, "step.output."+p.key)
+			s.OutputStore = d.outputStore(s.OutputStore, p, what, "step.output")
 		default:
 			d.unknown(p.k, what+": output", p.key)
 		}
 	}
+}
+
+// outputStore decodes one key (store or inline_max_bytes) of an output
+// block into os (nil: a new one); field is the block's path in the table
+// of fields (step.output or task.output).
+func (d *decoder) outputStore(os *OutputStore, p pair, what, field string) *OutputStore {
+	if os == nil {
+		os = &OutputStore{Pos: d.pos(p.k)}
+	}
+	switch p.key {
+	case "store":
+		ps, _ := d.mapping(p.v, what+": output.store")
+		for _, sp := range ps {
+			if sp.key == "kind" {
+				os.Kind, _ = d.str(sp.v, what+": output.store.kind")
+				os.Pos = d.pos(sp.v)
+				continue
+			}
+			d.field(sp.k, what, field+".store."+sp.key)
+		}
+	case "inline_max_bytes":
+		os.InlineMaxBytes, _ = d.nonNegInt(p.v, what+": output.inline_max_bytes")
+	}
+	return os
 }
 
 // args decodes p, an args or input mapping labelled label, into *args.
@@ -482,6 +517,15 @@ func (d *decoder) stepSpec(s *Step, n *yaml.Node, what string) {
 			s.Spec.OnError, _ = d.str(p.v, what+": spec.on_error")
 		case "pool":
 			s.Spec.Pool, _ = d.str(p.v, what+": spec.pool")
+		case "worker_labels":
+			s.Spec.WorkerLabels = d.labels(p.v, what+": spec.worker_labels")
+		case "loop_mode":
+			s.Spec.LoopMode, _ = d.str(p.v, what+": spec.loop_mode")
+			switch s.Spec.LoopMode {
+			case "", "local", ModeFanout:
+			default:
+				d.errorf(p.v, "%s: bad spec.loop_mode %q (want fanout or local)", what, s.Spec.LoopMode)
+			}
 		case "policy":
 			s.Spec.Policy, s.Spec.Admit = d.policy(p.v, what+": spec.policy")
 		default:
@@ -489,6 +533,38 @@ func (d *decoder) stepSpec(s *Step, n *yaml.Node, what string) {
 			d.unknown(p.k, what+": spec", p.key)
 		}
 	}
+}
+
+// boolean decodes a YAML boolean.
+func (d *decoder) boolean(n *yaml.Node, what string) bool {
+	n = d.resolve(n)
+	if d.isNull(n) {
+		return false
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+		d.errorf(n, "%s must be true or false, got %s", what, kindName(n))
+		return false
+	}
+	return n.Value == "true" || n.Value == "True" || n.Value == "TRUE"
+}
+
+// labels decodes a mapping of label names to scalar values (written as
+// strings: zone: eu, gpus: 2 → "2").
+func (d *decoder) labels(n *yaml.Node, what string) map[string]string {
+	pairs, ok := d.mapping(n, what)
+	if !ok || len(pairs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		v := d.resolve(p.v)
+		if v.Kind != yaml.ScalarNode || d.isNull(v) {
+			d.errorf(v, "%s.%s must be a string, got %s", what, p.key, kindName(v))
+			continue
+		}
+		out[p.key] = v.Value
+	}
+	return out
 }
 
 func (d *decoder) setSpecExtra(s *Step, key string, v any) {
@@ -623,7 +699,7 @@ func (d *decoder) task(n *yaml.Node, what, prefix string, named bool) *Task {
 			for _, op := range ops {
 				switch op.key {
 				case "store", "inline_max_bytes":
-					d.field(op.k, what, "task.output."+op.key)
+					t.OutputStore = d.outputStore(t.OutputStore, op, what, "task.output")
 				default:
 					d.unknown(op.k, what+": output", op.key)
 				}

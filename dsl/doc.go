@@ -26,7 +26,8 @@
 //	    tool:
 //	      kind: postgres
 //	      auth: pg_main
-//	      command: INSERT INTO runs (n) VALUES ({{ ctx.count }})
+//	      command: INSERT INTO runs (n) VALUES ($1)
+//	      params: ["{{ ctx.count }}"]
 //
 // Parse (or ParseFile) turns such a document into a *Playbook: typed Go
 // values (Step, Task, Loop, Next, Policy, ...) documented field by field in
@@ -89,6 +90,19 @@
 // template that is exactly one {{ expression }} renders to the
 // expression's native value (a list stays a list); any other renders to a
 // string. A template syntax error is a parse error.
+//
+// Values that end up in SQL text go through the sql_literal filter (a
+// quoted, escaped literal: None is NULL, lists and maps their JSON; an
+// optional dialect argument, postgres by default, sqlite, mysql or
+// clickhouse) or sql_ident (a quoted identifier) — or better, are bound
+// with the tool's params. '{{ x }}' in quotes breaks, or injects, on a
+// value holding a quote.
+//
+// Rendering is bounded (Limits, Playbook.SetLimits): a template's text
+// output and the strings and lists it builds with *, + and ~ (16 MiB),
+// range() (100,000 items) and its time (2 s), so a template cannot take a
+// process's memory or stall the engine. Templates have no macros (one
+// that recursed would overflow the stack) and cannot load other files.
 //
 // # Positions and problems
 //

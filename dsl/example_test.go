@@ -123,7 +123,7 @@ func ExampleLookupField() {
 	// Output:
 	// step.retry: honoured
 	// loop.aggregate: refused
-	// step.output.store: hint
+	// step.output.store: honoured
 	// playbook.metadata.labels: descriptive
 	// task.url: honoured
 }

@@ -2,7 +2,6 @@ package dsl
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,6 +10,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
+
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 // templateFilters returns the filters we add to gonja's builtins or use
@@ -47,6 +49,10 @@ func templateFilters() map[string]exec.FilterFunction {
 		// length of undefined is 0.
 		"length": filterLength,
 		"count":  filterLength,
+		// SQL-safe values: a quoted, escaped literal and a quoted
+		// identifier, for values spliced into SQL text.
+		"sql_literal": filterSQLLiteral,
+		"sql_ident":   filterSQLIdent,
 		// Python's /, // and % (jinja.go): the parser puts them in place
 		// of gonja's operators.
 		"_truediv":  filterTrueDiv,
@@ -241,14 +247,9 @@ func filterFromJSON(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Va
 	if s == "" {
 		return exec.AsValue(nil)
 	}
-	d := json.NewDecoder(strings.NewReader(s))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
+	v, err := jsonnum.Decode([]byte(s))
+	if err != nil {
 		return fail("fromjson", err)
-	}
-	if d.More() {
-		return fail("fromjson", errors.New("unexpected data after the JSON value"))
 	}
 	p, err := plainOf(v, 0)
 	if err != nil {
@@ -382,4 +383,83 @@ func filterLength(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Valu
 		return exec.AsValue(int64(in.Len()))
 	}
 	return fail("length", fmt.Errorf("object of type %T has no length", in.Interface()))
+}
+
+// sqlDialect reads the filter's dialect argument (default postgres).
+func sqlDialect(name string, params *exec.VarArgs) (string, error) {
+	d := arg(params, 0, "dialect")
+	if d == nil || d.IsNil() {
+		return sqlquote.Postgres, nil
+	}
+	dialect, err := sqlquote.Dialect(str(d))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	return dialect, nil
+}
+
+// filterSQLLiteral renders a value as an SQL literal: None as NULL,
+// booleans as TRUE/FALSE, numbers as themselves (NaN and infinities
+// quoted), strings quoted with every quote doubled, and lists and maps as
+// their JSON text, quoted (so `{{ row | sql_literal }}::jsonb` works, as
+// does `{{ row | tojson | sql_literal }}::jsonb`). A PostgreSQL string
+// holding a backslash becomes an E'...' literal with the backslashes
+// doubled, which reads the same whatever standard_conforming_strings says;
+// for mysql and clickhouse, whose strings treat backslash as an escape,
+// backslashes are doubled. A string with a NUL byte is an error: no
+// dialect stores one in a text literal.
+func filterSQLLiteral(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	dialect, err := sqlDialect("sql_literal", params)
+	if err != nil {
+		return fail("sql_literal", err)
+	}
+	p, err := toPlain(in)
+	if err != nil {
+		return fail("sql_literal", err)
+	}
+	lit, ok, err := sqlquote.Scalar(p, dialect)
+	if !ok {
+		// Lists and maps: their JSON text, quoted.
+		var text string
+		if text, err = marshalJSON(p, 0); err == nil {
+			lit, err = sqlquote.String(text, dialect)
+		}
+	}
+	if err != nil {
+		return fail("sql_literal", err)
+	}
+	return exec.AsSafeValue(lit)
+}
+
+// filterSQLIdent renders a value as a quoted SQL identifier: "name" with
+// every double quote doubled (`name` with backticks doubled for mysql and
+// clickhouse). A dotted name is one identifier: quote each part of a
+// qualified name on its own ({{ s | sql_ident }}.{{ t | sql_ident }}).
+func filterSQLIdent(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	dialect, err := sqlDialect("sql_ident", params)
+	if err != nil {
+		return fail("sql_ident", err)
+	}
+	if in.IsNil() {
+		return fail("sql_ident", errors.New("an identifier cannot be None"))
+	}
+	s := str(in)
+	switch {
+	case s == "":
+		return fail("sql_ident", errors.New("an identifier cannot be empty"))
+	case strings.IndexByte(s, 0) >= 0:
+		return fail("sql_ident", errors.New("an identifier cannot hold a NUL byte"))
+	case !utf8.ValidString(s):
+		return fail("sql_ident", errors.New("an identifier must be valid UTF-8"))
+	}
+	if dialect == sqlquote.MySQL || dialect == sqlquote.ClickHouse {
+		return exec.AsSafeValue("`" + strings.ReplaceAll(s, "`", "``") + "`")
+	}
+	return exec.AsSafeValue(`"` + strings.ReplaceAll(s, `"`, `""`) + `"`)
 }

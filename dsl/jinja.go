@@ -273,6 +273,11 @@ var arithmeticFilters = map[tokens.Type]string{
 	tokens.Division:      "_truediv",
 	tokens.FloorDivision: "_floordiv",
 	tokens.Modulo:        "_mod",
+	// The operators that can build large strings and lists: the same
+	// values as gonja's, checked against the render budget (limits.go).
+	tokens.Multiply: filterMul,
+	tokens.Addition: filterAdd,
+	tokens.Tilde:    filterConcat,
 }
 
 // pythonArithmetic replaces a division or modulo node by its filter; nil

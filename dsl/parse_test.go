@@ -841,3 +841,53 @@ func TestCursorKnobsWithTemplatedFrame(t *testing.T) {
 		}
 	}
 }
+
+func TestStepSpecWorkerLabels(t *testing.T) {
+	pb, err := Parse("labels.yaml", []byte("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: x}\nworkflow:\n  - step: start\n    spec: {pool: gpu, worker_labels: {zone: eu, gpus: 2}}\n    tool: {kind: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pb.Step("start").Spec.WorkerLabels; !reflect.DeepEqual(got, map[string]string{"zone": "eu", "gpus": "2"}) {
+		t.Fatalf("Spec.WorkerLabels = %v", got)
+	}
+	if len(pb.Warnings) != 0 {
+		t.Fatalf("spec.worker_labels is a known key, got warnings %v", pb.Warnings)
+	}
+	_, err = Parse("labels.yaml", []byte("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: x}\nworkflow:\n  - step: start\n    spec: {worker_labels: {zone: [eu, us]}}\n    tool: {kind: noop}\n"))
+	if err == nil || !strings.Contains(err.Error(), "labels.yaml:6:") || !strings.Contains(err.Error(), "spec.worker_labels.zone must be a string") {
+		t.Fatalf("a list as a label value: %v", err)
+	}
+}
+
+func TestFanoutLoop(t *testing.T) {
+	src := func(loop string) []byte {
+		return []byte("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: x}\nworkflow:\n  - step: start\n    loop:\n" + loop + "    tool: {kind: noop}\n")
+	}
+	pb, err := Parse("f.yaml", src("      in: '{{ items }}'\n      iterator: batch\n      spec: {loop_mode: fanout, shards: 4, max_shard_retries: 2, allow_partial: true, max_in_flight: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := pb.Step("start").Loop
+	if l.Mode != ModeFanout || l.Fanout != (FanoutSpec{Shards: 4, MaxShardRetries: 2, AllowPartial: true}) || l.MaxInFlight != 2 || len(pb.Warnings) != 0 {
+		t.Fatalf("loop %+v, warnings %v", l, pb.Warnings)
+	}
+	pb, err = Parse("f.yaml", []byte("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: x}\nworkflow:\n  - step: start\n    spec: {loop_mode: fanout}\n    loop: {in: [1, 2], iterator: i, spec: {shard_size: 1}}\n    tool: {kind: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := pb.Step("start").Loop; l.Mode != ModeFanout || l.Fanout.ShardSize != 1 {
+		t.Fatalf("step-level loop_mode: %+v", l)
+	}
+	for _, tc := range []struct{ loop, want string }{
+		{"      in: [1]\n      iterator: i\n      spec: {loop_mode: fanout, shards: 2, shard_size: 3}\n", "shards or shard_size, not both"},
+		{"      cursor: {kind: redisstream, stream: s}\n      iterator: i\n      spec: {loop_mode: fanout}\n", "needs loop.in"},
+		{"      in: [1]\n      iterator: i\n      spec: {loop_mode: scatter}\n", `bad loop_mode "scatter"`},
+		{"      in: [1]\n      iterator: i\n      spec: {loop_mode: fanout, shards: -1}\n", "shards"},
+		{"      in: [1]\n      iterator: i\n      spec: {loop_mode: fanout, allow_partial: maybe}\n", "allow_partial must be true or false"},
+	} {
+		_, err := Parse("f.yaml", src(tc.loop))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "f.yaml:") {
+			t.Errorf("loop %q: err %v, want %q with a position", tc.loop, err, tc.want)
+		}
+	}
+}

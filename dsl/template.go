@@ -6,6 +6,7 @@ import (
 	"io"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,14 @@ type Template struct {
 	// context nor need the global functions, so the caller's vars map can
 	// back the evaluation context directly (no copy per render).
 	shareVars bool
+	// needsBudget is true when the template calls something that reads
+	// the render's budget from its context (range, guarded operators,
+	// sized filters).
+	needsBudget bool
+	// limits are the playbook's (nil: the defaults).
+	limits *limitsRef
+	// names are the variable names the template reads, for Refs.
+	names []string
 }
 
 type tmplKind uint8
@@ -107,9 +116,12 @@ type environment struct {
 var sharedEnvironment = sync.OnceValue(newEnvironment)
 
 // unsupportedControlStructures need a template loader (other files), which
-// playbook templates do not have.
+// playbook templates do not have, or define macros: a macro that calls
+// itself recurses until the Go stack overflows, which kills the process
+// (no recover can catch it).
 var unsupportedControlStructures = map[string]bool{
 	"extends": true, "include": true, "import": true, "from": true,
+	"macro": true, "call": true,
 }
 
 func newEnvironment() *environment {
@@ -119,7 +131,16 @@ func newEnvironment() *environment {
 	cfg.KeepTrailingNewline = false
 
 	filters := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
-	for name, fn := range templateFilters() {
+	ours := templateFilters()
+	for name, fn := range guardedOperators() {
+		ours[name] = fn
+	}
+	for _, name := range sizedFilters {
+		if fn, ok := builtins.Filters.Get(name); ok {
+			ours[name] = guardSized(name, fn)
+		}
+	}
+	for name, fn := range ours {
 		if filters.Exists(name) {
 			_ = filters.Replace(name, fn)
 		} else {
@@ -138,6 +159,7 @@ func newEnvironment() *environment {
 		}
 	}
 	ctx := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
+	ctx.Set("range", rangeFunction)
 	globals := map[string]bool{}
 	for name := range knownGlobals {
 		if ctx.Has(name) {
@@ -208,7 +230,13 @@ func IsTemplateSource(s string) bool {
 // within that line (for a block scalar, relative to the stripped
 // indentation).
 func CompileTemplate(src string, pos Pos) (t *Template, err error) {
-	t = &Template{Source: src, Pos: pos}
+	return compileTemplate(src, pos, nil)
+}
+
+// compileTemplate compiles src for a playbook whose limits are lim (nil:
+// the defaults).
+func compileTemplate(src string, pos Pos, lim *limitsRef) (t *Template, err error) {
+	t = &Template{Source: src, Pos: pos, limits: lim}
 	if !IsTemplateSource(src) {
 		t.kind = kindConstant
 		t.constant = src
@@ -233,9 +261,12 @@ func CompileTemplate(src string, pos Pos) (t *Template, err error) {
 		return nil, syntaxDiagnostic(src, pos, err)
 	}
 	root := tpl.Root()
-	if u := guardUndefinedAccess(root, e.env); u != nil {
+	w := guardTemplate(root, e.env)
+	if u := w.unknown; u != nil {
 		return nil, &Diagnostic{Pos: adjustPos(pos, u.line, u.col), Message: fmt.Sprintf("template %q: unknown %s %q", snippet(src), u.what, u.name)}
 	}
+	t.needsBudget = w.needsBudget
+	t.names = sortedKeys(w.names)
 	t.tpl = tpl
 	t.kind = kindText
 	if out := singleOutput(root); out != nil {
@@ -314,6 +345,11 @@ func (t *Template) Render(vars map[string]any) (v any, err error) {
 	if t == nil {
 		return nil, nil
 	}
+	if t.kind != kindConstant {
+		if vars, err = t.resolveRefs(vars); err != nil {
+			return nil, err
+		}
+	}
 	switch t.kind {
 	case kindConstant:
 		if t.constant == nil { // a Template built without CompileTemplate
@@ -368,12 +404,26 @@ func (t *Template) renderText(vars map[string]any) (s any, err error) {
 	if vars == nil {
 		vars = map[string]any{}
 	}
-	var b strings.Builder
-	b.Grow(len(t.Source))
-	if err := t.tpl.Execute(&b, exec.NewContext(vars)); err != nil {
+	bud := newBudget(t.limits.get())
+	if t.needsBudget {
+		// gonja copies vars into the render's context anyway; this copy
+		// adds the budget without touching the caller's map.
+		withBudget := make(map[string]any, len(vars)+1)
+		for k, v := range vars {
+			withBudget[k] = v
+		}
+		withBudget[budgetVar] = bud
+		vars = withBudget
+	}
+	w := &limitedWriter{b: bud}
+	w.Grow(len(t.Source))
+	if err := t.tpl.Execute(w, exec.NewContext(vars)); err != nil {
+		if bud.err != nil {
+			err = bud.err
+		}
 		return nil, t.fail(err)
 	}
-	return b.String(), nil
+	return w.String(), nil
 }
 
 func (t *Template) renderNative(vars map[string]any) (v any, err error) {
@@ -390,11 +440,25 @@ func (t *Template) renderNative(vars map[string]any) (v any, err error) {
 	if t.shareVars {
 		// Read-only evaluation: the caller's map backs the context.
 		ctx = exec.NewContext(vars)
+		if t.needsBudget {
+			ctx = ctx.Inherit()
+		}
 	} else {
 		// Method calls on top-level names write back into the context,
 		// and global functions live in the environment: copy vars into a
 		// child of the global context.
 		ctx = e.env.Context.Inherit().Update(exec.NewContext(vars))
+	}
+	var bud *budget
+	if t.needsBudget {
+		bud = newBudget(t.limits.get())
+		ctx.Set(budgetVar, bud)
+	}
+	fail := func(err error) error {
+		if bud != nil && bud.err != nil {
+			err = bud.err
+		}
+		return t.fail(err)
 	}
 	ev := &exec.Evaluator{
 		Config: e.cfg,
@@ -411,7 +475,7 @@ func (t *Template) renderNative(vars map[string]any) (v any, err error) {
 	if out.Condition != nil {
 		cond := ev.Eval(out.Condition)
 		if cond.IsError() {
-			return nil, t.fail(evalError(cond))
+			return nil, fail(evalError(cond))
 		}
 		switch {
 		case cond.IsTrue():
@@ -425,11 +489,11 @@ func (t *Template) renderNative(vars map[string]any) (v any, err error) {
 		val = ev.Eval(out.Expression)
 	}
 	if val.IsError() {
-		return nil, t.fail(evalError(val))
+		return nil, fail(evalError(val))
 	}
 	plain, err := toPlain(val)
 	if err != nil {
-		return nil, t.fail(err)
+		return nil, fail(err)
 	}
 	return plain, nil
 }
@@ -524,9 +588,11 @@ func truthy(v any) bool {
 	return true
 }
 
-// guardUndefinedAccess also replaces division and modulo by filters with
-// Python's semantics (see jinja.go). It rewrites every attribute and item access X.a / X[k]
-// in the parsed template into (X or []).a / (X or [])[k]. gonja fails on
+// guardTemplate replaces arithmetic operators by filters: division and
+// modulo with Python's semantics, and *, + and ~ checked against the
+// render budget (see jinja.go, limits.go). It rewrites every attribute and
+// item access X.a / X[k] in the parsed template into (X or []).a /
+// (X or [])[k]. gonja fails on
 // attribute access on None; an empty list instead yields "not found",
 // which non-strict evaluation turns into undefined. For every other falsy
 // X (0, "", {}, [], false) the lookup was already "not found", so only
@@ -536,10 +602,13 @@ func truthy(v any) bool {
 // The same walk checks that every filter and test the template names
 // exists, so a typo fails when the playbook is parsed rather than when the
 // step runs; it returns the first unknown name.
-func guardUndefinedAccess(root *nodes.Template, env *exec.Environment) *unknownName {
-	w := &guardWalker{seen: map[uintptr]bool{}, env: env}
+//
+// It notes whether the template reads the render budget and which
+// variable names it reads (see Refs).
+func guardTemplate(root *nodes.Template, env *exec.Environment) *guardWalker {
+	w := &guardWalker{seen: map[uintptr]bool{}, env: env, names: map[string]bool{}}
 	w.walk(reflect.ValueOf(root), false)
-	return w.unknown
+	return w
 }
 
 type unknownName struct {
@@ -548,9 +617,11 @@ type unknownName struct {
 }
 
 type guardWalker struct {
-	seen    map[uintptr]bool
-	env     *exec.Environment
-	unknown *unknownName
+	seen        map[uintptr]bool
+	env         *exec.Environment
+	unknown     *unknownName
+	needsBudget bool
+	names       map[string]bool
 }
 
 func (w *guardWalker) noteUnknown(what, name string, at *tokens.Token) {
@@ -567,6 +638,7 @@ func (w *guardWalker) noteUnknown(what, name string, at *tokens.Token) {
 const gonjaPkg = "github.com/nikolalohinski/gonja/v2/"
 
 var (
+	typeName         = reflect.TypeFor[*nodes.Name]()
 	typeGetAttribute = reflect.TypeFor[*nodes.GetAttribute]()
 	typeGetItem      = reflect.TypeFor[*nodes.GetItem]()
 	typeFilterCall   = reflect.TypeFor[*nodes.FilterCall]()
@@ -607,6 +679,17 @@ func (w *guardWalker) walk(v reflect.Value, setTarget bool) {
 			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.FilterCall)
 			if !w.env.Filters.Exists(n.Name) {
 				w.noteUnknown("filter", n.Name, n.Token)
+			}
+			if slices.Contains(sizedFilters, n.Name) || n.Name == filterMul || n.Name == filterAdd || n.Name == filterConcat {
+				w.needsBudget = true
+			}
+		case typeName:
+			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.Name)
+			if n.Name != nil {
+				w.names[n.Name.Val] = true
+				if n.Name.Val == "range" {
+					w.needsBudget = true
+				}
 			}
 		case typeTestCall:
 			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.TestCall)

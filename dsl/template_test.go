@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // tmplVars is a render context shaped like the engine's.
@@ -604,5 +605,126 @@ func TestFilters(t *testing.T) {
 				t.Fatalf("got %#v (%T), want %#v (%T)", got, got, tt.want, tt.want)
 			}
 		})
+	}
+}
+
+func TestSQLFilters(t *testing.T) {
+	t.Parallel()
+	vars := map[string]any{
+		"quote": "O'Brien", "bs": `C:\temp\'x`, "dollar": "$$; DROP TABLE t; $$", "uni": "naïve — 日本",
+		"n": int64(-3), "f": 2.5, "t": true, "none": nil,
+		"job": map[string]any{"name": "it's", "path": `a\b`}, "list": []any{int64(1), "x'y"},
+		"col": `we"ird`,
+	}
+	tests := []struct{ src, want string }{
+		{"{{ quote | sql_literal }}", `'O''Brien'`},
+		{"{{ bs | sql_literal }}", `E'C:\\temp\\''x'`},
+		{"{{ bs | sql_literal('sqlite') }}", `'C:\temp\''x'`},
+		{"{{ bs | sql_literal(dialect='mysql') }}", `'C:\\temp\\''x'`},
+		{"{{ dollar | sql_literal }}", `'$$; DROP TABLE t; $$'`},
+		{"{{ uni | sql_literal }}", `'naïve — 日本'`},
+		{"{{ n | sql_literal }}", `-3`},
+		{"{{ f | sql_literal }}", `2.5`},
+		{"{{ t | sql_literal }}", `TRUE`},
+		{"{{ none | sql_literal }}", `NULL`},
+		{"{{ missing | sql_literal }}", `NULL`},
+		{"{{ job | sql_literal }}", `E'{"name": "it''s", "path": "a\\\\b"}'`},
+		{"{{ job | tojson | sql_literal }}::jsonb", `E'{"name": "it''s", "path": "a\\\\b"}'::jsonb`},
+		{"{{ list | sql_literal }}", `'[1, "x''y"]'`},
+		{"SELECT {{ col | sql_ident }} FROM t", `SELECT "we""ird" FROM t`},
+		{"{{ col | sql_ident('mysql') }}", "`we\"ird`"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.src, func(t *testing.T) {
+			if got := render(t, tt.src, vars); got != tt.want {
+				t.Fatalf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+	for _, src := range []string{"{{ 'a\x00b' | sql_literal }}", "{{ '' | sql_ident }}", "{{ none | sql_ident }}", "{{ 'x' | sql_literal('oracle') }}"} {
+		tpl, err := CompileTemplate(src, Pos{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tpl.Render(vars); err == nil {
+			t.Errorf("%q rendered without an error", src)
+		}
+	}
+}
+
+// TestRenderLimits: templates that would take the engine's memory or time
+// fail fast with ErrRenderLimit, and the guarded operators keep their
+// values.
+func TestRenderLimits(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ src, want string }{
+		{"{{ range(1000000000) | list | length }}", "range of 1000000000 items exceeds 100000"},
+		{"{{ range(100001) | length }}", "exceeds 100000"},
+		{"{{ 'x' * 100000000 }}", "would exceed 16777216 bytes"},
+		{"{% set ns = namespace(s='xx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}", "exceed"},
+		{"{% set ns = namespace(s=[1]) %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s | length }}", "exceed"},
+		{"{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}", "output of"},
+		{"{{ 'x' | center(1000000000) }}", "center(1000000000)"},
+	} {
+		start := time.Now()
+		_, err := compile(t, tt.src).Render(nil)
+		// On a loaded machine (-race) the time bound may stop a template
+		// before its size bound does: either is the bound at work.
+		if !errors.Is(err, ErrRenderLimit) || !strings.Contains(err.Error(), tt.want) && !strings.Contains(err.Error(), "took longer than") {
+			t.Errorf("%s: err %v, want ErrRenderLimit with %q", tt.src, err, tt.want)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: took %s to fail", tt.src, d)
+		}
+	}
+	for _, tt := range []struct {
+		src  string
+		want any
+	}{
+		{"{{ range(5) | list }}", []any{int64(0), int64(1), int64(2), int64(3), int64(4)}},
+		{"{{ range(1, 10, 3) | list }}", []any{int64(1), int64(4), int64(7)}},
+		{"{{ range(5, 0, -2) | list }}", []any{int64(5), int64(3), int64(1)}},
+		{"{{ range(3, 1) | list }}", []any{}},
+		{"{% for i in range(3) %}{{ i }}{% endfor %}", "012"},
+		{"{{ [1, 2] + [3] }}", []any{int64(1), int64(2), int64(3)}},
+		{"{{ 1 + 2.5 }}", 3.5},
+		{"{{ 1 + 2 }}", int64(3)},
+		{"{{ 'a' + 'b' }}", "ab"},
+		{"{{ 'a' ~ 1 ~ none }}", "a1"},
+		{"{{ 2 * 3 }}", int64(6)},
+		{"{{ 2.5 * 2 }}", 5.0},
+		{"{{ 'ab' * 3 }}", "ababab"},
+		{"{{ (1 + 2) * 3 ~ '!' }}", "9!"},
+		{"{{ 'x' | center(5) }}", "  x  "},
+	} {
+		if got := render(t, tt.src, nil); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s = %#v, want %#v", tt.src, got, tt.want)
+		}
+	}
+	// A playbook's own limits, here a short timeout: nested loops that
+	// write nothing still meet the clock at every range().
+	pb, err := Parse("limits.yaml", []byte(`apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: limits}
+workflow:
+  - step: start
+    tool: {kind: noop, x: "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}done"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb.SetLimits(Limits{Timeout: 50 * time.Millisecond})
+	start := time.Now()
+	_, err = pb.Step("start").Tool[0].Config["x"].Render(nil)
+	if !errors.Is(err, ErrRenderLimit) || !strings.Contains(err.Error(), "longer than 50ms") {
+		t.Fatalf("nested loops: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("nested loops took %s to stop", d)
+	}
+	// Macros are refused when the playbook is parsed: one that calls
+	// itself would overflow the stack and kill the process.
+	if _, err := CompileTemplate("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", Pos{}); err == nil {
+		t.Fatal("a macro compiled")
 	}
 }

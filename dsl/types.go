@@ -58,6 +58,8 @@ type Playbook struct {
 	Pos            Pos
 
 	steps map[string]*Step
+	// limits bound the renders of the playbook's templates (SetLimits).
+	limits *limitsRef
 }
 
 // Step returns the workflow step with the given name, or nil.
@@ -127,6 +129,9 @@ type Step struct {
 	// OutputSelect keeps only these keys of the step's result data
 	// (output.output_select); empty keeps everything.
 	OutputSelect []string
+	// OutputStore is the output block's store settings (NoETL's
+	// output.store.kind and inline_max_bytes); nil when it has none.
+	OutputStore *OutputStore
 	// Extra holds unknown keys; they are reported in Playbook.Refusals.
 	Extra map[string]*Value
 	Pos   Pos
@@ -156,6 +161,13 @@ type StepSpec struct {
 	// Pool names the worker pool that runs the step's commands when the
 	// engine scales out (engine/natsjs); empty means the default pool.
 	Pool string
+	// LoopMode is NoETL's step-level spec.loop_mode: fanout makes the
+	// step's loop a fan-out loop (as loop.spec.loop_mode does).
+	LoopMode string
+	// WorkerLabels ask for a worker whose labels include them all
+	// (engine/natsjs sends the step's commands to such a worker of the
+	// pool while one is alive, to the pool otherwise).
+	WorkerLabels map[string]string
 	// Extra holds unknown spec keys as plain values.
 	Extra map[string]any
 }
@@ -182,6 +194,8 @@ type Task struct {
 	Set []*Assignment
 	// Retry is the task's retry: block, or nil.
 	Retry *Retry
+	// OutputStore is the task's output block's store settings, or nil.
+	OutputStore *OutputStore
 	// Sink saves the task's result with another tool, atomically with
 	// the attempt.
 	Sink *Sink
@@ -229,11 +243,46 @@ type Loop struct {
 	// (max_in_flight, chunk_size), rendered when the loop starts.
 	Templates map[string]*Template
 	Frame     FrameSpec
+	// Fanout configures mode fanout (loop.spec.loop_mode: fanout): the
+	// collection is split into shards, each a durable command whose
+	// iterator is the shard's list of items.
+	Fanout FanoutSpec
 	// Policy holds loop-level policy rules, if any.
 	Policy *Policy
 	// Sink saves each iteration's result, atomically with it.
 	Sink *Sink
 	Pos  Pos
+}
+
+// FanoutSpec splits a fan-out loop's collection into shards.
+type FanoutSpec struct {
+	// Shards is the number of shards (at most one per item); ShardSize
+	// the items per shard instead. Neither set: one shard per item.
+	Shards    int
+	ShardSize int
+	// MaxShardRetries is how many times a failed shard is issued again
+	// before it counts as failed. Defaults to 0.
+	MaxShardRetries int
+	// AllowPartial lets the step complete, and route, when some shards
+	// failed; otherwise a failed shard fails the step.
+	AllowPartial bool
+}
+
+// OutputStore is where NoETL's output block asks a result to be kept:
+//
+//	output:
+//	  store: {kind: auto|memory|kv|object|s3|gcs|db|..., ttl, compression, ...}
+//	  inline_max_bytes: 65536
+//
+// The engine has one result store: kind auto (or none) stores a result
+// larger than InlineMaxBytes (default: the store's threshold), memory and
+// inline keep it in the event log, any other kind stores it whatever its
+// size. The store block's other keys (ttl, compression, bucket, ...)
+// describe NoETL's tiers and are not used.
+type OutputStore struct {
+	Kind           string
+	InlineMaxBytes int64
+	Pos            Pos
 }
 
 // DefaultChunkSize is a chunked loop's chunk size when it sets none.
@@ -245,6 +294,9 @@ const (
 	ModeParallel   = "parallel"
 	ModeChunked    = "chunked"
 	ModeCursor     = "cursor"
+	// ModeFanout splits the collection into shard commands with a
+	// fan-in in the event log (loop.spec.loop_mode: fanout).
+	ModeFanout = "fanout"
 )
 
 // Frame process modes.

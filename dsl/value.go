@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
+
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // Value is a YAML value with compiled templates at its string leaves.
@@ -52,7 +54,11 @@ const (
 // character, as CompileTemplate documents; a syntax error is a
 // *Diagnostic.
 func NewScalarValue(s string, pos Pos) (*Value, error) {
-	t, err := CompileTemplate(s, pos)
+	return newScalarValue(s, pos, nil)
+}
+
+func newScalarValue(s string, pos Pos, lim *limitsRef) (*Value, error) {
+	t, err := compileTemplate(s, pos, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -321,13 +327,7 @@ func plainOf(x any, depth int) (any, error) {
 	case float32:
 		return float64(x), nil
 	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i, nil
-		}
-		if f, err := x.Float64(); err == nil {
-			return f, nil
-		}
-		return x.String(), nil
+		return jsonnum.Number(x), nil
 	case *exec.Value:
 		if x == nil {
 			return nil, nil

@@ -14,8 +14,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
@@ -86,7 +88,7 @@ func newClaimBench(t *testing.T, n int, hook func(ctx context.Context, cancel co
 	q.Set("application_name", app)
 	u.RawQuery = q.Encode()
 	kc := tools.StaticURLs(map[string]string{"pg": dsn, "pgq": u.String()})
-	treg, creg, closer := stdwire.Registries(kc, nil)
+	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	t.Cleanup(func() { _ = closer.Close() })
 	root, stop := context.WithCancel(context.Background())
 	b := &claimBench{pool: pool, table: table, app: app, log: eventlog.NewMemory(), d: &hookDispatcher{hook: hook, root: root}}
@@ -202,7 +204,7 @@ func TestClaimAbortedWhenTheRecordFails(t *testing.T) {
 	if counts["done"] != n || counts["claimed"] != 0 || maxRuns != 1 {
 		t.Fatalf("statuses %v, most runs of a row %d; want %d done, none claimed, each run once", counts, maxRuns, n)
 	}
-	if c := countType(evs, eventlog.TypeLoopDone); c != 1 {
+	if c := logtest.CountType(evs, eventlog.TypeLoopDone); c != 1 {
 		t.Fatalf("loop.done recorded %d times", c)
 	}
 }
@@ -338,24 +340,6 @@ func TestFrameGivenUpIsDeadLettered(t *testing.T) {
 	}
 }
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // settler returns a function that returns once e's orchestrator has run
 // a full step after the clock moved or a report came in (two round trips
 // through its inbox).
@@ -428,9 +412,9 @@ func TestReissueAfterMissedHeartbeats(t *testing.T) {
     tool: {kind: noop}`, 20 * time.Second, 1500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+			clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 			d := &holdingDispatcher{}
-			e, err := engine.New(engine.Config{Log: eventlog.NewMemory(), Dispatcher: d, Clock: clock.Now,
+			e, err := engine.New(engine.Config{Log: eventlog.NewMemory(), Dispatcher: d, Clock: clk,
 				CommandLease: 30 * time.Second, Tick: time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
@@ -453,7 +437,7 @@ func TestReissueAfterMissedHeartbeats(t *testing.T) {
 				t.Fatalf("issued %d commands, first %+v; want 1 with lease %v, heartbeat %v", len(cmds), cmds, tc.lease, tc.beat)
 			}
 			// Still queued (no heartbeat yet): the whole lease applies.
-			clock.Add(tc.lease - time.Second)
+			clk.Advance(tc.lease - time.Second)
 			if n := attempts(); n != 1 {
 				t.Fatalf("re-issued before the lease ran out and before any heartbeat (%d commands)", n)
 			}
@@ -461,11 +445,11 @@ func TestReissueAfterMissedHeartbeats(t *testing.T) {
 				t.Fatal(err)
 			}
 			settle()
-			clock.Add(3*tc.beat - 100*time.Millisecond)
+			clk.Advance(3*tc.beat - 100*time.Millisecond)
 			if n := attempts(); n != 1 {
 				t.Fatalf("re-issued %v after a heartbeat, before three heartbeats were missed", 3*tc.beat-100*time.Millisecond)
 			}
-			clock.Add(200 * time.Millisecond)
+			clk.Advance(200 * time.Millisecond)
 			if n := attempts(); n != 2 {
 				t.Fatalf("not re-issued after three missed heartbeats (%d commands)", n)
 			}

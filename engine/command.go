@@ -39,11 +39,20 @@ type Command struct {
 	// Args are the arguments an arc passed to the step.
 	Args map[string]any `json:"args,omitempty"`
 	// Item and Index are a collection loop item and its position. A
-	// chunked loop's command runs Count items, Items, from Index.
-	Item  any   `json:"item,omitempty"`
-	Index int   `json:"index,omitempty"`
-	Count int   `json:"count,omitempty"`
-	Items []any `json:"items,omitempty"`
+	// chunked loop's command runs Count items, Items, from Index. When the
+	// collection was stored, ItemsRef refers to it instead of Item and
+	// Items, and the worker reads its items from it.
+	Item     any            `json:"item,omitempty"`
+	Index    int            `json:"index,omitempty"`
+	Count    int            `json:"count,omitempty"`
+	Items    []any          `json:"items,omitempty"`
+	ItemsRef map[string]any `json:"items_ref,omitempty"`
+	// From and To are a fan-out shard's items [From, To) of the
+	// collection (Item holds them, or ItemsRef refers to the whole); Index
+	// is the shard's number of Shards.
+	From   int `json:"from,omitempty"`
+	To     int `json:"to,omitempty"`
+	Shards int `json:"shards,omitempty"`
 	// Slot and Frame number a cursor frame; Rows are set when the frame is
 	// re-issued with the rows its first attempt claimed.
 	Slot  int        `json:"slot,omitempty"`
@@ -76,6 +85,11 @@ type Command struct {
 	// Pool names the worker pool that should run the command (empty: any),
 	// from the step's spec.pool.
 	Pool string `json:"pool,omitempty"`
+	// Labels, from the step's spec.worker_labels, ask for a worker whose
+	// labels include them all; a transport that knows its workers
+	// (engine/natsjs) sends the command to such a worker of the pool, and
+	// to the pool as a whole when none is alive.
+	Labels map[string]string `json:"labels,omitempty"`
 	// Meta carries trace context and other transport metadata.
 	Meta map[string]string `json:"meta,omitempty"`
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
@@ -40,7 +41,7 @@ func pgQueue(t *testing.T, dsn string, n int) (*pgxpool.Pool, string) {
 func cursorEngine(t *testing.T, dsn string) (*engine.Engine, eventlog.Log) {
 	t.Helper()
 	kc := tools.StaticURLs(map[string]string{"pg": dsn})
-	treg, creg, closer := stdwire.Registries(kc, nil)
+	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	t.Cleanup(func() { _ = closer.Close() })
 	log := eventlog.NewMemory()
 	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Tick: 10 * time.Millisecond})
@@ -66,7 +67,7 @@ func TestCursorLoopDrainsPostgres(t *testing.T) {
 	}{
 		{"row", "row", `UPDATE {{ table }} SET status = 'done', result = {{ iter.job.payload }} * 2, done_count = done_count + 1 WHERE id = {{ iter.job.id }}`},
 		{"frame", "frame", `UPDATE {{ table }} q SET status = 'done', result = r.payload * 2, done_count = q.done_count + 1
-          FROM jsonb_to_recordset('{{ iter.job | tojson }}'::jsonb) AS r(id int, payload int) WHERE q.id = r.id`},
+          FROM jsonb_to_recordset({{ iter.job | tojson | sql_literal }}::jsonb) AS r(id int, payload int) WHERE q.id = r.id`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 1000
@@ -120,7 +121,7 @@ workflow:
 			if done != n || maxDone != 1 {
 				t.Fatalf("done=%d max_done=%d, want %d and 1", done, maxDone, n)
 			}
-			if c := countType(evs, eventlog.TypeLoopDone); c != 1 {
+			if c := logtest.CountType(evs, eventlog.TypeLoopDone); c != 1 {
 				t.Fatalf("loop.done recorded %d times", c)
 			}
 			st, err := engine.Inspect(ctx, log, id)

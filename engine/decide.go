@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,6 +19,7 @@ const (
 	reasonRetry  = "retry"
 	reasonLease  = "lease"
 	reasonResume = "resume"
+	reasonAwait  = "await"
 )
 
 // Default bounds for work whose playbook says nothing.
@@ -26,6 +28,13 @@ const (
 	// before its rows are dead-lettered or the command fails.
 	DefaultMaxAttempts = 3
 )
+
+func (s *State) loopItemsLimit() int {
+	if s.maxLoopItems > 0 {
+		return s.maxLoopItems
+	}
+	return DefaultMaxLoopItems
+}
 
 // Decide returns the events that follow from the state at time now, and
 // applies them to the state. It is deterministic: the same state, now and
@@ -184,11 +193,22 @@ func (d *decider) enter(w wantedStep) {
 		lp.MaxInFlight = max(1, maxInFlight)
 	} else {
 		items, err := renderItems(step.Loop.In, scope)
+		if limit := d.s.loopItemsLimit(); err == nil && len(items) > limit {
+			items, err = nil, fmt.Errorf("%d items are more than a collection loop may hold (%d, Config.MaxLoopItems): use a cursor loop", len(items), limit)
+		}
 		if err != nil {
 			lp.Error = "loop.in: " + err.Error()
 		}
 		lp.Items = items
+		if ref, blob := d.s.res.plan(d.s.ExecutionID+"/"+w.Run+"/items", items); blob != nil {
+			// A large collection is stored; item and shard commands carry
+			// the reference and their index or range.
+			lp.Items, lp.ItemsRef, lp.Count = nil, ref.(map[string]any), len(items)
+			d.s.pending = append(d.s.pending, blob)
+		}
 		switch {
+		case step.Loop.Mode == dsl.ModeFanout:
+			enterFanout(&lp, step.Loop, len(items), maxInFlight)
 		case step.Loop.Mode == dsl.ModeSequential:
 			lp.MaxInFlight = 1
 		case step.Loop.Mode == dsl.ModeChunked:
@@ -244,6 +264,10 @@ func (d *decider) fillLoops() {
 		if r == nil || r.Status != runRunning || l.Fail != "" || contains(d.s.finishing, run) {
 			continue
 		}
+		if l.Mode == dsl.ModeFanout {
+			d.fillShards(run, r, l)
+			continue
+		}
 		if l.Mode == dsl.ModeCursor {
 			for i := range l.Slots {
 				sl := l.Slots[i]
@@ -259,11 +283,11 @@ func (d *decider) fillLoops() {
 		// A chunked loop's command runs up to Chunk items; the bound is on
 		// commands, so on Max chunks of items.
 		chunk := max(1, l.Chunk)
-		for l.Next-l.Done < l.Max*chunk && l.Next < len(l.Items) {
+		for l.Next-l.Done < l.Max*chunk && l.Next < l.count() {
 			base := run + "/i" + strconv.Itoa(l.Next)
 			p := issuedPayload{Kind: KindItem, Run: run, Base: base, Index: l.Next, Args: r.Args}
 			if l.Chunk > 0 {
-				p.Count = min(chunk, len(l.Items)-l.Next)
+				p.Count = min(chunk, l.count()-l.Next)
 			}
 			d.emit(eventlog.Event{Type: eventlog.TypeCommandIssued, Step: r.Step, LoopID: run, CommandID: commandID(base, 1),
 				Attempt: 1, Payload: mustJSON(p)})
@@ -281,19 +305,29 @@ func (d *decider) retries() {
 			due := d.now.Add(time.Duration(r.Delay * float64(time.Second)))
 			d.emit(eventlog.Event{Type: eventlog.TypeRetryScheduled, Step: d.stepOf(c), CommandID: c.ID(), Attempt: c.Attempt,
 				Payload: mustJSON(retryPayload{Run: c.Run, Base: c.Base, Due: due, StartTask: r.StartTask, TaskAttempt: r.TaskAttempt, Carry: r.Carry, NextCall: r.NextCall})})
+		case cmdShardRetry:
+			p := c.Issued
+			p.Reason = reasonShardRetry
+			p.StartTask, p.TaskAttempt, p.Carry = 0, 0, nil
+			d.reissue(c, p)
 		case cmdRetryWaiting:
 			if c.Retry == nil || c.Retry.Due.After(d.now) {
 				continue
 			}
-			p := c.Issued
-			p.Reason = reasonRetry
-			p.StartTask = c.Retry.StartTask
-			p.TaskAttempt = c.Retry.TaskAttempt
-			p.Carry = c.Retry.Carry
-			p.NextCall = c.Retry.NextCall
-			d.reissue(c, p)
+			d.resume(c, reasonRetry, c.Retry.StartTask, c.Retry.TaskAttempt, c.Retry.Carry, c.Retry.NextCall)
+		case cmdAwaitDone:
+			// What the command awaited has ended: run its task again,
+			// which now finds the outcome.
+			d.resume(c, reasonAwait, c.Await.StartTask, c.Await.TaskAttempt, c.Await.Carry, c.Await.NextCall)
 		}
 	}
+}
+
+// resume issues c again to pick its chain up at a task.
+func (d *decider) resume(c *commandState, reason string, startTask, taskAttempt int, carry, nextCall map[string]any) {
+	p := c.Issued
+	p.Reason, p.StartTask, p.TaskAttempt, p.Carry, p.NextCall = reason, startTask, taskAttempt, carry, nextCall
+	d.reissue(c, p)
 }
 
 func (d *decider) reissue(c *commandState, p issuedPayload) {
@@ -308,12 +342,7 @@ func (d *decider) reissue(c *commandState, p issuedPayload) {
 	d.emit(ev)
 }
 
-func (d *decider) stepOf(c *commandState) string {
-	if r := d.s.Runs[c.Run]; r != nil {
-		return r.Step
-	}
-	return ""
-}
+func (d *decider) stepOf(c *commandState) string { return d.s.stepOf(c) }
 
 // expired returns the command an expired id names, if it is still the
 // current attempt in flight.
@@ -429,9 +458,13 @@ func (d *decider) finish(runID string) {
 	}
 	step := s.Playbook.Step(run.Step)
 	if l := s.Loops[runID]; l != nil {
-		result := loopResult(l)
+		result := d.storeLarge(runID, loopResult(l), "data", "results")
 		if l.Fail != "" {
 			d.fail(step, run, "loop", l.Fail, result)
+			return
+		}
+		if l.Mode == dsl.ModeFanout {
+			d.finishFanout(step, run, l)
 			return
 		}
 		p, field, err := d.route(step, run, result, eventlog.TypeLoopDone)
@@ -463,6 +496,29 @@ func (d *decider) finish(runID string) {
 		return
 	}
 	d.emit(eventlog.Event{Type: eventlog.TypeStepCompleted, Step: step.Name, Payload: mustJSON(p)})
+}
+
+// storeLarge replaces the values of result's keys whose encoding is
+// larger than the result store's threshold by references to them (for a
+// loop's aggregate: its data and results lists). The values are written
+// before the decision is appended (State.takePending).
+func (d *decider) storeLarge(runID string, result map[string]any, keys ...string) map[string]any {
+	if d.s.res == nil || d.s.res.store == nil {
+		return result
+	}
+	out, copied := result, false
+	for _, k := range keys {
+		v, blob := d.s.res.plan(d.s.ExecutionID+"/"+runID+"/"+k, result[k])
+		if blob == nil {
+			continue
+		}
+		if !copied {
+			out, copied = copyMap(result), true
+		}
+		out[k] = v
+		d.s.pending = append(d.s.pending, blob)
+	}
+	return out
 }
 
 func ifNotEmpty(sep, s string) string {
@@ -503,6 +559,10 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 	scope["output"] = output
 	scope["result"] = output["data"]
 	scope["event"] = map[string]any{"name": eventName}
+	if f, ok := output["fanin"]; ok {
+		scope["fanin"] = f
+	}
+	markRefs(context.Background(), scope, d.s.res, step.Name, "output", "result", "fanin")
 	ctx, vars := map[string]any{}, map[string]any{}
 	if err = assign(step.Set, scope, ctx, vars); err != nil {
 		return p, "set", err

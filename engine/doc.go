@@ -19,6 +19,8 @@
 //	command.completed   its outcome, reported by a worker
 //	command.failed      an unhandled failure, or a request for a retry
 //	retry.scheduled     a durable retry with its due time
+//	command.awaiting    the command's worker handed it back to wait for a sub-playbook
+//	await.done          the awaited execution ended: the command is issued again
 //	step.completed      a step's result, ctx assignments and routing, in one event
 //	step.failed / step.skipped
 //	loop.started        a loop's collection or cursor slots
@@ -93,4 +95,32 @@
 // task of the pipeline or to a step) and fail. Retries of steps and loop
 // items are scheduled in the log (retry.scheduled) and survive restarts;
 // rows of a frame retry inside the frame, which keeps heartbeating.
+//
+// # Sub-playbooks
+//
+// A kind: playbook task starts its child execution and frees its worker:
+// the command is parked (command.awaiting) until the child's terminal
+// event, which the orchestrator answers with await.done in the same
+// append and a new attempt of the command; the task runs again and finds
+// the child's outcome. A parked command holds no lease and no worker, so
+// a loop of many sub-playbooks cannot starve the children of workers.
+// Resuming a parent loads the children it waits for. A parent that ends
+// cancels the children still running.
+//
+// # Failures and bounds
+//
+// Nothing is dispatched, and no lease is released, before the events that
+// justify it are stored; the stored results they refer to (Config.Results)
+// are written before them. When an append (or that write) fails, every
+// execution of the batch is dropped from memory and loaded again from the
+// log (with backoff while the log keeps failing); its reporters get
+// ErrUnavailable and send again (in-process workers do so themselves). A panic in
+// decision code fails its execution, not the process. Shutdown lets
+// running commands finish; Close cancels them; either way what is left
+// stays in the log for Resume. Config bounds what a long-lived engine
+// keeps and what one execution may do: finished summaries (MaxFinished,
+// FinishedTTL), result size (MaxResultBytes, measured once the parts over
+// the result store's threshold went to the store), collection length
+// (MaxLoopItems) and template renders (RenderLimits); finished runs and
+// loops are compacted out of the state.
 package engine

@@ -9,13 +9,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -27,6 +30,16 @@ const (
 	DefaultMaxBatch     = 512
 	// DefaultMissedHeartbeats is Config.MissedHeartbeats' default.
 	DefaultMissedHeartbeats = 3
+	// DefaultMaxFinished is how many finished executions' summaries Wait
+	// finds in memory; older ones it reads back from the log.
+	DefaultMaxFinished = 1000
+	// DefaultFinishedTTL is how long a finished execution's summary stays
+	// in memory.
+	DefaultFinishedTTL = 10 * time.Minute
+	// DefaultMaxResultBytes bounds the result one command reports.
+	DefaultMaxResultBytes = 8 << 20
+	// DefaultMaxLoopItems bounds the items of a collection loop.
+	DefaultMaxLoopItems = 100_000
 )
 
 // Config configures an Engine.
@@ -74,8 +87,42 @@ type Config struct {
 	WorkerID string
 	// Logger receives the engine's logs. Defaults to slog.Default().
 	Logger *slog.Logger
-	// Clock returns the current time. Defaults to time.Now.
-	Clock func() time.Time
+	// Clock is the time leases, heartbeats, scheduled retries and
+	// backoffs run on. Defaults to clock.System(); tests pass a
+	// *clock.Fake and advance it.
+	Clock clock.Clock
+	// MaxFinished bounds the finished executions whose summaries are kept
+	// in memory for Wait. Defaults to DefaultMaxFinished (1000).
+	MaxFinished int
+	// FinishedTTL bounds how long a finished execution's summary is kept
+	// in memory. Defaults to DefaultFinishedTTL (10 minutes). Wait reads
+	// an evicted summary back from the log.
+	FinishedTTL time.Duration
+	// MaxResultBytes bounds the encoded result one command reports, once
+	// its parts over the result store's threshold went to Results (when
+	// set): a larger one fails the command with an error that says so.
+	// Defaults to DefaultMaxResultBytes (8 MiB).
+	MaxResultBytes int
+	// MaxLoopItems bounds the items a collection loop's in renders to: a
+	// longer collection fails the step (a cursor loop has no such bound).
+	// Defaults to DefaultMaxLoopItems (100,000).
+	MaxLoopItems int
+	// RenderLimits bound every template render of the executions this
+	// engine drives and runs: output size, range length, time (see
+	// dsl.Limits; zero fields take dsl's defaults: 16 MiB, 100,000 items,
+	// 2 seconds).
+	RenderLimits dsl.Limits
+	// Results, when set, is where results (and loop aggregates) larger
+	// than its threshold go: events and commands carry a reference
+	// ({uri, size, sha256}) and templates read the stored value. Nil
+	// keeps every result inline in the log. Every process of a deployment
+	// (orchestrators, workers) must use the same store. The engine does
+	// not close it.
+	Results *resultstore.Store
+	// Partials bounds the partial results (call.partial events) the
+	// tools of one command hand on while they run; see PartialLimits for
+	// the defaults.
+	Partials PartialLimits
 	// Observer, if set, sees every event once it is durably appended, in
 	// append order, from the orchestrator's goroutine: metrics and traces
 	// derive from the log itself. It must not block.
@@ -106,10 +153,16 @@ type Engine struct {
 	running      running
 	worker       *Worker
 	queue        *localQueue
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
-	closed       bool
-	mu           sync.Mutex
+	// stopOrch stops the orchestrator; stopWork cancels the commands the
+	// in-process workers run.
+	stopOrch, stopWork context.CancelFunc
+	orchWG, workWG     sync.WaitGroup
+	closed             bool
+	mu                 sync.Mutex
+	// busy counts the commands the in-process workers run; started is
+	// when the engine started (both for Workers).
+	busy    atomic.Int64
+	started time.Time
 }
 
 // New creates an engine and starts its orchestrator and workers. Close
@@ -147,15 +200,29 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = time.Now
+		cfg.Clock = clock.System()
+	}
+	if cfg.MaxFinished <= 0 {
+		cfg.MaxFinished = DefaultMaxFinished
+	}
+	if cfg.FinishedTTL <= 0 {
+		cfg.FinishedTTL = DefaultFinishedTTL
+	}
+	if cfg.MaxResultBytes <= 0 {
+		cfg.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if cfg.MaxLoopItems <= 0 {
+		cfg.MaxLoopItems = DefaultMaxLoopItems
 	}
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = "w-" + uuid.NewString()[:8]
 	}
-	e := &Engine{cfg: cfg}
+	e := &Engine{cfg: cfg, started: cfg.Clock.Now()}
 	inProcess := cfg.Dispatcher == nil && cfg.Workers > 0
 	e.checkTools, e.checkCursors = hostTools || inProcess, hostCursors || inProcess
-	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, Logger: cfg.Logger}
+	res := newResults(cfg.Results)
+	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, Logger: cfg.Logger,
+		Clock: cfg.Clock, MaxResultBytes: cfg.MaxResultBytes, Partials: cfg.Partials, Results: cfg.Results, res: res}
 	dispatch := cfg.Dispatcher
 	if dispatch == nil {
 		e.queue = newLocalQueue()
@@ -165,37 +232,45 @@ func New(cfg Config) (*Engine, error) {
 	e.orch = &orchestrator{
 		log: cfg.Log, dispatch: dispatch, clock: cfg.Clock, logger: cfg.Logger,
 		lease: cfg.CommandLease, missed: cfg.MissedHeartbeats, tick: cfg.Tick, maxBatch: cfg.MaxBatch, observer: cfg.Observer,
-		inbox: make(chan message, cfg.MaxBatch), execs: map[string]*execution{},
-		finished: map[string]*Summary{}, waiters: map[string]chan struct{}{},
+		maxResultBytes: cfg.MaxResultBytes, maxLoopItems: cfg.MaxLoopItems, renderLimits: cfg.RenderLimits,
+		decide: (*State).Decide, res: res,
+		inbox: make(chan message, cfg.MaxBatch), ticker: cfg.Clock.NewTicker(cfg.Tick), done: make(chan struct{}),
+		execs: map[string]*execution{}, reloading: map[string]*reload{}, ended: map[string][]endedExecution{},
+		driving: map[string]bool{}, finished: newSummaryCache(cfg.MaxFinished, cfg.FinishedTTL), waiters: map[string]*waiter{},
 		// An execution that ended failed or cancelled stops the commands
 		// this process still runs for it.
 		onFinish: e.running.cancelAll,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel = cancel
-	e.wg.Add(1)
-	go func() { defer e.wg.Done(); e.orch.run(ctx) }()
+	e.orch.closed, e.orch.markClosed = context.WithCancel(context.Background())
+	octx, stopOrch := context.WithCancel(context.Background())
+	wctx, stopWork := context.WithCancel(context.Background())
+	e.stopOrch, e.stopWork = stopOrch, stopWork
+	e.orchWG.Add(1)
+	go func() { defer e.orchWG.Done(); e.orch.run(octx) }()
 	if e.queue != nil {
+		rep := &retryingReporter{rep: e.orch, clock: cfg.Clock, logger: cfg.Logger}
 		for i := 0; i < cfg.Workers; i++ {
-			e.wg.Add(1)
-			go func() { defer e.wg.Done(); e.work(ctx) }()
+			e.workWG.Add(1)
+			go func() { defer e.workWG.Done(); e.work(wctx, rep) }()
 		}
 	}
 	return e, nil
 }
 
 // work is one in-process worker goroutine.
-func (e *Engine) work(ctx context.Context) {
+func (e *Engine) work(ctx context.Context, rep Reporter) {
 	for {
 		cmd, ok := e.queue.next(ctx)
 		if !ok {
 			return
 		}
-		e.execute(ctx, cmd)
+		e.execute(ctx, cmd, rep)
 	}
 }
 
-func (e *Engine) execute(ctx context.Context, cmd *Command) {
+func (e *Engine) execute(ctx context.Context, cmd *Command, rep Reporter) {
+	e.busy.Add(1)
+	defer e.busy.Add(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	e.running.add(cmd.ExecutionID, cmd.ID, cancel)
 	defer e.running.remove(cmd.ExecutionID, cmd.ID)
@@ -204,11 +279,17 @@ func (e *Engine) execute(ctx context.Context, cmd *Command) {
 			// A tool that panics must not take the engine down: the
 			// command fails with the panic recorded.
 			e.cfg.Logger.Error("command panicked", "command_id", cmd.ID, "panic", r, "stack", string(debug.Stack()))
-			_ = e.worker.report(ctx, e.orch, cmd, eventlog.TypeCommandFailed, completedPayload{Error: fmt.Sprintf("panic: %v", r)})
+			_ = e.worker.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: fmt.Sprintf("panic: %v", r)})
 		}
 	}()
-	if err := e.worker.Execute(ctx, cmd, e.orch); err != nil && !errors.Is(err, context.Canceled) {
+	err := e.worker.Execute(ctx, cmd, rep)
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, ErrClosed):
+	case errors.Is(err, ErrStale), errors.Is(err, ErrUnknownExecution):
+		// The command was re-issued or its execution ended: expected.
 		e.cfg.Logger.Debug("report refused", "command_id", cmd.ID, "error", err)
+	default:
+		e.cfg.Logger.Warn("report refused", "command_id", cmd.ID, "error", err)
 	}
 }
 
@@ -243,6 +324,9 @@ type StartOptions struct {
 // file:line:col. Kinds are checked when the engine runs workers itself or
 // the host gave Config.Tools / Config.Cursors.
 func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (string, error) {
+	if e.isClosed() {
+		return "", ErrClosed
+	}
 	pb, err := dsl.Parse(opts.File, src)
 	if err != nil {
 		return "", err
@@ -265,6 +349,7 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 		}
 		id = u.String()
 	}
+	pb.SetLimits(e.cfg.RenderLimits)
 	vars := map[string]any{}
 	if len(pb.Vars) > 0 {
 		scope := map[string]any{"workload": workload, "execution_id": id}
@@ -300,7 +385,11 @@ func (e *Engine) Check(pb *dsl.Playbook) []dsl.Diagnostic {
 	if e.checkCursors {
 		creg = e.cfg.Cursors
 	}
-	return Check(pb, treg, creg)
+	probs := Check(pb, treg, creg)
+	if e.cfg.Results == nil {
+		probs = append(probs, needsStore(pb)...)
+	}
+	return probs
 }
 
 // Resume continues an execution that an earlier process left unfinished:
@@ -308,6 +397,9 @@ func (e *Engine) Check(pb *dsl.Playbook) []dsl.Diagnostic {
 // were in flight are re-issued (at once with the in-process transport,
 // after their lease with a durable one).
 func (e *Engine) Resume(ctx context.Context, executionID string) error {
+	if e.isClosed() {
+		return ErrClosed
+	}
 	events, err := e.cfg.Log.Read(ctx, executionID, 0, 0)
 	if err != nil {
 		return err
@@ -321,7 +413,7 @@ func (e *Engine) Resume(ctx context.Context, executionID string) error {
 	}
 	if st.Status != StatusRunning {
 		e.orch.mu.Lock()
-		e.orch.finished[executionID] = summarize(st)
+		e.orch.finished.put(executionID, summarize(st), e.cfg.Clock.Now())
 		e.orch.mu.Unlock()
 		return nil
 	}
@@ -341,53 +433,180 @@ func (e *Engine) Resume(ctx context.Context, executionID string) error {
 // recorded rows. Cancel returns once the request is recorded; Wait
 // returns when the execution has ended.
 func (e *Engine) Cancel(ctx context.Context, executionID string) error {
+	if e.isClosed() {
+		return ErrClosed
+	}
 	return e.orch.send(ctx, message{kind: msgCancel, ev: eventlog.Event{ExecutionID: executionID, Type: eventlog.TypeCancelRequested}})
 }
 
 // Wait blocks until the execution ends (or ctx is done) and returns its
-// summary.
+// summary. An execution this engine does not drive (another process
+// drives it, or it ended long ago) is followed in the log. Wait returns
+// ErrClosed if the engine closes first, and ErrUnknownExecution for an
+// execution the log does not hold.
 func (e *Engine) Wait(ctx context.Context, executionID string) (*Summary, error) {
+	if e.isClosed() {
+		return nil, ErrClosed
+	}
 	o := e.orch
 	o.mu.Lock()
-	if s := o.finished[executionID]; s != nil {
+	if s := o.finished.get(executionID, e.cfg.Clock.Now()); s != nil {
 		o.mu.Unlock()
 		return s, nil
 	}
+	if !o.driving[executionID] {
+		o.mu.Unlock()
+		return e.waitLog(ctx, executionID)
+	}
 	w := o.waiters[executionID]
 	if w == nil {
-		w = make(chan struct{})
+		w = &waiter{ch: make(chan struct{})}
 		o.waiters[executionID] = w
 	}
+	w.n++
 	o.mu.Unlock()
 	select {
-	case <-w:
+	case <-w.ch:
+		if w.sum == nil {
+			return nil, fmt.Errorf("%w: %s did not start", ErrUnknownExecution, executionID)
+		}
+		return w.sum, nil
 	case <-ctx.Done():
+		o.leave(executionID, w)
 		return nil, ctx.Err()
+	case <-o.done:
+		o.leave(executionID, w)
+		return nil, ErrClosed
 	}
+}
+
+// leave drops one Wait from w, and w once nobody waits on it.
+func (o *orchestrator) leave(id string, w *waiter) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.finished[executionID], nil
+	w.n--
+	if w.n == 0 && o.waiters[id] == w {
+		delete(o.waiters, id)
+	}
+}
+
+// waitLog follows an execution in the log until its terminal event.
+func (e *Engine) waitLog(ctx context.Context, executionID string) (*Summary, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(e.orch.closed, cancel)
+	defer stop()
+	st := NewState(executionID)
+	for {
+		events, err := e.cfg.Log.Read(ctx, executionID, st.LastSeq, 0)
+		if err != nil {
+			return nil, e.waitErr(ctx, err)
+		}
+		if st.LastSeq == 0 && len(events) == 0 {
+			return nil, fmt.Errorf("%w: %s", ErrUnknownExecution, executionID)
+		}
+		for _, ev := range events {
+			if err := st.Apply(ev); err != nil {
+				return nil, err
+			}
+		}
+		if st.Status != StatusRunning {
+			sum := summarize(st)
+			e.orch.mu.Lock()
+			e.orch.finished.put(executionID, sum, e.cfg.Clock.Now())
+			e.orch.mu.Unlock()
+			return sum, nil
+		}
+		if err := e.cfg.Log.Wait(ctx, executionID, st.LastSeq); err != nil {
+			return nil, e.waitErr(ctx, err)
+		}
+	}
+}
+
+// waitErr reports ErrClosed for a wait the engine's close ended.
+func (e *Engine) waitErr(ctx context.Context, err error) error {
+	select {
+	case <-e.orch.done:
+		return ErrClosed
+	default:
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // Driving lists the executions this engine's orchestrator drives now.
 func (e *Engine) Driving(ctx context.Context) ([]string, error) {
+	if e.isClosed() {
+		return nil, ErrClosed
+	}
 	var ids []string
 	err := e.orch.send(ctx, message{kind: msgList, list: &ids})
 	return ids, err
 }
 
-// Close stops the orchestrator and the workers. Running commands are
-// cancelled; their executions can be resumed from the log.
-func (e *Engine) Close() error {
+func (e *Engine) isClosed() bool {
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+// markClosed makes every later call fail with ErrClosed; it reports
+// whether this call did it.
+func (e *Engine) markClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.closed {
-		e.mu.Unlock()
-		return nil
+		return false
 	}
 	e.closed = true
-	e.mu.Unlock()
-	e.cancel()
-	e.wg.Wait()
+	return true
+}
+
+// Shutdown stops the engine gracefully: it takes no new calls (they fail
+// with ErrClosed), dispatches nothing new and lets the commands its
+// workers run finish, recording their reports, until ctx ends; then it
+// cancels what still runs. Whatever is left — commands issued and not
+// run, successors not yet decided — stays in the log for Resume (here or
+// in another process) to take up. It returns ctx's error if it had to
+// cancel running commands.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	if !e.markClosed() {
+		return nil
+	}
+	// Record what the workers report, decide nothing more.
+	_ = e.orch.send(context.Background(), message{kind: msgDrain})
+	if e.queue != nil {
+		e.queue.close()
+	}
+	finished := make(chan struct{})
+	go func() { e.workWG.Wait(); close(finished) }()
+	var err error
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		err = ctx.Err()
+		e.stopWork()
+		<-finished
+	}
+	e.stopWork()
+	e.stopOrch()
+	e.orchWG.Wait()
+	return err
+}
+
+// Close stops the orchestrator and the workers at once. Running commands
+// are cancelled; their executions can be resumed from the log. Calls
+// made after Close fail with ErrClosed.
+func (e *Engine) Close() error {
+	if !e.markClosed() {
+		return nil
+	}
+	e.stopWork()
+	e.stopOrch()
+	e.workWG.Wait()
+	e.orchWG.Wait()
 	return nil
 }
 
@@ -410,6 +629,10 @@ type Summary struct {
 func summarize(s *State) *Summary {
 	sum := &Summary{ExecutionID: s.ExecutionID, Status: s.Status, Steps: map[string]string{}, Events: s.Events, Results: s.Results}
 	best := map[string]int{}
+	for step, r := range s.steps {
+		best[step] = r.N
+		sum.Steps[step] = r.Status
+	}
 	for _, r := range s.Runs {
 		n := runNumber(r.ID)
 		if n >= best[r.Step] {

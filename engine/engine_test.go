@@ -6,6 +6,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 )
 
 func TestArcsSetAndGuards(t *testing.T) {
@@ -119,7 +120,7 @@ workflow:
 			if d["sum"] != int64(55) || d["count"] != int64(5) {
 				t.Fatalf("total = %v, want sum 55 count 5", d)
 			}
-			if n := countType(evs, eventlog.TypeLoopDone); n != 1 {
+			if n := logtest.CountType(evs, eventlog.TypeLoopDone); n != 1 {
 				t.Fatalf("loop.done recorded %d times", n)
 			}
 		})
@@ -156,7 +157,7 @@ workflow:
 	if b.rec.count("flaky") != 3 {
 		t.Fatalf("flaky ran %d times, want 3", b.rec.count("flaky"))
 	}
-	if n := countType(evs, eventlog.TypeRetryScheduled); n != 2 {
+	if n := logtest.CountType(evs, eventlog.TypeRetryScheduled); n != 2 {
 		t.Fatalf("retry.scheduled recorded %d times, want 2", n)
 	}
 	if got := data(t, sum, "after")["attempts"]; got != int64(3) {

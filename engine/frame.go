@@ -49,6 +49,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 		return fail(fmt.Sprintf("loop.cursor.kind: %v", err))
 	}
 	scope := copyMap(cmd.Scope)
+	localRefs(ctx, scope, w.results())
 	addArgs(scope, cmd.Args)
 	spec, err := w.cursorSpec(ctx, cmd, lp, fs, scope, driver)
 	if err != nil {
@@ -139,7 +140,9 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 		}
 	}
 
-	h := &frameRun{w: w, cmd: cmd, step: step, cur: cur, scope: scope, rows: rows, claimed: claimed,
+	part := w.startPartials(ctx, cmd, rep)
+	defer part.close()
+	h := &frameRun{w: w, cmd: cmd, step: step, cur: cur, scope: scope, rows: rows, claimed: claimed, part: part,
 		cancelled: cancelled, settle: settle, items: make([]ItemOutcome, len(rows)),
 		released: map[int]bool{}, interrupted: map[int]bool{}}
 	if cmd.Settle == SettleRelease {
@@ -155,10 +158,12 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	defer interrupt(nil)
 	go h.graceAfterCancel(rowsCtx, interrupt, cmd.Lease)
 	if fs.Process == dsl.ProcessFrame {
-		h.runFrameChain(rowsCtx)
+		h.runFrameChain(withPartials(rowsCtx, part, ""))
 	} else {
 		h.runRows(rowsCtx, max(1, fs.RowConcurrency))
 	}
+	// The rows' partials are recorded before the frame's outcome.
+	part.close()
 	if len(h.unstarted) > 0 {
 		// Interrupted before they started: hand them back if the source
 		// can, else they are abandoned (claimed, never run).
@@ -241,6 +246,8 @@ type frameRun struct {
 	cancelled <-chan struct{}
 	settle    func(func(context.Context) error) error
 	deadline  time.Time
+	// part takes the partial results of the rows' tools.
+	part *partials
 
 	mu        sync.Mutex
 	items     []ItemOutcome
@@ -265,10 +272,10 @@ func (f *frameRun) graceAfterCancel(ctx context.Context, interrupt context.Cance
 	case <-ctx.Done():
 		return
 	}
-	t := time.NewTimer(grace)
+	t := f.w.clock().NewTimer(grace)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		f.w.logger().Warn("execution cancelled: interrupting the frame's rows still running a lease later",
 			"step", f.cmd.Step, "command_id", f.cmd.ID, "lease", grace)
 		interrupt(errCancelGrace)
@@ -387,7 +394,7 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 			sc := copyMap(f.scope)
 			setIter(sc, lp.Iterator, f.rows[i].Values, i)
 			t0 := time.Now()
-			res := f.w.runChain(ctx, f.cmd, f.step, sc, 0, 1, nil, false)
+			res := f.w.runChain(withPartials(ctx, f.part, f.rows[i].Key), f.cmd, f.step, sc, 0, 1, nil, false)
 			it := ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeOK, Ms: time.Since(t0).Milliseconds()}
 			if res.failed {
 				it.Outcome, it.Error = OutcomeError, res.err
@@ -531,7 +538,7 @@ func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, fs 
 		if w.Keychain == nil {
 			return spec, fmt.Errorf("loop.cursor.auth: no keychain to resolve credential %q", spec.Auth)
 		}
-		cred, err := w.Keychain.Resolve(ctx, spec.Auth)
+		cred, err := w.keychain(ctx).Resolve(ctx, spec.Auth)
 		if err != nil {
 			return spec, fmt.Errorf("loop.cursor.auth: %w", err)
 		}

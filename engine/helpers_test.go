@@ -73,22 +73,52 @@ type bundle struct {
 	log eventlog.Log
 	eng *engine.Engine
 	rec *recorder
+	reg *tools.Registry
 }
 
 func setup(t *testing.T, log eventlog.Log) *bundle {
 	t.Helper()
-	if log == nil {
-		log = eventlog.NewMemory()
+	return setupWith(t, engine.Config{Log: log})
+}
+
+// setupWith starts an engine with cfg, the recorder registered as kind rec
+// in cfg.Tools (a new registry if nil), a memory log and a 5ms tick unless
+// cfg says otherwise.
+func setupWith(t *testing.T, cfg engine.Config) *bundle {
+	t.Helper()
+	if cfg.Log == nil {
+		cfg.Log = eventlog.NewMemory()
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = tools.NewRegistry()
+	}
+	if cfg.Tick == 0 {
+		cfg.Tick = 5 * time.Millisecond
 	}
 	rec := &recorder{}
-	reg := tools.NewRegistry()
-	reg.MustRegister("rec", rec.tool())
-	e, err := engine.New(engine.Config{Log: log, Tools: reg, Tick: 5 * time.Millisecond})
+	cfg.Tools.MustRegister("rec", rec.tool())
+	e, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
-	return &bundle{log: log, eng: e, rec: rec}
+	return &bundle{log: cfg.Log, eng: e, rec: rec, reg: cfg.Tools}
+}
+
+// startHeld starts a one-step execution whose command sleeps a minute (or
+// until cancelled) and returns once the command runs.
+func (b *bundle) startHeld(t *testing.T, ctx context.Context, key string) string {
+	t.Helper()
+	id, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool: {kind: rec, key: `+key+`, sleep_ms: 60000}
+`), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitForCall(t, ctx, key)
+	return id
 }
 
 func (b *bundle) run(t *testing.T, src string, workload map[string]any) (*engine.Summary, []eventlog.Event) {
@@ -125,16 +155,6 @@ func dumpOnFail(t *testing.T, evs []eventlog.Event) {
 	for _, ev := range evs {
 		t.Logf("%3d %-20s %-12s %-22s %s", ev.Seq, ev.Type, ev.Step, ev.CommandID, ev.Payload)
 	}
-}
-
-func countType(evs []eventlog.Event, typ string) int {
-	n := 0
-	for _, ev := range evs {
-		if ev.Type == typ {
-			n++
-		}
-	}
-	return n
 }
 
 func data(t *testing.T, sum *engine.Summary, step string) map[string]any {

@@ -2,7 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"sync"
+	"time"
+
+	"github.com/cursorflow/cursorflow/clock"
+	"github.com/cursorflow/cursorflow/eventlog"
 )
 
 // localQueue is the in-process transport: an unbounded FIFO of commands
@@ -15,9 +21,18 @@ type localQueue struct {
 	items []*Command
 	// cancel tells this engine's workers of a cancel (Worker.Cancel).
 	cancel func(executionID string)
+	// stopped is closed by close: workers take nothing more.
+	stopped   chan struct{}
+	closeOnce sync.Once
 }
 
-func newLocalQueue() *localQueue { return &localQueue{cond: make(chan struct{}, 1)} }
+func newLocalQueue() *localQueue {
+	return &localQueue{cond: make(chan struct{}, 1), stopped: make(chan struct{})}
+}
+
+// close makes next return false from now on: the commands still queued
+// stay issued in the log, for a resume to run.
+func (q *localQueue) close() { q.closeOnce.Do(func() { close(q.stopped) }) }
 
 // Dispatch implements Dispatcher.
 func (q *localQueue) Dispatch(cmd *Command) {
@@ -39,6 +54,11 @@ func (q *localQueue) Cancel(executionID string) { q.cancel(executionID) }
 
 func (q *localQueue) next(ctx context.Context) (*Command, bool) {
 	for {
+		select {
+		case <-q.stopped:
+			return nil, false
+		default:
+		}
 		q.mu.Lock()
 		if len(q.items) > 0 {
 			cmd := q.items[0]
@@ -58,7 +78,50 @@ func (q *localQueue) next(ctx context.Context) (*Command, bool) {
 		select {
 		case <-ctx.Done():
 			return nil, false
+		case <-q.stopped:
+			return nil, false
 		case <-q.cond:
 		}
 	}
+}
+
+// retryingReporter is the in-process workers' Reporter: a report the
+// orchestrator could not record now (ErrUnavailable: the log failed, the
+// execution is being reloaded) is sent again with backoff until it is
+// recorded or refused for good, so a worker's outcome is never dropped
+// on a transient failure.
+type retryingReporter struct {
+	rep    Reporter
+	clock  clock.Clock
+	logger *slog.Logger
+}
+
+// Report backoff bounds.
+const (
+	minReportBackoff = 10 * time.Millisecond
+	maxReportBackoff = 5 * time.Second
+)
+
+func (r *retryingReporter) Report(ctx context.Context, ev eventlog.Event) error {
+	backoff := minReportBackoff
+	for attempt := 1; ; attempt++ {
+		err := r.rep.Report(ctx, ev)
+		if err == nil || !errors.Is(err, ErrUnavailable) {
+			return err
+		}
+		r.logger.Warn("report not recorded; sending it again", "execution_id", ev.ExecutionID, "command_id", ev.CommandID,
+			"type", ev.Type, "attempt", attempt, "retry_in", backoff, "error", err)
+		t := r.clock.NewTimer(backoff)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, maxReportBackoff)
+	}
+}
+
+func (r *retryingReporter) Heartbeat(ctx context.Context, executionID, commandID string) error {
+	return r.rep.Heartbeat(ctx, executionID, commandID)
 }

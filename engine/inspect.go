@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
 )
 
@@ -86,21 +87,33 @@ func (s *State) Snapshot() *Status {
 		st.Playbook = s.Playbook.Metadata.Name
 	}
 	for id, l := range s.Loops {
-		ls := LoopStatus{Mode: l.Mode, InFlight: s.loopInFlight(l), StartedAt: l.StartedAt}
-		if r := s.Runs[id]; r != nil {
-			ls.Step = r.Step
-			ls.Finished = r.Status != runRunning
-		}
-		if l.Mode == "cursor" {
-			ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead = l.Frames, l.Rows, l.OK, l.Failed, l.Dead
-			ls.Done = l.OK + l.Failed + l.Dead
-		} else {
-			ls.Items, ls.Done = len(l.Items), l.Done
-		}
-		if d := l.ProgressAt.Sub(l.StartedAt).Seconds(); d > 0 {
-			ls.Rate = float64(ls.Done) / d
-		}
+		st.Loops[id] = s.loopStatus(id, l)
+	}
+	for id, ls := range s.doneLoops {
 		st.Loops[id] = ls
 	}
 	return st
+}
+
+// loopStatus describes a loop of the state.
+func (s *State) loopStatus(id string, l *loopState) LoopStatus {
+	ls := LoopStatus{Mode: l.Mode, InFlight: s.loopInFlight(l), StartedAt: l.StartedAt}
+	if r := s.Runs[id]; r != nil {
+		ls.Step = r.Step
+		ls.Finished = r.Status != runRunning
+	}
+	switch l.Mode {
+	case dsl.ModeCursor:
+		ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead = l.Frames, l.Rows, l.OK, l.Failed, l.Dead
+		ls.Done = l.OK + l.Failed + l.Dead
+	case dsl.ModeFanout:
+		// A fan-out loop counts its shards.
+		ls.Items, ls.Done, ls.OK, ls.Failed = l.Shards, l.Done, l.OK, l.Failed
+	default:
+		ls.Items, ls.Done = l.count(), l.Done
+	}
+	if d := l.ProgressAt.Sub(l.StartedAt).Seconds(); d > 0 {
+		ls.Rate = float64(ls.Done) / d
+	}
+	return ls
 }

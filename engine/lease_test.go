@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
@@ -20,8 +22,8 @@ import (
 // engine's worker runtime, except that it "kills" the worker of one chosen
 // frame right after that frame's body has run: the worker stops
 // heartbeating and its frame.done is held back, as if the process died
-// before reporting. When the reaper has re-issued the frame, the held
-// report is delivered late, and must be refused.
+// before reporting (died is closed then). When the reaper has re-issued
+// the frame, the held report is delivered late, and must be refused.
 type killingDispatcher struct {
 	eng    *engine.Engine
 	victim string // command id of the frame to kill
@@ -29,6 +31,7 @@ type killingDispatcher struct {
 	lateErr   chan error
 	reissued  chan struct{}
 	reissueOn sync.Once
+	died      chan struct{}
 }
 
 func (k *killingDispatcher) Dispatch(cmd *engine.Command) { go k.run(cmd) }
@@ -62,6 +65,7 @@ func (d *dyingReporter) Report(ctx context.Context, ev eventlog.Event) error {
 		return d.inner.Report(ctx, ev)
 	}
 	// Dead: hold the report back, deliver it after the re-issue.
+	close(d.k.died)
 	go func() {
 		<-d.k.reissued
 		d.k.lateErr <- d.inner.Report(context.Background(), ev)
@@ -71,6 +75,11 @@ func (d *dyingReporter) Report(ctx context.Context, ev eventlog.Event) error {
 
 func (d *dyingReporter) Heartbeat(context.Context, string, string) error { return nil }
 
+// TestWorkerKilledMidFrame: the worker of one frame dies after running
+// its rows, before reporting. On the fake clock, once every other slot has
+// drained and only the dead frame is in flight, time moves past its lease:
+// the frame is re-issued (exactly once) with its recorded rows, the dead
+// worker's late report is refused, and every row is done exactly once.
 func TestWorkerKilledMidFrame(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	n := 100_000
@@ -79,11 +88,12 @@ func TestWorkerKilledMidFrame(t *testing.T) {
 	}
 	pool, table := pgQueue(t, dsn, n)
 	kc := tools.StaticURLs(map[string]string{"pg": dsn})
-	treg, creg, closer := stdwire.Registries(kc, nil)
+	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	defer closer.Close()
-	kd := &killingDispatcher{victim: "start#1/s3.f2@1", lateErr: make(chan error, 1), reissued: make(chan struct{})}
+	kd := &killingDispatcher{victim: "start#1/s3.f2@1", lateErr: make(chan error, 1), reissued: make(chan struct{}), died: make(chan struct{})}
 	log := eventlog.NewMemory()
-	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Dispatcher: kd,
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Dispatcher: kd, Clock: clk,
 		Tick: 20 * time.Millisecond, Observer: engine.ObserverFunc(kd.observe)})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +118,7 @@ workflow:
       auth: pg
       command: |
         UPDATE {{ table }} q SET status = 'done', result = r.payload * 2, done_count = q.done_count + 1
-        FROM jsonb_to_recordset('{{ iter.job | tojson }}'::jsonb) AS r(id int, payload int)
+        FROM jsonb_to_recordset({{ iter.job | tojson | sql_literal }}::jsonb) AS r(id int, payload int)
         WHERE q.id = r.id AND q.status = 'claimed'
 `
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -117,6 +127,28 @@ workflow:
 	if err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-kd.died:
+	case <-ctx.Done():
+		t.Fatal("the victim frame never ran")
+	}
+	// No time passes while the other slots drain: nothing else can expire.
+	for {
+		st, err := engine.Inspect(ctx, log, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.InFlight) == 1 && st.InFlight[0] == kd.victim {
+			break
+		}
+		if st.Status != engine.StatusRunning {
+			t.Fatalf("execution ended %s with the victim's report held back", st.Status)
+		}
+		if err := log.Wait(ctx, id, st.LastSeq); err != nil {
+			t.Fatalf("waiting for the other slots to drain: %v (in flight %v)", err, st.InFlight)
+		}
+	}
+	clk.Advance(2*time.Second + time.Millisecond) // past lease_seconds
 	sum, err := e.Wait(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +174,7 @@ workflow:
 	if done != n || claimed != 0 || maxDone != 1 {
 		t.Fatalf("done=%d claimed=%d max done_count=%d, want %d, 0, 1", done, claimed, maxDone, n)
 	}
-	if c := countType(evs, eventlog.TypeLoopDone); c != 1 {
+	if c := logtest.CountType(evs, eventlog.TypeLoopDone); c != 1 {
 		t.Fatalf("loop.done recorded %d times", c)
 	}
 	leases := 0

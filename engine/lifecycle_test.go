@@ -257,15 +257,7 @@ func TestCancelStopsRunningCommands(t *testing.T) {
 	b := setup(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	id, err := b.eng.Start(ctx, []byte(header+`
-workflow:
-  - step: start
-    tool: {kind: rec, key: long, sleep_ms: 60000}
-`), engine.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.waitForCall(t, ctx, "long")
+	id := b.startHeld(t, ctx, "long")
 	if err := b.eng.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/cursorflow/cursorflow/clock"
+	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/internal/faultpoint"
 )
@@ -21,6 +24,17 @@ var ErrStale = errors.New("engine: stale report: command was re-issued or finish
 // ErrUnknownExecution is returned for an execution this engine does not
 // drive.
 var ErrUnknownExecution = errors.New("engine: unknown execution")
+
+// ErrUnavailable is wrapped by the error a report gets when it could not be
+// recorded now — the event log failed, or the execution is being reloaded
+// from the log after such a failure. The report was not recorded; sending
+// it again later is safe and is what in-process workers do.
+var ErrUnavailable = errors.New("engine: report not recorded now, send it again")
+
+// ErrClosed is returned by every call on an Engine after Close or
+// Shutdown, and by Wait for an execution still running when the engine
+// closed (it can be resumed from the log).
+var ErrClosed = errors.New("engine: closed")
 
 // Dispatcher hands commands to workers. It must not block: the
 // orchestrator calls it from its loop.
@@ -47,6 +61,7 @@ const (
 	msgStart
 	msgCancel
 	msgList
+	msgDrain
 )
 
 type message struct {
@@ -88,37 +103,84 @@ func (l *lease) alive(now time.Time, missed int) {
 // cancelled while its commands are in flight.
 const cancelRepeat = 2 * time.Second
 
+// Reload backoff after a failed append or a failed reload.
+const (
+	minReloadBackoff = 50 * time.Millisecond
+	maxReloadBackoff = 5 * time.Second
+)
+
+// reload is an execution dropped from memory after an append failed: its
+// speculative state may hold decisions the log never stored, so it is
+// loaded again from the log, retrying with backoff while the log fails.
+type reload struct {
+	due     time.Time
+	backoff time.Duration
+}
+
 // orchestrator appends, folds, decides and dispatches. One goroutine runs
 // its loop; everything it owns is touched only there.
 type orchestrator struct {
-	log      eventlog.Log
-	dispatch Dispatcher
-	clock    func() time.Time
-	logger   *slog.Logger
-	lease    time.Duration
-	missed   int
-	tick     time.Duration
-	maxBatch int
-	observer Observer
+	log            eventlog.Log
+	dispatch       Dispatcher
+	clock          clock.Clock
+	logger         *slog.Logger
+	lease          time.Duration
+	missed         int
+	tick           time.Duration
+	maxBatch       int
+	maxResultBytes int
+	maxLoopItems   int
+	renderLimits   dsl.Limits
+	observer       Observer
 	// onFinish, if set, is called with an execution's id when it ends.
 	onFinish func(executionID string)
+	// decide is (*State).Decide; a test may wrap it.
+	decide func(s *State, now time.Time, expired []string, reason string) []eventlog.Event
+	// res writes and reads stored results (a nil store keeps them inline).
+	res *results
 
-	inbox chan message
-	execs map[string]*execution
+	inbox  chan message
+	ticker clock.Ticker
+	// done is closed when the loop has stopped: every call then fails
+	// with ErrClosed. closed ends then too.
+	done       chan struct{}
+	closed     context.Context
+	markClosed context.CancelFunc
+	execs      map[string]*execution
+	reloading  map[string]*reload
+	// draining is set by Shutdown: reports are still recorded, nothing
+	// new is decided or dispatched.
+	draining bool
+	// ended lists executions that ended while an execution driven here
+	// may await them (by awaiter), for the next step to resume it;
+	// orphaned lists awaited executions whose awaiter ended, to cancel.
+	ended    map[string][]endedExecution
+	orphaned []string
 
 	mu       sync.Mutex
-	finished map[string]*Summary
-	waiters  map[string]chan struct{}
+	driving  map[string]bool // executions in execs or reloading, for Wait
+	finished *summaryCache
+	waiters  map[string]*waiter
+}
+
+type endedExecution struct{ id, status string }
+
+// waiter is shared by the Waits on one execution.
+type waiter struct {
+	ch  chan struct{}
+	n   int
+	sum *Summary
 }
 
 func (o *orchestrator) run(ctx context.Context) {
-	t := time.NewTicker(o.tick)
-	defer t.Stop()
+	defer o.markClosed()
+	defer close(o.done)
+	defer o.ticker.Stop()
 	for {
 		var batch []message
 		select {
 		case <-ctx.Done():
-			o.shutdown(ctx.Err())
+			o.shutdown()
 			return
 		case m := <-o.inbox:
 			batch = append(batch, m)
@@ -131,18 +193,19 @@ func (o *orchestrator) run(ctx context.Context) {
 					break drain
 				}
 			}
-		case <-t.C:
+		case <-o.ticker.C():
 		}
-		o.step(ctx, batch)
+		o.safeStep(ctx, batch)
 	}
 }
 
-func (o *orchestrator) shutdown(err error) {
+// shutdown refuses what is still queued.
+func (o *orchestrator) shutdown() {
 	for {
 		select {
 		case m := <-o.inbox:
 			if m.reply != nil {
-				m.reply <- err
+				m.reply <- ErrClosed
 			}
 		default:
 			return
@@ -150,9 +213,28 @@ func (o *orchestrator) shutdown(err error) {
 	}
 }
 
+// safeStep runs step; a panic that escaped the per-execution guards is
+// logged and answered, and the loop goes on.
+func (o *orchestrator) safeStep(ctx context.Context, batch []message) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.logger.Error("orchestrator step panicked", "panic", r, "stack", string(debug.Stack()))
+			for _, m := range batch {
+				if m.reply != nil {
+					select {
+					case m.reply <- fmt.Errorf("engine: internal error: %v", r):
+					default: // already answered
+					}
+				}
+			}
+		}
+	}()
+	o.step(ctx, batch)
+}
+
 // step handles a batch of messages, decides, appends once, dispatches.
 func (o *orchestrator) step(ctx context.Context, batch []message) {
-	now := o.clock()
+	now := o.clock.Now()
 	var pending []eventlog.Event
 	var replies []chan error
 	touched := map[string]bool{}
@@ -164,32 +246,54 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 		}
 	}
 	loaded := map[string][]string{} // execution → in-flight commands to expire on load
+	// resume takes up the commands a loaded execution has in flight: a
+	// durable transport still holds them (leased), the in-process one lost
+	// them (issued again now).
+	resume := func(x *execution) {
+		if o.dispatch.Durable() {
+			o.leaseInFlight(x, now)
+		} else {
+			loaded[x.state.ExecutionID] = x.state.InFlight()
+		}
+		touch(x.state.ExecutionID)
+	}
 	for _, m := range batch {
 		switch m.kind {
 		case msgReport:
 			ex := o.execs[m.ev.ExecutionID]
 			if ex == nil {
-				m.reply <- fmt.Errorf("%w: %s", ErrUnknownExecution, m.ev.ExecutionID)
+				if o.reloading[m.ev.ExecutionID] != nil {
+					m.reply <- fmt.Errorf("%w: execution %s is being reloaded from the log", ErrUnavailable, m.ev.ExecutionID)
+				} else {
+					m.reply <- fmt.Errorf("%w: %s", ErrUnknownExecution, m.ev.ExecutionID)
+				}
 				continue
 			}
 			if !ex.state.Accepts(m.ev) {
 				m.reply <- ErrStale
 				continue
 			}
-			ev := m.ev
+			ev := limitResult(m.ev, o.maxResultBytes)
 			ev.Time = now
 			if err := ex.state.Apply(ev); err != nil {
 				m.reply <- err
 				continue
 			}
-			if ev.Type != eventlog.TypeFrameClaimed {
-				delete(ex.leases, ev.CommandID)
-			} else if l := ex.leases[ev.CommandID]; l != nil {
-				l.alive(now, o.missed)
+			if ev.Type == eventlog.TypeFrameClaimed {
+				// A sign of life; the lease itself goes only once the
+				// command's outcome is on record (after the append).
+				if l := ex.leases[ev.CommandID]; l != nil {
+					l.alive(now, o.missed)
+				}
 			}
 			pending = append(pending, ev)
 			replies = append(replies, m.reply)
 			touch(ev.ExecutionID)
+			if ev.Type == eventlog.TypeCommandAwaiting {
+				// The awaited execution may have ended before its waiter
+				// parked.
+				pending = append(pending, o.loadAwaited(ctx, ex, now, resume)...)
+			}
 		case msgHeartbeat:
 			if ex := o.execs[m.ev.ExecutionID]; ex != nil {
 				if l := ex.leases[m.ev.CommandID]; l != nil {
@@ -198,7 +302,11 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 			}
 		case msgStart, msgLoad:
 			id := m.state.ExecutionID
-			if _, ok := o.execs[id]; ok {
+			if o.draining {
+				m.reply <- ErrClosed
+				continue
+			}
+			if _, ok := o.execs[id]; ok || (m.kind == msgStart && o.reloading[id] != nil) {
 				if m.kind == msgLoad {
 					m.reply <- nil // already driven here: nothing to resume
 				} else {
@@ -206,27 +314,20 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 				}
 				continue
 			}
-			ex := &execution{state: m.state, leases: map[string]*lease{}}
-			o.execs[id] = ex
+			delete(o.reloading, id)
+			ex := o.install(m.state)
 			if m.kind == msgStart {
 				ev := m.ev
 				ev.Time = now
 				if err := ex.state.Apply(ev); err != nil {
-					delete(o.execs, id)
+					o.drop(id)
 					m.reply <- err
 					continue
 				}
 				pending = append(pending, ev)
 			} else {
-				inflight := ex.state.InFlight()
-				if o.dispatch.Durable() {
-					for _, cid := range inflight {
-						d, beat := ex.state.leaseFor(cid, o.lease)
-						ex.leases[cid] = &lease{deadline: now.Add(d), lease: d, beat: beat}
-					}
-				} else {
-					loaded[id] = inflight
-				}
+				pending = append(pending, o.loadAwaited(ctx, ex, now, resume)...)
+				resume(ex)
 			}
 			replies = append(replies, m.reply)
 			touch(id)
@@ -245,47 +346,80 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 			pending = append(pending, ev)
 			replies = append(replies, m.reply)
 			touch(ev.ExecutionID)
+		case msgDrain:
+			o.draining = true
+			m.reply <- nil
 		}
 	}
+	pending = append(pending, o.reloadDue(ctx, now, touch)...)
+	pending = append(pending, o.awaitsEnded(now, touch)...)
 	// Decide for every execution that changed, whose lease ran out or
-	// whose retry fell due.
-	for _, id := range sortedKeys(o.execs) {
-		ex := o.execs[id]
-		var expired []string
-		reason := reasonLease
-		if l, ok := loaded[id]; ok {
-			expired, reason = l, reasonResume
-		}
-		for cid, l := range ex.leases {
-			if now.After(l.deadline) {
-				expired = append(expired, cid)
-				delete(ex.leases, cid)
+	// whose retry fell due. While draining, nothing new is decided: what
+	// is left is decided by whoever resumes the executions.
+	if !o.draining {
+		for _, id := range sortedKeys(o.execs) {
+			ex := o.execs[id]
+			var expired []string
+			reason := reasonLease
+			if l, ok := loaded[id]; ok {
+				expired, reason = l, reasonResume
 			}
+			for cid, l := range ex.leases {
+				if now.After(l.deadline) {
+					expired = append(expired, cid)
+					delete(ex.leases, cid)
+				}
+			}
+			sort.Strings(expired)
+			due := ex.state.NextDue()
+			if !touched[id] && len(expired) == 0 && (due.IsZero() || due.After(now)) {
+				continue
+			}
+			if len(expired) > 0 {
+				o.logger.Info("re-issuing commands", "execution_id", id, "commands", expired, "reason", reason)
+			}
+			decided := o.decideSafe(ex, now, expired, reason)
+			o.warnAbandoned(decided)
+			pending = append(pending, decided...)
+			touch(id)
 		}
-		sort.Strings(expired)
-		due := ex.state.NextDue()
-		if !touched[id] && len(expired) == 0 && (due.IsZero() || due.After(now)) {
-			continue
-		}
-		if len(expired) > 0 {
-			o.logger.Info("re-issuing commands", "execution_id", id, "commands", expired, "reason", reason)
-		}
-		decided := ex.state.Decide(now, expired, reason)
-		o.warnAbandoned(decided)
-		pending = append(pending, decided...)
-		touch(id)
+		pending = o.resumeAwaiting(pending, now, touch)
 	}
 	if len(pending) == 0 {
 		o.reply(replies, nil)
 		o.announceCancels(now)
 		return
 	}
+	// Stored values the decisions refer to are written first: a crash in
+	// between leaves an unreferenced object, never a dangling reference.
+	// A failed write is an append that failed: nothing of the batch is
+	// stored, the executions are loaded again from the log.
+	var blobs []*pendingBlob
+	for _, id := range order {
+		if ex := o.execs[id]; ex != nil {
+			blobs = append(blobs, ex.state.takePending()...)
+		}
+	}
+	if err := o.res.write(ctx, blobs); err != nil {
+		o.logger.Error("result store write failed; reloading the executions from the log",
+			"error", err, "executions", order)
+		o.reply(replies, fmt.Errorf("%w: result store: %w", ErrUnavailable, err))
+		for _, id := range order {
+			o.unload(id, now, 0)
+		}
+		return
+	}
 	results, err := o.log.Append(ctx, pending)
 	if err != nil {
-		o.logger.Error("event log append failed; reloading executions", "error", err, "events", len(pending))
-		o.reply(replies, err)
+		// Nothing of this batch is known to be stored: every execution it
+		// touched is dropped from memory, its leases kept by nobody, and
+		// loaded again from the log. Its reporters hear ErrUnavailable and
+		// send again.
+		o.logger.Error("event log append failed; reloading the executions from the log",
+			"error", err, "events", len(pending), "executions", order)
+		o.reply(replies, fmt.Errorf("%w: event log: %w", ErrUnavailable, err))
 		for _, id := range order {
-			o.reload(ctx, id)
+			o.unload(id, now, 0)
 		}
 		return
 	}
@@ -302,19 +436,21 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 			continue
 		}
 		ev.ID, ev.Seq = results[i].ID, results[i].Seq
-		if o.observer != nil {
-			o.observer.Observe(*ev)
-		}
+		o.observe(*ev)
 		ex := o.execs[ev.ExecutionID]
 		if ex == nil {
 			continue
 		}
-		if ev.Type == eventlog.TypeCommandIssued {
-			cmd := o.command(ex, *ev)
-			if cmd != nil {
+		switch ev.Type {
+		case eventlog.TypeCommandIssued:
+			if cmd := o.commandSafe(ex, *ev); cmd != nil {
 				ex.leases[cmd.ID] = &lease{deadline: now.Add(cmd.Lease), lease: cmd.Lease, beat: cmd.Heartbeat}
 				o.dispatch.Dispatch(cmd)
 			}
+		case eventlog.TypeCommandCompleted, eventlog.TypeCommandFailed, eventlog.TypeFrameDone, eventlog.TypeCommandAwaiting:
+			// The outcome is on record (or the command parked): only now
+			// may the lease go.
+			delete(ex.leases, ev.CommandID)
 		}
 	}
 	o.reply(replies, nil)
@@ -327,7 +463,7 @@ func (o *orchestrator) step(ctx context.Context, batch []message) {
 		if dup[id] {
 			// Another orchestrator decided too: our speculative state may
 			// hold what the log refused, so rebuild it from the log.
-			o.reload(ctx, id)
+			o.unload(id, now, 0)
 			continue
 		}
 		if ex.state.Status != StatusRunning {
@@ -344,36 +480,254 @@ func (o *orchestrator) reply(replies []chan error, err error) {
 	}
 }
 
-// reload rebuilds an execution's state from the log.
-func (o *orchestrator) reload(ctx context.Context, id string) {
-	events, err := o.log.Read(ctx, id, 0, 0)
-	if err != nil {
-		o.logger.Error("reload failed", "execution_id", id, "error", err)
+// install makes st an execution driven here.
+func (o *orchestrator) install(st *State) *execution {
+	if st.Playbook != nil {
+		st.Playbook.SetLimits(o.renderLimits)
+	}
+	st.maxLoopItems = o.maxLoopItems
+	st.res = o.res
+	ex := &execution{state: st, leases: map[string]*lease{}}
+	o.execs[st.ExecutionID] = ex
+	o.mu.Lock()
+	o.driving[st.ExecutionID] = true
+	o.mu.Unlock()
+	return ex
+}
+
+// drop forgets an execution that never got going.
+func (o *orchestrator) drop(id string) {
+	delete(o.execs, id)
+	delete(o.reloading, id)
+	o.mu.Lock()
+	delete(o.driving, id)
+	if w := o.waiters[id]; w != nil {
+		close(w.ch)
+		delete(o.waiters, id)
+	}
+	o.mu.Unlock()
+}
+
+// leaseInFlight gives every command in flight a fresh lease: a worker
+// that still runs it reports in time, one that died lets it expire.
+func (o *orchestrator) leaseInFlight(ex *execution, now time.Time) {
+	for _, cid := range ex.state.InFlight() {
+		d, beat := ex.state.leaseFor(cid, o.lease)
+		ex.leases[cid] = &lease{deadline: now.Add(d), lease: d, beat: beat}
+	}
+}
+
+// unload drops an execution from memory and schedules its reload from the
+// log after backoff (zero: at once).
+func (o *orchestrator) unload(id string, now time.Time, backoff time.Duration) {
+	if _, ok := o.execs[id]; !ok && o.reloading[id] == nil {
 		return
 	}
-	st, err := Fold(id, events)
-	if err != nil {
-		o.logger.Error("reload failed", "execution_id", id, "error", err)
-		return
-	}
-	if ex := o.execs[id]; ex != nil {
-		ex.state = st
+	delete(o.execs, id)
+	o.reloading[id] = &reload{due: now.Add(backoff), backoff: max(backoff, minReloadBackoff)}
+}
+
+// reloadDue loads again, from the log, the executions whose reload fell
+// due, and returns the events their loading decided (await.done).
+func (o *orchestrator) reloadDue(ctx context.Context, now time.Time, touch func(string)) (out []eventlog.Event) {
+	for _, id := range sortedKeys(o.reloading) {
+		r := o.reloading[id]
+		if r.due.After(now) {
+			continue
+		}
+		events, err := o.log.Read(ctx, id, 0, 0)
+		var st *State
+		if err == nil && len(events) > 0 {
+			st, err = Fold(id, events)
+		}
+		if err != nil {
+			next := min(r.backoff*2, maxReloadBackoff)
+			o.logger.Error("reload from the event log failed; retrying", "execution_id", id, "error", err, "retry_in", r.backoff)
+			o.reloading[id] = &reload{due: now.Add(r.backoff), backoff: next}
+			continue
+		}
+		delete(o.reloading, id)
+		if st == nil {
+			// The log never stored the execution (its start failed).
+			o.drop(id)
+			continue
+		}
+		ex := o.install(st)
 		if st.Status != StatusRunning {
 			o.finish(id, ex)
+			continue
+		}
+		lease := func(x *execution) { o.leaseInFlight(x, now); touch(x.state.ExecutionID) }
+		out = append(out, o.loadAwaited(ctx, ex, now, lease)...)
+		lease(ex)
+		o.logger.Info("execution reloaded from the event log", "execution_id", id, "in_flight", len(ex.leases))
+	}
+	return out
+}
+
+// resumeAwaiting looks at the terminal events about to be appended: a
+// command parked on an execution that ends here gets its await.done in
+// the same batch, and its execution decides again (which issues the
+// command anew). A parent that ends in turn resumes its own parent.
+func (o *orchestrator) resumeAwaiting(pending []eventlog.Event, now time.Time, touch func(string)) []eventlog.Event {
+	for i := 0; i < len(pending); i++ {
+		ev := pending[i]
+		if !eventlog.IsTerminal(ev.Type) {
+			continue
+		}
+		child := o.execs[ev.ExecutionID]
+		if child == nil || child.state.parent == "" {
+			continue
+		}
+		parent := o.execs[child.state.parent]
+		if parent == nil || parent.state.Status != StatusRunning {
+			continue
+		}
+		done, ok := parent.state.awaitDone(ev.ExecutionID, child.state.Status, now)
+		if !ok {
+			continue
+		}
+		pending = append(pending, done)
+		pending = append(pending, o.decideSafe(parent, now, nil, "")...)
+		touch(parent.state.ExecutionID)
+	}
+	return pending
+}
+
+// awaitsEnded resumes the commands parked on executions that ended in an
+// earlier step (one reloaded already ended, one that ended before its
+// waiter parked), and cancels executions nobody awaits any more. It
+// returns the events to append.
+func (o *orchestrator) awaitsEnded(now time.Time, touch func(string)) []eventlog.Event {
+	var out []eventlog.Event
+	for _, parent := range sortedKeys(o.ended) {
+		if ex := o.execs[parent]; ex != nil && ex.state.Status == StatusRunning {
+			for _, e := range o.ended[parent] {
+				if ev, ok := ex.state.awaitDone(e.id, e.status, now); ok {
+					out = append(out, ev)
+					touch(parent)
+				}
+			}
+		}
+		delete(o.ended, parent)
+	}
+	for _, id := range o.orphaned {
+		if ex := o.execs[id]; ex != nil && ex.state.Status == StatusRunning {
+			ev := eventlog.Event{ExecutionID: id, Type: eventlog.TypeCancelRequested, Time: now,
+				Payload: mustJSON(map[string]string{"reason": "the execution awaiting it ended"})}
+			if ex.state.Apply(ev) == nil {
+				out = append(out, ev)
+				touch(id)
+			}
 		}
 	}
+	o.orphaned = nil
+	return out
+}
+
+// loadAwaited sees to the executions a loaded execution's parked commands
+// wait for: one that already ended resumes its command (the returned
+// await.done events, applied, to append); one not driven here is loaded
+// too (and handed to loaded), so it can end.
+func (o *orchestrator) loadAwaited(ctx context.Context, ex *execution, now time.Time, loaded func(*execution)) []eventlog.Event {
+	var out []eventlog.Event
+	awaited := ex.state.Awaiting()
+	ids := make([]string, 0, len(awaited))
+	for _, cid := range sortedKeys(awaited) {
+		ids = append(ids, awaited[cid])
+	}
+	for _, id := range ids {
+		if o.execs[id] != nil || o.reloading[id] != nil {
+			continue // driven here: its end resumes the command
+		}
+		events, err := o.log.Read(ctx, id, 0, 0)
+		var st *State
+		if err == nil && len(events) > 0 {
+			st, err = Fold(id, events)
+		}
+		switch {
+		case err != nil:
+			o.logger.Error("cannot load an awaited execution; its waiter is resumed to look again", "execution_id", id, "error", err)
+		case st == nil:
+			// Never started: resuming the command starts it.
+		case st.Status == StatusRunning:
+			child := o.install(st)
+			out = append(out, o.loadAwaited(ctx, child, now, loaded)...)
+			loaded(child)
+			o.logger.Info("loaded an awaited execution", "execution_id", id, "awaited_by", ex.state.ExecutionID)
+			continue
+		}
+		status := "unknown"
+		if st != nil {
+			status = st.Status
+		}
+		if ev, ok := ex.state.awaitDone(id, status, now); ok {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// decideSafe decides for one execution; a panic in decision code fails
+// that execution, not the process.
+func (o *orchestrator) decideSafe(ex *execution, now time.Time, expired []string, reason string) (out []eventlog.Event) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.logger.Error("decision panicked; failing the execution", "execution_id", ex.state.ExecutionID,
+				"panic", r, "stack", string(debug.Stack()))
+			out = append(out, ex.state.failInternal(now, fmt.Sprintf("decision panicked: %v", r)))
+		}
+	}()
+	return o.decide(ex.state, now, expired, reason)
+}
+
+// commandSafe builds the command an issued event stands for; a panic fails
+// the command's execution instead of the process.
+func (o *orchestrator) commandSafe(ex *execution, ev eventlog.Event) (cmd *Command) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.logger.Error("building a command panicked", "execution_id", ev.ExecutionID, "command_id", ev.CommandID,
+				"panic", r, "stack", string(debug.Stack()))
+			cmd = nil
+		}
+	}()
+	return o.command(ex, ev)
+}
+
+// observe hands an appended event to the observer, which must not take
+// the orchestrator down.
+func (o *orchestrator) observe(ev eventlog.Event) {
+	if o.observer == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			o.logger.Error("observer panicked", "event", ev.Type, "panic", r)
+		}
+	}()
+	o.observer.Observe(ev)
 }
 
 func (o *orchestrator) finish(id string, ex *execution) {
 	delete(o.execs, id)
+	if p := ex.state.parent; p != "" {
+		o.ended[p] = append(o.ended[p], endedExecution{id: id, status: ex.state.Status})
+	}
+	for _, child := range ex.state.Awaiting() {
+		if o.execs[child] != nil {
+			o.orphaned = append(o.orphaned, child)
+		}
+	}
 	if o.onFinish != nil {
 		o.onFinish(id)
 	}
 	sum := summarize(ex.state)
 	o.mu.Lock()
-	o.finished[id] = sum
+	delete(o.driving, id)
+	o.finished.put(id, sum, o.clock.Now())
 	if w := o.waiters[id]; w != nil {
-		close(w)
+		w.sum = sum
+		close(w.ch)
 		delete(o.waiters, id)
 	}
 	o.mu.Unlock()
@@ -400,11 +754,24 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 	}
 	cmd.Lease, cmd.Heartbeat = s.leaseFor(ev.CommandID, o.lease)
 	cmd.PlaybookSource, cmd.PlaybookFile, cmd.PlaybookHash = s.started.Playbook, s.started.File, s.playbookHash()
+	if p.Kind == KindShard {
+		if l := s.Loops[p.Run]; l != nil {
+			cmd.Shards = l.Shards
+			cmd.From, cmd.To = shardRange(l.count(), l.Shards, p.Index)
+			if l.ItemsRef != nil {
+				cmd.ItemsRef = l.ItemsRef
+			} else if cmd.To <= len(l.Items) {
+				cmd.Item = l.Items[cmd.From:cmd.To:cmd.To]
+			}
+		}
+	}
 	if c := s.Commands[p.Base]; c != nil && len(c.Pages) > 0 {
 		cmd.Pages = c.Pages
 	}
 	if p.Kind == KindItem {
-		if l := s.Loops[p.Run]; l != nil && p.Index < len(l.Items) {
+		if l := s.Loops[p.Run]; l != nil && l.ItemsRef != nil {
+			cmd.ItemsRef, cmd.Count = l.ItemsRef, p.Count
+		} else if l != nil && p.Index < len(l.Items) {
 			cmd.Item = l.Items[p.Index]
 			if p.Count > 0 {
 				cmd.Count = p.Count
@@ -418,22 +785,36 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 		}
 	}
 	cmd.Pool = step.Spec.Pool
+	cmd.Labels = step.Spec.WorkerLabels
 	return cmd
 }
 
 // send delivers a message to the loop and waits for its reply.
 func (o *orchestrator) send(ctx context.Context, m message) error {
+	if o.stopped() {
+		return ErrClosed
+	}
 	m.reply = make(chan error, 1)
 	select {
 	case o.inbox <- m:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-o.done:
+		return ErrClosed
 	}
 	select {
 	case err := <-m.reply:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-o.done:
+		// The loop answered what it had queued before stopping.
+		select {
+		case err := <-m.reply:
+			return err
+		default:
+			return ErrClosed
+		}
 	}
 }
 
@@ -444,11 +825,26 @@ func (o *orchestrator) Report(ctx context.Context, ev eventlog.Event) error {
 
 // Heartbeat implements Reporter.
 func (o *orchestrator) Heartbeat(ctx context.Context, executionID, commandID string) error {
+	if o.stopped() {
+		return ErrClosed
+	}
 	select {
 	case o.inbox <- message{kind: msgHeartbeat, ev: eventlog.Event{ExecutionID: executionID, CommandID: commandID}}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-o.done:
+		return ErrClosed
+	}
+}
+
+// stopped reports whether the loop has stopped.
+func (o *orchestrator) stopped() bool {
+	select {
+	case <-o.done:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -14,6 +14,7 @@ const (
 	KindStep  = "step"  // run a step's tool chain once
 	KindItem  = "item"  // run the chain for one item of a collection loop
 	KindFrame = "frame" // claim a frame of a cursor loop and run the chain on it
+	KindShard = "shard" // run the chain once on a fan-out loop's shard of items
 )
 
 // startedPayload is execution.started's payload: everything a fresh process
@@ -113,6 +114,24 @@ type retryRequest struct {
 	Paging   bool           `json:"paging,omitempty"`
 	Page     any            `json:"page,omitempty"`
 	NextCall map[string]any `json:"next_call,omitempty"`
+}
+
+// awaitingPayload is command.awaiting's payload: the execution awaited
+// and where the chain picks up when it has ended.
+type awaitingPayload struct {
+	ExecutionID string         `json:"execution_id"`
+	StartTask   int            `json:"start_task"`
+	TaskAttempt int            `json:"task_attempt"`
+	Carry       map[string]any `json:"carry,omitempty"`
+	NextCall    map[string]any `json:"next_call,omitempty"`
+	Ms          int64          `json:"ms,omitempty"`
+}
+
+// awaitDonePayload is await.done's payload.
+type awaitDonePayload struct {
+	Base        string `json:"base"`
+	ExecutionID string `json:"execution_id"`
+	Status      string `json:"status"`
 }
 
 // retryPayload is retry.scheduled's payload.
@@ -229,9 +248,15 @@ type nextStep struct {
 
 // loopStartedPayload is loop.started's payload.
 type loopStartedPayload struct {
-	Run         string `json:"run"`
-	Mode        string `json:"mode"`
-	Items       []any  `json:"items,omitempty"`
+	Run   string `json:"run"`
+	Mode  string `json:"mode"`
+	Items []any  `json:"items,omitempty"`
+	// ItemsRef replaces Items when the collection was stored (larger than
+	// the result store's threshold); Count is then its length.
+	ItemsRef map[string]any `json:"items_ref,omitempty"`
+	Count    int            `json:"count,omitempty"`
+	// Shards is a fan-out loop's number of shards.
+	Shards      int    `json:"shards,omitempty"`
 	MaxInFlight int    `json:"max_in_flight"`
 	ChunkSize   int    `json:"chunk_size,omitempty"`
 	Error       string `json:"error,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
 )
 
@@ -17,6 +18,17 @@ import (
 // playbook source are left out: a transport ships the source once per
 // PlaybookHash.
 func EncodeCommand(cmd *Command) ([]byte, error) {
+	if _, ok := cmd.Scope[dsl.RefsVar]; ok {
+		// The resolver is the orchestrator's; the worker makes its own.
+		c := *cmd
+		c.Scope = make(map[string]any, len(cmd.Scope))
+		for k, v := range cmd.Scope {
+			if k != dsl.RefsVar {
+				c.Scope[k] = v
+			}
+		}
+		cmd = &c
+	}
 	b, err := json.Marshal(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("engine: encode command %s: %w", cmd.ID, err)

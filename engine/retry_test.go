@@ -11,6 +11,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/http"
@@ -130,7 +131,7 @@ workflow:
 	if got := api.Calls("/flaky?"); got != 3 {
 		t.Errorf("/flaky called %d times, want 3 (two 503s, then 200)", got)
 	}
-	if got := countType(evs, eventlog.TypeRetryScheduled); got != 2 {
+	if got := logtest.CountType(evs, eventlog.TypeRetryScheduled); got != 2 {
 		t.Errorf("%d retry.scheduled, want 2", got)
 	}
 }

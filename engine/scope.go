@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strings"
 
 	"github.com/cursorflow/cursorflow/dsl"
@@ -27,6 +28,13 @@ func (s *State) scope() map[string]any {
 	m["execution_id"] = s.ExecutionID
 	if s.parent != "" {
 		m["parent_execution_id"] = s.parent
+	}
+	if len(s.refNames) > 0 {
+		sr := &scopeRefs{r: s.res, ctx: context.Background(), names: make(map[string]bool, len(s.refNames))}
+		for n := range s.refNames {
+			sr.names[n] = true
+		}
+		m[dsl.RefsVar] = sr
 	}
 	return m
 }

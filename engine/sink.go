@@ -38,7 +38,7 @@ func (w *Worker) runSink(ctx context.Context, cmd *Command, step *dsl.Step, sink
 		}
 		task = t
 	}
-	res, field, err := w.runTask(ctx, cmd, step, task, sv, nil, 1, nil)
+	res, field, err := w.runTask(ctx, cmd, step, task, sv, nil, 1, nil, false)
 	switch {
 	case err != nil:
 		return sinkFailed(out, fmt.Sprintf("%s: %v", field, err))

@@ -12,7 +12,7 @@ import (
 // SnapshotFormat names the encoding State.MarshalSnapshot writes. It
 // changes whenever State's shape does, so that a process never restores a
 // snapshot another version wrote: it folds from the first event instead.
-const SnapshotFormat = "cursorflow.engine.state/3"
+const SnapshotFormat = "cursorflow.engine.state/5"
 
 // stateSnapshot is State with its unexported fields, as JSON.
 type stateSnapshot struct {
@@ -37,6 +37,11 @@ type stateSnapshot struct {
 	Wanted          []wantedStep
 	Finishing       []string
 	Inflight        int
+	// Steps and DoneLoops are what finished runs and loops leave behind.
+	Steps     map[string]finishedRun
+	DoneLoops map[string]LoopStatus
+	// RefNames are the scope variables holding stored-result references.
+	RefNames map[string]bool `json:",omitempty"`
 }
 
 // commandSnapshot is commandState with its recorded rows.
@@ -58,6 +63,7 @@ func (s *State) MarshalSnapshot() ([]byte, error) {
 		StartedAt: s.StartedAt, EndedAt: s.EndedAt, UpdatedAt: s.UpdatedAt,
 		Started: s.started, CancelRequested: s.cancelRequested, RunCount: s.runCount,
 		Wanted: s.wanted, Finishing: s.finishing, Inflight: s.inflight,
+		Steps: s.steps, DoneLoops: s.doneLoops, RefNames: s.refNames,
 	}
 	for k, c := range s.Commands {
 		snap.Commands[k] = &commandSnapshot{commandState: *c, Rows: c.rows}
@@ -94,6 +100,9 @@ func UnmarshalState(data []byte) (*State, error) {
 	setMap(&s.Runs, snap.Runs)
 	setMap(&s.Loops, snap.Loops)
 	setMap(&s.runCount, snap.RunCount)
+	setMap(&s.steps, snap.Steps)
+	setMap(&s.doneLoops, snap.DoneLoops)
+	s.refNames = snap.RefNames
 	for k, c := range snap.Commands {
 		cs := c.commandState
 		cs.rows = c.Rows

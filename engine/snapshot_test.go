@@ -8,23 +8,31 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/cursor"
 	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/resultstore"
+	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
 // snapshotHistories returns histories that cover every kind of event the
 // fold reads: the golden replays (a join among them), a collection loop
 // with retries and a failure, a chunked loop, a paginating retry, a
-// cursor loop over SQLite, and a cursor loop whose frames are settled by
-// the engine (dead-lettered after max_attempts, released on cancel).
+// cursor loop over SQLite, a cursor loop whose frames are settled by the
+// engine (dead-lettered after max_attempts, released on cancel), a loop
+// step entered again and again (compacted runs and loops), sub-playbooks
+// parked and resumed, a fan-out loop with shard retries, and results,
+// collections and loop aggregates kept in a result store.
 // Times are normalised as a durable log returns them (UTC, no monotonic
 // reading).
 func snapshotHistories(t *testing.T) map[string][]eventlog.Event {
@@ -90,6 +98,58 @@ workflow:`+paginatedStep("start", "append", ""), nil)
 	out["paging"] = h
 	out["settle"] = settleHistory(t)
 
+	// A loop step entered three times: finished runs and loops compacted,
+	// the older loops' counts dropped.
+	sum, h = b.run(t, strings.Replace(loopBack, "workload: {n: 150}", "workload: {n: 3}", 1), nil)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("the loop-back history ended %s: %s", sum.Status, sum.Error)
+	}
+	out["loopback"] = h
+
+	// Sub-playbooks: item commands parked (command.awaiting) and resumed
+	// (await.done) when their children end.
+	dir := t.TempDir()
+	writeChild(t, dir, doublingChild)
+	subLog := eventlog.NewMemory()
+	sub, _ := subEngine(t, subLog, 2)
+	sum, h = runPlaybook(t, sub, subLog, parentOfChildren("{{ [1, 2] }}"), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")}, 20*time.Second)
+	if sum.Status != engine.StatusCompleted || logtest.CountType(h, eventlog.TypeAwaitDone) != 2 {
+		t.Fatalf("the sub-playbook history ended %s with %d await.done: %s", sum.Status, logtest.CountType(h, eventlog.TypeAwaitDone), sum.Error)
+	}
+	out["subplaybook"] = h
+
+	// A fan-out loop: shards retried, one failed for good, the fan-in.
+	sum, h, _ = runFlaky(t, fanoutRetryFlow)
+	if sum.Status != engine.StatusCompleted || logtest.CountType(h, eventlog.TypeLoopFaninCompleted) != 1 {
+		t.Fatalf("the fan-out history ended %s: %s", sum.Status, sum.Error)
+	}
+	out["fanout"] = h
+
+	// Results in a result store: a stored step result read by later
+	// templates, a stored collection and a stored loop aggregate.
+	store, err := resultstoreurl.Open(context.Background(), "mem://", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	storedLog := eventlog.NewMemory()
+	stored, err := engine.New(engine.Config{Log: storedLog, Tools: bigTools(), Results: store, Tick: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stored.Close() })
+	sum, h = (&bundle{log: storedLog, eng: stored}).run(t, strings.Replace(bigFlow, "workload: {n: 3000}", "workload: {n: 70}", 1), nil)
+	refs := 0
+	for _, ev := range h {
+		if strings.Contains(string(ev.Payload), resultstore.MarkerKey) {
+			refs++
+		}
+	}
+	if sum.Status != engine.StatusCompleted || refs < 3 {
+		t.Fatalf("the stored-results history ended %s (%s) with %d events holding references", sum.Status, sum.Error, refs)
+	}
+	out["stored"] = h
+
 	path := filepath.Join(t.TempDir(), "queue.db")
 	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	if err != nil {
@@ -154,10 +214,10 @@ workflow:
 // goes silent too, so the engine issues an attempt that releases them.
 func settleHistory(t *testing.T) []eventlog.Event {
 	t.Helper()
-	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	d := &holdingDispatcher{}
 	log := eventlog.NewMemory()
-	e, err := engine.New(engine.Config{Log: log, Dispatcher: d, Clock: clock.Now, Tick: time.Millisecond})
+	e, err := engine.New(engine.Config{Log: log, Dispatcher: d, Clock: clk, Tick: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,9 +263,9 @@ workflow:
 	report(command("start#1/s1.f2@1"), eventlog.TypeFrameDone, `{"drained":true,"counts":{}}`)
 
 	report(command("start#1/s0.f1@1"), eventlog.TypeFrameClaimed, `{"rows":[{"key":"1","values":{"id":1}},{"key":"2","values":{"id":2}}]}`)
-	clock.Add(lapse)
+	clk.Advance(lapse)
 	command("start#1/s0.f1@2")
-	clock.Add(lapse)
+	clk.Advance(lapse)
 	dl := command("start#1/s0.f1@3")
 	if dl.Settle != engine.SettleDeadLetter || len(dl.Rows) != 2 {
 		t.Fatalf("third attempt of frame 1: settle %q with %d rows, want a dead letter of 2", dl.Settle, len(dl.Rows))
@@ -217,7 +277,7 @@ workflow:
 		t.Fatal(err)
 	}
 	settle()
-	clock.Add(lapse)
+	clk.Advance(lapse)
 	rel := command("start#1/s0.f2@2")
 	if rel.Settle != engine.SettleRelease || len(rel.Rows) != 1 {
 		t.Fatalf("re-issue of frame 2 under cancel: settle %q with %d rows, want a release of 1", rel.Settle, len(rel.Rows))

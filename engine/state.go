@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +12,8 @@ import (
 
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
+	"github.com/cursorflow/cursorflow/resultstore"
 )
 
 // Execution statuses.
@@ -36,6 +36,12 @@ const (
 	cmdFailed       = "failed"
 	cmdRetryWanted  = "retry_wanted"
 	cmdRetryWaiting = "retry_waiting"
+	// cmdAwaiting: parked until another execution ends; cmdAwaitDone: it
+	// ended, the command is to be issued again.
+	cmdAwaiting  = "awaiting"
+	cmdAwaitDone = "await_done"
+	// cmdShardRetry is a failed fan-out shard to be issued again.
+	cmdShardRetry = "shard_retry"
 )
 
 // State is an execution's state: a pure fold over its events. Apply is the
@@ -52,10 +58,15 @@ type State struct {
 	Vars     map[string]any
 	// Results holds each finished step's result under its name.
 	Results map[string]any
-	Runs    map[string]*stepRun
+	// Runs holds the step runs under way; a finished run leaves only its
+	// step's last status (steps) behind.
+	Runs map[string]*stepRun
 	// Commands holds the latest attempt of each unit of work, by base id.
 	Commands map[string]*commandState
-	Loops    map[string]*loopState
+	// Loops holds the loops under way; a finished loop leaves only its
+	// counts (doneLoops), so a long-lived execution that loops back stays
+	// as small as the work it has in hand.
+	Loops map[string]*loopState
 	// LastSeq is the Seq of the last applied event; Events counts them.
 	LastSeq int64
 	Events  int64
@@ -76,6 +87,20 @@ type State struct {
 	// reach caches the workflow graph's reachability (join barrier).
 	reach    map[[2]string]bool
 	runCount map[string]int
+	// steps holds, per step, the number and status of its last finished
+	// run.
+	steps map[string]finishedRun
+	// doneLoops holds the counts of each loop step's last finished loop,
+	// by run id.
+	doneLoops map[string]LoopStatus
+	// refNames lists the scope variables (step results, ctx, vars) that
+	// hold references to stored results; res reads them. Neither is
+	// part of the fold's data: res is the process's result store.
+	refNames map[string]bool
+	res      *results
+	// pending are stored values decisions referred to, to be written
+	// before the decisions are appended (see takePending).
+	pending []*pendingBlob
 	// wanted lists step entries routed to but not yet entered, in order.
 	wanted []wantedStep
 	// finishing lists runs whose work ended and that await their step
@@ -83,6 +108,13 @@ type State struct {
 	finishing []string
 	// inflight counts commands issued and not yet finished.
 	inflight int
+	// maxLoopItems bounds a collection loop's items (0: DefaultMaxLoopItems).
+	maxLoopItems int
+}
+
+type finishedRun struct {
+	N      int
+	Status string
 }
 
 type wantedStep struct {
@@ -118,10 +150,14 @@ type commandState struct {
 	rows    json.RawMessage
 	Retry   *retryPayload
 	Failure *completedPayload
+	// Await is what an awaiting command waits for and resumes with.
+	Await *awaitingPayload
 	// Pages are the contributions of a paginating retry's pages so far.
 	Pages []any
 	// Expiries counts re-issues after a lease expired.
 	Expiries int
+	// ShardRetries counts a fan-out shard's re-issues after it failed.
+	ShardRetries int
 }
 
 // frameRows decodes a frame's recorded rows (nil if none were recorded).
@@ -158,12 +194,18 @@ type loopState struct {
 	Run  string
 	Mode string
 	Max  int
-	// Collection loops.
-	Items   []any
-	Chunk   int
-	Next    int
-	Outputs []any
-	Done    int
+	// Collection loops: the items, or a reference to them (ItemsRef, with
+	// Count items) when they were stored.
+	Items    []any
+	ItemsRef map[string]any `json:",omitempty"`
+	Count    int            `json:",omitempty"`
+	Chunk    int
+	Next     int
+	Outputs  []any
+	Done     int
+	// Fan-out loops: Shards commands, each ending in Done, as OK or
+	// Failed; Outputs holds each shard's output.
+	Shards int `json:",omitempty"`
 	// Cursor loops.
 	Slots  []slotState
 	Frames int
@@ -176,6 +218,14 @@ type loopState struct {
 	// StartedAt is loop.started's time and ProgressAt the time of the
 	// last item or frame that finished, for the loop's rate.
 	StartedAt, ProgressAt time.Time
+}
+
+// count is the number of items of a collection loop.
+func (l *loopState) count() int {
+	if l.ItemsRef != nil {
+		return l.Count
+	}
+	return len(l.Items)
 }
 
 type slotState struct {
@@ -195,6 +245,8 @@ func NewState(executionID string) *State {
 		Commands:    map[string]*commandState{},
 		Loops:       map[string]*loopState{},
 		runCount:    map[string]int{},
+		steps:       map[string]finishedRun{},
+		doneLoops:   map[string]LoopStatus{},
 	}
 }
 
@@ -209,8 +261,18 @@ func Fold(executionID string, events []eventlog.Event) (*State, error) {
 	return s, nil
 }
 
-// Apply folds one event into the state.
-func (s *State) Apply(ev eventlog.Event) error {
+// Apply folds one event into the state. An event that does not fit the
+// state (a corrupt or hand-made history) is an error, never a panic.
+//
+// A decided event that the state has already moved past — a second
+// step.completed for a run that already finished, as a deposed leader's
+// late append could leave — changes nothing: each decision folds once.
+func (s *State) Apply(ev eventlog.Event) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("engine: execution %s: event %d (%s): internal error: %v", s.ExecutionID, ev.Seq, ev.Type, r)
+		}
+	}()
 	if ev.Seq > s.LastSeq {
 		s.LastSeq = ev.Seq
 	}
@@ -246,15 +308,21 @@ func (s *State) Apply(ev eventlog.Event) error {
 			s.Vars[k] = v
 		}
 		s.want(s.Playbook.Entry, nil)
-	case eventlog.TypeStepSkipped, eventlog.TypeStepCompleted, eventlog.TypeStepFailed, eventlog.TypeLoopDone:
+	case eventlog.TypeStepSkipped, eventlog.TypeStepCompleted, eventlog.TypeStepFailed, eventlog.TypeLoopDone, eventlog.TypeLoopFaninCompleted:
 		var p stepDonePayload
 		if err := decode(ev, &p); err != nil {
 			return err
 		}
 		run := s.Runs[p.Run]
 		if run == nil {
+			if !s.isWanted(p.Run) {
+				return nil // the run finished already: a repeated decision
+			}
 			// A skipped step never started a run.
 			run = s.startRun(p.Run, ev.Step, nil)
+		}
+		if run.Status != runRunning {
+			return nil
 		}
 		s.consumeWanted(p.Joined)
 		switch ev.Type {
@@ -262,30 +330,48 @@ func (s *State) Apply(ev eventlog.Event) error {
 			run.Status = runSkipped
 		case eventlog.TypeStepFailed:
 			run.Status = runFailed
+		case eventlog.TypeLoopFaninCompleted:
+			// A fan-in whose failed shards the step does not allow ends
+			// it failed (and says why).
+			run.Status = runCompleted
+			if p.Error != "" {
+				run.Status = runFailed
+			}
 		default:
 			run.Status = runCompleted
 		}
 		if p.Result != nil {
 			s.Results[run.Step] = p.Result
+			s.noteRefs(run.Step, p.Result)
 		}
-		merge(s.Ctx, p.Ctx)
-		merge(s.Vars, p.Vars)
+		s.mergeCtx(p.Ctx, p.Vars)
 		s.finishing = remove(s.finishing, p.Run)
 		for _, n := range p.Next {
 			s.want(n.Step, n.Args)
 		}
+		s.retireRun(run)
 	case eventlog.TypeLoopStarted:
 		var p loopStartedPayload
 		if err := decode(ev, &p); err != nil {
 			return err
 		}
+		if s.Runs[p.Run] != nil || !s.isWanted(p.Run) {
+			return nil // started already: a repeated decision
+		}
+		if p.MaxInFlight < 0 {
+			return fmt.Errorf("engine: loop.started of %s: max_in_flight %d", p.Run, p.MaxInFlight)
+		}
 		s.startRun(p.Run, ev.Step, nil)
 		s.consumeWanted(p.Joined)
-		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, Chunk: p.ChunkSize, StartedAt: ev.Time}
-		if p.Mode == dsl.ModeCursor {
+		l := &loopState{Run: p.Run, Mode: p.Mode, Max: p.MaxInFlight, Items: p.Items, ItemsRef: p.ItemsRef, Count: p.Count,
+			Chunk: p.ChunkSize, Shards: p.Shards, StartedAt: ev.Time}
+		switch p.Mode {
+		case dsl.ModeCursor:
 			l.Slots = make([]slotState, p.MaxInFlight)
-		} else {
-			l.Outputs = make([]any, len(p.Items))
+		case dsl.ModeFanout:
+			l.Outputs = make([]any, p.Shards)
+		default:
+			l.Outputs = make([]any, l.count())
 		}
 		if p.Error != "" {
 			l.Fail = p.Error
@@ -306,7 +392,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 				run := s.startRun(p.Run, ev.Step, p.Args)
 				run.Base = p.Base
 				s.consumeWanted(p.Joined)
-			case KindItem:
+			case KindItem, KindShard:
 				if l := s.Loops[p.Run]; l != nil {
 					l.Next = max(l.Next, p.Index+max(1, p.Count))
 				}
@@ -327,8 +413,12 @@ func (s *State) Apply(ev eventlog.Event) error {
 		c.Issued = p
 		c.IssuedAt = ev.Time
 		c.Retry = nil
+		c.Await = nil
 		if p.Reason == reasonLease {
 			c.Expiries++
+		}
+		if p.Reason == reasonShardRetry {
+			c.ShardRetries++
 		}
 		if len(p.Rows) > 0 {
 			c.rows = mustJSON(p.Rows)
@@ -355,8 +445,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			return nil
 		}
 		s.finishCommand(c, cmdCompleted)
-		merge(s.Ctx, p.Ctx)
-		merge(s.Vars, p.Vars)
+		s.mergeCtx(p.Ctx, p.Vars)
 		switch c.Kind {
 		case KindStep:
 			if run := s.Runs[c.Run]; run != nil {
@@ -364,7 +453,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 				run.Jump = p.Jump
 				s.finishing = append(s.finishing, run.ID)
 			}
-		case KindItem:
+		case KindItem, KindShard:
 			if l := s.Loops[c.Run]; l != nil && c.Issued.Index < len(l.Outputs) {
 				if c.Issued.Count > 0 {
 					for k, o := range p.Outputs {
@@ -376,6 +465,9 @@ func (s *State) Apply(ev eventlog.Event) error {
 					l.Outputs[c.Issued.Index] = p.Output
 				}
 				l.Done += max(1, c.Issued.Count)
+				if c.Kind == KindShard {
+					l.OK++
+				}
 				l.ProgressAt = ev.Time
 				s.checkLoop(l)
 			}
@@ -390,17 +482,36 @@ func (s *State) Apply(ev eventlog.Event) error {
 			s.finishCommand(c, cmdRetryWanted)
 			return nil
 		}
+		if c.Kind == KindShard {
+			s.shardFailed(c, p, ev.Time)
+			return nil
+		}
 		s.finishCommand(c, cmdFailed)
 		if l := s.Loops[c.Run]; l != nil && c.Kind == KindItem {
 			l.ProgressAt = ev.Time
 		}
 		s.failWork(c, p)
+	case eventlog.TypeCommandAwaiting:
+		c, p, err := reported[awaitingPayload](s, ev)
+		if c == nil {
+			return err
+		}
+		s.finishCommand(c, cmdAwaiting)
+		c.Await = p
+	case eventlog.TypeAwaitDone:
+		var p awaitDonePayload
+		if err := decode(ev, &p); err != nil {
+			return err
+		}
+		if c := s.Commands[p.Base]; c != nil && c.Status == cmdAwaiting && c.Await != nil && c.Await.ExecutionID == p.ExecutionID {
+			c.Status = cmdAwaitDone
+		}
 	case eventlog.TypeRetryScheduled:
 		var p retryPayload
 		if err := decode(ev, &p); err != nil {
 			return err
 		}
-		if c := s.Commands[p.Base]; c != nil {
+		if c := s.Commands[p.Base]; c != nil && c.Status == cmdRetryWanted {
 			c.Status = cmdRetryWaiting
 			c.Retry = &p
 		}
@@ -410,10 +521,13 @@ func (s *State) Apply(ev eventlog.Event) error {
 			return err
 		}
 		s.finishCommand(c, cmdCompleted)
-		merge(s.Ctx, p.Ctx)
+		s.mergeCtx(p.Ctx, nil)
 		l := s.Loops[c.Run]
 		if l == nil {
 			return nil
+		}
+		if c.Issued.Slot < 0 || c.Issued.Slot >= len(l.Slots) {
+			return fmt.Errorf("engine: frame.done of %s: slot %d of a loop with %d slots", c.ID(), c.Issued.Slot, len(l.Slots))
 		}
 		slot := &l.Slots[c.Issued.Slot]
 		slot.Busy = false
@@ -432,17 +546,106 @@ func (s *State) Apply(ev eventlog.Event) error {
 	case eventlog.TypeCancelRequested:
 		s.cancelRequested = true
 	case eventlog.TypeExecutionCompleted:
-		s.Status = StatusCompleted
-		s.EndedAt = ev.Time
+		if s.Status == StatusRunning {
+			s.Status = StatusCompleted
+			s.EndedAt = ev.Time
+		}
 	case eventlog.TypeExecutionCancelled:
-		s.Status = StatusCancelled
-		s.EndedAt = ev.Time
+		if s.Status == StatusRunning {
+			s.Status = StatusCancelled
+			s.EndedAt = ev.Time
+		}
 	case eventlog.TypeExecutionFailed:
-		s.Status = StatusFailed
-		s.EndedAt = ev.Time
-		_ = decode(ev, &s.Failure)
+		if s.Status == StatusRunning {
+			s.Status = StatusFailed
+			s.EndedAt = ev.Time
+			_ = decode(ev, &s.Failure)
+		}
 	}
 	return nil
+}
+
+// failInternal ends the execution failed after an internal error without
+// running any more decision code, and returns the event to append.
+func (s *State) failInternal(now time.Time, msg string) eventlog.Event {
+	p := finishedPayload{Message: "internal error: " + msg}
+	s.Status = StatusFailed
+	s.Failure = p
+	s.Events++
+	return eventlog.Event{ExecutionID: s.ExecutionID, Type: eventlog.TypeExecutionFailed, Time: now, Payload: mustJSON(p)}
+}
+
+// isWanted reports whether run was routed to and not yet entered.
+func (s *State) isWanted(run string) bool {
+	for _, w := range s.wanted {
+		if w.Run == run {
+			return true
+		}
+	}
+	return false
+}
+
+// retireRun drops a finished run from the state, keeping its step's last
+// status and, for a loop, its counts.
+func (s *State) retireRun(run *stepRun) {
+	n := runNumber(run.ID)
+	if last, ok := s.steps[run.Step]; !ok || n >= last.N {
+		s.steps[run.Step] = finishedRun{N: n, Status: run.Status}
+	}
+	if l := s.Loops[run.ID]; l != nil {
+		ls := s.loopStatus(run.ID, l)
+		ls.Finished = true
+		// Keep the counts of the step's latest loop only: a loop-back
+		// playbook re-enters the step without bound.
+		newest := true
+		for id, old := range s.doneLoops {
+			switch {
+			case old.Step != run.Step:
+			case runNumber(id) < n:
+				delete(s.doneLoops, id)
+			default:
+				newest = false
+			}
+		}
+		if newest {
+			s.doneLoops[run.ID] = ls
+		}
+		delete(s.Loops, run.ID)
+	}
+	delete(s.Runs, run.ID)
+}
+
+// mergeCtx merges assignments into ctx and vars, noting references.
+func (s *State) mergeCtx(ctx, vars map[string]any) {
+	merge(s.Ctx, ctx)
+	merge(s.Vars, vars)
+	if len(ctx) > 0 && resultstore.HasRef(ctx) {
+		s.noteRefs("ctx", ctx)
+	}
+	if len(vars) > 0 && resultstore.HasRef(vars) {
+		s.noteRefs("vars", vars)
+	}
+}
+
+// noteRefs records whether scope variable name holds references to
+// stored results (ctx and vars, once they do, are kept marked).
+func (s *State) noteRefs(name string, v any) {
+	if resultstore.HasRef(v) {
+		if s.refNames == nil {
+			s.refNames = map[string]bool{}
+		}
+		s.refNames[name] = true
+	} else if name != "ctx" && name != "vars" {
+		delete(s.refNames, name)
+	}
+}
+
+// takePending returns the stored values the decisions since the last call
+// referred to; they must be written before those decisions are appended.
+func (s *State) takePending() []*pendingBlob {
+	p := s.pending
+	s.pending = nil
+	return p
 }
 
 // playbookHash returns the hex SHA-256 of the playbook source.
@@ -581,14 +784,21 @@ func (s *State) checkLoop(l *loopState) {
 		s.finishing = append(s.finishing, l.Run)
 		return
 	}
-	if l.Mode == dsl.ModeCursor {
+	switch l.Mode {
+	case dsl.ModeCursor:
 		for _, sl := range l.Slots {
 			if !sl.Drained {
 				return
 			}
 		}
-	} else if l.Done < len(l.Items) {
-		return
+	case dsl.ModeFanout:
+		if l.Done < l.Shards {
+			return
+		}
+	default:
+		if l.Done < l.count() {
+			return
+		}
 	}
 	s.finishing = append(s.finishing, l.Run)
 }
@@ -635,7 +845,8 @@ func (s *State) idle() bool {
 		return false
 	}
 	for _, c := range s.Commands {
-		if c.Status == cmdRetryWanted || c.Status == cmdRetryWaiting {
+		switch c.Status {
+		case cmdRetryWanted, cmdRetryWaiting, cmdAwaiting, cmdAwaitDone, cmdShardRetry:
 			return false
 		}
 	}
@@ -645,6 +856,46 @@ func (s *State) idle() bool {
 		}
 	}
 	return true
+}
+
+// Awaiting returns, by command id, the executions that parked commands
+// wait for.
+func (s *State) Awaiting() map[string]string {
+	out := map[string]string{}
+	for _, c := range s.Commands {
+		if c.Status == cmdAwaiting && c.Await != nil {
+			out[c.ID()] = c.Await.ExecutionID
+		}
+	}
+	return out
+}
+
+// awaitDone returns the event that resumes the command parked on
+// executionID, if one is, applied to the state.
+func (s *State) awaitDone(executionID, status string, now time.Time) (eventlog.Event, bool) {
+	for _, base := range sortedKeys(s.Commands) {
+		c := s.Commands[base]
+		if c.Status != cmdAwaiting || c.Await == nil || c.Await.ExecutionID != executionID {
+			continue
+		}
+		ev := eventlog.Event{ExecutionID: s.ExecutionID, Type: eventlog.TypeAwaitDone, Step: s.stepOf(c), CommandID: c.ID(),
+			Attempt: c.Attempt, Time: now, Payload: mustJSON(awaitDonePayload{Base: base, ExecutionID: executionID, Status: status})}
+		if c.Kind != KindStep {
+			ev.LoopID = c.Run
+		}
+		if err := s.Apply(ev); err != nil {
+			return eventlog.Event{}, false
+		}
+		return ev, true
+	}
+	return eventlog.Event{}, false
+}
+
+func (s *State) stepOf(c *commandState) string {
+	if r := s.Runs[c.Run]; r != nil {
+		return r.Step
+	}
+	return ""
 }
 
 // InFlight returns the ids of commands issued and not yet finished, sorted.
@@ -669,86 +920,10 @@ func decode(ev eventlog.Event, v any) error {
 	return nil
 }
 
-// unmarshal decodes JSON keeping integers integers: numbers become int64
-// when they are whole and fit, float64 otherwise, so a value read back from
-// the log renders exactly as it did before it was written ("1", not "1.0").
-func unmarshal(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	fixNumbers(reflect.ValueOf(v))
-	return nil
-}
-
-// fixNumbers replaces json.Number values inside maps, slices and struct
-// fields of type any with int64 or float64.
-func fixNumbers(v reflect.Value) {
-	switch v.Kind() {
-	case reflect.Pointer:
-		if !v.IsNil() {
-			fixNumbers(v.Elem())
-		}
-	case reflect.Struct:
-		for i := 0; i < v.NumField(); i++ {
-			// An embedded struct's exported fields are settable even when
-			// its type is unexported.
-			if f := v.Type().Field(i); f.IsExported() || f.Anonymous {
-				fixNumbers(v.Field(i))
-			}
-		}
-	case reflect.Slice:
-		for i := 0; i < v.Len(); i++ {
-			fixNumbers(v.Index(i))
-		}
-	case reflect.Map:
-		if v.Type().Elem().Kind() == reflect.Interface {
-			for _, k := range v.MapKeys() {
-				if x := numbers(v.MapIndex(k).Interface()); x != nil {
-					v.SetMapIndex(k, reflect.ValueOf(x))
-				}
-			}
-		} else {
-			for _, k := range v.MapKeys() {
-				e := v.MapIndex(k)
-				if e.Kind() == reflect.Pointer {
-					fixNumbers(e)
-				}
-			}
-		}
-	case reflect.Interface:
-		if !v.IsNil() && v.CanSet() {
-			x := numbers(v.Interface())
-			if x == nil {
-				v.Set(reflect.Zero(v.Type()))
-			} else {
-				v.Set(reflect.ValueOf(x))
-			}
-		}
-	}
-}
-
-// numbers converts json.Number inside a decoded JSON value.
-func numbers(x any) any {
-	switch t := x.(type) {
-	case json.Number:
-		if i, err := t.Int64(); err == nil {
-			return i
-		}
-		f, _ := t.Float64()
-		return f
-	case map[string]any:
-		for k, e := range t {
-			t[k] = numbers(e)
-		}
-	case []any:
-		for i, e := range t {
-			t[i] = numbers(e)
-		}
-	}
-	return x
-}
+// unmarshal decodes JSON keeping integers integers (see jsonnum), so a
+// value read back from the log renders exactly as it did before it was
+// written ("1", not "1.0").
+func unmarshal(b []byte, v any) error { return jsonnum.Unmarshal(b, v) }
 
 func merge(dst, src map[string]any) {
 	for k, v := range src {

@@ -11,8 +11,14 @@ import (
 
 // RunPlaybook implements playbook.Runner: it starts (or, after a retry or a
 // resume, re-attaches to) the child execution derived from the calling
-// command and waits for it.
+// command. A child that has ended gives its outcome, read from the log.
+// One that has not: with req.Await the call returns at once with status
+// running, and the engine parks the calling command until the child ends;
+// without, the call waits for it.
 func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playbook.Result, error) {
+	if e.isClosed() {
+		return playbook.Result{}, ErrClosed
+	}
 	childID := req.ParentExecutionID + "/" + req.CommandID
 	parentFile := ""
 	if events, err := e.cfg.Log.Read(ctx, req.ParentExecutionID, 0, 1); err == nil && len(events) == 1 {
@@ -21,11 +27,18 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 			parentFile = p.File
 		}
 	}
-	existing, err := e.cfg.Log.Read(ctx, childID, 0, 1)
+	existing, err := e.cfg.Log.Read(ctx, childID, 0, 0)
 	if err != nil {
 		return playbook.Result{}, err
 	}
 	if len(existing) > 0 {
+		st, err := Fold(childID, existing)
+		if err != nil {
+			return playbook.Result{}, fmt.Errorf("sub-playbook %s: %w", req.Path, err)
+		}
+		if st.Status != StatusRunning {
+			return childResult(childID, summarize(st)), nil
+		}
 		if err := e.Resume(ctx, childID); err != nil {
 			return playbook.Result{}, fmt.Errorf("sub-playbook %s: resume %s: %w", req.Path, childID, err)
 		}
@@ -42,11 +55,18 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 			return playbook.Result{}, fmt.Errorf("sub-playbook %s: %w", req.Path, err)
 		}
 	}
+	if req.Await {
+		return playbook.Result{ExecutionID: childID, Status: playbook.StatusRunning}, nil
+	}
 	sum, err := e.Wait(ctx, childID)
 	if err != nil {
 		return playbook.Result{}, err
 	}
-	return playbook.Result{ExecutionID: childID, Status: sum.Status, Error: sum.Error, Steps: sum.Results}, nil
+	return childResult(childID, sum), nil
+}
+
+func childResult(id string, sum *Summary) playbook.Result {
+	return playbook.Result{ExecutionID: id, Status: sum.Status, Error: sum.Error, Steps: sum.Results}
 }
 
 var _ playbook.Runner = (*Engine)(nil)

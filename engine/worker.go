@@ -3,15 +3,19 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -25,8 +29,41 @@ type Worker struct {
 	Cursors  *cursor.Registry
 	Keychain tools.Keychain
 	Logger   *slog.Logger
+	// Clock runs heartbeats and row backoffs. Defaults to clock.System().
+	Clock clock.Clock
+	// MaxResultBytes bounds the result a command reports; a larger one is
+	// reported as the command's failure. Defaults to DefaultMaxResultBytes.
+	MaxResultBytes int
+
+	// Partials bounds the partial results (call.partial events) the
+	// tools of one command hand on while they run.
+	Partials PartialLimits
+	// Results, when set, is where a command's result goes when it is
+	// larger than the store's threshold: the report carries a reference.
+	// It also reads the stored results a command's templates use. It
+	// must be the store the orchestrator uses (engine.Config.Results).
+	Results *resultstore.Store
 
 	cancels cancels
+	resOnce sync.Once
+	res     *results
+}
+
+// results returns the worker's stored results (reads are cached).
+func (w *Worker) results() *results {
+	w.resOnce.Do(func() {
+		if w.res == nil {
+			w.res = newResults(w.Results)
+		}
+	})
+	return w.res
+}
+
+func (w *Worker) clock() clock.Clock {
+	if w.Clock != nil {
+		return w.Clock
+	}
+	return clock.System()
 }
 
 // Cancel tells the worker that an execution is being cancelled. Its
@@ -47,6 +84,7 @@ func (w *Worker) Cancel(executionID string) { w.cancels.cancel(executionID) }
 // itself got through.
 func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error {
 	start := time.Now()
+	ctx = withSecrets(ctx)
 	step := cmd.Playbook.Step(cmd.Step)
 	if step == nil {
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: fmt.Sprintf("no step named %q", cmd.Step)})
@@ -69,20 +107,71 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		}
 	}()
 	scope := copyMap(cmd.Scope)
+	localRefs(ctx, scope, w.results())
 	addArgs(scope, cmd.Args)
+	part := w.startPartials(ctx, cmd, rep)
+	defer part.close()
 	var res chainResult
 	var p completedPayload
 	if cmd.Kind == KindItem && cmd.Count > 0 {
-		res, p = w.runChunk(runCtx, cmd, step, scope)
-	} else {
-		if cmd.Kind == KindItem {
-			setIter(scope, step.Loop.Iterator, cmd.Item, cmd.Index)
+		if cmd.ItemsRef != nil {
+			items, err := w.storedItems(ctx, cmd, cmd.Index, cmd.Index+cmd.Count)
+			if err != nil {
+				return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+			}
+			c := *cmd
+			c.Items = items
+			cmd = &c
 		}
-		res = w.runChain(runCtx, cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
+		res, p = w.runChunk(withPartials(runCtx, part, ""), cmd, step, scope)
+	} else {
+		switch cmd.Kind {
+		case KindItem:
+			item := cmd.Item
+			if cmd.ItemsRef != nil {
+				items, err := w.storedItems(ctx, cmd, cmd.Index, cmd.Index+1)
+				if err != nil {
+					return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+				}
+				item = items[0]
+			}
+			setIter(scope, step.Loop.Iterator, item, cmd.Index)
+		case KindShard:
+			items, _ := cmd.Item.([]any)
+			if cmd.ItemsRef != nil {
+				var err error
+				if items, err = w.storedItems(ctx, cmd, cmd.From, cmd.To); err != nil {
+					return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
+				}
+			}
+			setIter(scope, step.Loop.Iterator, items, cmd.Index)
+			scope["shard"] = map[string]any{"index": cmd.Index, "count": cmd.Shards, "from": cmd.From, "to": cmd.To, "size": len(items)}
+		}
+		res = w.runChain(withPartials(runCtx, part, ""), cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
+		if res.abandoned {
+			// The engine the task needed is shutting down: the command
+			// stays in flight in the log, for whoever resumes the execution.
+			return ErrClosed
+		}
+		if res.await != nil {
+			// The worker is free again; the command waits, in the log, for
+			// the execution its task started.
+			part.close()
+			res.await.Ms = time.Since(start).Milliseconds()
+			return w.report(ctx, rep, cmd, eventlog.TypeCommandAwaiting, res.await)
+		}
 		res.output = selectOutput(step, res.output)
 		p = completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump}
 	}
+	// The partials are recorded before the command's outcome.
+	part.close()
 	p.Ms = time.Since(start).Milliseconds()
+	// Large parts go to the result store first: the report that carries
+	// their references is what the result size bound then measures.
+	if err := w.storeLarge(ctx, cmd, step, &p); err != nil {
+		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{
+			Error: fmt.Sprintf("the result could not be stored: %v", err), Field: "result", Ms: p.Ms})
+	}
 	if res.retry != nil && res.retry.Paging {
 		// A page succeeded and the next one is wanted: recorded as done
 		// (under a cancel too: the page's work is done; nothing follows it).
@@ -98,6 +187,71 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
 	}
 	return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
+}
+
+// storedItems returns items [from, to) of the stored collection the
+// command refers to.
+func (w *Worker) storedItems(ctx context.Context, cmd *Command, from, to int) ([]any, error) {
+	v, err := w.results().resolve(ctx, cmd.ItemsRef)
+	if err != nil {
+		return nil, fmt.Errorf("read the stored collection: %w", err)
+	}
+	items, ok := v.([]any)
+	if !ok || from < 0 || from > to || to > len(items) {
+		return nil, fmt.Errorf("the stored collection has no items %d..%d", from, to)
+	}
+	return items[from:to:to], nil
+}
+
+// storeLarge replaces the parts of a command's report that are larger
+// than the result store's threshold (its output's data, a chunk's outputs'
+// data, each ctx and vars assignment) with references, writing them
+// first. The step's output block (NoETL's output.store.kind,
+// inline_max_bytes) decides for its result.
+func (w *Worker) storeLarge(ctx context.Context, cmd *Command, step *dsl.Step, p *completedPayload) error {
+	r := w.results()
+	policy := outputPolicyOf(cmd.Playbook, step)
+	if r.store == nil {
+		if policy.always() && p.Output != nil {
+			return fmt.Errorf("output.store.kind %s asks for a result store, and this worker has none (Worker.Results, --result-store)", policy.kind)
+		}
+		return nil
+	}
+	name := cmd.ExecutionID + "/" + cmd.ID
+	storeData := func(out map[string]any) (map[string]any, error) {
+		if out == nil || policy.inline() {
+			return out, nil
+		}
+		if _, ok := out["data"]; !ok {
+			return out, nil
+		}
+		data, err := r.offload(ctx, name, out["data"], policy.threshold(r.store.Threshold()))
+		if err != nil {
+			return nil, err
+		}
+		c := copyMap(out)
+		c["data"] = data
+		return c, nil
+	}
+	var err error
+	if p.Output, err = storeData(p.Output); err != nil {
+		return err
+	}
+	for i := range p.Outputs {
+		if p.Outputs[i], err = storeData(p.Outputs[i]); err != nil {
+			return err
+		}
+	}
+	for _, m := range []map[string]any{p.Ctx, p.Vars} {
+		for k, v := range m {
+			x, err := r.offload(ctx, name, v, -1)
+			if err != nil {
+				return err
+			}
+			m[k] = x
+		}
+	}
+	return nil
 }
 
 // runChunk runs a chunked loop's items one after another in this command
@@ -130,7 +284,7 @@ func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, sco
 func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ string, payload any) error {
 	ev := eventlog.Event{
 		ExecutionID: cmd.ExecutionID, Type: typ, Step: cmd.Step, CommandID: cmd.ID,
-		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: mustJSON(payload),
+		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: mustJSON(sanitizeReport(ctx, payload)),
 	}
 	if cmd.Kind != KindStep {
 		ev.LoopID = cmd.Run
@@ -138,7 +292,11 @@ func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ str
 	if cmd.Kind == KindFrame {
 		ev.Frame = cmd.Frame
 	}
-	return rep.Report(ctx, ev)
+	limit := w.MaxResultBytes
+	if limit <= 0 {
+		limit = DefaultMaxResultBytes
+	}
+	return rep.Report(ctx, limitResult(ev, limit))
 }
 
 // heartbeat extends cmd's lease until the returned stop is called.
@@ -154,13 +312,13 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *Command, rep Reporter) (sto
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(every)
+		t := w.clock().NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-hctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 				_ = rep.Heartbeat(hctx, cmd.ExecutionID, cmd.ID)
 			}
 		}
@@ -189,6 +347,11 @@ type chainResult struct {
 	task   string
 	field  string
 	retry  *retryRequest
+	// await parks the command until another execution ends.
+	await *awaitingPayload
+	// abandoned: a task found the engine closed (a sub-playbook during
+	// Shutdown); nothing is reported.
+	abandoned bool
 	// explicit marks a failure a policy chose (do: fail) or a configuration
 	// error: it stops a whole cursor loop, while a row whose tool failed
 	// with no rule deciding is recorded as that row's error and the loop
@@ -287,7 +450,13 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		task := tasks[ti]
 		view := w.view(scope, &cs)
 		addArgs(view, args)
-		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall)
+		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall, durable)
+		if aw := (*tools.AwaitExecution)(nil); durable && errors.As(err, &aw) {
+			return chainResult{await: &awaitingPayload{ExecutionID: aw.ExecutionID, StartTask: ti, TaskAttempt: taskAttempt, Carry: cs.carry(), NextCall: nextCall}}
+		}
+		if durable && errors.Is(err, ErrClosed) {
+			return chainResult{abandoned: true}
+		}
 		if err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: field, output: out, explicit: true}
 		}
@@ -328,7 +497,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 					}
 					return res
 				}
-				if err := sleepCtx(ctx, v.delay); err != nil {
+				if err := sleepCtx(ctx, w.clock(), v.delay); err != nil {
 					return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
 				}
 				if v.page {
@@ -380,7 +549,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			if durable {
 				return chainResult{output: out, retry: &retryRequest{StartTask: ti, TaskAttempt: taskAttempt + 1, Delay: delay.Seconds(), Carry: cs.carry(), NextCall: nextCall}, err: errorText(out), task: task.Name}
 			}
-			if err := sleepCtx(ctx, delay); err != nil {
+			if err := sleepCtx(ctx, w.clock(), delay); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, output: out}
 			}
 			taskAttempt++
@@ -533,9 +702,11 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 // runTask renders one task's configuration and runs its tool. A returned
 // error means the task could not run at all (bad template, unknown kind);
 // the field names the configuration key at fault.
-func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any) (map[string]any, string, error) {
+//
+// await says whether the command can be parked (see tools.Call.Await).
+func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any, await bool) (map[string]any, string, error) {
 	if task.Kind == "workbook" && task.Target != nil {
-		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt, nextCall)
+		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt, nextCall, await)
 	}
 	cfg := make(map[string]any, len(task.Config))
 	for _, k := range sortedKeys(task.Config) {
@@ -561,11 +732,12 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	}
 	// Secret references (from the secrets tool) become secrets only in
 	// what this tool receives, and references again in what it returns.
-	revealedCfg, revealed, err := tools.RevealSecrets(ctx, w.Keychain, cfg)
+	kc := w.keychain(ctx)
+	revealedCfg, revealed, err := tools.RevealSecrets(ctx, kc, cfg)
 	if err != nil {
 		return nil, "secret", err
 	}
-	revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, w.Keychain, args)
+	revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, kc, args)
 	if err != nil {
 		return nil, "secret", err
 	}
@@ -574,9 +746,13 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	args, _ = revealedArgs.(map[string]any)
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
-		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: w.Keychain, Logger: w.logger(),
+		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: kc, Logger: w.logger(), Await: await,
+		Revealed: revealed, Partial: partialFunc(ctx, task.Name, revealed),
 	}
 	out, err := tool.Execute(ctx, call)
+	if aw := (*tools.AwaitExecution)(nil); await && errors.As(err, &aw) || errors.Is(err, ErrClosed) {
+		return nil, "", err
+	}
 	if err != nil {
 		// The call could not be made; policies still see it as an error.
 		out = tools.Output{Status: tools.StatusError, Error: err.Error()}
@@ -609,7 +785,7 @@ func applyNextCall(cfg, nextCall map[string]any) {
 // runAction runs a workbook call's target: its inputs are rendered first
 // and visible by name to the action's templates, checked against
 // assert.expects; its result data is checked against assert.returns.
-func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, target *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any) (map[string]any, string, error) {
+func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, target *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any, await bool) (map[string]any, string, error) {
 	var inputs map[string]any
 	if in := target.Config["input"]; in != nil {
 		x, err := in.Render(view)
@@ -642,7 +818,7 @@ func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, ta
 	for k, v := range inputs {
 		callArgs[k] = v
 	}
-	out, field, err := w.runTask(ctx, cmd, step, &plain, actView, callArgs, attempt, nextCall)
+	out, field, err := w.runTask(ctx, cmd, step, &plain, actView, callArgs, attempt, nextCall, await)
 	if err != nil || target.Assert == nil || out["status"] != tools.StatusSuccess {
 		return out, field, err
 	}
@@ -665,16 +841,16 @@ func (w *Worker) logger() *slog.Logger {
 	return slog.Default()
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
+	t := c.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-t.C():
 		return nil
 	}
 }

@@ -7,11 +7,12 @@
 // Log (see its methods) stores batches of Events atomically and in one
 // round trip to its backend. Within an execution every stored event gets
 // the next Seq (1, 2, 3, ... without gaps) and every event an ID that is
-// unique and increasing across the log. Two event types are idempotent,
+// unique and increasing across the log. Three event types are idempotent,
 // and the log, not the engine, enforces it atomically with the insert:
 //
 //   - command.issued is stored once per (execution_id, command_id);
-//   - loop.done is stored once per (execution_id, loop_id).
+//   - loop.done is stored once per (execution_id, loop_id);
+//   - loop.fanin.completed is stored once per (execution_id, loop_id).
 //
 // A repeat, whether in a later Append or later in the same batch, is
 // skipped without error and reported as Result.Duplicate; it consumes no

@@ -26,12 +26,26 @@ const (
 	TypeCommandCompleted = "command.completed"
 	TypeCommandFailed    = "command.failed"
 	TypeRetryScheduled   = "retry.scheduled"
+	// TypeCommandAwaiting: the command's worker handed it back to wait
+	// for another execution (a sub-playbook) to end.
+	TypeCommandAwaiting = "command.awaiting"
+	// TypeAwaitDone: the execution an awaiting command waits for ended;
+	// the command is issued again.
+	TypeAwaitDone = "await.done"
 
 	TypeLoopStarted = "loop.started"
 	// TypeLoopDone is unique per (execution_id, loop_id).
-	TypeLoopDone     = "loop.done"
-	TypeFrameClaimed = "frame.claimed"
-	TypeFrameDone    = "frame.done"
+	TypeLoopDone = "loop.done"
+	// TypeLoopFaninCompleted ends a fan-out loop once every shard ended;
+	// it is unique per (execution_id, loop_id).
+	TypeLoopFaninCompleted = "loop.fanin.completed"
+	TypeFrameClaimed       = "frame.claimed"
+	TypeFrameDone          = "frame.done"
+
+	// TypeCallPartial is a partial result a tool handed on while its
+	// command ran (a page, a batch of rows, a line of output). It is for
+	// people watching; no decision reads it.
+	TypeCallPartial = "call.partial"
 )
 
 // Event is one entry of an execution's append-only history.
@@ -66,7 +80,8 @@ type Result struct {
 	Seq int64
 	// Duplicate is true when the event was not stored because the log
 	// already holds a command.issued with the same (execution_id,
-	// command_id) or a loop.done with the same (execution_id, loop_id).
+	// command_id), or a loop.done or loop.fanin.completed with the same
+	// (execution_id, loop_id).
 	Duplicate bool
 }
 

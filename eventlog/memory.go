@@ -34,7 +34,7 @@ type Memory struct {
 type memExecution struct {
 	id       string
 	events   []Event
-	unique   map[string]struct{} // UniqueKey of stored command.issued / loop.done
+	unique   map[string]struct{} // UniqueKey of stored command.issued, loop.done, loop.fanin.completed
 	started  bool                // the first event is execution.started
 	terminal bool                // a terminal event was stored
 }

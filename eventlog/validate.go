@@ -13,7 +13,7 @@ var ErrInvalidEvent = errors.New("eventlog: invalid event")
 
 // Validate checks the fields every backend relies on: a non-empty
 // ExecutionID and Type, a CommandID on command.issued and a LoopID on
-// loop.done (their uniqueness keys), valid JSON in Payload and Meta when
+// loop.done and loop.fanin.completed (their uniqueness keys), valid JSON in Payload and Meta when
 // they are set, and no NUL bytes in the string fields (PostgreSQL cannot
 // store them, so no backend accepts them). The error wraps ErrInvalidEvent.
 //
@@ -26,7 +26,7 @@ func Validate(e Event) error {
 		return fmt.Errorf("%w: execution %q: empty type", ErrInvalidEvent, e.ExecutionID)
 	case e.Type == TypeCommandIssued && e.CommandID == "":
 		return fmt.Errorf("%w: execution %q: %s without command_id", ErrInvalidEvent, e.ExecutionID, e.Type)
-	case e.Type == TypeLoopDone && e.LoopID == "":
+	case (e.Type == TypeLoopDone || e.Type == TypeLoopFaninCompleted) && e.LoopID == "":
 		return fmt.Errorf("%w: execution %q: %s without loop_id", ErrInvalidEvent, e.ExecutionID, e.Type)
 	}
 	for _, f := range [...]struct{ name, v string }{
@@ -59,13 +59,16 @@ func ValidateBatch(events []Event) error {
 
 // UniqueKey returns the key under which the log enforces the uniqueness of
 // e within its execution ("command:<id>" for command.issued, "loop:<id>"
-// for loop.done) and false for every other type.
+// for loop.done, "fanin:<id>" for loop.fanin.completed) and false for
+// every other type.
 func UniqueKey(e Event) (string, bool) {
 	switch e.Type {
 	case TypeCommandIssued:
 		return "command:" + e.CommandID, true
 	case TypeLoopDone:
 		return "loop:" + e.LoopID, true
+	case TypeLoopFaninCompleted:
+		return "fanin:" + e.LoopID, true
 	}
 	return "", false
 }

@@ -2,11 +2,13 @@ package tools
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -53,8 +55,8 @@ func (k StaticKeychain) Resolve(_ context.Context, alias string) (Credential, er
 // the alias upper-cased with every character other than A-Z and 0-9
 // replaced by '_' (alias "pg-main.k8s" → CURSORFLOW_CREDENTIAL_PG_MAIN_K8S).
 // The variable's value is the credential URL; a value starting with '{' is
-// read as a JSON object {"url": ..., "token": ..., ...} whose other string
-// fields become Credential.Fields. The environment is read on every
+// read as a JSON object {"url": ..., "token": ..., "hosts": [...], ...}
+// whose other string fields become Credential.Fields. The environment is read on every
 // Resolve. The zero value is ready to use.
 type EnvKeychain struct {
 	// Prefix is put before the normalised alias. Defaults to
@@ -104,13 +106,17 @@ func (k EnvKeychain) Resolve(_ context.Context, alias string) (Credential, error
 
 // FileKeychain holds the credentials of a YAML or JSON file read once, at
 // construction. The file maps each alias either to a URL string or to an
-// object whose "url" (or "dsn") key is the URL and whose other scalar keys
-// become Credential.Fields:
+// object whose "url" (or "dsn") key is the URL, whose "hosts" list
+// becomes Credential.Hosts and whose other scalar keys become
+// Credential.Fields:
 //
 //	pg_main: postgres://app:secret@db:5432/app
 //	api:
-//	  url: https://api.example.com
+//	  url: https://api.example.com   # sent to api.example.com only
 //	  token: abc123
+//	partner:
+//	  token: def456
+//	  hosts: [partner.example.com, "*.partner-cdn.example"]
 type FileKeychain struct {
 	path  string
 	creds StaticKeychain
@@ -150,10 +156,15 @@ func (k *FileKeychain) Resolve(ctx context.Context, alias string) (Credential, e
 	return k.creds.Resolve(ctx, alias)
 }
 
-// credentialFromMap turns {url|dsn, other scalars...} into a Credential.
+// credentialFromMap turns {url|dsn, hosts, other scalars...} into a
+// Credential. hosts is a list or a comma-separated string.
 func credentialFromMap(alias string, m map[string]any) Credential {
 	c := Credential{Alias: alias}
 	for key, v := range m {
+		if key == "hosts" {
+			c.Hosts = hostList(v)
+			continue
+		}
 		s, ok := scalarString(v)
 		if !ok {
 			continue
@@ -171,6 +182,28 @@ func credentialFromMap(alias string, m map[string]any) Credential {
 		}
 	}
 	return c
+}
+
+func hostList(v any) []string {
+	var out []string
+	add := func(s string) {
+		for _, h := range strings.Split(s, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				out = append(out, h)
+			}
+		}
+	}
+	switch v := v.(type) {
+	case string:
+		add(v)
+	case []any:
+		for _, e := range v {
+			if s, ok := scalarString(e); ok {
+				add(s)
+			}
+		}
+	}
+	return out
 }
 
 func scalarString(v any) (string, bool) {
@@ -240,9 +273,70 @@ func Redact(s string, creds ...Credential) string {
 	return s
 }
 
+// MinRedactedSecret is the shortest secret RedactValue looks for: a
+// shorter one would also match ordinary data (a password "abc" in every
+// word that holds it), so it is left alone there.
+const MinRedactedSecret = 6
+
+// RedactValue returns v, a plain decoded value (maps, lists, strings,
+// scalars) such as a response an endpoint echoed, with every secret of
+// creds that is at least MinRedactedSecret long replaced by Redacted in
+// its strings and map keys. Maps and lists are copied; v itself is not
+// modified.
+func RedactValue(v any, creds ...Credential) any {
+	var secrets []string
+	for _, c := range creds {
+		if c.URL != "" && len(c.URL) >= MinRedactedSecret {
+			secrets = append(secrets, c.URL)
+		}
+		for _, s := range credentialSecrets(c) {
+			if len(s) >= MinRedactedSecret {
+				secrets = append(secrets, s)
+			}
+		}
+	}
+	if len(secrets) == 0 {
+		return v
+	}
+	// Longer secrets first, so a secret inside another is not replaced
+	// before the one that holds it.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	return redactIn(v, secrets)
+}
+
+func redactIn(v any, secrets []string) any {
+	switch x := v.(type) {
+	case string:
+		for _, s := range secrets {
+			if strings.Contains(x, s) {
+				x = strings.ReplaceAll(x, s, Redacted)
+			}
+		}
+		return x
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = redactIn(e, secrets)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[redactIn(k, secrets).(string)] = redactIn(e, secrets)
+		}
+		return out
+	}
+	return v
+}
+
 // credentialSecrets lists the strings of c that must not be shown.
 func credentialSecrets(c Credential) []string {
 	var out []string
+	if user, pass := c.Fields["username"], c.Fields["password"]; user != "" || pass != "" {
+		// The Basic authorization an http call sends, as an endpoint that
+		// echoes headers would show it.
+		out = append(out, base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
+	}
 	if c.URL != "" {
 		if u, err := url.Parse(c.URL); err == nil && u.User != nil {
 			if p, ok := u.User.Password(); ok {

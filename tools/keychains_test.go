@@ -15,7 +15,8 @@ import (
 func TestKeychains(t *testing.T) {
 	dir := t.TempDir()
 	yamlPath := filepath.Join(dir, "keys.yaml")
-	os.WriteFile(yamlPath, []byte("pg_main: postgres://u:p@db/app\napi:\n  url: https://api\n  token: tok\n  port: 8443\n"), 0o600)
+	os.WriteFile(yamlPath, []byte("pg_main: postgres://u:p@db/app\napi:\n  url: https://api\n  token: tok\n  port: 8443\n"+
+		"partner:\n  token: t\n  hosts: [a.example.com, '*.b.example.com']\n"), 0o600)
 	jsonPath := filepath.Join(dir, "keys.json")
 	os.WriteFile(jsonPath, []byte(`{"pg_json": {"dsn": "postgres://j@db/x", "username": "j"}}`), 0o600)
 	fileKC, err := tools.NewFileKeychain(yamlPath)
@@ -28,6 +29,7 @@ func TestKeychains(t *testing.T) {
 	}
 	t.Setenv("CURSORFLOW_CREDENTIAL_PG_K8S_MAIN", "postgres://env@db/x")
 	t.Setenv("CURSORFLOW_CREDENTIAL_HOOK", `{"url": "https://hook", "token": "t0k"}`)
+	t.Setenv("CURSORFLOW_CREDENTIAL_SCOPED", `{"token": "t1k", "hosts": "a.example.com, b.example.com"}`)
 	t.Setenv("CURSORFLOW_CREDENTIAL_BROKEN", `{not json secret`)
 
 	static := tools.StaticURLs(map[string]string{"pg_main": "postgres://static@db/x"})
@@ -46,6 +48,8 @@ func TestKeychains(t *testing.T) {
 		{"env json", tools.EnvKeychain{}, "hook", tools.Credential{Alias: "hook", URL: "https://hook", Fields: map[string]string{"token": "t0k"}}, ""},
 		{"env bad json names variable not value", tools.EnvKeychain{}, "broken", tools.Credential{}, "CURSORFLOW_CREDENTIAL_BROKEN holds invalid JSON"},
 		{"file url string", fileKC, "pg_main", tools.Credential{Alias: "pg_main", URL: "postgres://u:p@db/app"}, ""},
+		{"env hosts", tools.EnvKeychain{}, "scoped", tools.Credential{Alias: "scoped", Fields: map[string]string{"token": "t1k"}, Hosts: []string{"a.example.com", "b.example.com"}}, ""},
+		{"file hosts", fileKC, "partner", tools.Credential{Alias: "partner", Fields: map[string]string{"token": "t"}, Hosts: []string{"a.example.com", "*.b.example.com"}}, ""},
 		{"file object", fileKC, "api", tools.Credential{Alias: "api", URL: "https://api", Fields: map[string]string{"token": "tok", "port": "8443"}}, ""},
 		{"file json dsn", jsonKC, "pg_json", tools.Credential{Alias: "pg_json", URL: "postgres://j@db/x", Fields: map[string]string{"username": "j"}}, ""},
 		{"chain first hit wins", chain, "pg_main", tools.Credential{Alias: "pg_main", URL: "postgres://static@db/x"}, ""},
@@ -107,6 +111,34 @@ func TestRedact(t *testing.T) {
 	for _, tt := range tests {
 		if got := tools.Redact(tt.in, pg, kv, api); got != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestCredentialAllowsHost(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		c    tools.Credential
+		host string
+		want bool
+	}{
+		{tools.Credential{Hosts: []string{"api.example.com"}}, "api.example.com:443", true},
+		{tools.Credential{Hosts: []string{"API.example.com"}}, "api.EXAMPLE.com", true},
+		{tools.Credential{Hosts: []string{"api.example.com:8443"}}, "api.example.com", false},
+		{tools.Credential{Hosts: []string{"api.example.com:8443"}}, "api.example.com:8443", true},
+		{tools.Credential{Hosts: []string{"*.example.com"}}, "a.b.example.com", true},
+		{tools.Credential{Hosts: []string{"*.example.com"}}, "example.com", false},
+		{tools.Credential{Hosts: []string{"*.example.com"}}, "evil-example.com", false},
+		{tools.Credential{Hosts: []string{"example.com"}}, "example.com.evil.net", false},
+		{tools.Credential{Hosts: []string{"*"}}, "anything:1", true},
+		{tools.Credential{URL: "https://api.example.com/v1"}, "api.example.com", true},
+		{tools.Credential{URL: "https://api.example.com/v1"}, "other.example.com", false},
+		{tools.Credential{URL: "postgres://u:p@db/x"}, "db:5432", true},
+		{tools.Credential{}, "api.example.com", false},
+		{tools.Credential{Hosts: []string{"::1"}}, "[::1]:8080", true},
+	} {
+		if got := tt.c.AllowsHost(tt.host); got != tt.want {
+			t.Errorf("%+v.AllowsHost(%q) = %v, want %v", tt.c, tt.host, got, tt.want)
 		}
 	}
 }

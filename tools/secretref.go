@@ -27,6 +27,10 @@ func SecretRef(alias, field string) string {
 type Revealed struct {
 	Ref    string
 	Secret string
+	// Credential is the keychain entry the secret came from: a tool that
+	// sends the revealed configuration to a host checks it allows that
+	// host (Credential.AllowsHost).
+	Credential Credential
 }
 
 // RevealSecrets returns v (a plain value: maps, lists, strings, ...) with
@@ -50,7 +54,7 @@ func RevealSecrets(ctx context.Context, kc Keychain, v any) (any, []Revealed, er
 					return s
 				}
 				m := secretRefRE.FindStringSubmatch(ref)
-				s, rerr := resolveSecret(ctx, kc, m[1], m[2])
+				s, cred, rerr := resolveSecret(ctx, kc, m[1], m[2])
 				if rerr != nil {
 					if err == nil {
 						err = rerr
@@ -58,7 +62,7 @@ func RevealSecrets(ctx context.Context, kc Keychain, v any) (any, []Revealed, er
 					return ref
 				}
 				seen[ref] = s
-				revealed = append(revealed, Revealed{Ref: ref, Secret: s})
+				revealed = append(revealed, Revealed{Ref: ref, Secret: s, Credential: cred})
 				return s
 			})
 			return out, err
@@ -92,25 +96,28 @@ func RevealSecrets(ctx context.Context, kc Keychain, v any) (any, []Revealed, er
 	return out, revealed, nil
 }
 
-func resolveSecret(ctx context.Context, kc Keychain, alias, field string) (string, error) {
+func resolveSecret(ctx context.Context, kc Keychain, alias, field string) (string, Credential, error) {
 	if kc == nil {
-		return "", fmt.Errorf("secret %q: no keychain configured: %w", alias, ErrCredentialNotFound)
+		return "", Credential{}, fmt.Errorf("secret %q: no keychain configured: %w", alias, ErrCredentialNotFound)
 	}
 	c, err := kc.Resolve(ctx, alias)
 	if err != nil {
-		return "", fmt.Errorf("secret: %w", err)
+		return "", Credential{}, fmt.Errorf("secret: %w", err)
+	}
+	if c.Alias == "" {
+		c.Alias = alias
 	}
 	if field == "" {
 		if c.URL == "" {
-			return "", fmt.Errorf("secret %q: the credential has no value (name a field)", alias)
+			return "", Credential{}, fmt.Errorf("secret %q: the credential has no value (name a field)", alias)
 		}
-		return c.URL, nil
+		return c.URL, c, nil
 	}
 	s, ok := c.Fields[field]
 	if !ok {
-		return "", fmt.Errorf("secret %q: the credential has no field %q", alias, field)
+		return "", Credential{}, fmt.Errorf("secret %q: the credential has no field %q", alias, field)
 	}
-	return s, nil
+	return s, c, nil
 }
 
 // ConcealSecrets returns v with every revealed secret inside its strings

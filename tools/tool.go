@@ -57,6 +57,46 @@ type Call struct {
 	Attempt  int
 	Keychain Keychain
 	Logger   *slog.Logger
+	// Await is set when the engine can park the command: a tool whose work
+	// goes on in another execution (a sub-playbook) may then return an
+	// *AwaitExecution instead of blocking its worker until that execution
+	// ends. Unset (rows of a cursor frame), the tool waits itself.
+	Await bool
+	// Revealed lists the secrets the worker put into Config and Args in
+	// place of secret references (see RevealSecrets), with the keychain
+	// entries they came from: a tool that sends its configuration to a
+	// host it is told (http) sends nothing to a host one of them does not
+	// allow.
+	Revealed []Revealed
+	// Partial, when set, receives the call's partial results while it
+	// runs; tools call EmitPartial rather than this directly. The engine
+	// records each as a call.partial event, bounded in size and rate
+	// (engine.PartialLimits), and never lets it block the tool.
+	Partial func(data any)
+}
+
+// AwaitExecution is the error a tool returns, when Call.Await allows it,
+// to free its worker while execution ExecutionID does the work: the engine
+// records that the command waits for it and, once it has ended, runs the
+// task again — which then finds the execution finished.
+type AwaitExecution struct {
+	ExecutionID string
+}
+
+// Error describes the wait.
+func (a *AwaitExecution) Error() string {
+	return "tools: waiting for execution " + a.ExecutionID
+}
+
+// EmitPartial hands a partial result of the running call (a page, a batch
+// of rows, a line of output) to whoever watches the execution. It never
+// blocks, and does nothing for a call without a Partial receiver. Data
+// must be a JSON value (maps, slices, scalars) the tool no longer
+// changes; the tool redacts secrets from it as it does from its Output.
+func (c *Call) EmitPartial(data any) {
+	if c != nil && c.Partial != nil {
+		c.Partial(data)
+	}
 }
 
 // Tool executes one kind of task.
@@ -81,3 +121,7 @@ var ErrUnknownKind = errors.New("tools: unknown tool kind")
 
 // ErrCredentialNotFound is returned when a keychain has no such alias.
 var ErrCredentialNotFound = errors.New("tools: credential not found")
+
+// ErrHostNotAllowed is returned by a tool asked to send a credential to a
+// host its keychain entry does not allow (see Credential.AllowsHost).
+var ErrHostNotAllowed = errors.New("tools: credential not allowed for this host")

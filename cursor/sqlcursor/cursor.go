@@ -34,7 +34,10 @@ type Result struct {
 	Rows [][]any
 }
 
-// Executor runs SQL against one database for a Cursor.
+// Executor runs SQL against one database for a Cursor. With args nil a
+// statement runs as written (several statements allowed); otherwise it is
+// one statement whose parameters are bound to args (values of
+// RenderParams).
 type Executor interface {
 	// Claim runs a rendered claim in a new transaction and returns the
 	// last result set that has columns, leaving the transaction open: the
@@ -42,20 +45,20 @@ type Executor interface {
 	// first leaves it to the server, which rolls it back. Claim may retry
 	// once on a fresh connection when the server dropped the connection (a
 	// dropped connection never commits). On error nothing is left open.
-	Claim(ctx context.Context, sql string) (Tx, Result, error)
+	Claim(ctx context.Context, sql string, args []any) (Tx, Result, error)
 	// Exec runs sql atomically in its own transaction, discarding any
 	// result, and may retry once on a fresh connection as Claim does.
-	Exec(ctx context.Context, sql string) error
-	// Quote returns s as a string literal of the database's dialect (see
-	// QuoteStandard and QuoteBackslash), for %(name)s placeholders.
-	Quote(s string) string
+	Exec(ctx context.Context, sql string, args []any) error
+	// Dialect names the database's SQL dialect (postgres, mysql, sqlite),
+	// whose literals fill %(name)s placeholders (FillParams).
+	Dialect() string
 }
 
 // Tx is a claim's open transaction. It holds one connection (and, in
 // SQLite, the database's write lock) until Commit or Rollback.
 type Tx interface {
-	// Exec runs sql inside the transaction.
-	Exec(ctx context.Context, sql string) error
+	// Exec runs sql inside the transaction, with args as Executor.Exec.
+	Exec(ctx context.Context, sql string, args []any) error
 	// Commit commits the transaction. An error means the outcome is
 	// unknown (the connection may have dropped on the way).
 	Commit(ctx context.Context) error
@@ -71,8 +74,8 @@ func DBTx(tx *sql.Tx) Tx { return dbTx{tx} }
 
 type dbTx struct{ tx *sql.Tx }
 
-func (t dbTx) Exec(ctx context.Context, stmt string) error {
-	_, err := t.tx.ExecContext(ctx, stmt)
+func (t dbTx) Exec(ctx context.Context, stmt string, args []any) error {
+	_, err := t.tx.ExecContext(ctx, stmt, args...)
 	return err
 }
 
@@ -162,13 +165,13 @@ func Vars(spec cursor.Spec, rows []cursor.Row, reason string) map[string]any {
 }
 
 // Render renders a statement template with vars and fills its %(name)s
-// placeholders (FillParams) with quote.
-func Render(t *dsl.Template, vars map[string]any, quote func(string) string) (string, error) {
+// placeholders (FillParams) with literals of dialect.
+func Render(t *dsl.Template, vars map[string]any, dialect string) (string, error) {
 	stmt, err := t.RenderString(vars)
 	if err != nil {
 		return "", err
 	}
-	return FillParams(stmt, vars, quote)
+	return FillParams(stmt, vars, dialect)
 }
 
 // Claim renders the claim with __frame_max_rows = max and the slot
@@ -201,11 +204,15 @@ func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 	vars["__frame_max_rows"] = max
 	SlotVars(vars, c.spec)
 	for round := 0; ; round++ {
-		stmt, err := Render(c.spec.Claim, vars, c.exec.Quote)
+		stmt, err := Render(c.spec.Claim, vars, c.exec.Dialect())
 		if err != nil {
 			return nil, c.fail("claim", fmt.Errorf("render claim: %w", err))
 		}
-		tx, res, err := c.exec.Claim(ctx, stmt)
+		args, err := RenderParams(c.opts.ClaimParams, vars)
+		if err != nil {
+			return nil, c.fail("claim", fmt.Errorf("render claim_params: %w", err))
+		}
+		tx, res, err := c.exec.Claim(ctx, stmt, args)
 		if err != nil {
 			return nil, c.fail("claim", err)
 		}
@@ -240,11 +247,16 @@ func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 // commits.
 func (c *Cursor) buryInTx(ctx context.Context, tx Tx, dead []cursor.Row) error {
 	reason := fmt.Sprintf("attempts exceeded max_attempts %d", c.spec.MaxAttempts)
-	stmt, err := Render(c.opts.DeadLetter, Vars(c.spec, dead, reason), c.exec.Quote)
+	vars := Vars(c.spec, dead, reason)
+	stmt, err := Render(c.opts.DeadLetter.SQL, vars, c.exec.Dialect())
 	if err != nil {
 		return fmt.Errorf("render dead_letter: %w", err)
 	}
-	if err := tx.Exec(ctx, stmt); err != nil {
+	args, err := RenderParams(c.opts.DeadLetter.Params, vars)
+	if err != nil {
+		return fmt.Errorf("render dead_letter params: %w", err)
+	}
+	if err := tx.Exec(ctx, stmt, args); err != nil {
 		return fmt.Errorf("dead_letter of %d rows past max attempts: %w", len(dead), err)
 	}
 	c.log.Info("sql cursor: dead-lettered rows past max attempts", "rows", len(dead), "max_attempts", c.spec.MaxAttempts)
@@ -400,18 +412,23 @@ func (c *Cursor) DeadLetter(ctx context.Context, rows []cursor.Row, reason strin
 	return c.run(ctx, "dead_letter", c.opts.DeadLetter, rows, reason)
 }
 
-func (c *Cursor) run(ctx context.Context, op string, t *dsl.Template, rows []cursor.Row, reason string) error {
+func (c *Cursor) run(ctx context.Context, op string, st *Statement, rows []cursor.Row, reason string) error {
 	if c.closed.Load() {
 		return c.fail(op, cursor.ErrClosed)
 	}
-	if t == nil || len(rows) == 0 {
+	if st == nil || len(rows) == 0 {
 		return nil
 	}
-	stmt, err := Render(t, Vars(c.spec, rows, reason), c.exec.Quote)
+	vars := Vars(c.spec, rows, reason)
+	stmt, err := Render(st.SQL, vars, c.exec.Dialect())
 	if err != nil {
 		return c.fail(op, fmt.Errorf("render %s: %w", op, err))
 	}
-	if err := c.exec.Exec(ctx, stmt); err != nil {
+	args, err := RenderParams(st.Params, vars)
+	if err != nil {
+		return c.fail(op, fmt.Errorf("render %s params: %w", op, err))
+	}
+	if err := c.exec.Exec(ctx, stmt, args); err != nil {
 		return c.fail(op, err)
 	}
 	return nil

@@ -30,4 +30,11 @@
 //     (list of Row.Key), rows (list of row value maps), reason
 //     (dead_letter), __worker_slot_id and __worker_slot_index. Release
 //     without a release statement reports cursor.ErrUnsupported.
+//   - Values go to the database bound, not spliced: a statement option may
+//     be {sql: ..., params: [...]} and the claim takes option
+//     claim_params; each param is rendered like its statement and bound
+//     to the driver's placeholders ($1 or ?), lists and maps as their JSON
+//     text. Such a statement is one statement. Values spliced into SQL
+//     text go through the sql_literal and sql_ident filters (or NoETL's
+//     %(name)s placeholders, filled as literals).
 package sqlcursor

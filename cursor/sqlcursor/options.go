@@ -1,6 +1,7 @@
 package sqlcursor
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -21,11 +22,25 @@ const (
 	OptRelease = "release"
 	// OptDeadLetter is a statement that moves rows to a dead letter.
 	OptDeadLetter = "dead_letter"
+	// OptClaimParams lists the values bound to the claim's parameters
+	// ($1, $2, ... or ?), rendered per claim like the claim itself.
+	OptClaimParams = "claim_params"
 )
 
 // TemplateOptions returns the option keys a SQL driver renders itself per
 // call; the engine must pass them unrendered (see cursor.TemplateOptioner).
-func TemplateOptions() []string { return []string{OptAck, OptRelease, OptDeadLetter} }
+func TemplateOptions() []string { return []string{OptAck, OptRelease, OptDeadLetter, OptClaimParams} }
+
+// Statement is a SQL statement option: the SQL, and the values bound to
+// its parameters when it has params. Written as a string (no params) or
+// as {sql: ..., params: [...]}.
+type Statement struct {
+	SQL *dsl.Template
+	// Params are rendered per call, with the statement's variables, and
+	// bound in order; nil means the SQL runs as written (it may then hold
+	// several statements).
+	Params []*dsl.Value
+}
 
 // Options are the parsed options of a SQL cursor block.
 type Options struct {
@@ -33,9 +48,12 @@ type Options struct {
 	// first returned column".
 	Key []string
 	// Ack, Release and DeadLetter are compiled statements; nil when not
-	// configured. They are rendered with the loop scope plus keys, rows and
-	// (dead letter only) reason.
-	Ack, Release, DeadLetter *dsl.Template
+	// configured. They (and their params) are rendered with the loop scope
+	// plus keys, rows and (dead letter only) reason.
+	Ack, Release, DeadLetter *Statement
+	// ClaimParams are bound to the claim's parameters; nil when the claim
+	// has none.
+	ClaimParams []*dsl.Value
 }
 
 // ParseOptions reads the SQL options out of a cursor block's options.
@@ -55,8 +73,14 @@ func ParseOptions(opts map[string]any, logger *slog.Logger) (Options, error) {
 				return Options{}, err
 			}
 			o.Key = key
+		case OptClaimParams:
+			params, err := compileParams(k, v)
+			if err != nil {
+				return Options{}, err
+			}
+			o.ClaimParams = params
 		case OptAck, OptRelease, OptDeadLetter:
-			t, err := compileOption(k, v)
+			t, err := compileStatement(k, v)
 			if err != nil {
 				return Options{}, err
 			}
@@ -110,22 +134,92 @@ func parseKey(v any) ([]string, error) {
 	return key, nil
 }
 
-func compileOption(name string, v any) (*dsl.Template, error) {
-	switch v := v.(type) {
+// CompileStatement compiles a statement option: a SQL string, or
+// {sql: ..., params: [...]} (nil for an empty one).
+func CompileStatement(name string, v any) (*Statement, error) { return compileStatement(name, v) }
+
+func compileStatement(name string, v any) (*Statement, error) {
+	var sqlV, paramsV any = v, nil
+	if m, ok := v.(map[string]any); ok {
+		for k := range m {
+			if k != "sql" && k != "params" {
+				return nil, fmt.Errorf("sql cursor: option %q: unknown key %q (want sql and params)", name, k)
+			}
+		}
+		sqlV, paramsV = m["sql"], m["params"]
+	}
+	var t *dsl.Template
+	switch x := sqlV.(type) {
 	case nil:
 		return nil, nil
 	case string:
-		if strings.TrimSpace(v) == "" {
+		if strings.TrimSpace(x) == "" {
 			return nil, nil
 		}
-		t, err := dsl.CompileTemplate(v, dsl.Pos{})
-		if err != nil {
+		var err error
+		if t, err = dsl.CompileTemplate(x, dsl.Pos{}); err != nil {
 			return nil, fmt.Errorf("sql cursor: option %q: %w", name, err)
 		}
-		return t, nil
 	case *dsl.Template:
-		return v, nil
+		t = x
 	default:
 		return nil, fmt.Errorf("sql cursor: option %q is %T, want a SQL statement", name, v)
 	}
+	params, err := compileParams(name+".params", paramsV)
+	if err != nil {
+		return nil, err
+	}
+	return &Statement{SQL: t, Params: params}, nil
+}
+
+// compileParams compiles a params list: strings are templates, other
+// values constants.
+func compileParams(name string, v any) ([]*dsl.Value, error) {
+	if v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("sql cursor: option %q is %T, want a list of values", name, v)
+	}
+	out := make([]*dsl.Value, len(list))
+	for i, e := range list {
+		if s, ok := e.(string); ok {
+			val, err := dsl.NewScalarValue(s, dsl.Pos{})
+			if err != nil {
+				return nil, fmt.Errorf("sql cursor: option %q[%d]: %w", name, i, err)
+			}
+			out[i] = val
+			continue
+		}
+		out[i] = dsl.NewLiteralValue(e, dsl.Pos{})
+	}
+	return out, nil
+}
+
+// RenderParams renders params against vars into the values to bind: nil,
+// strings, numbers and booleans as they are, lists and maps as their JSON
+// text (cast or parse them in the SQL). It returns nil for no params, and
+// an empty, non-nil list for an empty params list.
+func RenderParams(params []*dsl.Value, vars map[string]any) ([]any, error) {
+	if params == nil {
+		return nil, nil
+	}
+	out := make([]any, len(params))
+	for i, p := range params {
+		v, err := p.Render(vars)
+		if err != nil {
+			return nil, fmt.Errorf("params[%d]: %w", i, err)
+		}
+		switch v.(type) {
+		case map[string]any, []any:
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("params[%d]: %w", i, err)
+			}
+			v = string(b)
+		}
+		out[i] = v
+	}
+	return out, nil
 }

@@ -3,27 +3,28 @@ package sqlcursor
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 // FillParams fills NoETL's psycopg-style placeholders in a rendered
 // statement, as psycopg2 does on the client: each %(name)s becomes the
 // value of vars[name] as a SQL literal, and %% becomes %. A statement
 // without any %(name)s placeholder is returned unchanged, %% included (as
-// psycopg leaves a statement executed without parameters alone). quote
-// turns a string into a string literal of the database's dialect
-// (Executor.Quote).
+// psycopg leaves a statement executed without parameters alone). dialect
+// is the database's (Executor.Dialect): postgres, mysql, sqlite or
+// clickhouse.
 //
-// Literals: nil is NULL; booleans TRUE or FALSE; numbers their decimal
-// form (non-finite floats the quoted strings 'NaN', 'Infinity' and
-// '-Infinity'); strings quoted; lists a parenthesised list of their
-// elements' literals (psycopg's tuple form, for IN %(keys)s; an empty
-// list is (NULL), which matches nothing); maps their JSON text, quoted. A
-// name that vars lacks is an error naming it.
-func FillParams(stmt string, vars map[string]any, quote func(string) string) (string, error) {
+// Literals are those of the sql_literal template filter — nil is NULL;
+// booleans TRUE or FALSE; numbers their decimal form (non-finite floats
+// the quoted strings 'NaN', 'Infinity' and '-Infinity'); strings quoted
+// for the dialect; maps their JSON text, quoted — except lists, which
+// become a parenthesised list of their elements' literals (psycopg's
+// tuple form, for IN %(keys)s; an empty list is (NULL), which matches
+// nothing). A name that vars lacks is an error naming it.
+func FillParams(stmt string, vars map[string]any, dialect string) (string, error) {
 	if !hasParams(stmt) {
 		return stmt, nil
 	}
@@ -50,7 +51,7 @@ func FillParams(stmt string, vars map[string]any, quote func(string) string) (st
 		if !ok {
 			return "", fmt.Errorf("placeholder %%(%s)s: no variable %q (known: %s)", name, name, knownNames(vars))
 		}
-		lit, err := Literal(v, quote)
+		lit, err := Literal(v, dialect)
 		if err != nil {
 			return "", fmt.Errorf("placeholder %%(%s)s: %w", name, err)
 		}
@@ -110,39 +111,17 @@ func knownNames(vars map[string]any) string {
 	return strings.Join(names, ", ")
 }
 
-// Literal returns v as a SQL literal, the way FillParams writes it.
-func Literal(v any, quote func(string) string) (string, error) {
+// Literal returns v as a SQL literal of dialect, the way FillParams
+// writes it.
+func Literal(v any, dialect string) (string, error) {
 	switch v := v.(type) {
-	case nil:
-		return "NULL", nil
-	case bool:
-		if v {
-			return "TRUE", nil
-		}
-		return "FALSE", nil
-	case string:
-		return quote(v), nil
-	case int:
-		return strconv.Itoa(v), nil
-	case int32:
-		return strconv.FormatInt(int64(v), 10), nil
-	case int64:
-		return strconv.FormatInt(v, 10), nil
-	case uint64:
-		return strconv.FormatUint(v, 10), nil
-	case float32:
-		return floatLiteral(float64(v), quote), nil
-	case float64:
-		return floatLiteral(v, quote), nil
-	case json.Number:
-		return v.String(), nil
 	case []any:
 		if len(v) == 0 {
 			return "(NULL)", nil
 		}
 		parts := make([]string, len(v))
 		for i, e := range v {
-			lit, err := Literal(e, quote)
+			lit, err := Literal(e, dialect)
 			if err != nil {
 				return "", err
 			}
@@ -154,40 +133,16 @@ func Literal(v any, quote func(string) string) (string, error) {
 		for i, s := range v {
 			list[i] = s
 		}
-		return Literal(list, quote)
+		return Literal(list, dialect)
 	case map[string]any:
 		b, err := json.Marshal(v)
 		if err != nil {
 			return "", fmt.Errorf("encode map as JSON: %w", err)
 		}
-		return quote(string(b)), nil
+		return sqlquote.String(string(b), dialect)
 	}
-	return quote(fmt.Sprint(v)), nil
-}
-
-func floatLiteral(f float64, quote func(string) string) string {
-	switch {
-	case math.IsNaN(f):
-		return quote("NaN")
-	case math.IsInf(f, 1):
-		return quote("Infinity")
-	case math.IsInf(f, -1):
-		return quote("-Infinity")
+	if lit, ok, err := sqlquote.Scalar(v, dialect); ok {
+		return lit, err
 	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
-}
-
-// QuoteStandard returns s as a standard SQL string literal: in single
-// quotes, each single quote doubled. It is the quoting of PostgreSQL (with
-// standard_conforming_strings, the default) and SQLite.
-func QuoteStandard(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
-}
-
-// QuoteBackslash returns s as a string literal for databases that treat a
-// backslash in a literal as an escape (MySQL and MariaDB unless
-// NO_BACKSLASH_ESCAPES is set): backslashes are doubled, then single
-// quotes.
-func QuoteBackslash(s string) string {
-	return QuoteStandard(strings.ReplaceAll(s, `\`, `\\`))
+	return sqlquote.String(fmt.Sprint(v), dialect)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -42,6 +43,10 @@ func TestParseOptions(t *testing.T) {
 		{name: "empty key column", opts: map[string]any{"key": "a,,b"}, wantErr: "empty column name"},
 		{name: "statement not a string", opts: map[string]any{"ack": 42}, wantErr: `option "ack" is int`},
 		{name: "bad template", opts: map[string]any{"release": "UPDATE {{ keys "}, wantErr: `option "release"`},
+		{name: "statement with params", opts: map[string]any{"ack": map[string]any{"sql": "UPDATE t SET done = true WHERE id = ANY($1)", "params": []any{"{{ keys }}"}}},
+			ack: "UPDATE t SET done = true WHERE id = ANY($1)"},
+		{name: "statement with an unknown key", opts: map[string]any{"ack": map[string]any{"sql": "x", "args": []any{}}}, wantErr: `unknown key "args"`},
+		{name: "params not a list", opts: map[string]any{"claim_params": "x"}, wantErr: `option "claim_params" is string`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,18 +65,15 @@ func TestParseOptions(t *testing.T) {
 			}
 			for _, c := range []struct {
 				name string
-				got  interface {
-					RenderString(map[string]any) (string, error)
-				}
-				src string
+				got  *Statement
+				src  string
 			}{{"ack", o.Ack, tt.ack}, {"release", o.Release, tt.release}, {"dead_letter", o.DeadLetter, tt.dead}} {
-				isNil := reflect.ValueOf(c.got).IsNil()
-				if isNil != (c.src == "") {
-					t.Errorf("%s set = %v, want %v", c.name, !isNil, c.src != "")
+				if (c.got == nil) != (c.src == "") {
+					t.Errorf("%s set = %v, want %v", c.name, c.got != nil, c.src != "")
 				}
 			}
-			if o.Ack != nil && o.Ack.Source != tt.ack {
-				t.Errorf("Ack source = %q", o.Ack.Source)
+			if o.Ack != nil && o.Ack.SQL.Source != tt.ack {
+				t.Errorf("Ack source = %q", o.Ack.SQL.Source)
 			}
 		})
 	}
@@ -85,12 +87,29 @@ func TestAckTemplateRendersKeysAndRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := cursor.Spec{Scope: map[string]any{"workload": map[string]any{"table": "jobs"}}}
-	got, err := o.Ack.RenderString(Vars(spec, rowsFor("7", "9"), ""))
+	got, err := o.Ack.SQL.RenderString(Vars(spec, rowsFor("7", "9"), ""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "UPDATE jobs SET done = true WHERE id IN (7, 9) -- row 9"; got != want {
 		t.Fatalf("rendered %q, want %q", got, want)
+	}
+}
+
+func TestRenderParams(t *testing.T) {
+	o, err := ParseOptions(map[string]any{"claim_params": []any{"{{ __frame_max_rows }}", "{{ rows }}", "it's", int64(3), nil}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := RenderParams(o.ClaimParams, map[string]any{"__frame_max_rows": 5, "rows": []any{map[string]any{"id": int64(1)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []any{int64(5), `[{"id":1}]`, "it's", int64(3), nil}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %#v, want %#v", got, want)
+	}
+	if got, _ := RenderParams(nil, nil); got != nil {
+		t.Fatalf("no params rendered to %#v", got)
 	}
 }
 
@@ -301,12 +320,13 @@ func TestFillParams(t *testing.T) {
 	}
 	tests := []struct {
 		name, in, want, wantErr string
-		quote                   func(string) string
+		dialect                 string
 	}{
 		{name: "noetl claim", in: "SET worker_id = %(__worker_slot_id)s LIMIT %(__frame_max_rows)s",
 			want: "SET worker_id = 4503599627370497 LIMIT 50"},
-		{name: "string quoted", in: "WHERE owner = %(name)s", want: `WHERE owner = 'O''Brien \ co'`},
-		{name: "mysql quoting", in: "WHERE owner = %(name)s", want: `WHERE owner = 'O''Brien \\ co'`, quote: QuoteBackslash},
+		{name: "string quoted", in: "WHERE owner = %(name)s", want: `WHERE owner = E'O''Brien \\ co'`},
+		{name: "sqlite quoting", in: "WHERE owner = %(name)s", want: `WHERE owner = 'O''Brien \ co'`, dialect: sqlquote.SQLite},
+		{name: "mysql quoting", in: "WHERE owner = %(name)s", want: `WHERE owner = 'O''Brien \\ co'`, dialect: sqlquote.MySQL},
 		{name: "null bool float", in: "%(none)s, %(ok)s, %(ratio)s, %(inf)s", want: "NULL, TRUE, 0.25, 'Infinity'"},
 		{name: "list as tuple", in: "id IN %(keys)s", want: "id IN (3, 'x''y')"},
 		{name: "empty list", in: "id IN %(empty)s", want: "id IN (NULL)"},
@@ -320,11 +340,11 @@ func TestFillParams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := tt.quote
-			if q == nil {
-				q = QuoteStandard
+			d := tt.dialect
+			if d == "" {
+				d = sqlquote.Postgres
 			}
-			got, err := FillParams(tt.in, vars, q)
+			got, err := FillParams(tt.in, vars, d)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

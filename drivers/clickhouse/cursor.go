@@ -20,6 +20,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 // keyColumn is the alias under which a claim reads toString(key) next to
@@ -189,7 +190,7 @@ func (c *Cursor) source(limit int) (string, error) {
 	maps.Copy(vars, c.spec.Scope)
 	vars["__frame_max_rows"] = limit
 	sqlcursor.SlotVars(vars, c.spec)
-	q, err := sqlcursor.Render(c.spec.Claim, vars, quote)
+	q, err := sqlcursor.Render(c.spec.Claim, vars, sqlquote.ClickHouse)
 	if err != nil {
 		return "", fmt.Errorf("render claim: %w", err)
 	}

@@ -23,7 +23,7 @@ func Example() {
 	fmt.Println("rendered per call:", drv.TemplateOptions())
 	// Output:
 	// [mysql] batch: true lease expiry: false fencing: false
-	// rendered per call: [ack release dead_letter mark]
+	// rendered per call: [ack release dead_letter claim_params mark]
 }
 
 // ParseCredential accepts a go-sql-driver DSN or a mysql:// URL and turns

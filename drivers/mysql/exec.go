@@ -15,6 +15,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
 	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 // maxLockRetries bounds how often a statement is re-run after InnoDB
@@ -38,11 +39,12 @@ type executor struct {
 
 var _ sqlcursor.Executor = (*executor)(nil)
 
-// Claim runs the claim and, when it returned rows, the mark statement in
-// one READ COMMITTED transaction that it leaves open for the caller to
-// commit or roll back. A deadlock or a dropped connection before the
-// claim completed is retried as a whole (InnoDB rolled it back).
-func (e *executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcursor.Result, error) {
+// Claim runs the claim (args bound to its ? placeholders) and, when it
+// returned rows, the mark statement in one READ COMMITTED transaction that
+// it leaves open for the caller to commit or roll back. A deadlock or a
+// dropped connection before the claim completed is retried as a whole
+// (InnoDB rolled it back).
+func (e *executor) Claim(ctx context.Context, stmt string, args []any) (sqlcursor.Tx, sqlcursor.Result, error) {
 	var tx *sql.Tx
 	var res sqlcursor.Result
 	err := e.retry(ctx, "claim", func() error {
@@ -51,7 +53,7 @@ func (e *executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcur
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
-		if res, err = e.claim(ctx, tx, stmt); err != nil {
+		if res, err = e.claim(ctx, tx, stmt, args); err != nil {
 			_ = tx.Rollback()
 			return err
 		}
@@ -63,7 +65,7 @@ func (e *executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcur
 	return sqlcursor.DBTx(tx), res, nil
 }
 
-func (e *executor) Exec(ctx context.Context, stmt string) error {
+func (e *executor) Exec(ctx context.Context, stmt string, args []any) error {
 	if isBlank(stmt) {
 		// MySQL rejects an empty query (error 1065); nothing to run.
 		return nil
@@ -73,7 +75,7 @@ func (e *executor) Exec(ctx context.Context, stmt string) error {
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+		if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
 			_ = tx.Rollback()
 			return err
 		}
@@ -84,12 +86,12 @@ func (e *executor) Exec(ctx context.Context, stmt string) error {
 	})
 }
 
-// Quote returns s as a MySQL string literal (backslashes escaped, as the
-// server reads them unless NO_BACKSLASH_ESCAPES is set).
-func (e *executor) Quote(s string) string { return sqlcursor.QuoteBackslash(s) }
+// Dialect is MySQL's: string literals with backslashes escaped, as the
+// server reads them unless NO_BACKSLASH_ESCAPES is set.
+func (e *executor) Dialect() string { return sqlquote.MySQL }
 
-func (e *executor) claim(ctx context.Context, tx *sql.Tx, stmt string) (sqlcursor.Result, error) {
-	res, err := query(ctx, tx, stmt)
+func (e *executor) claim(ctx context.Context, tx *sql.Tx, stmt string, args []any) (sqlcursor.Result, error) {
+	res, err := query(ctx, tx, stmt, args)
 	if err != nil {
 		return sqlcursor.Result{}, err
 	}
@@ -124,7 +126,7 @@ func (e *executor) renderMark(res sqlcursor.Result) (string, error) {
 		}
 		rows[i] = cursor.Row{Key: sqlcursor.RowKey(vals, idx), Values: m}
 	}
-	s, err := sqlcursor.Render(e.mark, sqlcursor.Vars(e.spec, rows, ""), e.Quote)
+	s, err := sqlcursor.Render(e.mark, sqlcursor.Vars(e.spec, rows, ""), e.Dialect())
 	if err != nil {
 		return "", fmt.Errorf("render mark: %w", err)
 	}
@@ -182,10 +184,10 @@ func lockConflict(err error) bool {
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
-// query runs stmt (one or several statements) and returns the last result
-// set that has columns.
-func query(ctx context.Context, tx *sql.Tx, stmt string) (sqlcursor.Result, error) {
-	rows, err := tx.QueryContext(ctx, stmt)
+// query runs stmt (one or several statements; one with args bound to its
+// ? placeholders) and returns the last result set that has columns.
+func query(ctx context.Context, tx *sql.Tx, stmt string, args []any) (sqlcursor.Result, error) {
+	rows, err := tx.QueryContext(ctx, stmt, args...)
 	if err != nil {
 		return sqlcursor.Result{}, err
 	}

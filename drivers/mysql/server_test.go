@@ -165,3 +165,49 @@ func TestClaimStatements(t *testing.T) {
 		})
 	}
 }
+
+// TestBoundParams: the claim and the ack take their values as bound ?
+// params, so keys with quotes and backslashes reach the SQL intact.
+func TestBoundParams(t *testing.T) {
+	h := newHarness(t, mysql.Config{})
+	name, cred := h.newDatabase(t, 0)
+	ctx := context.Background()
+	if _, err := h.admin.ExecContext(ctx, `CREATE TABLE `+name+`.named (name varchar(64) PRIMARY KEY, status varchar(8) NOT NULL DEFAULT 'pending')`); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"O'Brien", `back\slash`, "$$x$$", "naïve"}
+	for _, n := range names {
+		if _, err := h.admin.ExecContext(ctx, `INSERT INTO `+name+`.named (name) VALUES (?)`, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, err := h.drv.Open(ctx, cursor.Spec{Kind: "mysql", Credential: cred, Scope: map[string]any{"wanted": "pending"},
+		Claim: compile(t, `SELECT name FROM named WHERE status = ? ORDER BY name LIMIT ? FOR UPDATE SKIP LOCKED`),
+		Options: map[string]any{
+			"key":          "name",
+			"claim_params": []any{"{{ wanted }}", "{{ __frame_max_rows }}"},
+			"ack":          map[string]any{"sql": `UPDATE named SET status = 'done' WHERE JSON_CONTAINS(?, JSON_QUOTE(name))`, "params": []any{"{{ keys }}"}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	claim, err := cur.Claim(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := claim.Rows
+	if len(rows) != len(names) {
+		t.Fatalf("claimed %d rows", len(rows))
+	}
+	if err := claim.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.Ack(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	var done int
+	if err := h.admin.QueryRowContext(ctx, `SELECT count(*) FROM `+name+`.named WHERE status = 'done'`).Scan(&done); err != nil || done != len(names) {
+		t.Fatalf("%d rows done: %v", done, err)
+	}
+}

@@ -1,14 +1,12 @@
 package mysql
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // convert turns one scanned column value into a JSON-friendly Go value,
@@ -73,36 +71,9 @@ func decimalValue(s string) (any, error) {
 
 // jsonValue decodes a JSON column, keeping integers exact.
 func jsonValue(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := jsonnum.Decode(b)
+	if err != nil {
 		return nil, fmt.Errorf("json: %w", err)
 	}
-	return numbers(v), nil
-}
-
-func numbers(v any) any {
-	switch v := v.(type) {
-	case json.Number:
-		if n, err := v.Int64(); err == nil {
-			return n
-		}
-		f, err := v.Float64()
-		if err != nil || math.IsInf(f, 0) {
-			return v.String()
-		}
-		return f
-	case map[string]any:
-		for k, e := range v {
-			v[k] = numbers(e)
-		}
-		return v
-	case []any:
-		for i, e := range v {
-			v[i] = numbers(e)
-		}
-		return v
-	}
-	return v
+	return v, nil
 }

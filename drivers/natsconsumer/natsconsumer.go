@@ -3,7 +3,6 @@ package natsconsumer
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // Defaults of Config and Spec.
@@ -464,38 +464,13 @@ func (c *Cursor) leaseOf() time.Duration {
 func Values(data []byte) map[string]any {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) > 0 && trimmed[0] == '{' {
-		dec := json.NewDecoder(bytes.NewReader(trimmed))
-		dec.UseNumber()
-		var m map[string]any
-		if err := dec.Decode(&m); err == nil && !dec.More() {
-			return numbers(m).(map[string]any)
+		if v, err := jsonnum.Decode(trimmed); err == nil {
+			if m, ok := v.(map[string]any); ok {
+				return m
+			}
 		}
 	}
 	return map[string]any{"data": string(data)}
-}
-
-func numbers(v any) any {
-	switch v := v.(type) {
-	case json.Number:
-		if n, err := v.Int64(); err == nil {
-			return n
-		}
-		if f, err := v.Float64(); err == nil {
-			return f
-		}
-		return v.String()
-	case map[string]any:
-		for k, e := range v {
-			v[k] = numbers(e)
-		}
-		return v
-	case []any:
-		for i, e := range v {
-			v[i] = numbers(e)
-		}
-		return v
-	}
-	return v
 }
 
 // bury publishes messages to the dead-letter subject (if any) and

@@ -13,10 +13,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+	"github.com/cursorflow/cursorflow/internal/pgparam"
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 // executor runs a cursor's SQL on a pool with the simple query protocol,
-// so a claim may hold several statements and needs no prepared statement.
+// so a claim may hold several statements and needs no prepared statement;
+// SQL with bound params runs as one statement of the extended protocol,
+// its params as text.
 type executor struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
@@ -24,14 +28,25 @@ type executor struct {
 
 var _ sqlcursor.Executor = (*executor)(nil)
 
-// Claim sends BEGIN and the claim in one round trip and keeps the
-// connection, with its transaction open, in the returned Tx.
-func (e *executor) Claim(ctx context.Context, sql string) (sqlcursor.Tx, sqlcursor.Result, error) {
+// Claim sends BEGIN and the claim in one round trip (with bound params:
+// BEGIN, then the claim as one statement of the extended protocol) and
+// keeps the connection, with its transaction open, in the returned Tx.
+func (e *executor) Claim(ctx context.Context, sql string, args []any) (sqlcursor.Tx, sqlcursor.Result, error) {
+	params, err := encodeArgs(args)
+	if err != nil {
+		return nil, sqlcursor.Result{}, err
+	}
 	var tx *pgTx
 	var res sqlcursor.Result
-	err := e.retry(ctx, "claim", func(c *pgxpool.Conn) (bool, error) {
+	err = e.retry(ctx, "claim", func(c *pgxpool.Conn) (bool, error) {
 		var err error
-		res, err = query(ctx, c, "BEGIN;\n"+sql)
+		if params == nil {
+			res, err = query(ctx, c, "BEGIN;\n"+sql, nil)
+		} else if _, err = c.Conn().PgConn().Exec(ctx, "BEGIN").ReadAll(); err == nil {
+			// On error the connection goes back to the pool inside its
+			// transaction, and the pool closes it: nothing is claimed.
+			res, err = query(ctx, c, sql, params)
+		}
 		if err != nil {
 			return false, err
 		}
@@ -44,16 +59,44 @@ func (e *executor) Claim(ctx context.Context, sql string) (sqlcursor.Tx, sqlcurs
 	return tx, res, nil
 }
 
-func (e *executor) Exec(ctx context.Context, sql string) error {
+func (e *executor) Exec(ctx context.Context, sql string, args []any) error {
+	params, err := encodeArgs(args)
+	if err != nil {
+		return err
+	}
 	return e.retry(ctx, "exec", func(c *pgxpool.Conn) (bool, error) {
-		_, err := c.Conn().PgConn().Exec(ctx, sql).ReadAll()
-		return false, err
+		return false, execOn(ctx, c.Conn().PgConn(), sql, params)
 	})
 }
 
-// Quote returns s as a standard string literal (standard_conforming_strings
-// is on in every supported PostgreSQL).
-func (e *executor) Quote(s string) string { return sqlcursor.QuoteStandard(s) }
+// execOn runs sql on a connection, discarding any result: with params as
+// one bound statement, otherwise with the simple protocol.
+func execOn(ctx context.Context, c *pgconn.PgConn, sql string, params [][]byte) error {
+	if params != nil {
+		_, err := c.ExecParams(ctx, sql, params, nil, nil, nil).Close()
+		return err
+	}
+	_, err := c.Exec(ctx, sql).ReadAll()
+	return err
+}
+
+// Dialect is PostgreSQL's.
+func (e *executor) Dialect() string { return sqlquote.Postgres }
+
+// encodeArgs encodes bound params (nil: none).
+func encodeArgs(args []any) ([][]byte, error) {
+	if args == nil {
+		return nil, nil
+	}
+	params, err := pgparam.Encode(args)
+	if err != nil {
+		return nil, fmt.Errorf("params: %w", err)
+	}
+	if params == nil {
+		params = [][]byte{}
+	}
+	return params, nil
+}
 
 // retry runs fn on a pooled connection, and once more on a fresh one when
 // the first failed because the server dropped the connection (a restart,
@@ -91,12 +134,15 @@ type pgTx struct {
 	c *pgxpool.Conn
 }
 
-func (t *pgTx) Exec(ctx context.Context, sql string) error {
+func (t *pgTx) Exec(ctx context.Context, sql string, args []any) error {
 	if t.c == nil {
 		return errors.New("transaction already ended")
 	}
-	_, err := t.c.Conn().PgConn().Exec(ctx, sql).ReadAll()
-	return err
+	params, err := encodeArgs(args)
+	if err != nil {
+		return err
+	}
+	return execOn(ctx, t.c.Conn().PgConn(), sql, params)
 }
 
 // Commit commits the claim. PostgreSQL answers COMMIT in a failed
@@ -148,21 +194,18 @@ func connectionLost(err error) bool {
 	return false
 }
 
-// query runs sql and returns the last result set that has columns.
-func query(ctx context.Context, c *pgxpool.Conn, sql string) (sqlcursor.Result, error) {
+// query runs sql (with params: as one bound statement) and returns the
+// last result set that has columns.
+func query(ctx context.Context, c *pgxpool.Conn, sql string, params [][]byte) (sqlcursor.Result, error) {
 	m := c.Conn().TypeMap()
-	mrr := c.Conn().PgConn().Exec(ctx, sql)
 	var res sqlcursor.Result
 	var decodeErr error
-	for mrr.NextResult() {
-		rr := mrr.ResultReader()
+	// read takes one statement's result; a non-nil error ends the query.
+	read := func(rr *pgconn.ResultReader) error {
 		fds := rr.FieldDescriptions()
 		if len(fds) == 0 || decodeErr != nil {
-			if _, err := rr.Close(); err != nil {
-				_ = mrr.Close()
-				return sqlcursor.Result{}, err
-			}
-			continue
+			_, err := rr.Close()
+			return err
 		}
 		cur := sqlcursor.Result{Columns: make([]string, len(fds)), Rows: [][]any{}}
 		fields := make([]pgconn.FieldDescription, len(fds))
@@ -183,13 +226,26 @@ func query(ctx context.Context, c *pgxpool.Conn, sql string) (sqlcursor.Result, 
 			cur.Rows = append(cur.Rows, vals)
 		}
 		if _, err := rr.Close(); err != nil {
-			_ = mrr.Close()
-			return sqlcursor.Result{}, err
+			return err
 		}
 		res = cur
+		return nil
 	}
-	if err := mrr.Close(); err != nil {
-		return sqlcursor.Result{}, err
+	if params != nil {
+		if err := read(c.Conn().PgConn().ExecParams(ctx, sql, params, nil, nil, nil)); err != nil {
+			return sqlcursor.Result{}, err
+		}
+	} else {
+		mrr := c.Conn().PgConn().Exec(ctx, sql)
+		for mrr.NextResult() {
+			if err := read(mrr.ResultReader()); err != nil {
+				_ = mrr.Close()
+				return sqlcursor.Result{}, err
+			}
+		}
+		if err := mrr.Close(); err != nil {
+			return sqlcursor.Result{}, err
+		}
 	}
 	if decodeErr != nil {
 		// Nothing is committed yet: the caller's connection release rolls

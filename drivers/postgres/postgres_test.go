@@ -319,3 +319,110 @@ func TestDriverClose(t *testing.T) {
 		t.Fatal("Claim on a closed driver's pool succeeded")
 	}
 }
+
+// TestBoundParams: the claim and the ack take their values as bound
+// params, so keys with quotes, backslashes and dollar quotes reach the
+// SQL intact and inject nothing.
+func TestBoundParams(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	table := h.schema + ".named"
+	names := []string{"O'Brien", `back\slash`, "$$x$$", "naïve — 日本", `'); DROP TABLE x; --`}
+	if _, err := h.admin.Exec(t.Context(), `CREATE TABLE `+table+` (name text PRIMARY KEY, status text NOT NULL DEFAULT 'pending')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.admin.Exec(t.Context(), `INSERT INTO `+table+` (name) SELECT unnest($1::text[])`, names); err != nil {
+		t.Fatal(err)
+	}
+	spec := cursor.Spec{Kind: "postgres", Credential: h.base, Scope: map[string]any{"table": table, "wanted": "pending"},
+		Claim: mustTemplate(t, `UPDATE {{ table }} SET status = 'claimed'
+			WHERE name IN (SELECT name FROM {{ table }} WHERE status = $1 ORDER BY name LIMIT $2) RETURNING name`),
+		Options: map[string]any{
+			"key":          "name",
+			"claim_params": []any{"{{ wanted }}", "{{ __frame_max_rows }}"},
+			"ack": map[string]any{
+				"sql":    `UPDATE {{ table }} SET status = 'done' WHERE name IN (SELECT jsonb_array_elements_text($1::jsonb))`,
+				"params": []any{"{{ keys }}"},
+			},
+		},
+	}
+	cur := openCursor(t, h, spec)
+	claim, err := cur.Claim(t.Context(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := claim.Rows
+	if len(rows) != len(names) {
+		t.Fatalf("claimed %d rows, want %d", len(rows), len(names))
+	}
+	if err := claim.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.Ack(t.Context(), rows); err != nil {
+		t.Fatal(err)
+	}
+	if n := statusCount(t, h, table, "done"); n != len(names) {
+		t.Fatalf("%d rows done after Ack, want %d", n, len(names))
+	}
+}
+
+// TestBoundParamsInTheClaimTransaction: a claim with bound params runs in
+// the claim's open transaction (BEGIN, then the bound statement), and the
+// dead_letter statement with bound params buries the rows past
+// max_attempts inside that transaction — they are dead-lettered only when
+// the claim commits, and not at all when it is aborted.
+func TestBoundParamsInTheClaimTransaction(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	table := h.schema + ".poison"
+	if _, err := h.admin.Exec(t.Context(), `CREATE TABLE `+table+` (name text PRIMARY KEY, status text NOT NULL DEFAULT 'pending', attempts int NOT NULL DEFAULT 0, reason text);
+		INSERT INTO `+table+` (name, attempts) VALUES ('O''Brien', 5), ('ok', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	spec := cursor.Spec{Kind: "postgres", Credential: h.base, Scope: map[string]any{"table": table}, MaxAttempts: 3,
+		Claim: mustTemplate(t, `UPDATE {{ table }} SET status = 'claimed', attempts = attempts + 1
+			WHERE name IN (SELECT name FROM {{ table }} WHERE status = $1 ORDER BY name LIMIT $2) RETURNING name, attempts`),
+		Options: map[string]any{
+			"key":          "name",
+			"claim_params": []any{"pending", "{{ __frame_max_rows }}"},
+			"dead_letter": map[string]any{
+				"sql":    `UPDATE {{ table }} SET status = 'dead', reason = $2 WHERE name IN (SELECT jsonb_array_elements_text($1::jsonb))`,
+				"params": []any{"{{ keys }}", "{{ reason }}"},
+			},
+		},
+	}
+	cur := openCursor(t, h, spec)
+	claim, err := cur.Claim(t.Context(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claim.Rows) != 1 || claim.Rows[0].Key != "ok" {
+		t.Fatalf("claimed %+v, want only the row under max_attempts", claim.Rows)
+	}
+	if n := statusCount(t, h, table, "pending"); n != 2 {
+		t.Fatalf("%d rows pending while the claim is open, want 2 (claim and dead letter uncommitted)", n)
+	}
+	if err := claim.Abort(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := statusCount(t, h, table, "pending"); n != 2 {
+		t.Fatalf("%d rows pending after Abort, want 2", n)
+	}
+	claim, err = cur.Claim(t.Context(), 10)
+	if err != nil || len(claim.Rows) != 1 {
+		t.Fatalf("second claim: %+v, %v", claim, err)
+	}
+	if err := claim.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var reason string
+	if err := h.admin.QueryRow(t.Context(), `SELECT reason FROM `+table+` WHERE status = 'dead' AND name = 'O''Brien'`).Scan(&reason); err != nil {
+		t.Fatalf("the poison row was not dead-lettered: %v", err)
+	}
+	if !strings.Contains(reason, "max_attempts 3") {
+		t.Fatalf("dead letter reason %q", reason)
+	}
+	if n := statusCount(t, h, table, "claimed"); n != 1 {
+		t.Fatalf("%d rows claimed after Commit, want 1", n)
+	}
+}

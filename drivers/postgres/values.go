@@ -1,14 +1,13 @@
 package postgres
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"math/big"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // normalize converts the values pgx decodes into JSON-friendly Go values:
@@ -74,36 +73,9 @@ func abs(x int32) int32 {
 // decodeJSON decodes json/jsonb text keeping integers exact: integral
 // numbers become int64, others float64.
 func decodeJSON(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := jsonnum.Decode(raw)
+	if err != nil {
 		return nil, fmt.Errorf("decode json: %w", err)
 	}
-	return jsonNumbers(v), nil
-}
-
-func jsonNumbers(v any) any {
-	switch v := v.(type) {
-	case json.Number:
-		if i, err := v.Int64(); err == nil {
-			return i
-		}
-		f, err := v.Float64()
-		if err != nil {
-			return v.String()
-		}
-		return f
-	case []any:
-		for i, e := range v {
-			v[i] = jsonNumbers(e)
-		}
-		return v
-	case map[string]any:
-		for k, e := range v {
-			v[k] = jsonNumbers(e)
-		}
-		return v
-	}
-	return v
+	return v, nil
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/dsl"
@@ -28,11 +30,12 @@ type claimerJob struct {
 	Max   int    `json:"max"`
 }
 
+// The package starts goroutines: every test must leave none behind.
 func TestMain(m *testing.M) {
 	if job := os.Getenv(claimerEnv); job != "" {
 		os.Exit(claimAndWait(job))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // claimAndWait claims up to job.Max rows, prints "claimed KEY,KEY..." and

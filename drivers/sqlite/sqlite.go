@@ -16,6 +16,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
 	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 // DefaultBusyTimeout is how long a statement waits for another process's
@@ -171,15 +172,15 @@ type executor struct{ db *sql.DB }
 
 var _ sqlcursor.Executor = executor{}
 
-// Claim runs the claim in an IMMEDIATE transaction and leaves it open: it
-// holds the driver's connection and SQLite's write lock until the claim
-// is committed or aborted.
-func (e executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcursor.Result, error) {
+// Claim runs the claim (args bound to its ? placeholders) in an IMMEDIATE
+// transaction and leaves it open: it holds the driver's connection and
+// SQLite's write lock until the claim is committed or aborted.
+func (e executor) Claim(ctx context.Context, stmt string, args []any) (sqlcursor.Tx, sqlcursor.Result, error) {
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, sqlcursor.Result{}, fmt.Errorf("begin: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, stmt)
+	rows, err := tx.QueryContext(ctx, stmt, args...)
 	if err == nil {
 		var res sqlcursor.Result
 		if res, err = scan(rows); err == nil {
@@ -190,8 +191,8 @@ func (e executor) Claim(ctx context.Context, stmt string) (sqlcursor.Tx, sqlcurs
 	return nil, sqlcursor.Result{}, err
 }
 
-// Quote returns s as a standard SQL string literal.
-func (e executor) Quote(s string) string { return sqlcursor.QuoteStandard(s) }
+// Dialect is SQLite's.
+func (e executor) Dialect() string { return sqlquote.SQLite }
 
 func scan(rows *sql.Rows) (sqlcursor.Result, error) {
 	defer rows.Close()
@@ -223,12 +224,12 @@ func scan(rows *sql.Rows) (sqlcursor.Result, error) {
 	return res, nil
 }
 
-func (e executor) Exec(ctx context.Context, stmt string) error {
+func (e executor) Exec(ctx context.Context, stmt string, args []any) error {
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, stmt); err != nil {
+	if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

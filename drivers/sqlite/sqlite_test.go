@@ -162,3 +162,42 @@ func TestTwoDriversNeverShareARow(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundParams: claim and ack with ? params, keys with quotes.
+func TestBoundParams(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	if _, err := h.db.ExecContext(t.Context(), `CREATE TABLE named (name TEXT PRIMARY KEY, status TEXT NOT NULL DEFAULT 'pending');
+		INSERT INTO named (name) VALUES ('O''Brien'), ('back\slash'), ('$$x$$'), ('naïve')`); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := h.drv.Open(t.Context(), cursor.Spec{Kind: "sqlite", Credential: "sqlite:" + h.path, Scope: map[string]any{"wanted": "pending"},
+		Claim: compile(t, `UPDATE named SET status = 'claimed' WHERE name IN (SELECT name FROM named WHERE status = ? LIMIT ?) RETURNING name`),
+		Options: map[string]any{
+			"key":          "name",
+			"claim_params": []any{"{{ wanted }}", "{{ __frame_max_rows }}"},
+			"ack":          map[string]any{"sql": `UPDATE named SET status = 'done' WHERE name IN (SELECT value FROM json_each(?))`, "params": []any{"{{ keys }}"}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	claim, err := cur.Claim(t.Context(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := claim.Rows
+	if len(rows) != 4 {
+		t.Fatalf("claimed %d rows", len(rows))
+	}
+	if err := claim.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.Ack(t.Context(), rows); err != nil {
+		t.Fatal(err)
+	}
+	var done int
+	if err := h.db.QueryRowContext(t.Context(), `SELECT count(*) FROM named WHERE status = 'done'`).Scan(&done); err != nil || done != 4 {
+		t.Fatalf("%d rows done: %v", done, err)
+	}
+}

@@ -77,6 +77,11 @@ type Config struct {
 	// KeepAlive is how often an idle event stream sends an SSE comment so
 	// proxies keep the connection open. Defaults to 15 seconds.
 	KeepAlive time.Duration
+	// Workers lists the live workers for GET /v1/workers (for example a
+	// natsjs.Registry). Defaults to Engine when it is an
+	// engine.WorkerLister (an *engine.Engine lists its in-process
+	// workers); without either the route answers 404.
+	Workers engine.WorkerLister
 }
 
 // Route is one (method, path pattern) the handler serves. Paths use
@@ -112,6 +117,7 @@ func table() []route {
 		{Route{http.MethodGet, "/v1/executions/{id}/events", false}, (*server).listEvents},
 		{Route{http.MethodGet, "/v1/executions/{id}/events/stream", false}, (*server).streamEvents},
 		{Route{http.MethodPost, "/v1/executions/{id}/cancel", false}, (*server).cancelExecution},
+		{Route{http.MethodGet, "/v1/workers", false}, (*server).listWorkers},
 	}
 }
 
@@ -176,6 +182,9 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if l, ok := cfg.Engine.(engine.WorkerLister); ok && cfg.Workers == nil {
+		cfg.Workers = l
 	}
 	if cfg.Projection == nil && cfg.Log != nil {
 		cfg.Projection, _ = engine.NewProjection(engine.ProjectionConfig{Log: cfg.Log, Logger: cfg.Logger})
@@ -367,6 +376,27 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// WorkerList is GET /v1/workers's answer.
+type WorkerList struct {
+	Workers []engine.WorkerInfo `json:"workers"`
+}
+
+func (s *server) listWorkers(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Workers == nil {
+		writeError(w, http.StatusNotFound, "this server does not know its workers")
+		return
+	}
+	ws, err := s.cfg.Workers.Workers(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ws == nil {
+		ws = []engine.WorkerInfo{}
+	}
+	writeJSON(w, http.StatusOK, WorkerList{Workers: ws})
 }
 
 func (s *server) metrics(w http.ResponseWriter, r *http.Request) {

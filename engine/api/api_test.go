@@ -647,3 +647,22 @@ func TestStandbyRunner(t *testing.T) {
 	want(t, s.do(t, http.MethodGet, "/v1/executions/"+id, nil), http.StatusOK)
 	close(b.Gate)
 }
+
+// TestWorkers: GET /v1/workers lists the engine's in-process workers (an
+// engine.WorkerLister), behind the token.
+func TestWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	want(t, b.doToken(t, "", http.MethodGet, "/v1/workers", nil), http.StatusUnauthorized)
+	r := b.do(t, http.MethodGet, "/v1/workers", nil)
+	want(t, r, http.StatusOK)
+	var list api.WorkerList
+	r.decode(t, &list)
+	if len(list.Workers) != 1 {
+		t.Fatalf("workers %+v, want the engine's one", list.Workers)
+	}
+	w := list.Workers[0]
+	if w.Pool != engine.LocalPool || w.Slots != apitest.Workers || w.Free != apitest.Workers || w.ID == "" || w.SeenAt.IsZero() {
+		t.Fatalf("worker %+v", w)
+	}
+}

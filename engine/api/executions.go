@@ -13,6 +13,7 @@ import (
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // DefaultEngineTimeout bounds a call to the Runner (a stopped engine never
@@ -84,7 +85,7 @@ func (s *server) startExecution(w http.ResponseWriter, r *http.Request) {
 	if file == "" {
 		file = "request.yaml"
 	}
-	workload, _ := normalizeNumbers(req.Workload).(map[string]any)
+	workload, _ := jsonnum.Normalize(req.Workload).(map[string]any)
 	ctx, cancel := s.runnerContext(r)
 	defer cancel()
 	id, err := s.cfg.Engine.Start(ctx, src, engine.StartOptions{File: file, Workload: workload})

@@ -159,31 +159,6 @@ func lineCol(b []byte, offset int64) (line, col int) {
 	return line, col
 }
 
-// normalizeNumbers turns json.Number values into int64 (integers) or
-// float64, the types YAML workloads produce, so templates render 42 and
-// not 42.0.
-func normalizeNumbers(v any) any {
-	switch t := v.(type) {
-	case json.Number:
-		if i, err := t.Int64(); err == nil {
-			return i
-		}
-		if f, err := t.Float64(); err == nil {
-			return f
-		}
-		return t.String()
-	case map[string]any:
-		for k, x := range t {
-			t[k] = normalizeNumbers(x)
-		}
-	case []any:
-		for i, x := range t {
-			t[i] = normalizeNumbers(x)
-		}
-	}
-	return v
-}
-
 // fail writes err as a response: its own status for an httpError, a
 // playbook's diagnostics for a dsl.ErrorList, 500 otherwise.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {

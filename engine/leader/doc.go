@@ -26,13 +26,12 @@
 // before the row can expire, so the old leader stops before a successor
 // can start. Fence bounds the leader's appends by the same deadline.
 //
-// The window that remains: an append the deposed leader sent before its
-// deadline that the server commits after the successor resumed. Its
-// context is cancelled at the deadline plus half the margin (still before
-// the row expires), so this needs a commit delayed by more than the
-// margin. The event log's duplicate rules (command.issued per command id,
-// loop.done per loop id) keep such a late decision from being recorded
-// twice, and a late worker report is one the successor would have
-// accepted too. Closing the window fully would take the fencing token
-// checked inside the append's transaction.
+// With the event log in the lease's PostgreSQL database (an
+// eventlog/postgres Log), every fenced append also runs the lease check
+// inside its own transaction, first: it refuses the append unless the
+// lease row still carries the term's token, and holds that row while the
+// append commits, so a successor's takeover waits for it. A deposed leader
+// can therefore append nothing, however late its append reaches the
+// server. (With another log, only the local deadline fences the appends;
+// the fold then still applies a repeated decision once.)
 package leader

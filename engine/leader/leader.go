@@ -11,9 +11,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/postgres"
 )
 
 // Defaults of Config.
@@ -59,6 +61,7 @@ type Config struct {
 type Lease struct {
 	cfg    Config
 	table  string
+	guard  string // the function an append runs to check the lease
 	margin time.Duration
 
 	mu       sync.Mutex
@@ -98,7 +101,7 @@ func New(ctx context.Context, cfg Config) (*Lease, error) {
 		cfg.Logger = slog.Default()
 	}
 	schema := pgx.Identifier{cfg.Schema}.Sanitize()
-	l := &Lease{cfg: cfg, table: schema + ".leases", margin: cfg.TTL / 5}
+	l := &Lease{cfg: cfg, table: schema + ".leases", guard: schema + ".cursorflow_assert_lease", margin: cfg.TTL / 5}
 	tx, err := cfg.Pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("leader: create table: %w", err)
@@ -114,6 +117,19 @@ func New(ctx context.Context, cfg Config) (*Lease, error) {
 			owner      text        NOT NULL,
 			token      bigint      NOT NULL,
 			expires_at timestamptz NOT NULL)`,
+		// Run first in every fenced append, in the append's transaction:
+		// refuses it unless the lease is still held with the term's
+		// token, and holds the lease row so that a successor's takeover
+		// waits until the append has committed.
+		`CREATE OR REPLACE FUNCTION ` + l.guard + `(lease_name text, lease_token bigint) RETURNS void
+		LANGUAGE plpgsql AS $fn$
+		BEGIN
+			PERFORM 1 FROM ` + l.table + ` WHERE name = lease_name AND token = lease_token AND expires_at >= now() FOR SHARE;
+			IF NOT FOUND THEN
+				RAISE EXCEPTION 'lease % is no longer held with token %', lease_name, lease_token USING ERRCODE = '` + notLeaderCode + `';
+			END IF;
+		END
+		$fn$`,
 	}
 	for _, s := range stmts {
 		if _, err := tx.Exec(ctx, s); err != nil {
@@ -274,24 +290,46 @@ WHERE name = $1 AND owner = $2 AND token = $3`, l.cfg.Name, l.cfg.Owner, token)
 	}
 }
 
+// notLeaderCode is the SQLSTATE the lease guard raises.
+const notLeaderCode = "CF001"
+
 // Fence wraps log for the term this replica holds now: its Append fails
 // with ErrNotLeader once that term may be over, and runs under a deadline
-// that ends before the lease row can expire, so a deposed leader's append
-// is cancelled before a successor can start appending. Reads pass through.
-// Fence returns nil if the lease is not held.
+// that ends before the lease row can expire. Reads pass through. Fence
+// returns nil if the lease is not held.
+//
+// When log is an eventlog/postgres Log in the lease's database, the
+// lease is also checked inside every append's own transaction, holding
+// the lease row while it commits: a deposed leader can append nothing,
+// however late its append reaches the server, and a successor's takeover
+// waits for an append in progress. Other logs get the deadline only.
 func (l *Lease) Fence(log eventlog.Log) eventlog.Log {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.held {
 		return nil
 	}
-	return &fenced{Log: log, l: l, token: l.token}
+	f := &fenced{Log: log, append: log, l: l, token: l.token}
+	if pl, ok := log.(*postgres.Log); ok && sameDatabase(pl.Pool(), l.cfg.Pool) {
+		f.append = pl.WithAppendGuard(postgres.AppendGuard{SQL: `SELECT ` + l.guard + `($1, $2)`, Args: []any{l.cfg.Name, l.token}})
+	}
+	return f
+}
+
+// sameDatabase reports whether two pools reach the same database.
+func sameDatabase(a, b *pgxpool.Pool) bool {
+	if a == b {
+		return true
+	}
+	ca, cb := a.Config().ConnConfig, b.Config().ConnConfig
+	return ca.Host == cb.Host && ca.Port == cb.Port && ca.Database == cb.Database
 }
 
 type fenced struct {
 	eventlog.Log
-	l     *Lease
-	token int64
+	append eventlog.Log // Log, or a view whose appends check the lease in the database
+	l      *Lease
+	token  int64
 }
 
 func (f *fenced) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
@@ -306,5 +344,10 @@ func (f *fenced) Append(ctx context.Context, events []eventlog.Event) ([]eventlo
 	// cancellation to reach the server.
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(f.l.margin/2))
 	defer cancel()
-	return f.Log.Append(ctx, events)
+	res, err := f.append.Append(ctx, events)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == notLeaderCode {
+		return nil, fmt.Errorf("%w: %s", ErrNotLeader, pgErr.Message)
+	}
+	return res, err
 }

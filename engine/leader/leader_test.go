@@ -12,6 +12,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine/leader"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/postgres"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
@@ -140,5 +141,49 @@ func TestConfig(t *testing.T) {
 	t.Parallel()
 	if _, err := leader.New(context.Background(), leader.Config{}); err == nil {
 		t.Fatal("want an error without Pool")
+	}
+}
+
+// TestFencedAppendIsCheckedInTheDatabase: a leader whose lease was taken
+// over behind its back — its own deadline not yet passed, as after a long
+// pause — can append nothing: the append's transaction checks the lease
+// token. Before, the fence only checked the leader's own clock, and the
+// late append was stored.
+func TestFencedAppendIsCheckedInTheDatabase(t *testing.T) {
+	t.Parallel()
+	pool, schema := setup(t)
+	ctx := context.Background()
+	log, err := postgres.New(ctx, pool, postgres.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	a, err := leader.New(ctx, leader.Config{Pool: pool, Schema: schema, Owner: "a", TTL: 30 * time.Second, RenewEvery: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leading, stop := campaign(a)
+	defer stop()
+	wait(t, leading, 5*time.Second)
+	f := a.Fence(log)
+	if f == nil {
+		t.Fatal("no fence while leading")
+	}
+	ev := func(typ string) []eventlog.Event {
+		return []eventlog.Event{{ExecutionID: "x", Type: typ}}
+	}
+	if _, err := f.Append(ctx, ev(eventlog.TypeExecutionStarted)); err != nil {
+		t.Fatalf("the leader's append: %v", err)
+	}
+	// Another replica takes the lease over (its token is the next one).
+	if _, err := pool.Exec(ctx, `UPDATE `+schema+`.leases SET owner = 'b', token = token + 1, expires_at = now() + interval '1 minute'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Append(ctx, ev(eventlog.TypeStepCompleted)); !errors.Is(err, leader.ErrNotLeader) {
+		t.Fatalf("deposed leader's append: %v, want ErrNotLeader", err)
+	}
+	evs, err := log.Read(ctx, "x", 0, 0)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("the log holds %d events (%v), want only the leader's first", len(evs), err)
 	}
 }

@@ -50,8 +50,9 @@ type Config struct {
 	// Conn is the NATS connection. Required. The caller closes it.
 	Conn *nats.Conn
 	// Prefix names everything this transport creates: subjects
-	// <prefix>.cmd.<pool>, <prefix>.evt, <prefix>.hb, <prefix>.check and
-	// <prefix>.cancel,
+	// <prefix>.cmd.<pool>, <prefix>.cmd.<pool>.<worker id> (commands
+	// for one worker), <prefix>.evt, <prefix>.hb, <prefix>.check,
+	// <prefix>.cancel and <prefix>.workers (capacity reports),
 	// streams <PREFIX>_COMMANDS and <PREFIX>_EVENTS and the key-value
 	// bucket <PREFIX>_PLAYBOOKS. Letters, digits, '-' and '_' only.
 	// Defaults to DefaultPrefix ("cursorflow"); tests use a unique one.
@@ -114,6 +115,8 @@ func (c Config) withDefaults() (Config, error) {
 type names struct {
 	cmdStream, evtStream, bucket      string
 	cmdPrefix, evt, hb, check, cancel string
+	// workers carries capacity reports; workersPing asks for one.
+	workers, workersPing string
 }
 
 func namesOf(prefix string) names {
@@ -121,6 +124,7 @@ func namesOf(prefix string) names {
 	return names{
 		cmdStream: up + "_COMMANDS", evtStream: up + "_EVENTS", bucket: up + "_PLAYBOOKS",
 		cmdPrefix: prefix + ".cmd.", evt: prefix + ".evt", hb: prefix + ".hb", check: prefix + ".check", cancel: prefix + ".cancel",
+		workers: prefix + ".workers", workersPing: prefix + ".workers.ping",
 	}
 }
 

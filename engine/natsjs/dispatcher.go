@@ -51,6 +51,9 @@ type Dispatcher struct {
 	commands  map[string]*tracked  // "execution/base" → latest attempt
 	cancelled map[string]time.Time // executions being cancelled
 
+	// reg knows the live workers, for commands of labelled steps.
+	reg *Registry
+
 	stop   chan struct{}
 	done   chan struct{}
 	closed atomic.Bool
@@ -67,7 +70,14 @@ type tracked struct {
 
 // DispatcherStats counts what a Dispatcher did (read with Stats).
 type DispatcherStats struct {
-	Dispatched, PublishFailed     atomic.Int64
+	Dispatched, PublishFailed atomic.Int64
+	// Targeted counts commands sent to one labelled worker; Untargeted
+	// those of labelled steps sent to the pool because no worker with the
+	// labels was alive.
+	Targeted, Untargeted atomic.Int64
+	// CommandBytes sums the sizes of the command messages published;
+	// MaxCommandBytes is the largest.
+	CommandBytes, MaxCommandBytes atomic.Int64
 	Reports, Stale, Retried       atomic.Int64
 	Heartbeats, Checks, CheckDrop atomic.Int64
 }
@@ -85,13 +95,44 @@ func NewDispatcher(ctx context.Context, cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
+	reg, err := NewRegistry(cfg)
+	if err != nil {
+		return nil, err
+	}
 	d := &Dispatcher{
-		cfg: cfg, n: n, js: js, kv: kv, log: cfg.Logger,
+		cfg: cfg, n: n, js: js, kv: kv, log: cfg.Logger, reg: reg,
 		wake: make(chan struct{}, 1), stored: map[string]bool{}, commands: map[string]*tracked{}, cancelled: map[string]time.Time{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	reg.onGone = d.purgeWorker
 	go d.publish()
 	return d, nil
+}
+
+// Workers implements engine.WorkerLister: the workers reporting their
+// capacity.
+func (d *Dispatcher) Workers(ctx context.Context) ([]engine.WorkerInfo, error) {
+	return d.reg.Workers(ctx)
+}
+
+// purgeWorker drops the commands left for a worker that is gone: the
+// engine re-issues them to another worker when their lease runs out.
+func (d *Dispatcher) purgeWorker(w engine.WorkerInfo) {
+	if !ValidPool(w.Pool) || !namePattern.MatchString(w.ID) {
+		return
+	}
+	subj := d.n.cmdPrefix + w.Pool + "." + w.ID
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := d.js.Stream(ctx, d.n.cmdStream)
+	if err == nil {
+		err = st.Purge(ctx, jetstream.WithPurgeSubject(subj))
+	}
+	if err != nil {
+		d.log.Warn("natsjs: purge the commands of a gone worker", "worker", w.ID, "error", err)
+		return
+	}
+	d.log.Info("natsjs: worker gone; its queued commands are left to their leases", "worker", w.ID, "pool", w.Pool)
 }
 
 // Stats returns the dispatcher's counters.
@@ -148,7 +189,7 @@ func (d *Dispatcher) Close() error {
 	}
 	close(d.stop)
 	<-d.done
-	return nil
+	return d.reg.Close()
 }
 
 func (d *Dispatcher) publish() {
@@ -244,7 +285,25 @@ func (d *Dispatcher) message(ctx context.Context, cmd *engine.Command) (*nats.Ms
 	if err != nil {
 		return nil, err
 	}
-	return &nats.Msg{Subject: d.n.cmdPrefix + poolOf(cmd.Pool), Data: b}, nil
+	d.stats.CommandBytes.Add(int64(len(b)))
+	for m := d.stats.MaxCommandBytes.Load(); int64(len(b)) > m && !d.stats.MaxCommandBytes.CompareAndSwap(m, int64(len(b))); m = d.stats.MaxCommandBytes.Load() {
+	}
+	return &nats.Msg{Subject: d.subject(cmd), Data: b}, nil
+}
+
+// subject is where cmd goes: to a live worker of its pool with the step's
+// labels, or to the pool.
+func (d *Dispatcher) subject(cmd *engine.Command) string {
+	pool := poolOf(cmd.Pool)
+	if len(cmd.Labels) > 0 {
+		if id, ok := d.reg.pick(pool, cmd.Labels); ok {
+			d.stats.Targeted.Add(1)
+			return d.n.cmdPrefix + pool + "." + id
+		}
+		d.stats.Untargeted.Add(1)
+		d.log.Debug("natsjs: no live worker with the step's labels; sending to the pool", "command_id", cmd.ID, "pool", pool, "labels", cmd.Labels)
+	}
+	return d.n.cmdPrefix + pool
 }
 
 // Serve consumes the workers' reports, heartbeats and staleness checks and

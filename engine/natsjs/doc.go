@@ -29,23 +29,56 @@
 //     A step's spec.pool picks the pool; the default pool is "default".
 //     AckWait is the transport lease: a worker sends InProgress every
 //     AckWait/3 while the command runs.
+//
+//   - p.cmd.<pool>.<worker id>: commands for one worker, consumed by its
+//     durable "worker-<id>" (created by workers with labels, removed a
+//     while after the worker is gone).
+//
 //   - p.evt: workers' reports (frame.claimed, frame.done,
-//     command.completed, command.failed), on stream P_EVENTS, consumed
+//     command.completed, command.failed, call.partial), on stream P_EVENTS, consumed
 //     by the durable "orchestrator". Serve records up to
 //     DefaultEventConcurrency reports at once, so the engine appends them
 //     to the event log in batches; a report is acknowledged once the
 //     engine recorded it or refused it as stale, and delivered again on any
 //     other error.
+//
 //   - p.hb: heartbeats (core NATS, at most once): they extend a command's
 //     engine lease.
+//
 //   - p.cancel: cancel announcements (core NATS, at most once; the
 //     orchestrator repeats them every few seconds while commands of the
 //     execution are in flight): every worker stops that execution's
 //     commands (engine.Worker.Cancel).
+//
 //   - p.check: request/reply staleness check of a redelivered command.
+//
 //   - bucket P_PLAYBOOKS: playbook sources by SHA-256 (Command.PlaybookHash).
 //     The dispatcher stores a source once; workers fetch it and parse it
 //     once per hash.
+//
+//   - p.workers: workers' capacity reports (core NATS, every
+//     WorkerOptions.CapacityEvery): id, pool, labels, slots and free slots;
+//     p.workers.ping asks every worker for one at once. A Registry (every
+//     server replica runs one; the Dispatcher has its own) lists the live
+//     workers — engine.WorkerLister, GET /v1/workers — and forgets one that
+//     stopped or missed three reports.
+//
+// # Capacity-aware dispatch
+//
+// A command whose step has spec.worker_labels goes to p.cmd.<pool>.<id>
+// of the live worker of its pool whose labels include them, the one with
+// the most free slots (counting the commands sent since its report), and
+// to the pool's subject when none is alive. When a worker is forgotten,
+// the Dispatcher purges its subject: the engine re-issues those commands
+// when their lease runs out, to a worker that is alive.
+//
+// # Large results
+//
+// A report larger than a NATS message (the server's max_payload, 1 MB by
+// default) cannot travel: the worker reports the command failed, saying
+// to configure a result store (engine.Worker.Results and the
+// orchestrator's engine.Config.Results), with which results over its
+// threshold travel as references.
 //
 // # Two leases and redelivery
 //

@@ -16,6 +16,7 @@ import (
 	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -28,6 +29,10 @@ type bundle struct {
 	disp  *natsjs.Dispatcher
 	log   eventlog.Log
 	calls *calls
+	// results is the engine's result store, which workers get too; tools
+	// adds tools to the workers' registries.
+	results *resultstore.Store
+	tools   func(*tools.Registry)
 }
 
 // calls records tool calls by key, per command id.
@@ -44,6 +49,13 @@ type calls struct {
 
 func newCalls() *calls {
 	return &calls{keys: map[string]int{}, cmds: map[string]map[string]int{}, pool: map[string]string{}, blocked: make(chan struct{}, 1)}
+}
+
+// worker returns the id of the worker that last ran the call with key.
+func (c *calls) worker(key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pool[key]
 }
 
 func (c *calls) count(key string) int {
@@ -76,6 +88,12 @@ func (c *calls) tool(id string) tools.Tool {
 
 func setup(t *testing.T, lease, ackWait time.Duration) *bundle {
 	t.Helper()
+	return setupWith(t, lease, ackWait, nil)
+}
+
+// setupWith is setup with the engine's configuration adjusted by adjust.
+func setupWith(t *testing.T, lease, ackWait time.Duration, adjust func(*engine.Config)) *bundle {
+	t.Helper()
 	url := testenv.NATS(t)
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -90,7 +108,11 @@ func setup(t *testing.T, lease, ackWait time.Duration) *bundle {
 		t.Fatal(err)
 	}
 	log := eventlog.NewMemory()
-	e, err := engine.New(engine.Config{Log: log, Workers: 0, Dispatcher: d, CommandLease: lease, Tick: 10 * time.Millisecond})
+	ecfg := engine.Config{Log: log, Workers: 0, Dispatcher: d, CommandLease: lease, Tick: 10 * time.Millisecond}
+	if adjust != nil {
+		adjust(&ecfg)
+	}
+	e, err := engine.New(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,17 +127,25 @@ func setup(t *testing.T, lease, ackWait time.Duration) *bundle {
 		}
 		_ = d.Close()
 	})
-	return &bundle{cfg: cfg, eng: e, disp: d, log: log, calls: newCalls()}
+	return &bundle{cfg: cfg, eng: e, disp: d, log: log, calls: newCalls(), results: ecfg.Results}
 }
 
 // worker starts a worker of pool; stop cancels it and waits for Run.
 func (b *bundle) worker(t *testing.T, id, pool string, grace time.Duration) (w *natsjs.Worker, stop func()) {
 	t.Helper()
+	return b.startWorker(t, id, natsjs.WorkerOptions{Pool: pool, Concurrency: 4, Grace: grace})
+}
+
+// startWorker starts a worker with opts (its Worker is made here).
+func (b *bundle) startWorker(t *testing.T, id string, opts natsjs.WorkerOptions) (w *natsjs.Worker, stop func()) {
+	t.Helper()
 	treg := tools.NewRegistry()
 	treg.MustRegister("rec", b.calls.tool(id))
-	w, err := natsjs.NewWorker(context.Background(), b.cfg, natsjs.WorkerOptions{
-		Worker: &engine.Worker{ID: id, Tools: treg}, Pool: pool, Concurrency: 4, Grace: grace,
-	})
+	if b.tools != nil {
+		b.tools(treg)
+	}
+	opts.Worker = &engine.Worker{ID: id, Tools: treg, Results: b.results}
+	w, err := natsjs.NewWorker(context.Background(), b.cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +160,19 @@ func (b *bundle) worker(t *testing.T, id, pool string, grace time.Duration) (w *
 
 func (b *bundle) run(t *testing.T, src string) (*engine.Summary, []eventlog.Event) {
 	t.Helper()
+	sum, evs := b.runToEnd(t, src)
+	if sum.Status != engine.StatusCompleted {
+		for _, ev := range evs {
+			t.Logf("%d %s %s %s %s", ev.Seq, ev.Type, ev.Step, ev.CommandID, ev.Payload)
+		}
+		t.Fatalf("status %s: %s %s %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	return sum, evs
+}
+
+// runToEnd runs src until it ends, however it ends.
+func (b *bundle) runToEnd(t *testing.T, src string) (*engine.Summary, []eventlog.Event) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id, err := b.eng.Start(ctx, []byte(header+src), engine.StartOptions{File: "t.yaml"})
@@ -143,12 +186,6 @@ func (b *bundle) run(t *testing.T, src string) (*engine.Summary, []eventlog.Even
 	evs, err := b.log.Read(ctx, id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if sum.Status != engine.StatusCompleted {
-		for _, ev := range evs {
-			t.Logf("%d %s %s %s %s", ev.Seq, ev.Type, ev.Step, ev.CommandID, ev.Payload)
-		}
-		t.Fatalf("status %s: %s %s %s", sum.Status, sum.Step, sum.Field, sum.Error)
 	}
 	return sum, evs
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -24,6 +25,9 @@ import (
 // fetchWait bounds one pull request, so a stopping worker stops fetching
 // within it.
 const fetchWait = 500 * time.Millisecond
+
+// reportOverhead is room left in a NATS message for a report's headers.
+const reportOverhead = 1 << 10
 
 // ErrNoVerdict is returned by a worker's report of frame.claimed when the
 // orchestrator did not answer within Config.ReportTimeout. The frame's
@@ -51,6 +55,16 @@ type WorkerOptions struct {
 	// engine re-issues it when its lease runs out). Defaults to
 	// DefaultCheckTimeout (2s).
 	CheckTimeout time.Duration
+	// Labels describe the worker (gpu: "a100", region: "eu", ...): steps
+	// whose spec.worker_labels it has are sent to it (or to another
+	// worker of the pool with them). A worker with labels takes the
+	// commands sent to it alone besides its pool's; its Worker.ID must
+	// then be letters, digits, '-' and '_' only.
+	Labels map[string]string
+	// CapacityEvery is how often the worker reports its capacity (pool,
+	// labels, free slots) on <prefix>.workers. Defaults to
+	// DefaultCapacityEvery (2s).
+	CapacityEvery time.Duration
 }
 
 // WorkerStats counts what a Worker did (read with Stats).
@@ -63,6 +77,10 @@ type WorkerStats struct {
 	// period; Failed those reported failed without running (playbook
 	// source missing or invalid, a panic).
 	Abandoned, Failed atomic.Int64
+	// MaxReportBytes is the largest report message published;
+	// TooLarge counts results that did not fit a NATS message and were
+	// reported as the command's failure.
+	MaxReportBytes, TooLarge atomic.Int64
 }
 
 // Worker is the worker side of the transport: it pulls its pool's
@@ -87,6 +105,13 @@ type Worker struct {
 	vmu      sync.Mutex
 	verdicts map[string]chan string
 	vseq     atomic.Int64
+
+	// direct is the consumer of the commands sent to this worker alone
+	// (nil without Labels).
+	direct  jetstream.Consumer
+	started time.Time
+	// running counts the commands running now.
+	running atomic.Int64
 }
 
 // NewWorker creates (or updates) the streams, the bucket and the pool's
@@ -115,6 +140,15 @@ func NewWorker(ctx context.Context, cfg Config, opts WorkerOptions) (*Worker, er
 	if opts.CheckTimeout == 0 {
 		opts.CheckTimeout = DefaultCheckTimeout
 	}
+	if opts.CapacityEvery < 0 {
+		return nil, fmt.Errorf("%w: WorkerOptions.CapacityEvery must not be negative", ErrConfig)
+	}
+	if opts.CapacityEvery == 0 {
+		opts.CapacityEvery = DefaultCapacityEvery
+	}
+	if len(opts.Labels) > 0 && !namePattern.MatchString(opts.Worker.ID) {
+		return nil, fmt.Errorf("%w: a worker with labels needs a Worker.ID of letters, digits, '-' and '_' (it names its subject), not %q", ErrConfig, opts.Worker.ID)
+	}
 	js, kv, n, err := setup(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -126,10 +160,30 @@ func NewWorker(ctx context.Context, cfg Config, opts WorkerOptions) (*Worker, er
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: consumer of pool %s: %w", opts.Pool, err)
 	}
-	return &Worker{
+	w := &Worker{
 		cfg: cfg, opts: opts, n: n, js: js, kv: kv, cons: cons, log: cfg.Logger,
 		playbooks: map[string]*dsl.Playbook{}, inbox: cfg.Conn.NewRespInbox(), verdicts: map[string]chan string{},
-	}, nil
+		started: time.Now(),
+	}
+	if len(opts.Labels) > 0 {
+		// Commands for this worker alone. The consumer goes away a while
+		// after the worker does; commands left for it are re-issued by the
+		// engine when their lease runs out, and the dispatcher purges them.
+		w.direct, err = js.CreateOrUpdateConsumer(ctx, n.cmdStream, jetstream.ConsumerConfig{
+			Durable: "worker-" + opts.Worker.ID, FilterSubject: w.directSubject(),
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: cfg.AckWait, MaxAckPending: -1,
+			InactiveThreshold: max(time.Minute, 10*opts.CapacityEvery),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("natsjs: consumer of worker %s: %w", opts.Worker.ID, err)
+		}
+	}
+	return w, nil
+}
+
+// directSubject is the subject of the commands sent to this worker alone.
+func (w *Worker) directSubject() string {
+	return w.n.cmdPrefix + w.opts.Pool + "." + w.opts.Worker.ID
 }
 
 // Stats returns the worker's counters.
@@ -167,13 +221,42 @@ func (w *Worker) Run(ctx context.Context) error {
 	for range conc {
 		slots <- struct{}{}
 	}
+	stopReports := w.reportCapacity(slots)
+	defer stopReports()
 	var wg sync.WaitGroup
-fetch:
+	var loops sync.WaitGroup
+	for _, cons := range []jetstream.Consumer{w.cons, w.direct} {
+		if cons == nil {
+			continue
+		}
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			w.fetch(ctx, hard, cons, slots, &wg)
+		}()
+	}
+	loops.Wait()
+	idle := make(chan struct{})
+	go func() { wg.Wait(); close(idle) }()
+	select {
+	case <-idle:
+	case <-time.After(w.opts.Grace):
+		w.log.Warn("natsjs: grace period over; handing running commands back", "pool", w.opts.Pool)
+		hardCancel()
+		<-idle
+	}
+	return nil
+}
+
+// fetch pulls commands from cons while slots are free, until ctx is done;
+// each runs in its own goroutine (counted in wg) with the hard context.
+func (w *Worker) fetch(ctx, hard context.Context, cons jetstream.Consumer, slots chan struct{}, wg *sync.WaitGroup) {
+	conc := cap(slots)
 	for {
 		select {
 		case <-slots:
 		case <-ctx.Done():
-			break fetch
+			return
 		}
 		n := 1
 	more:
@@ -185,13 +268,13 @@ fetch:
 				break more
 			}
 		}
-		batch, err := w.cons.Fetch(n, jetstream.FetchMaxWait(fetchWait))
+		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(fetchWait))
 		if err != nil {
 			for range n {
 				slots <- struct{}{}
 			}
 			if ctx.Err() != nil {
-				break fetch
+				return
 			}
 			w.log.Warn("natsjs: fetch failed", "pool", w.opts.Pool, "error", err)
 			select {
@@ -209,9 +292,11 @@ fetch:
 				continue
 			}
 			wg.Add(1)
+			w.running.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { slots <- struct{}{} }()
+				defer w.running.Add(-1)
 				w.handle(hard, msg)
 			}()
 		}
@@ -222,16 +307,54 @@ fetch:
 			w.log.Debug("natsjs: fetch ended", "pool", w.opts.Pool, "error", err)
 		}
 	}
-	idle := make(chan struct{})
-	go func() { wg.Wait(); close(idle) }()
-	select {
-	case <-idle:
-	case <-time.After(w.opts.Grace):
-		w.log.Warn("natsjs: grace period over; handing running commands back", "pool", w.opts.Pool)
-		hardCancel()
-		<-idle
+}
+
+// reportCapacity publishes the worker's capacity every CapacityEvery, and
+// at once when a registry asks, until the returned stop is called; stop
+// publishes a last report saying the worker is gone.
+func (w *Worker) reportCapacity(slots chan struct{}) (stop func()) {
+	host, _ := os.Hostname()
+	every := w.opts.CapacityEvery
+	publish := func(gone bool) {
+		// Slots taken by a fetch still waiting for messages are free.
+		running := int(w.running.Load())
+		msg := capacityMsg{
+			WorkerInfo: engine.WorkerInfo{ID: w.opts.Worker.ID, Pool: w.opts.Pool, Labels: w.opts.Labels,
+				Slots: cap(slots), Free: max(0, cap(slots)-running), Running: running, Host: host, StartedAt: w.started},
+			EveryMs: every.Milliseconds(), Direct: w.direct != nil, Gone: gone,
+		}
+		b, _ := json.Marshal(msg)
+		// At most once: a lost report is made up by the next.
+		_ = w.cfg.Conn.Publish(w.n.workers, b)
 	}
-	return nil
+	ping, err := w.cfg.Conn.Subscribe(w.n.workersPing, func(*nats.Msg) { publish(false) })
+	if err != nil {
+		w.log.Warn("natsjs: subscribe to capacity pings", "error", err)
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		publish(false)
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				publish(false)
+			}
+		}
+	}()
+	return func() {
+		if ping != nil {
+			_ = ping.Unsubscribe()
+		}
+		close(done)
+		<-stopped
+		publish(true)
+	}
 }
 
 // handle runs one command message to its end and settles it.
@@ -412,6 +535,22 @@ func (r *reporter) Report(ctx context.Context, ev eventlog.Event) error {
 	if err != nil {
 		return fmt.Errorf("natsjs: encode report: %w", err)
 	}
+	if limit := w.cfg.Conn.MaxPayload() - reportOverhead; int64(len(b)) > limit &&
+		(ev.Type == eventlog.TypeCommandCompleted || ev.Type == eventlog.TypeCommandFailed) {
+		// The result cannot travel; the command fails saying why, rather
+		// than be re-run for a result that never fits.
+		w.stats.TooLarge.Add(1)
+		ev.Type = eventlog.TypeCommandFailed
+		ev.Payload, _ = json.Marshal(map[string]any{
+			"error": fmt.Sprintf("the command's report is %d bytes, more than a NATS message may carry (max_payload %d): give the server and the workers a result store (--result-store)", len(b), w.cfg.Conn.MaxPayload()),
+			"field": "result",
+		})
+		if b, err = json.Marshal(ev); err != nil {
+			return fmt.Errorf("natsjs: encode report: %w", err)
+		}
+	}
+	for m := w.stats.MaxReportBytes.Load(); int64(len(b)) > m && !w.stats.MaxReportBytes.CompareAndSwap(m, int64(len(b))); m = w.stats.MaxReportBytes.Load() {
+	}
 	msg := &nats.Msg{Subject: w.n.evt, Data: b, Header: nats.Header{}}
 	var verdict chan string
 	if ev.Type == eventlog.TypeFrameClaimed {
@@ -431,7 +570,9 @@ func (r *reporter) Report(ctx context.Context, ev eventlog.Event) error {
 		return fmt.Errorf("natsjs: publish %s report: %w", ev.Type, err)
 	}
 	if verdict == nil {
-		r.finished.Store(true)
+		if ev.Type != eventlog.TypeCallPartial {
+			r.finished.Store(true)
+		}
 		return nil
 	}
 	t := time.NewTimer(w.cfg.ReportTimeout)

@@ -304,6 +304,8 @@ func (o *Observer) Observe(ev eventlog.Event) {
 		o.finishCommand(ctx, ev, ts, "frame", p.Fail, attrs...)
 	case eventlog.TypeCommandCompleted:
 		o.finishCommand(ctx, ev, ts, "completed", "")
+	case eventlog.TypeCommandAwaiting:
+		o.finishCommand(ctx, ev, ts, "awaiting", "")
 	case eventlog.TypeCommandFailed:
 		var p completedPayload
 		o.decode(ev, &p)

@@ -38,6 +38,7 @@ func Run(t *testing.T, newLog func(t *testing.T) eventlog.Log) {
 		{"DuplicateSeparateAppends", testDuplicateSeparate},
 		{"DuplicateWithinBatch", testDuplicateWithinBatch},
 		{"DuplicateRace", testDuplicateRace},
+		{"FaninOnce", testFaninOnce},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"WaitExisting", testWaitExisting},
 		{"WaitWakesOnAppend", testWaitWakes},
@@ -53,6 +54,17 @@ func Run(t *testing.T, newLog func(t *testing.T) eventlog.Log) {
 			tc.fn(t, newLog(t))
 		})
 	}
+}
+
+// CountType returns how many of evs have type typ.
+func CountType(evs []eventlog.Event, typ string) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
 }
 
 // ExecutionID returns a random execution id with a readable prefix, so
@@ -283,6 +295,7 @@ func testBatchAtomicity(t *testing.T, l eventlog.Log) {
 		{"invalid meta", eventlog.Event{ExecutionID: exec, Type: eventlog.TypeStepStarted, Meta: json.RawMessage(`nope`)}},
 		{"issued without command id", eventlog.Event{ExecutionID: exec, Type: eventlog.TypeCommandIssued}},
 		{"loop.done without loop id", eventlog.Event{ExecutionID: exec, Type: eventlog.TypeLoopDone}},
+		{"loop.fanin.completed without loop id", eventlog.Event{ExecutionID: exec, Type: eventlog.TypeLoopFaninCompleted}},
 	}
 	for _, b := range bad {
 		res, err := l.Append(ctxT(t), []eventlog.Event{
@@ -393,6 +406,52 @@ func testDuplicateWithinBatch(t *testing.T, l eventlog.Log) {
 		if e.Type != types[i] {
 			t.Fatalf("stored types differ at %d: %+v", i, got)
 		}
+	}
+}
+
+// testFaninOnce: loop.fanin.completed is stored once per (execution_id,
+// loop_id) — across appends, within a batch and between racing appenders
+// — apart from loop.done of the same loop id.
+func testFaninOnce(t *testing.T, l eventlog.Log) {
+	exec, other := ExecutionID("fanin"), ExecutionID("fanin-other")
+	fanin := func(exec, loop string) eventlog.Event {
+		return eventlog.Event{ExecutionID: exec, Type: eventlog.TypeLoopFaninCompleted, LoopID: loop, Step: "s"}
+	}
+	mustAppend(t, l, ev(exec, eventlog.TypeExecutionStarted))
+	if r := mustAppend(t, l, fanin(exec, "l1")); r[0].Duplicate || r[0].Seq != 2 {
+		t.Fatalf("first loop.fanin.completed = %+v", r[0])
+	}
+	r := mustAppend(t, l, fanin(exec, "l1"), loopDone(exec, "l1"), fanin(exec, "l2"), fanin(exec, "l2"), fanin(other, "l1"))
+	want := []eventlog.Result{{Duplicate: true}, {Seq: 3}, {Seq: 4}, {Duplicate: true}, {Seq: 1}}
+	for i := range r {
+		if r[i].Duplicate != want[i].Duplicate || r[i].Seq != want[i].Seq {
+			t.Fatalf("results %+v, want %+v", r, want)
+		}
+	}
+	const racers = 16
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	stored := 0
+	start := make(chan struct{})
+	for range racers {
+		wg.Go(func() {
+			<-start
+			res, err := l.Append(ctxT(t), []eventlog.Event{fanin(exec, "race")})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("racing append: %v", err)
+				return
+			}
+			if !res[0].Duplicate {
+				stored++
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if stored != 1 {
+		t.Fatalf("%d racing loop.fanin.completed stored, want 1", stored)
 	}
 }
 

@@ -10,7 +10,8 @@
 //   - events: one row per event, PRIMARY KEY (execution_id, seq), id from
 //     a sequence, payload and meta as jsonb, and UNIQUE partial indexes on
 //     (execution_id, command_id) WHERE type = 'command.issued' and on
-//     (execution_id, loop_id) WHERE type = 'loop.done'.
+//     (execution_id, loop_id) WHERE type = 'loop.done' and WHERE type =
+//     'loop.fanin.completed'.
 //   - executions: one row per execution with last_seq, the first event's
 //     id and time, whether it began with execution.started, and its
 //     terminal type; Append maintains it.

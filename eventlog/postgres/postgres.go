@@ -142,6 +142,39 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Log, error) {
 // one implicit transaction (lock the executions rows; insert the
 // non-duplicates with their seqs and update the executions rows; notify).
 func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
+	return l.append(ctx, events, nil)
+}
+
+// Pool returns the connection pool the log uses.
+func (l *Log) Pool() *pgxpool.Pool { return l.pool }
+
+// AppendGuard is a statement an append runs first, in its own transaction:
+// one that raises an error refuses the append, and nothing of the batch is
+// stored. A leader lease's check is one (engine/leader): checked where
+// the events are written, a deposed leader can append nothing, however
+// late its append arrives.
+type AppendGuard struct {
+	SQL  string
+	Args []any
+}
+
+// Guarded is a view of a Log whose appends run its guard first; every
+// other method is the Log's.
+type Guarded struct {
+	*Log
+	guard AppendGuard
+}
+
+// WithAppendGuard returns a view of l whose Append runs g first, in the
+// same round trip and transaction.
+func (l *Log) WithAppendGuard(g AppendGuard) *Guarded { return &Guarded{Log: l, guard: g} }
+
+// Append implements eventlog.Log: the guard, then the batch, atomically.
+func (g *Guarded) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
+	return g.append(ctx, events, &g.guard)
+}
+
+func (l *Log) append(ctx context.Context, events []eventlog.Event, guard *AppendGuard) ([]eventlog.Result, error) {
 	if results, stop, err := l.state.CheckAppend(ctx, events); stop {
 		return results, err
 	}
@@ -167,11 +200,21 @@ func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.R
 	distinct = slices.Compact(distinct)
 
 	b := &pgx.Batch{}
+	if guard != nil {
+		b.Queue(guard.SQL, guard.Args...)
+	}
 	b.Queue(l.sql.lock, distinct)
 	b.Queue(l.sql.append, execIDs, types, steps, commands, loops, frames, attempts, workers, payloads, metas, times)
 	b.Queue(l.sql.notify, l.channel, distinct)
 	br := l.pool.SendBatch(ctx, b)
-	results, err := readAppend(br, n)
+	var results []eventlog.Result
+	var err error
+	if guard != nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		results, err = readAppend(br, n)
+	}
 	if closeErr := br.Close(); err == nil {
 		err = closeErr // the commit happens at the Sync that Close waits for
 	}

@@ -43,6 +43,10 @@ func newStatements(schema string) statements {
 					row_number() OVER (PARTITION BY i.execution_id, i.type, i.loop_id ORDER BY i.ord) > 1
 					OR (SELECT e.seq FROM %[1]s.events e WHERE e.execution_id = i.execution_id
 						AND e.type = 'loop.done' AND e.loop_id = i.loop_id) IS NOT NULL
+				WHEN i.type = 'loop.fanin.completed' THEN
+					row_number() OVER (PARTITION BY i.execution_id, i.type, i.loop_id ORDER BY i.ord) > 1
+					OR (SELECT e.seq FROM %[1]s.events e WHERE e.execution_id = i.execution_id
+						AND e.type = 'loop.fanin.completed' AND e.loop_id = i.loop_id) IS NOT NULL
 				ELSE false END AS dup,
 				(SELECT x.last_seq FROM %[1]s.executions x WHERE x.execution_id = i.execution_id) AS last_seq
 			FROM input i

@@ -13,7 +13,8 @@
 // Appends are serialized in-process on one writer connection; each batch
 // is one IMMEDIATE transaction that reads the execution's last_seq from
 // the executions table, inserts the events, and updates the executions
-// row. Duplicate command.issued / loop.done events are rejected by UNIQUE
+// row. Duplicate command.issued, loop.done and loop.fanin.completed
+// events are rejected by UNIQUE
 // partial indexes (INSERT ... ON CONFLICT DO NOTHING), so the check is
 // atomic with the insert. Reads use a separate pool of read-only
 // connections, which WAL lets run while a write is in progress.

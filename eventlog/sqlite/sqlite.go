@@ -146,7 +146,8 @@ func (l *Log) connect(ctx context.Context, doMigrate bool) (*writer, error) {
 		(execution_id, seq, type, step, command_id, loop_id, frame, attempt, worker_id, payload, meta, time)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (execution_id, command_id) WHERE type = 'command.issued' DO NOTHING
-		ON CONFLICT (execution_id, loop_id) WHERE type = 'loop.done' DO NOTHING`); err != nil {
+		ON CONFLICT (execution_id, loop_id) WHERE type = 'loop.done' DO NOTHING
+		ON CONFLICT (execution_id, loop_id) WHERE type = 'loop.fanin.completed' DO NOTHING`); err != nil {
 		return fail(err)
 	}
 	if w.execState, err = conn.PrepareContext(ctx,

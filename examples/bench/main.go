@@ -298,8 +298,10 @@ func markRowSQL(table, id string) string {
 	return fmt.Sprintf(`UPDATE %s SET status = 'done', done_at = now() WHERE id = %s`, table, id)
 }
 
-func markFrameSQL(table, rowsJSON string) string {
-	return fmt.Sprintf(`UPDATE %s q SET status = 'done', done_at = now() FROM jsonb_to_recordset('%s'::jsonb) AS r(id bigint) WHERE q.id = r.id`, table, rowsJSON)
+// markFrameSQL marks a frame's rows done; rowsLiteral is an SQL literal
+// of the rows' JSON.
+func markFrameSQL(table, rowsLiteral string) string {
+	return fmt.Sprintf(`UPDATE %s q SET status = 'done', done_at = now() FROM jsonb_to_recordset(%s::jsonb) AS r(id bigint) WHERE q.id = r.id`, table, rowsLiteral)
 }
 
 // baseline drains the queue with the same SQL, slots and row concurrency
@@ -355,7 +357,8 @@ func baseline(ctx context.Context, dsn string, c config, table string, perFrame 
 				}
 				if perFrame {
 					b, _ := json.Marshal(claimed)
-					if _, err := bodies.Exec(ctx, markFrameSQL(table, string(b)), pgx.QueryExecModeSimpleProtocol); err != nil {
+					lit := "'" + string(b) + "'" // ids only: nothing to escape
+					if _, err := bodies.Exec(ctx, markFrameSQL(table, lit), pgx.QueryExecModeSimpleProtocol); err != nil {
 						errs <- err
 						return
 					}
@@ -416,7 +419,7 @@ func viaEngine(ctx context.Context, pool *pgxpool.Pool, c config, schema, table,
 	}
 	defer log.Close()
 	kc := tools.StaticURLs(map[string]string{"pg": c.dsn})
-	treg, creg, closer := stdwire.Registries(kc, slog.New(slog.DiscardHandler))
+	treg, creg, closer := stdwire.Registries(kc, slog.New(slog.DiscardHandler), false)
 	defer closer.Close()
 	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
@@ -430,7 +433,7 @@ func viaEngine(ctx context.Context, pool *pgxpool.Pool, c config, schema, table,
 		body = "\n      kind: postgres\n      auth: pg\n      command: |\n        " + markRowSQL(table, "{{ iter.job.id }}")
 	case "frame":
 		process = "frame"
-		body = "\n      kind: postgres\n      auth: pg\n      command: |\n        " + markFrameSQL(table, `{{ iter.job | tojson }}`)
+		body = "\n      kind: postgres\n      auth: pg\n      command: |\n        " + markFrameSQL(table, `{{ iter.job | tojson | sql_literal }}`)
 	}
 	src := fmt.Sprintf(`apiVersion: noetl.io/v2
 kind: Playbook

@@ -3,12 +3,13 @@
 // Usage:
 //
 //	cursorflow validate [-v] FILE...
-//	cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--json] [--progress MODE]
-//	cursorflow resume EXECUTION_ID [--eventlog URL] [--credential alias=URL]... [--json] [--progress MODE]
+//	cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--result-store URL] [--result-threshold BYTES] [--json] [--progress MODE] [--no-code]
+//	cursorflow resume EXECUTION_ID [--eventlog URL] [--result-store URL] [--result-threshold BYTES] [--credential alias=URL]... [--json] [--progress MODE] [--no-code]
 //	cursorflow run FILE --server URL [--token TOKEN] [--set key=value]... [--json] [-v] [--progress MODE]
 //	cursorflow status EXECUTION_ID --server URL [--token TOKEN] [--json]
 //	cursorflow status EXECUTION_ID --eventlog URL
 //	cursorflow events EXECUTION_ID --server URL [--token TOKEN] [--follow] [--after SEQ] [--json]
+//	cursorflow events EXECUTION_ID --eventlog URL [--follow] [--after SEQ] [--json]
 //	cursorflow cancel EXECUTION_ID --server URL [--token TOKEN] [--json]
 //
 // validate parses and validates each playbook and prints "ok FILE" for a
@@ -16,6 +17,14 @@
 // also prints warnings (unknown keys and the like) as
 // "FILE:LINE:COL: warning: message". It exits 0 when every file is valid,
 // 1 when some are not and 2 on a usage error.
+//
+// run and resume keep results larger than --result-threshold bytes
+// (default 64 KiB) in a result store, --result-store: a directory
+// (file:///DIR, by default under the user's state directory beside the
+// default event log), an S3 bucket (s3://BUCKET?region=...&endpoint=...,
+// credentials from the AWS environment) or mem://; the event log holds a
+// reference to each. resume must see the store run used. --result-store
+// inline keeps every result in the event log.
 //
 // On a terminal, run and resume draw live progress on stderr while the
 // execution runs: one line for the execution (status, elapsed, events,
@@ -27,10 +36,17 @@
 // With --server URL, run starts the execution on a cursorflow server
 // instead of in this process and follows its events until it ends (exit 0
 // completed, 1 otherwise, 2 on a usage error or an invalid playbook).
+// A local run or resume executes the playbook's python, shell and duckdb
+// steps on this machine, with this user's rights (the playbook is the
+// operator's own); --no-code turns those tools off. Servers' workers keep them off
+// unless started with --allow-code.
+//
 // status, events and cancel talk to a server: --server or
 // $CURSORFLOW_SERVER; status with --eventlog instead folds the execution
-// straight from that event log. The bearer token comes from --token or
-// $CURSORFLOW_TOKEN.
+// straight from that event log, and so does events with --eventlog. A
+// command's partial results (call.partial: output lines, row batches,
+// streamed records) show in events as they are recorded. The bearer token
+// comes from --token or $CURSORFLOW_TOKEN.
 package main
 
 import (
@@ -72,6 +88,9 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		}
 		return cmdStatus(args[1:], stdout, stderr)
 	case "events":
+		if hasEventLogFlag(args[1:]) && !hasServerFlag(args[1:]) {
+			return cmdEventsLocal(args[1:], stdout, stderr)
+		}
 		return cmdEvents(args[1:], stdout, stderr)
 	case "cancel":
 		return cmdCancel(args[1:], stdout, stderr)
@@ -94,6 +113,7 @@ commands:
   validate [-v] FILE...   check playbooks; print ok or file:line:col problems
   run FILE [flags]        run a playbook in this process until it ends
   resume EXECUTION_ID     continue an execution an earlier process left unfinished
+                          (both run python, shell and duckdb steps here; --no-code turns them off)
 
 on a server (--server URL, for status/events/cancel also $CURSORFLOW_SERVER;
 --token TOKEN or $CURSORFLOW_TOKEN):
@@ -101,6 +121,7 @@ on a server (--server URL, for status/events/cancel also $CURSORFLOW_SERVER;
   status EXECUTION_ID     print an execution's status per step and loop
                           (--eventlog URL reads a local event log instead)
   events EXECUTION_ID     print its events; --follow streams them until it ends
+                          (--eventlog URL reads a local event log instead)
   cancel EXECUTION_ID     ask a running execution to stop
 `)
 }

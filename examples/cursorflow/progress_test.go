@@ -136,14 +136,8 @@ workflow:
 // loop's progress and erases it before the summary; with its output
 // going to a pipe it draws nothing.
 func TestRunShowsProgressOnATerminal(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("go toolchain not on PATH")
-	}
+	bin := cliBinary(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "cursorflow")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
 	pb := filepath.Join(dir, "waits.yaml")
 	if err := os.WriteFile(pb, []byte(progressPlaybook), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,19 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/cursorflow/cursorflow/eventlog"
-	eventsqlite "github.com/cursorflow/cursorflow/eventlog/sqlite"
 )
 
 // TestKillAndResume runs a playbook in a real `cursorflow run` process,
@@ -21,15 +16,8 @@ import (
 // `cursorflow resume`. Items the log recorded as completed before the kill
 // must not run again.
 func TestKillAndResume(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("go toolchain not on PATH")
-	}
+	bin := cliBinary(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "cursorflow")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
 	side := filepath.Join(dir, "side.txt")
 	pb := filepath.Join(dir, "flow.yaml")
 	src := `apiVersion: noetl.io/v2
@@ -58,39 +46,16 @@ workflow:
 	}
 	logPath := filepath.Join(dir, "events.db")
 	run := exec.Command(bin, "run", pb, "--eventlog", "sqlite:"+logPath)
-	stdout, err := run.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading execution id: %v", err)
-	}
-	id := strings.TrimSpace(strings.TrimPrefix(line, "execution "))
-
+	id, _ := startRun(t, run)
 	// Kill once a few items are on record.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(side)
-		if strings.Count(string(b), "item-") >= 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no progress before kill; side effects: %q", b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := run.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = run.Wait()
+	killWhen(t, run, side, "item-", 4, 30*time.Second)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	completedBefore := completedItems(t, ctx, logPath, id)
+	var completedBefore []string
+	for _, n := range completedBases(recorded(t, ctx, logPath, id), "items", "/i") {
+		completedBefore = append(completedBefore, "item-"+n)
+	}
 	if len(completedBefore) == 0 {
 		t.Fatal("the killed run recorded no completed item")
 	}
@@ -123,29 +88,4 @@ workflow:
 		}
 	}
 	t.Logf("killed after %d completed items; resumed to completion", len(completedBefore))
-}
-
-// completedItems lists item-N for each loop item the log recorded as
-// completed.
-func completedItems(t *testing.T, ctx context.Context, path, id string) []string {
-	t.Helper()
-	log, err := eventsqlite.Open(ctx, path, eventsqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	evs, err := log.Read(ctx, id, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, ev := range evs {
-		if ev.Type == eventlog.TypeCommandCompleted && ev.Step == "items" {
-			// command ids are items#1/i<N>@<attempt>
-			base := ev.CommandID[:strings.LastIndexByte(ev.CommandID, '@')]
-			n := base[strings.LastIndex(base, "/i")+2:]
-			keys = append(keys, "item-"+n)
-		}
-	}
-	return keys
 }

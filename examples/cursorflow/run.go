@@ -21,6 +21,8 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog/eventlogurl"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/resultstore"
+	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/playbook"
 )
@@ -40,6 +42,9 @@ type runFlags struct {
 	workers     int
 	verbose     bool
 	progress    string
+	noCode      bool
+	resultStore string
+	threshold   int64
 }
 
 func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
@@ -52,6 +57,9 @@ func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
 	fs.IntVar(&f.workers, "workers", engine.DefaultWorkers, "in-process workers")
 	fs.BoolVar(&f.verbose, "v", false, "log engine activity to stderr")
 	fs.StringVar(&f.progress, "progress", progressAuto, "live progress on stderr: auto (on a terminal, without --json or -v), always or never")
+	fs.BoolVar(&f.noCode, "no-code", false, "turn off the python, shell and duckdb tools, which otherwise run the playbook's code and touch files on this machine")
+	fs.StringVar(&f.resultStore, "result-store", "", "where results over --result-threshold go: file:///DIR (default under the user's state directory), s3://BUCKET?..., mem://, or inline (keep them in the event log)")
+	fs.Int64Var(&f.threshold, "result-threshold", resultstore.DefaultThreshold, "results larger than this many bytes (JSON) go to the result store")
 }
 
 // parseInterleaved parses flags that may come before or after positional
@@ -71,7 +79,9 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func defaultEventLog() string {
+// stateDir is where the CLI keeps its defaults: the event log and the
+// result store.
+func stateDir() string {
 	dir := os.Getenv("XDG_STATE_HOME")
 	if dir == "" {
 		if home, err := os.UserHomeDir(); err == nil {
@@ -80,7 +90,33 @@ func defaultEventLog() string {
 			dir = os.TempDir()
 		}
 	}
-	return "sqlite:" + filepath.Join(dir, "cursorflow", "events.db")
+	return filepath.Join(dir, "cursorflow")
+}
+
+func defaultEventLog() string {
+	return "sqlite:" + filepath.Join(stateDir(), "events.db")
+}
+
+// resultStoreInline is the --result-store value that keeps results in the
+// event log.
+const resultStoreInline = "inline"
+
+func defaultResultStore() string {
+	return "file://" + filepath.ToSlash(filepath.Join(stateDir(), "results"))
+}
+
+// openResultStore opens --result-store (nil for inline).
+func openResultStore(ctx context.Context, raw string, threshold int64) (*resultstore.Store, error) {
+	if raw == resultStoreInline {
+		return nil, nil
+	}
+	if raw == "" {
+		raw = defaultResultStore()
+	}
+	if threshold <= 0 {
+		return nil, fmt.Errorf("--result-threshold %d: want a positive byte count", threshold)
+	}
+	return resultstoreurl.Open(ctx, raw, threshold)
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -93,7 +129,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "usage: cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--json] [--progress auto|always|never]")
+		fmt.Fprintln(stderr, "usage: cursorflow run FILE [--set key=value]... [--credential alias=URL]... [--eventlog URL] [--result-store URL] [--result-threshold BYTES] [--json] [--progress auto|always|never]")
 		return exitUsage
 	}
 	file := pos[0]
@@ -144,7 +180,7 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "usage: cursorflow resume EXECUTION_ID [--eventlog URL] [--credential alias=URL]... [--json]")
+		fmt.Fprintln(stderr, "usage: cursorflow resume EXECUTION_ID [--eventlog URL] [--result-store URL] [--result-threshold BYTES] [--credential alias=URL]... [--json]")
 		return exitUsage
 	}
 	id := pos[0]
@@ -194,9 +230,20 @@ func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context
 	}
 	defer log.Close()
 
-	treg, creg, closer := stdwire.Registries(kc, logger)
+	results, err := openResultStore(ctx, f.resultStore, f.threshold)
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: result store: %v\n", err)
+		return exitUsage
+	}
+	if results != nil {
+		defer results.Close()
+	}
+
+	// A local run executes the operator's own playbook, so its code tools
+	// are on unless --no-code; the server's workers keep them off.
+	treg, creg, closer := stdwire.Registries(kc, logger, !f.noCode)
 	defer closer.Close()
-	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Workers: f.workers, Logger: logger})
+	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Workers: f.workers, Logger: logger, Results: results})
 	if err != nil {
 		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 		return exitUsage

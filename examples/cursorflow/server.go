@@ -22,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -492,6 +493,27 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 	if ev.Frame != 0 {
 		parts = append(parts, "frame="+strconv.Itoa(ev.Frame))
 	}
+	if ev.Type == eventlog.TypeCallPartial {
+		var p struct {
+			Task    string          `json:"task"`
+			Row     string          `json:"row"`
+			Data    json.RawMessage `json:"data"`
+			Dropped int             `json:"dropped"`
+		}
+		if json.Unmarshal(ev.Payload, &p) == nil {
+			for _, kv := range [][2]string{{"task", p.Task}, {"row", p.Row}} {
+				if kv[1] != "" {
+					parts = append(parts, kv[0]+"="+kv[1])
+				}
+			}
+			if p.Dropped > 0 {
+				parts = append(parts, "dropped="+strconv.Itoa(p.Dropped))
+			}
+			if len(p.Data) > 0 {
+				parts = append(parts, "data="+truncateText(string(p.Data), 200))
+			}
+		}
+	}
 	if slices.Contains([]string{eventlog.TypeExecutionFailed, eventlog.TypeStepFailed, eventlog.TypeCommandFailed}, ev.Type) {
 		var p struct {
 			Error   string `json:"error"`
@@ -504,6 +526,17 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 		}
 	}
 	fmt.Fprintln(w, strings.Join(parts, " "))
+}
+
+// truncateText cuts s to max bytes (on a rune boundary), marking the cut.
+func truncateText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
+	}
+	return s[:max] + "…"
 }
 
 // cmdCancel implements `cursorflow cancel EXECUTION_ID --server URL`.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/eventlogurl"
 )
 
@@ -61,3 +62,72 @@ func cmdStatusLocal(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, string(b))
 	return exitOK
 }
+
+// cmdEventsLocal prints an execution's events read straight from an
+// event log: cursorflow events EXECUTION_ID --eventlog URL [--follow]
+// [--after SEQ] [--json]. With --follow it waits for new events (call.partial
+// results while a command runs among them) until the execution ends.
+func cmdEventsLocal(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	logURL := fs.String("eventlog", "", "event log to read: sqlite:PATH, postgres://... ")
+	follow := fs.Bool("follow", false, "keep printing new events until the execution ends")
+	after := fs.Int64("after", 0, "start after this event seq")
+	asJSON := fs.Bool("json", false, "print each event as a JSON line")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 1 || *logURL == "" {
+		fmt.Fprintln(stderr, "usage: cursorflow events EXECUTION_ID --eventlog URL [--follow] [--after SEQ] [--json]")
+		return exitUsage
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	log, err := eventlogurl.Open(ctx, *logURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: event log: %v\n", err)
+		return exitUsage
+	}
+	defer log.Close()
+	id, next := pos[0], *after
+	for {
+		evs, err := log.Read(ctx, id, next, eventsPage)
+		if err != nil {
+			fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+			return exitInvalid
+		}
+		for _, ev := range evs {
+			if *asJSON {
+				b, _ := json.Marshal(ev)
+				fmt.Fprintln(stdout, string(b))
+			} else {
+				printEvent(stdout, ev)
+			}
+			next = ev.Seq
+			if eventlog.IsTerminal(ev.Type) {
+				return exitOK
+			}
+		}
+		if len(evs) == eventsPage {
+			continue
+		}
+		if next == 0 && len(evs) == 0 {
+			fmt.Fprintf(stderr, "cursorflow: execution %s has no events in %s\n", id, *logURL)
+			return exitInvalid
+		}
+		if !*follow {
+			return exitOK
+		}
+		if err := log.Wait(ctx, id, next); err != nil {
+			if ctx.Err() != nil {
+				return exitOK // interrupted
+			}
+			fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+			return exitInvalid
+		}
+	}
+}
+
+// eventsPage is how many events one read of a local log returns.
+const eventsPage = 1000

@@ -36,7 +36,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	// Kinds are checked against what `run` registers.
-	treg, creg, closer := stdwire.Registries(nil, slog.New(slog.DiscardHandler))
+	treg, creg, closer := stdwire.Registries(nil, slog.New(slog.DiscardHandler), true)
 	defer closer.Close()
 	_ = treg.Register("playbook", playbook.New(nil))
 	code := exitOK

@@ -27,7 +27,7 @@ workflow:
   - step: island
     tool: {kind: noop}
     output:
-      store: {kind: kv}
+      store: {kind: kv, ttl: 1h}
 `
 
 const invalidPlaybook = `apiVersion: noetl.io/v2
@@ -81,7 +81,7 @@ func TestValidateCommand(t *testing.T) {
 				good + `:7:5: warning: step start: unknown key "surprise" (refused at run)`,
 				good + `:9:7: warning: step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order (refused at run)`,
 				good + `:12:5: warning: step island is unreachable from start`,
-				good + `:15:7: note: step island: step.output.store is a hint: results stay inline in the event log; templates read them the same way`,
+				good + `:15:25: note: step island: step.output.store.ttl is a hint: ttl, compression, bucket, ...: NoETL's tiers; the engine has one result store`,
 				"ok " + good,
 			},
 		},

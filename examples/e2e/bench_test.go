@@ -66,7 +66,7 @@ func benchAll(b *testing.B, src string, items, rows int) {
 		}
 		defer log.Close()
 		kc := tools.StaticURLs(map[string]string{"pg": e.dsn})
-		treg, creg, closer := stdwire.Registries(kc, nil)
+		treg, creg, closer := stdwire.Registries(kc, nil, false)
 		defer closer.Close()
 		eng, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc})
 		if err != nil {

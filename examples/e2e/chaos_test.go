@@ -16,6 +16,7 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	sqlitelog "github.com/cursorflow/cursorflow/eventlog/sqlite"
 	"github.com/cursorflow/cursorflow/internal/faultpoint"
 )
@@ -208,16 +209,6 @@ func (e *env) verify(ctx context.Context, t *testing.T, rows int) int {
 	return runs - rows
 }
 
-func countEvents(evs []eventlog.Event, typ string) int {
-	n := 0
-	for _, ev := range evs {
-		if ev.Type == typ {
-			n++
-		}
-	}
-	return n
-}
-
 // chaosInProcess runs the drain with cursorflow run, lets the fault kill
 // it (or sends SIGTERM), then finishes it with cursorflow resume.
 func chaosInProcess(t *testing.T, tr trial, cli string) outcome {
@@ -275,7 +266,7 @@ func chaosInProcess(t *testing.T, tr trial, cli string) outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := countEvents(evs, eventlog.TypeLoopDone); n != 1 {
+	if n := logtest.CountType(evs, eventlog.TypeLoopDone); n != 1 {
 		t.Fatalf("loop.done recorded %d times", n)
 	}
 	if last := evs[len(evs)-1].Type; last != eventlog.TypeExecutionCompleted {

@@ -55,10 +55,10 @@ workflow:
       auth: pg
       command: >-
         SELECT pg_advisory_lock_shared({{ lock }}), pg_advisory_unlock_shared({{ lock }})
-          FROM (SELECT max(r.id) AS top FROM jsonb_to_recordset('{{ iter.job | tojson }}'::jsonb) AS r(id bigint)) m
+          FROM (SELECT max(r.id) AS top FROM jsonb_to_recordset({{ iter.job | tojson | sql_literal }}::jsonb) AS r(id bigint)) m
          WHERE m.top > {{ gate_after }};
         UPDATE {{ table }} q SET status = 'done', done_count = q.done_count + 1
-          FROM jsonb_to_recordset('{{ iter.job | tojson }}'::jsonb) AS r(id bigint)
+          FROM jsonb_to_recordset({{ iter.job | tojson | sql_literal }}::jsonb) AS r(id bigint)
          WHERE q.id = r.id AND q.status = 'claimed'
     next:
       - step: report

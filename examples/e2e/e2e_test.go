@@ -60,7 +60,7 @@ workflow:
       command: >-
         SELECT pg_sleep({{ sleep }});
         UPDATE {{ table }} q SET status = 'done', done_count = q.done_count + 1
-          FROM jsonb_to_recordset('{{ iter.job | tojson }}'::jsonb) AS r(id bigint)
+          FROM jsonb_to_recordset({{ iter.job | tojson | sql_literal }}::jsonb) AS r(id bigint)
          WHERE q.id = r.id AND q.status = 'claimed'
     next:
       - step: verify

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -223,51 +224,52 @@ func TestPFTFlowV2(t *testing.T) {
 		s.Seconds, bound, answered, r.rateLimit, s.Seconds/bound, s.Events, float64(s.Events)/50, st.RateLimited)
 }
 
+var pftSeed = flag.Uint64("pft.seed", 0, "seed of TestPFTFlowV2UnderFaults's injected failures and kill moments (0: from the clock; the test logs it)")
+
 // TestPFTFlowV2UnderFaults injects 5% HTTP 500s, keeps the throttle, and
-// kills the CLI twice at random moments before resuming it to the end.
+// kills the CLI twice at random moments before resuming it to the end. A
+// run that ends before both kills tested nothing and fails; the seed it
+// logs (-pft.seed) replays its faults.
 func TestPFTFlowV2UnderFaults(t *testing.T) {
 	bin := cli(t)
-	r := newRun(t, 2, 25, pftapi.Config{FailureRate: 0.05, Seed: time.Now().UnixNano()})
+	seed := *pftSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay with -pft.seed %d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	r := newRun(t, 2, 25, pftapi.Config{FailureRate: 0.05, Seed: int64(seed)})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
 	start := exec.CommandContext(ctx, bin, append([]string{"run", flowFile(t)}, r.runArgs()...)...)
 	id, wait := startAndReadID(t, start)
-	var s summary
-	killed := 0
-	for attempt := 0; ; attempt++ {
-		if killed < 2 {
-			time.Sleep(time.Duration(1500+rand.IntN(4000)) * time.Millisecond)
-			if err := start.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			out := wait()
-			if strings.Contains(string(out), `"status":"completed"`) {
-				s = parseSummary(t, out)
-				t.Logf("the run completed before kill %d", killed+1)
-				break
-			}
-			killed++
-			t.Logf("killed the CLI (%d) while execution %s was running", killed, id)
-			start = exec.CommandContext(ctx, bin, "resume", id, "--credential", "pg_k8s="+r.dsn, "--eventlog", r.eventlog, "--json")
-			_, wait = startAndReadID(t, start)
-			continue
+	for killed := 1; killed <= 2; killed++ {
+		// Early in each run (the flow takes several seconds at the API's
+		// rate limit), so that the kill lands while it works.
+		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
+		if err := start.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
 		}
-		out := wait()
-		s = parseSummary(t, out)
-		break
+		if out := wait(); strings.Contains(string(out), `"status":"completed"`) {
+			t.Fatalf("the run completed before kill %d: the fault test tested nothing (seed %d)", killed, seed)
+		}
+		t.Logf("killed the CLI (%d) while execution %s was running", killed, id)
+		start = exec.CommandContext(ctx, bin, "resume", id, "--credential", "pg_k8s="+r.dsn, "--eventlog", r.eventlog, "--json")
+		_, wait = startAndReadID(t, start)
 	}
+	s := parseSummary(t, wait())
 	if s.Status != "completed" || s.Steps["check_results"] != "completed" {
-		t.Fatalf("execution %s: %s: %s at %s", s.ExecutionID, s.Status, s.Error, s.FailedStep)
+		t.Fatalf("execution %s: %s: %s at %s (seed %d)", s.ExecutionID, s.Status, s.Error, s.FailedStep, seed)
 	}
 	if s.ExecutionID != id {
 		t.Fatalf("resumed execution %s, started %s", s.ExecutionID, id)
 	}
 	r.verify(t, id)
 	st := r.api.Stats()
-	t.Logf("faults: %d injected 500s, %d throttled, %d kills; %d events", st.Injected, st.RateLimited, killed, s.Events)
+	t.Logf("faults: %d injected 500s, %d throttled, 2 kills; %d events", st.Injected, st.RateLimited, s.Events)
 	if st.Injected == 0 {
-		t.Fatal("no failure was injected: the fault variant tested nothing")
+		t.Fatalf("no failure was injected: the fault variant tested nothing (seed %d)", seed)
 	}
 }
 

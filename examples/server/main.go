@@ -16,6 +16,12 @@
 // --token-file or CURSORFLOW_API_TOKEN) unless --insecure says that an
 // open API is what you want.
 //
+// Results larger than --result-threshold (64 KiB) go to --result-store
+// (s3://..., or file:// on a directory every machine shares), which the
+// workers must also be given; events and NATS commands then carry a
+// reference. Without it results stay in the event log (and a command
+// carrying one over NATS's max_payload cannot be sent).
+//
 // Observability is configured by flags: --otlp-endpoint sends traces and
 // metrics to an OTLP/HTTP collector, --prometheus serves /metrics. Both
 // derive from the events the leader appends (engine/otelobserve), and
@@ -53,6 +59,8 @@ import (
 	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/engine/otelobserve"
 	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
+	"github.com/cursorflow/cursorflow/resultstore"
+	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
 )
 
 // DefaultListen is the address the server binds without --listen: the
@@ -65,6 +73,8 @@ type options struct {
 	insecure, verbose, prometheus                                   bool
 	otlp                                                            string
 	lease, commandLease, ackWait, eventAckWait                      time.Duration
+	resultStore                                                     string
+	resultThreshold                                                 int64
 }
 
 func main() {
@@ -91,6 +101,8 @@ func run(args []string, stderr io.Writer) int {
 	fs.BoolVar(&o.verbose, "v", false, "log at debug level")
 	fs.StringVar(&o.otlp, "otlp-endpoint", os.Getenv("CURSORFLOW_OTLP_ENDPOINT"), "OTLP/HTTP collector base URL for traces and metrics (e.g. http://collector:4318); env CURSORFLOW_OTLP_ENDPOINT")
 	fs.BoolVar(&o.prometheus, "prometheus", false, "serve metrics in the Prometheus format at /metrics (behind the token)")
+	fs.StringVar(&o.resultStore, "result-store", os.Getenv("CURSORFLOW_RESULT_STORE"), "result store for results over --result-threshold (s3://BUCKET?region=...&endpoint=..., file:///shared/dir); the workers must use the same one; empty keeps results in the event log; env CURSORFLOW_RESULT_STORE")
+	fs.Int64Var(&o.resultThreshold, "result-threshold", resultstore.DefaultThreshold, "results larger than this many bytes (JSON) go to the result store")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -194,10 +206,17 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	var results *resultstore.Store
+	if o.resultStore != "" {
+		if results, err = resultstoreurl.Open(ctx, o.resultStore, o.resultThreshold); err != nil {
+			return fmt.Errorf("result store: %w", err)
+		}
+		defer results.Close()
+	}
 	transport := natsjs.Config{Conn: nc, Prefix: o.prefix, AckWait: o.ackWait, EventAckWait: o.eventAckWait, Logger: logger}
 	orch, err := leader.NewOrchestrator(leader.OrchestratorConfig{
 		Lease: lease, Log: log, Projection: proj,
-		Engine: engine.Config{CommandLease: o.commandLease, Observer: observer, Logger: logger},
+		Engine: engine.Config{CommandLease: o.commandLease, Observer: observer, Logger: logger, Results: results},
 		NewDispatcher: func(ctx context.Context) (leader.Dispatcher, error) {
 			return natsjs.NewDispatcher(ctx, transport)
 		},
@@ -206,8 +225,14 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Every replica knows the workers (GET /v1/workers), leader or not.
+	workers, err := natsjs.NewRegistry(transport)
+	if err != nil {
+		return err
+	}
+	defer workers.Close()
 	acfg := api.Config{Engine: orch, Log: log, Projection: proj, Playbooks: store, Token: o.token, Logger: logger,
-		Metrics: metrics, Ready: orch.Ready}
+		Metrics: metrics, Ready: orch.Ready, Workers: workers}
 	if err := acfg.Validate(); err != nil {
 		return err
 	}

@@ -9,6 +9,20 @@
 // Credentials: --credential alias=URL (repeatable), then the environment
 // (CURSORFLOW_CREDENTIAL_<ALIAS>=URL). They never leave the worker.
 //
+// The python and shell tools run whatever code a playbook carries, and
+// duckdb reads and writes local files, with this process's rights: they
+// are off unless --allow-code is given. Give
+// it only to workers whose server accepts playbooks from people trusted
+// to run code there (see the README's trust model).
+//
+// The worker reports its capacity (pool, labels, free slots) every
+// --capacity-every; the server lists it at GET /v1/workers. --label
+// key=value (repeatable) labels it: steps whose spec.worker_labels it has
+// are sent to it while it is alive.
+//
+// --result-store must name the server's result store (results over
+// --result-threshold go there; the reports carry references).
+//
 // SIGTERM or SIGINT stops it gracefully: no new commands are fetched,
 // running ones get --grace to finish, and the rest are handed back to be
 // run elsewhere. The playbook tool (sub-playbooks) needs an engine and is
@@ -32,6 +46,8 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/resultstore"
+	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -58,8 +74,14 @@ func run(args []string) int {
 		reportTimeout = fs.Duration("report-timeout", natsjs.DefaultReportTimeout, "how long to wait for the orchestrator to record a frame's claim")
 		id            = fs.String("id", "", "worker id in events (default w-<host>-<random>)")
 		verbose       = fs.Bool("v", false, "log at debug level")
+		allowCode     = fs.Bool("allow-code", false, "enable the python, shell and duckdb tools: any playbook the server accepts may then run code and touch files here")
 	)
 	fs.Var(&credentials, "credential", "map a keychain alias to a connection URL: alias=URL; repeatable")
+	var labelFlags multiFlag
+	fs.Var(&labelFlags, "label", "label this worker for steps with spec.worker_labels: key=value; repeatable")
+	capacityEvery := fs.Duration("capacity-every", natsjs.DefaultCapacityEvery, "how often the worker reports its capacity")
+	resultStore := fs.String("result-store", os.Getenv("CURSORFLOW_RESULT_STORE"), "result store for results over --result-threshold, the server's (s3://..., file:///shared/dir); env CURSORFLOW_RESULT_STORE")
+	resultThreshold := fs.Int64("result-threshold", resultstore.DefaultThreshold, "results larger than this many bytes (JSON) go to the result store")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -78,10 +100,25 @@ func run(args []string) int {
 		}
 		static[k] = v
 	}
+	labels := map[string]string{}
+	for _, kv := range labelFlags {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			fmt.Fprintf(os.Stderr, "worker: --label %q: want key=value\n", kv)
+			return 2
+		}
+		labels[k] = v
+	}
 	kc := tools.ChainKeychain{tools.StaticURLs(static), tools.EnvKeychain{}}
 	if *id == "" {
 		host, _ := os.Hostname()
-		*id = "w-" + host + "-" + uuid.NewString()[:8]
+		// The id names the worker's own subject: keep it a subject token.
+		*id = strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+				return r
+			}
+			return '-'
+		}, "w-"+host+"-"+uuid.NewString()[:8])
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -92,18 +129,26 @@ func run(args []string) int {
 		return 1
 	}
 	defer nc.Close()
-	treg, creg, closer := stdwire.Registries(kc, logger)
+	var results *resultstore.Store
+	if *resultStore != "" {
+		if results, err = resultstoreurl.Open(ctx, *resultStore, *resultThreshold); err != nil {
+			logger.Error("result store", "error", err)
+			return 1
+		}
+		defer results.Close()
+	}
+	treg, creg, closer := stdwire.Registries(kc, logger, *allowCode)
 	defer closer.Close()
 	w, err := natsjs.NewWorker(ctx, natsjs.Config{Conn: nc, Prefix: *prefix, AckWait: *ackWait, ReportTimeout: *reportTimeout, Logger: logger},
 		natsjs.WorkerOptions{
-			Worker: &engine.Worker{ID: *id, Tools: treg, Cursors: creg, Keychain: kc, Logger: logger},
-			Pool:   *pool, Concurrency: *concurrency, Grace: *grace,
+			Worker: &engine.Worker{ID: *id, Tools: treg, Cursors: creg, Keychain: kc, Logger: logger, Results: results},
+			Pool:   *pool, Concurrency: *concurrency, Grace: *grace, Labels: labels, CapacityEvery: *capacityEvery,
 		})
 	if err != nil {
 		logger.Error("worker", "error", err)
 		return 1
 	}
-	logger.Info("worker running", "id", *id, "pool", *pool, "concurrency", *concurrency)
+	logger.Info("worker running", "id", *id, "pool", *pool, "concurrency", *concurrency, "labels", labels, "code_tools", *allowCode)
 	started := time.Now()
 	if err := w.Run(ctx); err != nil {
 		logger.Error("worker", "error", err)

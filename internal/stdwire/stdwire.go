@@ -23,12 +23,15 @@ import (
 
 // Registries returns a tool registry with the builtin tools and a cursor
 // registry with every driver of this module, and a closer for their
-// connection pools. Drivers connect lazily, on their first cursor.
-func Registries(kc tools.Keychain, logger *slog.Logger) (*tools.Registry, *cursor.Registry, io.Closer) {
+// connection pools. Drivers connect lazily, on their first cursor. code
+// enables the tools that run a playbook's code or touch local files
+// (python, shell, duckdb).
+func Registries(kc tools.Keychain, logger *slog.Logger, code bool) (*tools.Registry, *cursor.Registry, io.Closer) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	treg, tclose := builtin.NewRegistry(builtin.Options{Keychain: kc, Logger: logger, EnableDuckDB: true})
+	treg, tclose := builtin.NewRegistry(builtin.Options{Keychain: kc, Logger: logger,
+		EnablePython: code, EnableShell: code, EnableDuckDB: code})
 	creg := cursor.NewRegistry()
 	_ = creg.Register("postgres", pgdriver.New(pgdriver.Config{Logger: logger}))
 	_ = creg.Register("sqlite", sqlitedriver.New(sqlitedriver.Config{Logger: logger}))

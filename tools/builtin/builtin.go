@@ -3,6 +3,13 @@
 // example binaries use it; a host adds its own kinds (see package fn) to
 // the same registry.
 //
+// python and shell run whatever code a playbook carries, and duckdb reads
+// and writes any local file, with the worker's rights, so they are off
+// unless Options.EnablePython, EnableShell and EnableDuckDB say otherwise:
+// where strangers can submit playbooks, a worker must not hand them a
+// shell. A step of a disabled kind fails with an error wrapping
+// ErrDisabled that says how to enable it.
+//
 //	reg, closer := builtin.NewRegistry(builtin.Options{})
 //	defer closer.Close()
 //	reg.MustRegister("enrich", fn.New(enrich))
@@ -30,8 +37,14 @@ import (
 	"github.com/cursorflow/cursorflow/tools/shell"
 )
 
-// Kinds are the tool kinds Register adds.
+// Kinds are the tool kinds Register adds. duckdb, python and shell refuse
+// to run unless enabled (see Options).
 var Kinds = []string{"duckdb", "http", "nats", "noop", "postgres", "python", "secrets", "shell"}
+
+// ErrDisabled is wrapped by the error a tool kind that runs code or
+// touches local files (python, shell, duckdb) returns when its Options
+// field did not enable it.
+var ErrDisabled = errors.New("builtin: tool kind disabled")
 
 // Options configures the built-in tools.
 type Options struct {
@@ -46,6 +59,13 @@ type Options struct {
 	Python string
 	// Logger is the tools' fallback logger. Defaults to slog.Default().
 	Logger *slog.Logger
+	// EnablePython makes kind python run code. Defaults to false: a
+	// python step fails with ErrDisabled. Enable it only where everyone
+	// who may submit a playbook may run code on the worker.
+	EnablePython bool
+	// EnableShell makes kind shell run commands. Defaults to false, like
+	// EnablePython and for the same reason.
+	EnableShell bool
 	// EnableDuckDB makes kind duckdb run SQL. Defaults to false (a duckdb
 	// step fails saying so): DuckDB SQL reads and writes any local file the
 	// worker can, so enable it only where everyone who may submit a
@@ -65,14 +85,20 @@ func Register(r *tools.Registry, opts Options) (io.Closer, error) {
 	nc := nats.New(nats.Config{Keychain: opts.Keychain})
 	closer := closers{pg, nc}
 	set := map[string]tools.Tool{
-		"duckdb":   disabledDuckDB,
+		"duckdb":   disabled("duckdb", "reads and writes local files", "EnableDuckDB"),
 		"http":     http.New(http.Config{Client: opts.HTTPClient, Keychain: opts.Keychain, Logger: logger}),
 		"nats":     nc,
 		"noop":     noop.New(),
 		"postgres": pg,
-		"python":   python.New(python.Config{Python: opts.Python, Logger: logger}),
+		"python":   disabled("python", "runs code on the worker", "EnablePython"),
 		"secrets":  secrets.New(opts.Keychain),
-		"shell":    shell.New(shell.Config{Logger: logger}),
+		"shell":    disabled("shell", "runs commands on the worker", "EnableShell"),
+	}
+	if opts.EnablePython {
+		set["python"] = python.New(python.Config{Python: opts.Python, Logger: logger})
+	}
+	if opts.EnableShell {
+		set["shell"] = shell.New(shell.Config{Logger: logger})
 	}
 	if opts.EnableDuckDB {
 		db := duckdb.New(duckdb.Config{Keychain: opts.Keychain})
@@ -94,13 +120,6 @@ func Register(r *tools.Registry, opts Options) (io.Closer, error) {
 	return closer, nil
 }
 
-// ErrDisabled is returned by a tool kind the host did not enable.
-var ErrDisabled = errors.New("builtin: tool kind disabled")
-
-var disabledDuckDB = tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
-	return tools.Output{}, fmt.Errorf("%w: duckdb reads and writes local files; the host enables it with builtin.Options.EnableDuckDB", ErrDisabled)
-})
-
 type closers []io.Closer
 
 func (c closers) Close() error {
@@ -109,6 +128,14 @@ func (c closers) Close() error {
 		errs = append(errs, x.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// disabled stands in for a code-running kind that was not enabled.
+func disabled(kind, what, option string) tools.Tool {
+	return tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		return tools.Output{}, fmt.Errorf("%w: kind %s %s and is off here (builtin.Options.%s; "+
+			"the example worker's --allow-code)", ErrDisabled, kind, what, option)
+	})
 }
 
 // NewRegistry returns a registry holding the built-in tools and the Closer

@@ -56,3 +56,29 @@ func TestKeychainFallback(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+func TestCodeToolsAreOptIn(t *testing.T) {
+	t.Parallel()
+	call := map[string]*tools.Call{
+		"shell":  {Config: map[string]any{"command": "echo ran"}},
+		"python": {Config: map[string]any{"code": "return 'ran'"}},
+	}
+	reg, closer := builtin.NewRegistry(builtin.Options{})
+	defer closer.Close()
+	for kind, c := range call {
+		tool, err := reg.Lookup(kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := tool.Execute(context.Background(), c)
+		if !errors.Is(err, builtin.ErrDisabled) || !strings.Contains(err.Error(), "--allow-code") {
+			t.Errorf("%s by default: %v %+v, want ErrDisabled saying how to enable it", kind, err, out)
+		}
+	}
+	on, closer2 := builtin.NewRegistry(builtin.Options{EnableShell: true, EnablePython: true})
+	defer closer2.Close()
+	sh, _ := on.Lookup("shell")
+	if out, err := sh.Execute(context.Background(), call["shell"]); err != nil || out.Status != tools.StatusSuccess {
+		t.Errorf("enabled shell: %v %+v", err, out)
+	}
+}

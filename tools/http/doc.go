@@ -21,12 +21,28 @@
 //	                 header_name (default X-API-Key); username/password →
 //	                 Basic
 //
+// A credential goes only to the hosts its keychain entry allows
+// (tools.Credential.AllowsHost: its hosts: list, else the host of its own
+// url, else nowhere): a request to another host fails with an error
+// wrapping tools.ErrHostNotAllowed before anything is sent, and a
+// redirect to such a host is followed without the credential's header.
+// With auth set, the response's headers and body are redacted of the
+// credential's secrets (tools.RedactValue) before they become the Output,
+// so an endpoint that echoes its request puts no token into results,
+// events or logs.
+//
 // The Output follows NoETL's envelope: Status "success" for 2xx and
 // "error" otherwise; Data is {"status_code", "headers" (lower-cased names),
 // "data" (the parsed JSON body, or the body text when it is not JSON)} even
 // for non-2xx responses, so policies can inspect it; HTTP is {"status",
 // "headers"}; Error is "HTTP <code>: <start of body>". A transport failure
 // or timeout is an error Output with status_code 0.
+//
+// A streamed body — application/x-ndjson (or jsonl) records, or the data
+// lines of text/event-stream — is handed on record by record as partial
+// results while it arrives ({"page": n, "data": record}, redacted like the
+// Output; see tools.Call.EmitPartial); the Output still holds the whole
+// body.
 //
 // One Tool shares one *http.Client (see NewClient) across every call.
 //

@@ -15,8 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
+	"github.com/cursorflow/cursorflow/tools/internal/proc"
 )
 
 // Defaults of Config.
@@ -104,7 +106,7 @@ var ErrBadConfig = errors.New("http: bad task configuration")
 // returned error.
 func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
 	cfg := call.Config
-	req, cred, timeout, follow, err := t.build(ctx, call)
+	req, cred, authHeaders, timeout, follow, err := t.build(ctx, call)
 	if err != nil {
 		return tools.Output{}, err
 	}
@@ -115,6 +117,8 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	client := t.client
 	if !follow {
 		client = t.noRedirect
+	} else if cred != nil || len(call.Revealed) > 0 {
+		client = t.guardRedirects(cred, authHeaders, call.Revealed)
 	}
 	host := req.URL.Host
 	if t.pace != nil {
@@ -152,12 +156,23 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	}
 	defer resp.Body.Close()
 
-	body, err := io.ReadAll(io.LimitReader(resp.Body, t.cfg.MaxBodyBytes+1))
+	bodyReader := io.LimitReader(resp.Body, t.cfg.MaxBodyBytes+1)
+	pages := streamedPages(call, resp.Header.Get("Content-Type"), cred)
+	if pages != nil {
+		bodyReader = io.TeeReader(bodyReader, pages)
+	}
+	body, err := io.ReadAll(bodyReader)
+	if pages != nil {
+		pages.Flush()
+	}
 	if err == nil && int64(len(body)) > t.cfg.MaxBodyBytes {
 		err = fmt.Errorf("response body larger than %d bytes", t.cfg.MaxBodyBytes)
 	}
 	headers := flattenHeaders(resp.Header)
 	if err != nil {
+		if cred != nil {
+			headers = tools.RedactValue(headers, *cred).(map[string]any)
+		}
 		msg := fmt.Sprintf("%s %s: read body: %v", req.Method, redactURL(req.URL), err)
 		return tools.Output{
 			Status: tools.StatusError,
@@ -167,6 +182,12 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		}, nil
 	}
 	payload := parseBody(body, resp.Header.Get("Content-Type"))
+	if cred != nil {
+		// An endpoint may echo what it was sent: the secrets go no
+		// further than this call.
+		payload = tools.RedactValue(payload, *cred)
+		headers = tools.RedactValue(headers, *cred).(map[string]any)
+	}
 	out := tools.Output{
 		Status: tools.StatusSuccess,
 		Data:   map[string]any{"status_code": resp.StatusCode, "headers": headers, "data": payload},
@@ -199,7 +220,7 @@ func (t *Tool) logger(call *tools.Call) *slog.Logger {
 }
 
 // build turns the rendered task config into a request.
-func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Request, cred *tools.Credential, timeout time.Duration, follow bool, err error) {
+func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Request, cred *tools.Credential, authHeaders []string, timeout time.Duration, follow bool, err error) {
 	cfg := call.Config
 	method := "GET"
 	if m, ok := conv.String(cfg, "method"); ok && m != "" {
@@ -207,18 +228,18 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 	}
 	rawURL, ok := conv.String(cfg, "url", "endpoint")
 	if !ok || rawURL == "" {
-		return nil, nil, 0, false, fmt.Errorf("%w: url is required", ErrBadConfig)
+		return nil, nil, nil, 0, false, fmt.Errorf("%w: url is required", ErrBadConfig)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, nil, 0, false, fmt.Errorf("%w: url %q is not an absolute URL", ErrBadConfig, rawURL)
+		return nil, nil, nil, 0, false, fmt.Errorf("%w: url %q is not an absolute URL", ErrBadConfig, rawURL)
 	}
 
 	timeout = t.cfg.Timeout
 	if v, _, present := conv.First(cfg, "timeout", "timeout_seconds"); present {
 		d, ok, err := conv.Seconds(v)
 		if err != nil {
-			return nil, nil, 0, false, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
+			return nil, nil, nil, 0, false, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
 		}
 		if ok && d > 0 {
 			timeout = d
@@ -329,7 +350,7 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 		default:
 			body, err = json.Marshal(bodySrc)
 			if err != nil {
-				return nil, nil, 0, false, fmt.Errorf("%w: %s is not JSON-encodable: %w", ErrBadConfig, bodyKind, err)
+				return nil, nil, nil, 0, false, fmt.Errorf("%w: %s is not JSON-encodable: %w", ErrBadConfig, bodyKind, err)
 			}
 			if ct == "" {
 				headers.Set("Content-Type", "application/json")
@@ -343,7 +364,7 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 	}
 	req, err = nethttp.NewRequestWithContext(ctx, method, u.String(), rdr)
 	if err != nil {
-		return nil, nil, 0, false, fmt.Errorf("%w: %w", ErrBadConfig, err)
+		return nil, nil, nil, 0, false, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	for k, vs := range headers {
 		req.Header[k] = vs
@@ -355,26 +376,71 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 			kc = t.cfg.Keychain
 		}
 		if kc == nil {
-			return nil, nil, 0, false, fmt.Errorf("http: auth %q: no keychain configured: %w", alias, tools.ErrCredentialNotFound)
+			return nil, nil, nil, 0, false, fmt.Errorf("http: auth %q: no keychain configured: %w", alias, tools.ErrCredentialNotFound)
 		}
 		c, err := kc.Resolve(ctx, alias)
 		if err != nil {
-			return nil, nil, 0, false, fmt.Errorf("http: auth: %w", err)
+			return nil, nil, nil, 0, false, fmt.Errorf("http: auth: %w", err)
 		}
-		applyAuth(req, c)
+		if !c.AllowsHost(u.Host) {
+			return nil, nil, nil, 0, false, fmt.Errorf("http: auth %q may not be sent to %s: %w (list the host under hosts: in its keychain entry)",
+				alias, u.Host, tools.ErrHostNotAllowed)
+		}
+		authHeaders = applyAuth(req, c)
 		cred = &c
 	}
-	return req, cred, timeout, follow, nil
+	// Secrets a playbook put in the request through secret references go
+	// no further than their keychain entries allow, like auth's.
+	for _, r := range call.Revealed {
+		if !r.Credential.AllowsHost(u.Host) {
+			return nil, nil, nil, 0, false, fmt.Errorf("http: secret %q may not be sent to %s: %w (list the host under hosts: in its keychain entry)",
+				r.Credential.Alias, u.Host, tools.ErrHostNotAllowed)
+		}
+	}
+	return req, cred, authHeaders, timeout, follow, nil
+}
+
+// guardRedirects returns a client that follows redirects as t.client
+// does, but drops the auth credential's headers from a redirected request
+// to a host the credential does not allow (net/http drops Authorization
+// on a redirect to another domain, but not an API-key header), and does
+// not follow a redirect to a host a revealed secret's entry does not
+// allow (the secret may be anywhere in the request): the redirect itself
+// is the response then.
+func (t *Tool) guardRedirects(cred *tools.Credential, authHeaders []string, revealed []tools.Revealed) *nethttp.Client {
+	c := *t.client
+	next := t.client.CheckRedirect
+	c.CheckRedirect = func(req *nethttp.Request, via []*nethttp.Request) error {
+		for _, r := range revealed {
+			if !r.Credential.AllowsHost(req.URL.Host) {
+				return nethttp.ErrUseLastResponse
+			}
+		}
+		if cred != nil && !cred.AllowsHost(req.URL.Host) {
+			for _, h := range authHeaders {
+				req.Header.Del(h)
+			}
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &c
 }
 
 // applyAuth sets the header a credential implies, unless the task set an
 // Authorization header itself: a token field → Bearer; username/password →
-// Basic; api_key → header_name (default X-API-Key).
-func applyAuth(req *nethttp.Request, c tools.Credential) {
+// Basic; api_key → header_name (default X-API-Key). It returns the header
+// it set.
+func applyAuth(req *nethttp.Request, c tools.Credential) []string {
 	f := c.Fields
 	if tok := f["token"]; tok != "" && req.Header.Get("Authorization") == "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
-		return
+		return []string{"Authorization"}
 	}
 	if key := f["api_key"]; key != "" {
 		name := f["header_name"]
@@ -382,11 +448,13 @@ func applyAuth(req *nethttp.Request, c tools.Credential) {
 			name = "X-API-Key"
 		}
 		req.Header.Set(name, key)
-		return
+		return []string{name}
 	}
 	if user, pass := f["username"], f["password"]; (user != "" || pass != "") && req.Header.Get("Authorization") == "" {
 		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
+		return []string{"Authorization"}
 	}
+	return nil
 }
 
 // flattenHeaders lower-cases header names (as httpx does for NoETL) and
@@ -407,11 +475,50 @@ func parseBody(body []byte, contentType string) any {
 		return nil
 	}
 	if c := trimmed[0]; c == '{' || c == '[' || c == '"' || strings.Contains(contentType, "json") {
-		if v, err := conv.DecodeJSON(trimmed); err == nil {
+		if v, err := jsonnum.Decode(trimmed); err == nil {
 			return v
 		}
 	}
 	return string(body)
+}
+
+// streamedPages returns a writer that hands each record of a streamed
+// response body (application/x-ndjson, application/jsonl, or the data
+// lines of text/event-stream) on as a partial result while the body
+// arrives: {"page": n, "data": <the record, parsed as JSON when it is>}.
+// It returns nil for other bodies and for calls without a Partial
+// receiver.
+func streamedPages(call *tools.Call, contentType string, cred *tools.Credential) *proc.Lines {
+	if call.Partial == nil {
+		return nil
+	}
+	mediaType, _, _ := strings.Cut(strings.ToLower(contentType), ";")
+	sse := false
+	switch strings.TrimSpace(mediaType) {
+	case "application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines", "application/json-lines":
+	case "text/event-stream":
+		sse = true
+	default:
+		return nil
+	}
+	page := 0
+	return &proc.Lines{W: io.Discard, Line: func(line string) {
+		if sse {
+			data, ok := strings.CutPrefix(line, "data:")
+			if !ok {
+				return
+			}
+			line = strings.TrimPrefix(data, " ")
+		}
+		if strings.TrimSpace(line) == "" {
+			return
+		}
+		if cred != nil {
+			line = tools.Redact(line, *cred)
+		}
+		page++
+		call.EmitPartial(map[string]any{"page": page, "data": parseBody([]byte(line), "application/json")})
+	}}
 }
 
 // redactURL drops user info and the query from u for error and log text.

@@ -7,7 +7,9 @@ import (
 	"io"
 	nethttp "net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,11 +147,11 @@ func TestExecute(t *testing.T) {
 			},
 		},
 		{
-			name:   "bearer token from keychain",
+			name:   "bearer token from keychain, redacted from the echo",
 			config: map[string]any{"url": srv.URL, "auth": "api"},
 			status: tools.StatusSuccess,
 			check: func(t *testing.T, out tools.Output, e map[string]any) {
-				if e["authz"] != "Bearer s3cret" {
+				if e["authz"] != "Bearer "+tools.Redacted {
 					t.Errorf("authorization %q", e["authz"])
 				}
 			},
@@ -285,4 +287,203 @@ func BenchmarkGet(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestCredentialHosts sends credentials only where their keychain entry
+// allows, also across a redirect, and redacts what an endpoint echoes.
+func TestCredentialHosts(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string][]string{} // server → credential headers it received
+	record := func(name string) nethttp.HandlerFunc {
+		return func(w nethttp.ResponseWriter, r *nethttp.Request) {
+			mu.Lock()
+			seen[name] = append(seen[name], r.Header.Get("Authorization")+"|"+r.Header.Get("X-API-Key"))
+			mu.Unlock()
+			if to := r.URL.Query().Get("to"); to != "" {
+				nethttp.Redirect(w, r, to, nethttp.StatusFound)
+				return
+			}
+			// Echo the request headers back, in the body and as a header.
+			w.Header().Set("X-Seen-Auth", r.Header.Get("Authorization")+r.Header.Get("X-API-Key"))
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"headers": r.Header, "note": "token is " + r.Header.Get("Authorization")})
+		}
+	}
+	a := httptest.NewServer(record("a")) // reached as 127.0.0.1
+	t.Cleanup(a.Close)
+	b := httptest.NewServer(record("b")) // reached as localhost: another host
+	t.Cleanup(b.Close)
+	aURL, _ := url.Parse(a.URL)
+	bURL, _ := url.Parse(b.URL)
+	bLocal := "http://localhost:" + bURL.Port()
+
+	kc := tools.StaticKeychain{
+		"scoped":  {Hosts: []string{"127.0.0.1"}, Fields: map[string]string{"api_key": "key-0123456789"}},
+		"by_url":  {URL: a.URL, Fields: map[string]string{"token": "tok-0123456789"}},
+		"nowhere": {Fields: map[string]string{"token": "tok-nowhere-99"}},
+		"wild":    {Hosts: []string{"*.example.com"}, Fields: map[string]string{"token": "tok-wild-12345"}},
+		"basic":   {Hosts: []string{aURL.Host}, Fields: map[string]string{"username": "u", "password": "pw-0123456789"}},
+	}
+	tool := cfhttp.New(cfhttp.Config{NoPacing: true})
+	call := func(alias, target string) (tools.Output, error) {
+		return tool.Execute(context.Background(), &tools.Call{Keychain: kc, Config: map[string]any{"url": target, "auth": alias}})
+	}
+	for _, tt := range []struct{ alias, target string }{
+		{"scoped", bLocal},
+		{"by_url", bLocal},
+		{"nowhere", a.URL},
+		{"wild", a.URL},
+	} {
+		if _, err := call(tt.alias, tt.target); !errors.Is(err, tools.ErrHostNotAllowed) {
+			t.Errorf("%s to %s: err %v, want ErrHostNotAllowed", tt.alias, tt.target, err)
+		}
+	}
+	mu.Lock()
+	if len(seen) != 0 {
+		t.Fatalf("refused calls reached servers: %v", seen)
+	}
+	mu.Unlock()
+
+	// Allowed host, then a redirect to another host: the API key stays behind.
+	out, err := call("scoped", a.URL+"/?to="+url.QueryEscape(bLocal+"/landed"))
+	if err != nil || out.Status != tools.StatusSuccess {
+		t.Fatalf("scoped call: %v %+v", err, out)
+	}
+	mu.Lock()
+	if got := seen["a"]; len(got) != 1 || got[0] != "|key-0123456789" {
+		t.Errorf("allowed host got %q", got)
+	}
+	if got := seen["b"]; len(got) != 1 || got[0] != "|" {
+		t.Errorf("redirect target got credential headers %q", got)
+	}
+	mu.Unlock()
+
+	for _, alias := range []string{"by_url", "basic", "scoped"} {
+		out, err := call(alias, a.URL+"/echo")
+		if err != nil || out.Status != tools.StatusSuccess {
+			t.Fatalf("%s: %v %+v", alias, err, out)
+		}
+		dump, _ := json.Marshal(out)
+		for _, secret := range []string{"tok-0123456789", "pw-0123456789", "key-0123456789", "dTpwdy0wMTIzNDU2Nzg5"} {
+			if strings.Contains(string(dump), secret) {
+				t.Errorf("%s: the response put secret %q into the output: %s", alias, secret, dump)
+			}
+		}
+		if !strings.Contains(string(dump), tools.Redacted) {
+			t.Errorf("%s: nothing redacted in %s", alias, dump)
+		}
+	}
+}
+
+// TestRevealedSecretsStayScoped: a secret a playbook put into a request
+// through a secret reference goes only where its keychain entry allows,
+// and a redirect elsewhere is not followed.
+func TestRevealedSecretsStayScoped(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		mu.Lock()
+		got = append(got, r.Host+" "+r.Header.Get("X-Token"))
+		mu.Unlock()
+		if to := r.URL.Query().Get("to"); to != "" {
+			nethttp.Redirect(w, r, to, nethttp.StatusFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	local := "http://localhost:" + u.Port()
+	revealed := []tools.Revealed{{Ref: "${secret:tok#token}", Secret: "tok-0123456789",
+		Credential: tools.Credential{Alias: "tok", Hosts: []string{"127.0.0.1"}, Fields: map[string]string{"token": "tok-0123456789"}}}}
+	tool := cfhttp.New(cfhttp.Config{NoPacing: true})
+	call := func(target string) (tools.Output, error) {
+		return tool.Execute(context.Background(), &tools.Call{Revealed: revealed,
+			Config: map[string]any{"url": target, "headers": map[string]any{"X-Token": "tok-0123456789"}}})
+	}
+	if _, err := call(local + "/"); !errors.Is(err, tools.ErrHostNotAllowed) {
+		t.Fatalf("to a host the entry does not list: %v", err)
+	}
+	out, err := call(srv.URL + "/?to=" + url.QueryEscape(local+"/landed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := out.Data.(map[string]any)["status_code"]; code != nethttp.StatusFound {
+		t.Fatalf("the redirect to another host was followed: status %v", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || !strings.HasPrefix(got[0], "127.0.0.1:") {
+		t.Fatalf("requests seen: %q", got)
+	}
+}
+
+// TestStreamedPages: the records of a streamed body (NDJSON, server-sent
+// events) reach the call's Partial receiver while the body still arrives:
+// the server sends the second record only after the test saw the first.
+func TestStreamedPages(t *testing.T) {
+	t.Parallel()
+	first := make(chan struct{})
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		switch r.URL.Path {
+		case "/ndjson":
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			io.WriteString(w, `{"page":1,"token":"sekrit-token"}`+"\n")
+			w.(nethttp.Flusher).Flush()
+			select {
+			case <-first:
+			case <-r.Context().Done():
+				return
+			}
+			io.WriteString(w, "\n"+`{"page":2}`+"\nnot json")
+		case "/sse":
+			w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+			io.WriteString(w, "event: tick\ndata: {\"n\":1}\n\n: comment\ndata: bye\n\n")
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"rows":[1,2]}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	tool := cfhttp.New(cfhttp.Config{})
+	kc := tools.StaticKeychain{"api": {Alias: "api", Hosts: []string{"127.0.0.1"}, Fields: map[string]string{"token": "sekrit-token"}}}
+	run := func(path string, onPage func(map[string]any)) ([]map[string]any, tools.Output) {
+		var got []map[string]any
+		out, err := tool.Execute(context.Background(), &tools.Call{
+			Config:   map[string]any{"url": srv.URL + path, "auth": "api"},
+			Keychain: kc,
+			Partial: func(d any) {
+				m := d.(map[string]any)
+				got = append(got, m)
+				if onPage != nil {
+					onPage(m)
+				}
+			},
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return got, out
+	}
+	got, out := run("/ndjson", func(m map[string]any) {
+		if m["page"] == 1 {
+			close(first)
+		}
+	})
+	if out.Status != tools.StatusSuccess || len(got) != 3 {
+		t.Fatalf("ndjson: status %s, %d pages: %v", out.Status, len(got), got)
+	}
+	if d := got[0]["data"].(map[string]any); d["token"] != tools.Redacted {
+		t.Fatalf("a page carries the credential's secret: %v", d)
+	}
+	if got[1]["page"] != 2 || got[1]["data"].(map[string]any)["page"] != int64(2) || got[2]["data"] != "not json" {
+		t.Fatalf("ndjson pages: %v", got)
+	}
+	got, _ = run("/sse", nil)
+	if len(got) != 2 || got[0]["data"].(map[string]any)["n"] != int64(1) || got[1]["data"] != "bye" {
+		t.Fatalf("sse pages: %v", got)
+	}
+	if got, _ = run("/json", nil); len(got) != 0 {
+		t.Fatalf("a plain JSON body is not streamed, yet: %v", got)
+	}
 }

@@ -46,6 +46,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
 )
@@ -216,7 +217,7 @@ func payload(v any) ([]byte, error) {
 // decoded returns stored bytes as the JSON value they hold, else as a
 // string.
 func decoded(b []byte) any {
-	if v, err := conv.DecodeJSON(b); err == nil {
+	if v, err := jsonnum.Decode(b); err == nil {
 		return v
 	}
 	return string(b)

@@ -12,6 +12,12 @@
 // The child's execution id is derived from the parent's command, so a
 // retried or resumed call re-attaches to the same child instead of
 // starting it again.
+//
+// The calling step holds no worker while its child runs: the tool starts
+// the child and returns a *tools.AwaitExecution, the engine parks the
+// command until the child's terminal event and then runs the task again,
+// which finds the child finished and returns its outcome. (Rows of a
+// cursor frame cannot be parked: there the tool waits for the child.)
 package playbook
 
 import (
@@ -30,7 +36,14 @@ type Request struct {
 	Path string
 	// Workload overrides the child's workload keys.
 	Workload map[string]any
+	// Await asks the Runner not to wait for a child that has not ended:
+	// it returns the Result with Status StatusRunning instead.
+	Await bool
 }
+
+// StatusRunning is the Status of a Result for a child that has not ended
+// (Request.Await).
+const StatusRunning = "running"
 
 // Result is a finished child execution.
 type Result struct {
@@ -66,9 +79,13 @@ func New(r Runner) tools.Tool {
 				}
 			}
 		}
-		res, err := r.RunPlaybook(ctx, Request{ParentExecutionID: call.ExecutionID, CommandID: call.CommandID, Path: path, Workload: workload})
+		res, err := r.RunPlaybook(ctx, Request{ParentExecutionID: call.ExecutionID, CommandID: call.CommandID, Path: path,
+			Workload: workload, Await: call.Await})
 		if err != nil {
 			return tools.Output{}, err
+		}
+		if res.Status == StatusRunning {
+			return tools.Output{}, &tools.AwaitExecution{ExecutionID: res.ExecutionID}
 		}
 		data := map[string]any{"execution_id": res.ExecutionID, "status": res.Status, "steps": res.Steps}
 		if res.Status != "completed" {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
 )
 
@@ -79,7 +80,7 @@ func decode(oid uint32, raw []byte) any {
 	case oidNumeric:
 		return conv.Decimal(string(raw))
 	case oidJSON, oidJSONB:
-		if v, err := conv.DecodeJSON(raw); err == nil {
+		if v, err := jsonnum.Decode(raw); err == nil {
 			return v
 		}
 		return string(raw)

@@ -6,9 +6,24 @@
 //	auth | credential      keychain alias (or NoETL's {credential: alias}
 //	                       object) whose URL is the connection string
 //	command | query | sql  the SQL, one or more statements
+//	params                 values of $1, $2, ... (a list), bound over the
+//	                       extended protocol: the SQL is then one statement
 //
-// The SQL goes to the server as written, in one simple-protocol query:
-// the tool never splits statements itself, so comments, quotes and
+// Values from rows, items or requests belong in params (or, spliced into
+// the SQL text, through the sql_literal and sql_ident template filters),
+// never quoted by hand: '{{ x }}' breaks, or injects, on a value with a
+// quote in it.
+//
+//	command: INSERT INTO t (id, doc) VALUES ($1, $2::jsonb)
+//	params: ['{{ iter.row.id }}', '{{ iter.row }}']
+//
+// A param is sent as text and typed by the server from the statement
+// (cast with $n::type where the statement does not say): nil is NULL,
+// numbers and booleans are their text, lists and maps their JSON.
+//
+// Without params the SQL goes to the server as written, in one
+// simple-protocol query: the tool never splits statements itself, so
+// comments, quotes and
 // dollar-quoted bodies ("-- don't split me", DO $$ ... $$) reach the
 // server intact. The server runs the statements in one implicit
 // transaction unless the SQL manages its own, so an error rolls back the
@@ -43,4 +58,8 @@
 // DefaultMaxConns connections unless the URL's pool_max_conns or
 // Config.MaxConns says otherwise. A connection returned inside an open
 // transaction is discarded rather than reused.
+//
+// While a statement's rows arrive, they are handed on in batches of
+// Config.PartialRows (default 100) as partial results, {"statement": n,
+// "rows": [...], "rows_read": total so far} (see tools.Call.EmitPartial).
 package postgres

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cursorflow/cursorflow/internal/pgparam"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
 )
@@ -18,6 +19,10 @@ import (
 // DefaultMaxConns is the pool size per credential URL when neither Config
 // nor the URL's pool_max_conns parameter sets one.
 const DefaultMaxConns = 16
+
+// DefaultPartialRows is how many rows of a statement's result go into one
+// partial result (see Config.PartialRows).
+const DefaultPartialRows = 100
 
 // ErrBadConfig is wrapped by the errors Execute returns for a task that
 // names no credential or no SQL.
@@ -38,6 +43,11 @@ type Config struct {
 	// ConfigurePool, when set, adjusts each pool's configuration before
 	// the pool is created (tracing, AfterConnect hooks, ...).
 	ConfigurePool func(alias string, cfg *pgxpool.Config) error
+	// PartialRows is how many rows of a statement's result are handed on
+	// as one partial result while the statement's rows arrive (for a call
+	// with a Partial receiver): {statement, rows, rows_read}. Defaults to
+	// DefaultPartialRows (100).
+	PartialRows int
 }
 
 // Tool is the postgres tool: one lazily created pgxpool per credential
@@ -55,6 +65,9 @@ type Tool struct {
 func New(cfg Config) *Tool {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.PartialRows <= 0 {
+		cfg.PartialRows = DefaultPartialRows
 	}
 	return &Tool{cfg: cfg, pools: make(map[string]*pgxpool.Pool)}
 }
@@ -97,11 +110,29 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if cred.Alias == "" {
 		cred.Alias = alias
 	}
+	var params [][]byte
+	if v, ok := call.Config["params"]; ok && v != nil {
+		if params, err = bindParams(v); err != nil {
+			return tools.Output{}, fmt.Errorf("%w: params: %w", ErrBadConfig, err)
+		}
+		if params == nil {
+			params = [][]byte{}
+		}
+	}
 	pool, err := t.pool(cred)
 	if err != nil {
 		return tools.Output{}, err
 	}
-	return t.run(ctx, pool, cred, sql), nil
+	return t.run(ctx, pool, cred, sql, params, t.partials(call)), nil
+}
+
+// bindParams encodes the params list (values of $1, $2, ...) as text.
+func bindParams(v any) ([][]byte, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("want a list (values of $1, $2, ...), got %T", v)
+	}
+	return pgparam.Encode(list)
 }
 
 // pool returns the pool for cred.URL, creating it on first use.
@@ -153,27 +184,28 @@ func (t *Tool) pool(cred tools.Credential) (*pgxpool.Pool, error) {
 	return p, nil
 }
 
-// run executes sql over the simple query protocol and builds the Output.
-func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string) tools.Output {
+// run executes sql, over the simple query protocol without params and
+// as one statement of the extended protocol with them (params non-nil),
+// hands its rows on as partial results (part, if set) and builds the
+// Output.
+func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string, params [][]byte, part *partials) tools.Output {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return connError(cred, err)
 	}
 	defer conn.Release()
 
-	mrr := conn.Conn().PgConn().Exec(ctx, sql)
 	var (
-		res      result
+		res      = result{part: part}
 		affected int64
 		rowsSeen bool
 	)
-	for mrr.NextResult() {
-		rr := mrr.ResultReader()
+	read := func(rr *pgconn.ResultReader) error {
 		fds := rr.FieldDescriptions()
 		if len(fds) == 0 {
-			tag, _ := rr.Close()
+			tag, err := rr.Close()
 			affected = tag.RowsAffected()
-			continue
+			return err
 		}
 		// A statement that returns rows (even none) replaces the result:
 		// the last such statement is the one reported.
@@ -182,10 +214,23 @@ func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credentia
 		for rr.NextRow() {
 			res.add(rr.Values())
 		}
-		rr.Close()
+		res.flush()
+		_, err := rr.Close()
+		return err
 	}
-	if err := mrr.Close(); err != nil {
-		return execError(cred, err)
+	if params != nil {
+		// Text in, text out: results decode exactly as without params.
+		if err := read(conn.Conn().PgConn().ExecParams(ctx, sql, params, nil, nil, nil)); err != nil {
+			return execError(cred, err)
+		}
+	} else {
+		mrr := conn.Conn().PgConn().Exec(ctx, sql)
+		for mrr.NextResult() {
+			_ = read(mrr.ResultReader()) // the error is mrr.Close's too
+		}
+		if err := mrr.Close(); err != nil {
+			return execError(cred, err)
+		}
 	}
 	if !rowsSeen {
 		return tools.Output{Status: tools.StatusSuccess, Data: map[string]any{
@@ -203,6 +248,36 @@ type result struct {
 	names   []string
 	oids    []uint32
 	rows    []any
+	// part hands rows on as partial results while they arrive; nil when
+	// the call has no Partial receiver.
+	part *partials
+	// sent counts the rows handed on.
+	sent int
+}
+
+// partials batches a call's rows into partial results.
+type partials struct {
+	call  *tools.Call
+	every int
+	stmt  int // statements that returned rows so far
+}
+
+func (t *Tool) partials(call *tools.Call) *partials {
+	if call.Partial == nil {
+		return nil
+	}
+	return &partials{call: call, every: t.cfg.PartialRows}
+}
+
+// flush hands on the rows not handed on yet.
+func (r *result) flush() {
+	if r.part == nil || r.sent == len(r.rows) {
+		return
+	}
+	r.part.call.EmitPartial(map[string]any{
+		"statement": r.part.stmt, "rows": r.rows[r.sent:len(r.rows):len(r.rows)], "rows_read": int64(len(r.rows)),
+	})
+	r.sent = len(r.rows)
 }
 
 func (r *result) reset(fds []pgconn.FieldDescription) {
@@ -216,6 +291,10 @@ func (r *result) reset(fds []pgconn.FieldDescription) {
 		r.oids[i] = fd.DataTypeOID
 	}
 	r.rows = []any{}
+	r.sent = 0
+	if r.part != nil {
+		r.part.stmt++
+	}
 }
 
 func (r *result) add(values [][]byte) {
@@ -226,6 +305,9 @@ func (r *result) add(values [][]byte) {
 		}
 	}
 	r.rows = append(r.rows, row)
+	if r.part != nil && len(r.rows)-r.sent >= r.part.every {
+		r.flush()
+	}
 }
 
 // retryableStates are SQLSTATEs (or classes) worth a retry.

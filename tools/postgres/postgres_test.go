@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/postgres"
@@ -291,4 +292,111 @@ INSERT INTO %[1]s.b SELECT g, 0 FROM generate_series(1, 1000) g`, s))
 			}
 		})
 	})
+}
+
+// nasty are values that break SQL spliced by hand: quotes, backslashes,
+// dollar quotes, a comment, non-ASCII text.
+var nasty = []any{"O'Brien", `C:\temp\'x`, `\'); DROP TABLE x; --`, "$$ $tag$ $$", "naïve — 日本 🚀", "", `"quoted"`, "a\nb\tc"}
+
+// TestSQLSafeValues sends nasty values to PostgreSQL both ways the
+// documentation offers, as sql_literal in the SQL text and as bound
+// params, and reads each back unchanged.
+func TestSQLSafeValues(t *testing.T) {
+	t.Parallel()
+	tool, kc, s := setup(t)
+	exec(t, tool, kc, "command", fmt.Sprintf(`CREATE TABLE %s.v (k int, doc jsonb, txt text)`, s))
+	run := func(config map[string]any) tools.Output {
+		t.Helper()
+		config["auth"] = "pg"
+		out, err := tool.Execute(context.Background(), &tools.Call{Keychain: kc, Config: config})
+		if err != nil || out.Status != tools.StatusSuccess {
+			t.Fatalf("%v %s", err, out.Error)
+		}
+		return out
+	}
+	literal, err := dsl.CompileTemplate(fmt.Sprintf(
+		`INSERT INTO %s.v VALUES ({{ k }}, {{ job | tojson | sql_literal }}::jsonb, {{ job.text | sql_literal }})`, s), dsl.Pos{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range nasty {
+		job := map[string]any{"text": v, "list": []any{v, int64(i)}}
+		sql, err := literal.RenderString(map[string]any{"k": int64(i), "job": job})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(map[string]any{"command": sql})
+		run(map[string]any{"command": fmt.Sprintf(`INSERT INTO %s.v VALUES ($1, $2::jsonb, $3)`, s),
+			"params": []any{int64(100 + i), job, v}})
+	}
+	out := run(map[string]any{"command": fmt.Sprintf(`SELECT k, doc, txt FROM %s.v WHERE k = ANY($1::int[]) ORDER BY k`, s),
+		"params": []any{"{0,1,2,3,4,5,6,7,100,101,102,103,104,105,106,107}"}})
+	rows := out.Data.(map[string]any)["rows"].([]any)
+	if len(rows) != 2*len(nasty) {
+		t.Fatalf("%d rows back, want %d", len(rows), 2*len(nasty))
+	}
+	for _, r := range rows {
+		row := r.(map[string]any)
+		i := row["k"].(int64) % 100
+		want := nasty[i]
+		doc := row["doc"].(map[string]any)
+		if row["txt"] != want || doc["text"] != want || !reflect.DeepEqual(doc["list"], []any{want, i}) {
+			t.Errorf("row %d: got txt %q doc %v, want %q", row["k"], row["txt"], doc, want)
+		}
+	}
+	// NULL and a multi-statement refusal.
+	out = run(map[string]any{"command": "SELECT $1::text AS a, $2::int AS b", "params": []any{nil, int64(7)}})
+	if got := out.Data.(map[string]any)["rows"]; !reflect.DeepEqual(got, []any{map[string]any{"a": nil, "b": int64(7)}}) {
+		t.Errorf("null and int params: %v", got)
+	}
+	bad, err := tool.Execute(context.Background(), &tools.Call{Keychain: kc, Config: map[string]any{
+		"auth": "pg", "command": "SELECT $1; SELECT 2", "params": []any{"x"}}})
+	if err != nil || bad.Status != tools.StatusError {
+		t.Errorf("two statements with params: %v %+v", err, bad)
+	}
+	if _, err := tool.Execute(context.Background(), &tools.Call{Keychain: kc, Config: map[string]any{
+		"auth": "pg", "command": "SELECT $1", "params": "x"}}); !errors.Is(err, postgres.ErrBadConfig) {
+		t.Errorf("params not a list: %v", err)
+	}
+}
+
+// TestPartialRowBatches: a statement's rows are handed on in batches of
+// PartialRows as they arrive, per statement, the last batch short.
+func TestPartialRowBatches(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	tool := postgres.New(postgres.Config{PartialRows: 3})
+	t.Cleanup(func() { tool.Close() })
+	var got []map[string]any
+	call := &tools.Call{
+		Kind: "postgres", Keychain: tools.StaticURLs(map[string]string{"pg": dsn}),
+		Config: map[string]any{"auth": "pg", "command": `SELECT g AS id FROM generate_series(1, 7) g;
+SELECT 1 AS x WHERE false;
+SELECT g AS id FROM generate_series(8, 9) g`},
+		Partial: func(data any) { got = append(got, data.(map[string]any)) },
+	}
+	out, err := tool.Execute(context.Background(), call)
+	if err != nil || out.Status != tools.StatusSuccess {
+		t.Fatalf("Execute = %+v, %v", out, err)
+	}
+	type batch struct {
+		stmt int
+		ids  string
+		read int64
+	}
+	var batches []batch
+	for _, p := range got {
+		var ids []string
+		for _, r := range p["rows"].([]any) {
+			ids = append(ids, fmt.Sprint(r.(map[string]any)["id"]))
+		}
+		batches = append(batches, batch{p["statement"].(int), strings.Join(ids, ","), p["rows_read"].(int64)})
+	}
+	want := []batch{{1, "1,2,3", 3}, {1, "4,5,6", 6}, {1, "7", 7}, {3, "8,9", 2}}
+	if !reflect.DeepEqual(batches, want) {
+		t.Fatalf("batches %+v, want %+v", batches, want)
+	}
+	if rows := out.Data.(map[string]any)["rows"].([]any); len(rows) != 2 {
+		t.Fatalf("the result is still the last statement's rows: %v", rows)
+	}
 }

@@ -24,6 +24,9 @@
 // go to stdout, which the tool logs at debug level and never mixes into
 // the result. Values json cannot encode (dates, Decimals, ...) become
 // their str(). JSON integers come back as int64, other numbers as float64.
+// A result whose JSON is larger than Config.MaxResult (64 MiB by default)
+// is an error Output; the tool reads the result pipe to its end either
+// way, so a large result never leaves the child blocked on its write.
 //
 // An exception is an error Output whose Error is "Type: message" plus the
 // traceback of the user's frames (file "<code>"); Data carries exception,

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
 	"github.com/cursorflow/cursorflow/tools/internal/proc"
@@ -25,8 +26,11 @@ const (
 	// DefaultPython is the interpreter run when Config.Python is empty.
 	DefaultPython = "python3"
 	// DefaultMaxOutput caps the bytes of stdout and of stderr kept for the
-	// log, and of the result document.
+	// log.
 	DefaultMaxOutput = 1 << 20
+	// DefaultMaxResult caps the bytes of the result document (the JSON the
+	// code's return value encodes to), as the http tool caps a body.
+	DefaultMaxResult = 64 << 20
 )
 
 // ErrBadConfig is wrapped by the errors Execute returns for a task with no
@@ -42,9 +46,12 @@ type Config struct {
 	Env []string
 	// Dir is the child's working directory. Defaults to the worker's.
 	Dir string
-	// MaxOutput caps the bytes kept from stdout, from stderr and of the
-	// result. Defaults to DefaultMaxOutput.
+	// MaxOutput caps the bytes kept from stdout and from stderr. Defaults
+	// to DefaultMaxOutput.
 	MaxOutput int
+	// MaxResult caps the bytes of the result document; a larger result is
+	// an error Output. Defaults to DefaultMaxResult.
+	MaxResult int
 	// Logger receives the code's stdout and stderr at debug level when a
 	// Call carries no Logger. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -64,6 +71,9 @@ func New(cfg Config) *Tool {
 	}
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = DefaultMaxOutput
+	}
+	if cfg.MaxResult <= 0 {
+		cfg.MaxResult = DefaultMaxResult
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -151,12 +161,14 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		return tools.Output{Status: tools.StatusError, Error: fmt.Sprintf("python: start %s: %v", t.cfg.Python, err)}, nil
 	}
 	resW.Close()
-	// Read the result concurrently: a large result would otherwise fill
-	// the pipe and block the child before it exits.
+	// Read the result concurrently, to its end: a child blocked writing
+	// into a full pipe never exits, so bytes past the cap are read and
+	// dropped rather than left unread.
 	resCh := make(chan []byte, 1)
 	go func() {
-		b, _ := io.ReadAll(io.LimitReader(resR, int64(t.cfg.MaxOutput)+1))
-		resCh <- b
+		res := &proc.Capped{Max: t.cfg.MaxResult + 1}
+		_, _ = io.Copy(res, resR)
+		resCh <- res.Bytes()
 	}()
 	waitErr := cmd.Wait()
 	raw := <-resCh
@@ -175,8 +187,8 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return tools.Output{Status: tools.StatusError, Error: "python: " + ctxErr.Error()}, nil
 	}
-	if len(raw) > t.cfg.MaxOutput {
-		return tools.Output{Status: tools.StatusError, Error: fmt.Sprintf("python: result larger than %d bytes", t.cfg.MaxOutput)}, nil
+	if len(raw) > t.cfg.MaxResult {
+		return tools.Output{Status: tools.StatusError, Error: fmt.Sprintf("python: result larger than %d bytes (Config.MaxResult)", t.cfg.MaxResult)}, nil
 	}
 	var rep reply
 	if len(raw) == 0 || json.Unmarshal(raw, &rep) != nil {
@@ -206,7 +218,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if waitErr != nil {
 		return tools.Output{Status: tools.StatusError, Error: "python: " + waitErr.Error()}, nil
 	}
-	result, err := conv.DecodeJSON(rep.Result)
+	result, err := jsonnum.Decode(rep.Result)
 	if err != nil {
 		return tools.Output{Status: tools.StatusError, Error: "python: unreadable result: " + err.Error()}, nil
 	}

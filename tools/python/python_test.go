@@ -182,3 +182,33 @@ func TestCredentialsNotInherited(t *testing.T) {
 		t.Errorf("env seen by code %v, want %v", out.Data, want)
 	}
 }
+
+// TestLargeResults returns results far larger than a pipe's buffer: they
+// come back whole, and one over Config.MaxResult fails at once with an
+// error that says so instead of leaving the child blocked on its write.
+func TestLargeResults(t *testing.T) {
+	t.Parallel()
+	tool := python.New(python.Config{Python: interpreter(t)})
+	for _, mb := range []int{3, 20} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := tool.Execute(ctx, &tools.Call{Config: map[string]any{"code": "return 'x' * n"}, Args: map[string]any{"n": int64(mb << 20)}})
+		cancel()
+		if err != nil || out.Status != tools.StatusSuccess {
+			t.Fatalf("%d MB: %v %s", mb, err, out.Error)
+		}
+		if s, _ := out.Data.(string); len(s) != mb<<20 || strings.Trim(s, "x") != "" {
+			t.Fatalf("%d MB: got %d bytes back", mb, len(s))
+		}
+	}
+
+	small := python.New(python.Config{Python: interpreter(t), MaxResult: 1 << 20})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := small.Execute(ctx, &tools.Call{Config: map[string]any{"code": "return 'x' * (3 << 20)"}})
+	if err != nil || out.Status != tools.StatusError || !strings.Contains(out.Error, "larger than 1048576 bytes") {
+		t.Fatalf("oversized result: %v %+v", err, out.Error)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the oversized result hung until the test's deadline")
+	}
+}

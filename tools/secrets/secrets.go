@@ -20,7 +20,9 @@
 // worker replaces it with the secret just before calling that tool, and
 // replaces the secret with the reference again in whatever the tool
 // returns. The call checks that the alias resolves, so a missing secret
-// fails here, naming the alias.
+// fails here, naming the alias. The http tool sends a revealed secret only
+// to the hosts its keychain entry allows (tools.Credential.AllowsHost),
+// as it does an auth credential.
 package secrets
 
 import (

@@ -11,4 +11,8 @@
 // Data is {"stdout", "stderr", "exit_code"}. A non-zero exit is an error
 // Output whose Error quotes the start of stderr. The child inherits the
 // worker's environment without CURSORFLOW_CREDENTIAL_* variables.
+//
+// While the command runs, each line it writes is handed on as a partial
+// result, {"stream": "stdout"|"stderr", "line": ...} (see
+// tools.Call.EmitPartial).
 package shell

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strings"
@@ -106,8 +107,24 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	stdout := &proc.Capped{Max: t.cfg.MaxOutput}
 	stderr := &proc.Capped{Max: t.cfg.MaxOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	var lines []*proc.Lines
+	if call.Partial != nil {
+		// Each line of output is a partial result while the command runs.
+		for _, s := range []struct {
+			name string
+			w    *proc.Capped
+			dst  *io.Writer
+		}{{"stdout", stdout, &cmd.Stdout}, {"stderr", stderr, &cmd.Stderr}} {
+			l := &proc.Lines{W: s.w, Line: func(line string) { call.EmitPartial(map[string]any{"stream": s.name, "line": line}) }}
+			*s.dst = l
+			lines = append(lines, l)
+		}
+	}
 
 	err = cmd.Run()
+	for _, l := range lines {
+		l.Flush()
+	}
 	code := 0
 	if cmd.ProcessState != nil {
 		code = cmd.ProcessState.ExitCode()

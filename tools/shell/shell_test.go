@@ -3,7 +3,10 @@ package shell_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cursorflow/cursorflow/tools"
@@ -50,5 +53,56 @@ func TestExecute(t *testing.T) {
 	}
 	if _, err := tool.Execute(context.Background(), &tools.Call{Config: map[string]any{"command": " "}}); !errors.Is(err, shell.ErrBadConfig) {
 		t.Errorf("empty command: %v", err)
+	}
+}
+
+// TestPartialLines: each line of output reaches the call's Partial
+// receiver while the command still runs (the command waits for a file the
+// receiver creates on the first line), in order, stderr apart, and a
+// last line without a newline too.
+func TestPartialLines(t *testing.T) {
+	t.Parallel()
+	tool := shell.New(shell.Config{})
+	gate := filepath.Join(t.TempDir(), "gate")
+	var mu sync.Mutex
+	var got []map[string]any
+	call := &tools.Call{
+		Config: map[string]any{
+			"command": `echo first; echo warn >&2; while [ ! -e "$GATE" ]; do sleep 0.01; done; echo second; printf last`,
+			"env":     map[string]any{"GATE": gate},
+		},
+		Partial: func(data any) {
+			m := data.(map[string]any)
+			mu.Lock()
+			got = append(got, m)
+			mu.Unlock()
+			if m["line"] == "first" {
+				if err := os.WriteFile(gate, nil, 0o600); err != nil {
+					t.Error(err)
+				}
+			}
+		},
+	}
+	out, err := tool.Execute(context.Background(), call)
+	if err != nil || out.Status != tools.StatusSuccess {
+		t.Fatalf("Execute = %+v, %v", out, err)
+	}
+	var stdout []string
+	var stderr []string
+	for _, m := range got {
+		switch m["stream"] {
+		case "stdout":
+			stdout = append(stdout, m["line"].(string))
+		case "stderr":
+			stderr = append(stderr, m["line"].(string))
+		default:
+			t.Fatalf("partial %v names no stream", m)
+		}
+	}
+	if strings.Join(stdout, "|") != "first|second|last" || strings.Join(stderr, "|") != "warn" {
+		t.Fatalf("partials: stdout %q, stderr %q", stdout, stderr)
+	}
+	if d := out.Data.(map[string]any); d["stdout"] != "first\nsecond\nlast" {
+		t.Fatalf("the result keeps the whole output: %q", d["stdout"])
 	}
 }

@@ -4,7 +4,6 @@
 package conv
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -152,54 +151,6 @@ func Bool(v any) (b bool, ok bool) {
 		return b, err == nil
 	}
 	return false, false
-}
-
-// DecodeJSON parses data into plain Go values: map[string]any, []any,
-// string, bool, nil, int64 for integers that fit and float64 for every
-// other number (so an id prints as 42, not 42.0, and never loses digits).
-func DecodeJSON(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("conv: trailing data after JSON value")
-	}
-	return Numbers(v), nil
-}
-
-// Numbers replaces every json.Number inside v (decoded with UseNumber) by
-// int64 or float64, in place where possible.
-func Numbers(v any) any {
-	switch v := v.(type) {
-	case json.Number:
-		return Number(v)
-	case map[string]any:
-		for k, e := range v {
-			v[k] = Numbers(e)
-		}
-		return v
-	case []any:
-		for i, e := range v {
-			v[i] = Numbers(e)
-		}
-		return v
-	}
-	return v
-}
-
-// Number converts n to int64 when it is an integer that fits, else float64
-// (else, for a number float64 cannot hold, its text).
-func Number(n json.Number) any {
-	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-		return i
-	}
-	if f, err := strconv.ParseFloat(string(n), 64); err == nil {
-		return f
-	}
-	return string(n)
 }
 
 // Map returns v as map[string]any when it is one.

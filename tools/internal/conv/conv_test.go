@@ -1,7 +1,6 @@
 package conv
 
 import (
-	"reflect"
 	"testing"
 	"time"
 )
@@ -19,21 +18,6 @@ func TestScalar(t *testing.T) {
 		if got := Scalar(tt.in); got != tt.want {
 			t.Errorf("Scalar(%#v) = %q, want %q", tt.in, got, tt.want)
 		}
-	}
-}
-
-func TestDecodeJSON(t *testing.T) {
-	t.Parallel()
-	got, err := DecodeJSON([]byte(`{"i": 9007199254740993, "f": 1.5, "e": 1e400, "l": [1, null]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]any{"i": int64(9007199254740993), "f": 1.5, "e": "1e400", "l": []any{int64(1), nil}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got %#v, want %#v", got, want)
-	}
-	if _, err := DecodeJSON([]byte(`{} {}`)); err == nil {
-		t.Error("trailing data accepted")
 	}
 }
 

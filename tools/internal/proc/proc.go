@@ -7,6 +7,7 @@ package proc
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -78,4 +79,51 @@ func (c *Capped) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return c.Buffer.Write(p)
+}
+
+// maxLine bounds the bytes a Lines writer holds for one line: a longer
+// line is handed on in pieces of this size.
+const maxLine = 64 << 10
+
+// Lines is an io.Writer that passes everything on to W and calls Line with
+// each complete line (without its newline) as it is written, so a tool can
+// report a child's output while the child runs. Flush hands on a last line
+// that has no newline. Line runs on the writing goroutine: it must not
+// block.
+type Lines struct {
+	W    io.Writer
+	Line func(line string)
+	buf  []byte
+}
+
+// Write implements io.Writer.
+func (l *Lines) Write(p []byte) (int, error) {
+	n, err := l.W.Write(p)
+	for rest := p[:n]; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			l.buf = append(l.buf, rest...)
+			rest = nil
+		} else {
+			l.buf = append(l.buf, rest[:i]...)
+			rest = rest[i+1:]
+		}
+		for len(l.buf) > maxLine {
+			l.Line(string(l.buf[:maxLine]))
+			l.buf = append(l.buf[:0], l.buf[maxLine:]...)
+		}
+		if i >= 0 {
+			l.Line(strings.TrimSuffix(string(l.buf), "\r"))
+			l.buf = l.buf[:0]
+		}
+	}
+	return n, err
+}
+
+// Flush hands on the last line if it had no newline.
+func (l *Lines) Flush() {
+	if len(l.buf) > 0 {
+		l.Line(string(l.buf))
+		l.buf = l.buf[:0]
+	}
 }

@@ -56,3 +56,28 @@ func TestEnvironDropsCredentials(t *testing.T) {
 		t.Fatal("an ordinary variable was dropped")
 	}
 }
+
+func TestLines(t *testing.T) {
+	t.Parallel()
+	var lines []string
+	var all strings.Builder
+	l := &Lines{W: &all, Line: func(s string) { lines = append(lines, s) }}
+	for _, s := range []string{"a", "b\nc", "\r\n", "\n\nlong" + strings.Repeat("x", maxLine), "tail"} {
+		if n, err := l.Write([]byte(s)); n != len(s) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", s, n, err)
+		}
+	}
+	l.Flush()
+	want := []string{"ab", "c", "", "", "long" + strings.Repeat("x", maxLine-4), "xxxxtail"}
+	if len(lines) != len(want) {
+		t.Fatalf("lines %d, want %d", len(lines), len(want))
+	}
+	for i := range want {
+		if lines[i] != want[i] {
+			t.Fatalf("line %d = %.20q (len %d), want %.20q (len %d)", i, lines[i], len(lines[i]), want[i], len(want[i]))
+		}
+	}
+	if all.Len() != len("ab\nc\r\n\n\nlong")+maxLine+len("tail") {
+		t.Fatalf("passed on %d bytes", all.Len())
+	}
+}

@@ -1,0 +1,124 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// loopBack re-enters a collection loop step n times.
+const loopBack = header + `
+workload: {n: 150}
+workflow:
+  - step: start
+    loop:
+      in: '{{ [1, 2, 3] }}'
+      iterator: x
+    tool: {kind: rec, key: 'item'}
+    set:
+      ctx.rounds: '{{ (ctx.rounds | default(0)) + 1 }}'
+    next:
+      spec: {mode: exclusive}
+      arcs:
+        - step: start
+          when: '{{ ctx.rounds < n }}'
+        - step: end
+  - step: end
+    tool: {kind: rec, key: end}
+`
+
+// TestFinishedLoopsAndRunsAreCompacted: a long-lived execution that loops
+// back keeps only the work in hand, not every run and loop it ever had.
+func TestFinishedLoopsAndRunsAreCompacted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, loopBack, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted || b.rec.count("item") != 450 {
+		t.Fatalf("status %s, %d items: %s", sum.Status, b.rec.count("item"), sum.Error)
+	}
+	if sum.Steps["start"] != "completed" || sum.Steps["end"] != "completed" {
+		t.Fatalf("steps %v", sum.Steps)
+	}
+	// Fold every prefix's end: the state holds what is under way only.
+	maxRuns, maxLoops := 0, 0
+	st := engine.NewState(evs[0].ExecutionID)
+	for _, ev := range evs {
+		if err := st.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+		maxRuns, maxLoops = max(maxRuns, len(st.Runs)), max(maxLoops, len(st.Loops))
+	}
+	if maxRuns > 2 || maxLoops > 1 || len(st.Runs) != 0 || len(st.Loops) != 0 {
+		t.Fatalf("state grew with the loop-backs: up to %d runs and %d loops held (now %d, %d)", maxRuns, maxLoops, len(st.Runs), len(st.Loops))
+	}
+	// The status still reports the last loop of the step.
+	status := st.Snapshot()
+	if ls, ok := status.Loops["start#150"]; !ok || ls.Items != 3 || ls.Done != 3 || !ls.Finished || len(status.Loops) != 1 {
+		t.Fatalf("loops in status: %+v", status.Loops)
+	}
+}
+
+// TestRepeatedDecisionFoldsOnce: a second copy of a decided event (a
+// deposed leader's late step.completed) changes nothing: the successors
+// are not queued twice.
+func TestRepeatedDecisionFoldsOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, twoSteps, nil)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s", sum.Status)
+	}
+	// Cut the history after start's step.completed and append a copy of it.
+	var cut []eventlog.Event
+	for _, ev := range evs {
+		cut = append(cut, ev)
+		if ev.Type == eventlog.TypeStepCompleted && ev.Step == "start" {
+			dup := ev
+			dup.Seq = ev.Seq + 1
+			cut = append(cut, dup)
+			break
+		}
+	}
+	st, err := engine.Fold(evs[0].ExecutionID, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := st.Decide(time.Now(), nil, "")
+	issued := 0
+	for _, ev := range out {
+		if ev.Type == eventlog.TypeCommandIssued {
+			issued++
+			var p struct{ Run string }
+			_ = json.Unmarshal(ev.Payload, &p)
+			if p.Run != "second#1" {
+				t.Errorf("issued %s", p.Run)
+			}
+		}
+	}
+	if issued != 1 {
+		t.Fatalf("decided %d command.issued after a repeated step.completed, want 1: %v", issued, out)
+	}
+	// And through a live engine: resume the doubled history.
+	log := eventlog.NewMemory()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := log.Append(ctx, cut); err != nil {
+		t.Fatal(err)
+	}
+	fresh := setup(t, log)
+	if err := fresh.eng.Resume(ctx, evs[0].ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := fresh.eng.Wait(ctx, evs[0].ExecutionID)
+	if err != nil || got.Status != engine.StatusCompleted {
+		t.Fatalf("%v %+v", err, got)
+	}
+	if n := fresh.rec.count("second"); n != 1 {
+		t.Fatalf("second ran %d times", n)
+	}
+}

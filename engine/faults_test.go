@@ -1,0 +1,238 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/clock"
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/faultlog"
+)
+
+// twoSteps is the smallest flow with a report and a successor.
+const twoSteps = header + `
+workflow:
+  - step: start
+    tool: {kind: rec, key: start}
+    next: [second]
+  - step: second
+    tool: {kind: rec, key: second}
+`
+
+// TestReportAppendFailureIsRetried: the append that carries a worker's
+// command.completed fails once; the in-process worker sends the report
+// again and the execution completes (before: the report was dropped and
+// the command, reloaded without a lease, stayed in flight forever).
+func TestReportAppendFailureIsRetried(t *testing.T) {
+	t.Parallel()
+	fl := faultlog.New(eventlog.NewMemory())
+	fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Times: 1, Match: faultlog.HasType(eventlog.TypeCommandCompleted)})
+	b := setup(t, fl)
+	sum, evs := b.run(t, twoSteps, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted || fl.Hits(faultlog.OpAppend) != 1 {
+		t.Fatalf("status %s after %d injected failures: %s", sum.Status, fl.Hits(faultlog.OpAppend), sum.Error)
+	}
+	if b.rec.count("start") != 1 || b.rec.count("second") != 1 {
+		t.Fatalf("start ran %d, second %d times", b.rec.count("start"), b.rec.count("second"))
+	}
+}
+
+// onceDispatcher runs each command once and reports once, with no retry:
+// a remote worker whose report was lost.
+type onceDispatcher struct {
+	eng  func() *engine.Engine
+	mu   sync.Mutex
+	seen []string
+}
+
+func (d *onceDispatcher) Dispatch(cmd *engine.Command) {
+	d.mu.Lock()
+	d.seen = append(d.seen, cmd.ID)
+	d.mu.Unlock()
+	go func() { _ = d.eng().Worker().Execute(context.Background(), cmd, d.eng().Reporter()) }()
+}
+func (d *onceDispatcher) Durable() bool { return true }
+func (d *onceDispatcher) Cancel(string) {}
+
+func (d *onceDispatcher) dispatched() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.seen...)
+}
+
+// TestLeaseSurvivesAFailedAppend: a report whose append failed, from a
+// worker that does not send it again, leaves the command leased: when the
+// lease runs out on the (fake) clock, the command is issued again and the
+// execution completes. Before, the lease was dropped before the append
+// and the command was never re-issued.
+func TestLeaseSurvivesAFailedAppend(t *testing.T) {
+	t.Parallel()
+	fl := faultlog.New(eventlog.NewMemory())
+	fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Times: 1, Match: faultlog.HasType(eventlog.TypeCommandCompleted)})
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var eng *engine.Engine
+	d := &onceDispatcher{eng: func() *engine.Engine { return eng }}
+	eng = setupWith(t, engine.Config{Log: fl, Workers: 0, Dispatcher: d, Clock: clk, CommandLease: time.Minute, Tick: time.Second}).eng
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id, err := eng.Start(ctx, []byte(twoSteps), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the one report has been refused by the failing log.
+	for fl.Hits(faultlog.OpAppend) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the report never reached the log")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	// Time passes; nobody reports: the lease must run out and re-issue.
+	done := make(chan *engine.Summary, 1)
+	go func() { s, _ := eng.Wait(ctx, id); done <- s }()
+	var sum *engine.Summary
+	for sum == nil {
+		clk.Advance(10 * time.Second)
+		select {
+		case sum = <-done:
+		case <-ctx.Done():
+			t.Fatalf("not re-issued: dispatched %v", d.dispatched())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	if got := d.dispatched(); len(got) != 3 || got[0] != "start#1@1" || got[1] != "start#1@2" {
+		t.Fatalf("dispatched %v, want start#1@1, its re-issue start#1@2, then second", got)
+	}
+}
+
+// TestFailedReloadKeepsNoUnsavedDecision: the append that issues the
+// second step fails, and so do the reads that would reload the execution;
+// once the log answers again the execution is reloaded and completes.
+// Before, the failed reload kept the unsaved command.issued in memory: in
+// flight, never dispatched, the execution stuck.
+func TestFailedReloadKeepsNoUnsavedDecision(t *testing.T) {
+	t.Parallel()
+	fl := faultlog.New(eventlog.NewMemory())
+	issuesSecond := func(c faultlog.Call) bool {
+		for _, ev := range c.Events {
+			if ev.Type == eventlog.TypeCommandIssued && ev.Step == "second" {
+				return true
+			}
+		}
+		return false
+	}
+	fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Times: 1, Match: issuesSecond})
+	fl.Inject(faultlog.Fault{Op: faultlog.OpRead, Times: 3})
+	b := setup(t, fl)
+	sum, evs := b.run(t, twoSteps, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted || b.rec.count("second") != 1 {
+		t.Fatalf("status %s, second ran %d times: %s", sum.Status, b.rec.count("second"), sum.Error)
+	}
+	if fl.Hits(faultlog.OpRead) < 3 {
+		t.Fatalf("only %d reads failed: the reload path was not exercised", fl.Hits(faultlog.OpRead))
+	}
+}
+
+// TestExecutionsUnderLogFaults runs the engine's replay playbooks, a
+// parallel loop and a retry policy through a log that fails appends
+// (before and after they are stored), fails reads and is slow, and checks
+// each ends exactly as it does on a healthy log.
+func TestExecutionsUnderLogFaults(t *testing.T) {
+	t.Parallel()
+	flows := map[string]string{
+		"parallel": header + `
+workflow:
+  - step: start
+    loop:
+      in: '{{ range(12) | list }}'
+      iterator: i
+      spec: {mode: parallel, max_in_flight: 4}
+    tool: {kind: rec, key: 'p{{ iter.i }}', v: '{{ iter.i * 2 }}'}
+    next: [end]
+  - step: end
+    tool: {kind: rec, key: end, n: '{{ start | length }}'}
+`,
+		"retry": header + `
+workflow:
+  - step: start
+    tool: {kind: rec, key: flaky, fail: 2}
+    spec:
+      policy:
+        rules:
+          - when: '{{ output.status == "error" }}'
+            then: {do: retry, attempts: 5, delay: 0}
+`,
+	}
+	for _, name := range []string{"branches", "sequential"} {
+		src, err := os.ReadFile(filepath.Join("testdata", "replay", name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		flows[name] = string(src)
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("fault seed %d", seed)
+	for name, src := range flows {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			clean := setup(t, nil)
+			want, _ := clean.run(t, src, nil)
+			if want.Status != engine.StatusCompleted {
+				t.Fatalf("clean run: %s %s", want.Status, want.Error)
+			}
+			fl := faultlog.New(eventlog.NewMemory(), seed)
+			boom := errors.New("connection reset by peer")
+			fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Rate: 0.25, Err: boom})
+			fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Rate: 0.15, AfterCommit: true, Err: boom})
+			fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Rate: 0.3, Delay: 2 * time.Millisecond})
+			fl.Inject(faultlog.Fault{Op: faultlog.OpRead, Rate: 0.3})
+			// A short command lease: a command whose issue was stored
+			// but reported failed is re-issued when its lease runs out.
+			e := setupWith(t, engine.Config{Log: fl, CommandLease: 300 * time.Millisecond}).eng
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var id string
+			var err error
+			for {
+				// Start itself may meet a failing append: the caller is
+				// told and starts again.
+				id, err = e.Start(ctx, []byte(src), engine.StartOptions{File: "faults.yaml"})
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := e.Wait(ctx, id)
+			if err != nil {
+				t.Fatalf("wait: %v (appends failed %d of %d, reads %d)", err, fl.Hits(faultlog.OpAppend), fl.Calls(faultlog.OpAppend), fl.Hits(faultlog.OpRead))
+			}
+			if got.Status != want.Status || !reflect.DeepEqual(got.Steps, want.Steps) || !reflect.DeepEqual(got.Results, want.Results) {
+				t.Fatalf("under faults: %s %v %v\nclean: %s %v %v", got.Status, got.Steps, got.Results, want.Status, want.Steps, want.Results)
+			}
+			evs, err := eventlog.Log(fl).Read(ctx, id, 0, 0)
+			for err != nil {
+				evs, err = eventlog.Log(fl).Read(ctx, id, 0, 0)
+			}
+			folded, err := engine.Fold(id, evs)
+			if err != nil || folded.Status != engine.StatusCompleted {
+				t.Fatalf("the log folds to %v: %v", folded, err)
+			}
+			t.Logf("%s: %d of %d appends failed or slowed, %d reads failed, %d events", name,
+				fl.Hits(faultlog.OpAppend), fl.Calls(faultlog.OpAppend), fl.Hits(faultlog.OpRead), len(evs))
+		})
+	}
+}

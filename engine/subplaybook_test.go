@@ -1,0 +1,249 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/playbook"
+)
+
+// subEngine is an engine with `rec` and `playbook` tools and few workers.
+func subEngine(t *testing.T, log eventlog.Log, workers int) (*engine.Engine, *recorder) {
+	t.Helper()
+	b := setupWith(t, engine.Config{Log: log, Workers: workers})
+	b.reg.MustRegister("playbook", playbook.New(b.eng))
+	return b.eng, b.rec
+}
+
+// writeChild writes a child playbook next to the parent's file.
+func writeChild(t *testing.T, dir, src string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "child.yaml"), []byte(header+src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// doublingChild is a child playbook (child.yaml, see writeChild) that
+// doubles its workload's n.
+const doublingChild = `
+workload: {n: 0}
+workflow:
+  - step: start
+    tool: {kind: rec, key: 'child-{{ n }}', doubled: '{{ n * 2 }}'}
+    next: [end]
+  - step: end
+    tool: {kind: rec, key: 'end-{{ n }}'}
+`
+
+// parentOfChildren is a parent whose parallel loop over in runs
+// doublingChild per item, then sums what the children returned.
+func parentOfChildren(in string) string {
+	return header + `
+workflow:
+  - step: start
+    loop:
+      in: '` + in + `'
+      iterator: i
+      spec: {mode: parallel}
+    tool:
+      - name: child
+        kind: playbook
+        path: child.yaml
+        workload: {n: '{{ iter.i }}'}
+      - name: after
+        kind: rec
+        key: 'after-{{ iter.i }}'
+        got: '{{ child.data.steps.start.data.doubled }}'
+    next:
+      - step: sum
+        when: '{{ event.name == "loop.done" }}'
+  - step: sum
+    tool: {kind: rec, key: sum, total: '{{ start | map(attribute="got") | sum }}'}
+`
+}
+
+// TestSubPlaybooksDoNotHoldWorkers: a parallel loop of 48 sub-playbooks
+// on 4 workers completes. Before, each parent item held its worker while
+// its child waited for a worker: all 4 held, nothing ran, forever.
+func TestSubPlaybooksDoNotHoldWorkers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeChild(t, dir, doublingChild)
+	log := eventlog.NewMemory()
+	e, rec := subEngine(t, log, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, err := e.Start(ctx, []byte(parentOfChildren("{{ range(48) | list }}")), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := e.Wait(ctx, id)
+	if err != nil {
+		t.Fatalf("%v: children ran %d", err, rec.count("child-0"))
+	}
+	evs, _ := log.Read(ctx, id, 0, 0)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	for i := range 48 {
+		if rec.count("child-"+strconv.Itoa(i)) != 1 || rec.count("after-"+strconv.Itoa(i)) != 1 {
+			t.Fatalf("item %d: child ran %d, after %d times", i, rec.count("child-"+strconv.Itoa(i)), rec.count("after-"+strconv.Itoa(i)))
+		}
+	}
+	if got := data(t, sum, "sum")["total"]; got != int64(2*(47*48/2)) {
+		t.Fatalf("sum of the children's results %v", got)
+	}
+}
+
+// TestParkedSubPlaybooksResume: the process dies while parents wait for
+// children that are running; resuming the parent alone in a new process
+// loads its children too, and everything completes.
+func TestParkedSubPlaybooksResume(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeChild(t, dir, `
+workload: {n: 0}
+workflow:
+  - step: start
+    tool: {kind: hold, key: 'child-{{ n }}'}
+`)
+	parent := header + `
+workflow:
+  - step: start
+    loop:
+      in: '{{ [1, 2, 3] }}'
+      iterator: i
+      spec: {mode: parallel}
+    tool: {kind: playbook, path: child.yaml, workload: {n: '{{ iter.i }}'}}
+`
+	log := eventlog.NewMemory()
+	newEngine := func(hold bool) *engine.Engine {
+		reg := tools.NewRegistry()
+		reg.MustRegister("hold", tools.ToolFunc(func(ctx context.Context, c *tools.Call) (tools.Output, error) {
+			if hold {
+				<-ctx.Done() // the first process dies with it running
+				return tools.Output{}, ctx.Err()
+			}
+			return tools.Output{Status: tools.StatusSuccess, Data: c.Config["key"]}, nil
+		}))
+		e, err := engine.New(engine.Config{Log: log, Tools: reg, Workers: 2, Tick: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		reg.MustRegister("playbook", playbook.New(e))
+		return e
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := newEngine(true)
+	id, err := first.Start(ctx, []byte(parent), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until all three items are parked on their children.
+	for seen := int64(0); ; {
+		evs, err := log.Read(ctx, id, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if logtest.CountType(evs, eventlog.TypeCommandAwaiting) == 3 {
+			break
+		}
+		seen = int64(len(evs))
+		if err := log.Wait(ctx, id, seen); err != nil {
+			t.Fatalf("the items never parked: %v", err)
+		}
+	}
+	_ = first.Close()
+
+	second := newEngine(false)
+	if err := second.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := second.Wait(ctx, id)
+	if err != nil || sum.Status != engine.StatusCompleted {
+		t.Fatalf("%v %+v", err, sum)
+	}
+	res := sum.Results["start"].(map[string]any)["data"].([]any)
+	if len(res) != 3 {
+		t.Fatalf("results %v", res)
+	}
+	for i, r := range res {
+		steps := r.(map[string]any)["steps"].(map[string]any)
+		if got := steps["start"].(map[string]any)["data"]; got != "child-"+strconv.Itoa(i+1) {
+			t.Fatalf("item %d: child result %v", i, got)
+		}
+	}
+}
+
+// TestShutdownLeavesASubPlaybookStepForResume: a step that would start a
+// sub-playbook while the engine shuts down is handed back, not failed:
+// the new process resumes it and the execution completes.
+func TestShutdownLeavesASubPlaybookStepForResume(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeChild(t, dir, "workflow:\n  - step: start\n    tool: {kind: rec, key: child}\n")
+	log := eventlog.NewMemory()
+	gate, started := make(chan struct{}), make(chan struct{})
+	reg := tools.NewRegistry()
+	reg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, c *tools.Call) (tools.Output, error) {
+		close(started)
+		<-gate
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	first := setupWith(t, engine.Config{Log: log, Tools: reg})
+	reg.MustRegister("playbook", playbook.New(first.eng))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := first.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool:
+      - {name: wait, kind: gate}
+      - {name: sub, kind: playbook, path: child.yaml}
+`), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	shut := make(chan error, 1)
+	go func() { shut <- first.eng.Shutdown(ctx) }()
+	for {
+		if _, err := first.eng.Driving(ctx); errors.Is(err, engine.ErrClosed) {
+			break
+		}
+		time.Sleep(time.Millisecond) // Shutdown has not begun yet
+	}
+	close(gate)
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	st, err := engine.Inspect(ctx, log, id)
+	if err != nil || st.Status != engine.StatusRunning || st.Steps["start"] == "failed" {
+		t.Fatalf("after Shutdown: %v %+v", err, st)
+	}
+	reg2 := tools.NewRegistry()
+	reg2.MustRegister("gate", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	b2 := setupWith(t, engine.Config{Log: log, Tools: reg2})
+	reg2.MustRegister("playbook", playbook.New(b2.eng))
+	second := b2.eng
+	if err := second.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := second.Wait(ctx, id); err != nil || sum.Status != engine.StatusCompleted {
+		t.Fatalf("resumed: %v %+v", err, sum)
+	}
+}

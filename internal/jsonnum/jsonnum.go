@@ -1,0 +1,119 @@
+// Package jsonnum decodes JSON the way every part of cursorflow wants its
+// numbers: an integer that fits is int64, any other number float64 (one
+// float64 cannot hold is kept as its text), so an id read back from the
+// log, a column or a request renders as 42, not 42.0, and never loses
+// digits. It is the one place that does this.
+package jsonnum
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strconv"
+)
+
+// Number converts n: int64 when it is an integer that fits, else float64,
+// else (out of float64's range) its text.
+func Number(n json.Number) any {
+	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return i
+	}
+	if f, err := strconv.ParseFloat(string(n), 64); err == nil {
+		return f
+	}
+	return string(n)
+}
+
+// Normalize replaces every json.Number inside v — a value decoded with
+// UseNumber: maps, lists, scalars — by Number's value, in place where it
+// can, and returns the result.
+func Normalize(v any) any {
+	switch t := v.(type) {
+	case json.Number:
+		return Number(t)
+	case map[string]any:
+		for k, e := range t {
+			t[k] = Normalize(e)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = Normalize(e)
+		}
+	}
+	return v
+}
+
+// Decode parses data, one JSON value with nothing after it, into plain Go
+// values (map[string]any, []any, string, bool, nil and numbers as Number
+// gives them).
+func Decode(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("unexpected data after the JSON value")
+	}
+	return Normalize(v), nil
+}
+
+// Unmarshal decodes data into v like json.Unmarshal, except that numbers
+// landing in a field, map value or element of type any come out as Number
+// gives them.
+func Unmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	normalizeValue(reflect.ValueOf(v))
+	return nil
+}
+
+// normalizeValue walks pointers, exported struct fields, slices and maps,
+// normalising the interface values it finds.
+func normalizeValue(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			normalizeValue(v.Elem())
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			// An embedded struct's exported fields are settable even when
+			// its type is unexported.
+			if f := v.Type().Field(i); f.IsExported() || f.Anonymous {
+				normalizeValue(v.Field(i))
+			}
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			normalizeValue(v.Index(i))
+		}
+	case reflect.Map:
+		if v.Type().Elem().Kind() == reflect.Interface {
+			for _, k := range v.MapKeys() {
+				if x := Normalize(v.MapIndex(k).Interface()); x != nil {
+					v.SetMapIndex(k, reflect.ValueOf(x))
+				}
+			}
+			return
+		}
+		for _, k := range v.MapKeys() {
+			if e := v.MapIndex(k); e.Kind() == reflect.Pointer {
+				normalizeValue(e)
+			}
+		}
+	case reflect.Interface:
+		if !v.IsNil() && v.CanSet() {
+			if x := Normalize(v.Interface()); x == nil {
+				v.Set(reflect.Zero(v.Type()))
+			} else {
+				v.Set(reflect.ValueOf(x))
+			}
+		}
+	}
+}

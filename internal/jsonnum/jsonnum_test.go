@@ -1,0 +1,42 @@
+package jsonnum
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestDecode(t *testing.T) {
+	t.Parallel()
+	got, err := Decode([]byte(`{"id": 9007199254740993, "f": 1.5, "whole": 2.0, "big": 1e400, "list": [1, -2, 3.25], "s": "7", "n": null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"id": int64(9007199254740993), "f": 1.5, "whole": 2.0, "big": "1e400",
+		"list": []any{int64(1), int64(-2), 3.25}, "s": "7", "n": nil}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %#v\nwant %#v", got, want)
+	}
+	if _, err := Decode([]byte(`{} {}`)); err == nil {
+		t.Fatal("trailing data accepted")
+	}
+}
+
+type embedded struct{ E any }
+
+func TestUnmarshal(t *testing.T) {
+	t.Parallel()
+	var v struct {
+		embedded
+		A    any
+		M    map[string]any
+		L    []any
+		P    *struct{ X any }
+		Keep int
+	}
+	if err := Unmarshal([]byte(`{"E": 6, "A": 1, "M": {"k": [2, 2.5]}, "L": [3], "P": {"X": 4}, "Keep": 5}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.A != int64(1) || !reflect.DeepEqual(v.M["k"], []any{int64(2), 2.5}) || v.L[0] != int64(3) || v.P.X != int64(4) || v.Keep != 5 || v.E != int64(6) {
+		t.Fatalf("%#v", v)
+	}
+}
