@@ -200,7 +200,11 @@ workflow:
 			fl.Inject(faultlog.Fault{Op: faultlog.OpRead, Rate: 0.3})
 			// A short command lease: a command whose issue was stored
 			// but reported failed is re-issued when its lease runs out.
-			e := setupWith(t, engine.Config{Log: fl, CommandLease: 300 * time.Millisecond}).eng
+			// Not shorter: after a heartbeat the deadline is three beats
+			// (lease/10 each) away, and a race-enabled run on a loaded
+			// two-core machine can miss 90 ms of beats (lease 300 ms
+			// failed "work" with "lease expired 3 times" at load 19).
+			e := setupWith(t, engine.Config{Log: fl, CommandLease: 2 * time.Second}).eng
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			var id string
