@@ -123,7 +123,9 @@ workflow:
 
 func (b *bundle) run(t *testing.T, src string, workload map[string]any) (*engine.Summary, []eventlog.Event) {
 	t.Helper()
-	return runPlaybook(t, b.eng, b.log, src, engine.StartOptions{File: "test.yaml", Workload: workload}, 20*time.Second)
+	// A hang guard, not a speed bound: a 3 MB result under -race on a
+	// loaded two-core machine has taken more than 20 s.
+	return runPlaybook(t, b.eng, b.log, src, engine.StartOptions{File: "test.yaml", Workload: workload}, time.Minute)
 }
 
 // runPlaybook starts src on e, waits at most timeout for it to end and
