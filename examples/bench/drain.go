@@ -260,7 +260,12 @@ func viaEngine(ctx context.Context, c config, logSchema, table string, m mode) (
 		sctx, stop := context.WithCancel(ctx)
 		served := make(chan error, 1)
 		go func() { served <- d.Serve(sctx, e.Reporter()) }()
-		defer func() { stop(); <-served }()
+		defer func() {
+			stop()
+			if err := <-served; err != nil {
+				logger.Warn("natsjs: Serve", "error", err)
+			}
+		}()
 	}
 	src := []byte(playbook(c, table, m.kind))
 	var id string
@@ -379,12 +384,16 @@ func natsWorkers(ctx context.Context, c config, kc tools.Keychain, logger *slog.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ws, err := d.Workers(ctx)
-		if err == nil && len(ws) >= 2 {
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("nats workers: %w", err)
+		}
+		if len(ws) >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return nil, nil, fmt.Errorf("nats workers did not report within 10s (%d seen, err %v)", len(ws), err)
+			return nil, nil, fmt.Errorf("nats workers did not report within 10s (%d seen)", len(ws))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -334,7 +334,7 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 
 func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]result) {
 	fmt.Fprintf(out, "N=%d, %d runs\n", n, c.runs)
-	fmt.Fprintf(out, "%-18s %-30s %-16s %-22s %-20s %-20s %9s %11s %14s\n",
+	fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %9s %11s %14s\n",
 		"mode", "items/s", "base", "vs base", "vs river", "CPU µs/item", "peak MB", "events/item", "claim open µs")
 	for _, m := range modes {
 		rs := res[m.name]
@@ -347,7 +347,7 @@ func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]r
 			cpus = append(cpus, cpuPerItem(r))
 			peak = max(peak, r.peakHeap)
 			events += r.events
-			if m.base != "" {
+			if m.base != "" && len(res[m.base]) > i {
 				vsBase = append(vsBase, r.rate()/res[m.base][i].rate())
 			}
 			if m.engine() && len(res["river"]) > i {
@@ -369,7 +369,7 @@ func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]r
 		if len(p50) > 0 {
 			claim = fmt.Sprintf("%.0f/%.0f", spreadOf(p50).med, spreadOf(p99).med)
 		}
-		fmt.Fprintf(out, "%-18s %-30s %-16s %-22s %-20s %-20s %9.1f %11s %14s\n", m.name,
+		fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %9.1f %11s %14s\n", m.name,
 			spreadOf(rates).format(rateText), base, spreadOf(vsBase).format(ratioText), spreadOf(vsRiver).format(ratioText),
 			spreadOf(cpus).format(oneDecimal), mb(peak), epi, claim)
 	}
