@@ -3,66 +3,203 @@ package logtest
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/cursorflow/cursorflow/eventlog"
 )
 
-// Bench measures append throughput of logs made by newLog and reports
-// events/s for four shapes: one event per Append, batches of 5 (what the
-// engine appends per frame) and of 100 events, and single-event appends
-// from parallel goroutines, each to its own execution.
+// frameRows is the number of rows of a benchmarked frame: the engine's
+// default max_rows.
+const frameRows = 100
+
+// Bench measures append throughput of logs made by newLog with the events
+// a cursor loop writes, shaped as the engine writes them (see
+// examples/bench for the engine's own drain):
+//
+//   - frame: one frame's two appends, as the orchestrator makes them: its
+//     frame.claimed with the 100 claimed rows, then its frame.done with
+//     the 100 rows' outcomes together with the command.issued of the
+//     slot's next frame (whose uniqueness the log checks). One op is one
+//     frame, 3 events.
+//   - frame-group8: the same for 8 slots whose reports the orchestrator
+//     folds into one append each: 8 frame.claimed, then 8 frame.done and
+//     8 command.issued. One op is 8 frames, 24 events.
+//   - frame-exec8: 8 executions appending frames at once, each as in
+//     frame (executions on one orchestrator, or orchestrators sharing a
+//     log). One op is one frame, 3 events.
+//   - step: a step's command.issued, then its command.completed with
+//     step.completed. One op is one step, 3 events.
+//   - issued-duplicate: a command.issued the log already holds (a
+//     re-sent report): the duplicate check that finds it, no event
+//     stored. One op is one append.
+//   - single: one small step.completed per append: the round-trip floor.
+//
+// Each reports events/s next to ns/op (except issued-duplicate, which
+// stores none).
 func Bench(b *testing.B, newLog func(b *testing.B) eventlog.Log) {
-	payload := json.RawMessage(`{"status":"success","data":{"rows":3,"duration_ms":12}}`)
-	event := func(exec string) eventlog.Event {
-		return eventlog.Event{ExecutionID: exec, Type: eventlog.TypeStepCompleted, Step: "step", Payload: payload}
-	}
 	report := func(b *testing.B, events int64) {
 		b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	}
+	b.Run("frame", func(b *testing.B) {
+		l := newLog(b)
+		f := newFrames(ExecutionID("bench-frame"), 1)
+		for b.Loop() {
+			if !f.cycle(b, l) {
+				b.FailNow()
+			}
+		}
+		report(b, 3*int64(b.N))
+	})
+	b.Run("frame-group8", func(b *testing.B) {
+		l := newLog(b)
+		f := newFrames(ExecutionID("bench-group"), 8)
+		for b.Loop() {
+			if !f.cycle(b, l) {
+				b.FailNow()
+			}
+		}
+		report(b, 24*int64(b.N))
+	})
+	b.Run("frame-exec8", func(b *testing.B) {
+		l := newLog(b)
+		const execs = 8
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		b.ResetTimer()
+		for i := range execs {
+			f := newFrames(ExecutionID(fmt.Sprintf("bench-exec%d", i)), 1)
+			wg.Go(func() {
+				for next.Add(1) <= int64(b.N) {
+					if !f.cycle(b, l) {
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		report(b, 3*int64(b.N))
+	})
+	b.Run("step", func(b *testing.B) {
+		l := newLog(b)
+		exec := ExecutionID("bench-step")
+		result := json.RawMessage(`{"status":"success","data":{"rows":3,"duration_ms":12}}`)
+		i := 0
+		for b.Loop() {
+			i++
+			step := "step" + strconv.Itoa(i)
+			cmd := step + "@1"
+			if !appendOK(b, l, []eventlog.Event{{ExecutionID: exec, Type: eventlog.TypeCommandIssued, Step: step, CommandID: cmd, Attempt: 1,
+				Payload: json.RawMessage(`{"kind":"step"}`)}}) {
+				b.FailNow()
+			}
+			if !appendOK(b, l, []eventlog.Event{
+				{ExecutionID: exec, Type: eventlog.TypeCommandCompleted, Step: step, CommandID: cmd, Attempt: 1, WorkerID: "w-bench", Payload: result},
+				{ExecutionID: exec, Type: eventlog.TypeStepCompleted, Step: step, Payload: result},
+			}) {
+				b.FailNow()
+			}
+		}
+		report(b, 3*int64(b.N))
+	})
+	b.Run("issued-duplicate", func(b *testing.B) {
+		l := newLog(b)
+		ev := eventlog.Event{ExecutionID: ExecutionID("bench-dup"), Type: eventlog.TypeCommandIssued, Step: "start",
+			CommandID: "start#1/s0.f1@1", LoopID: "start#1", Frame: 1, Attempt: 1, Payload: json.RawMessage(`{"kind":"frame"}`)}
+		if !appendOK(b, l, []eventlog.Event{ev}) {
+			b.FailNow()
+		}
+		for b.Loop() {
+			res, err := l.Append(b.Context(), []eventlog.Event{ev})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !res[0].Duplicate {
+				b.Fatal("a command.issued appended twice was stored twice")
+			}
+		}
+	})
 	b.Run("single", func(b *testing.B) {
 		l := newLog(b)
-		exec := ExecutionID("bench-single")
-		batch := []eventlog.Event{event(exec)}
+		batch := []eventlog.Event{{ExecutionID: ExecutionID("bench-single"), Type: eventlog.TypeStepCompleted, Step: "step",
+			Payload: json.RawMessage(`{"status":"success","data":{"rows":3,"duration_ms":12}}`)}}
 		for b.Loop() {
-			if _, err := l.Append(b.Context(), batch); err != nil {
-				b.Fatal(err)
+			if !appendOK(b, l, batch) {
+				b.FailNow()
 			}
 		}
 		report(b, int64(b.N))
 	})
-	for _, size := range []int{5, 100} {
-		b.Run(fmt.Sprintf("batch%d", size), func(b *testing.B) {
-			l := newLog(b)
-			exec := ExecutionID("bench-batch")
-			batch := make([]eventlog.Event, size)
-			for i := range batch {
-				batch[i] = event(exec)
-			}
-			for b.Loop() {
-				if _, err := l.Append(b.Context(), batch); err != nil {
-					b.Fatal(err)
-				}
-			}
-			report(b, int64(b.N)*int64(len(batch)))
-		})
+}
+
+// appendOK appends batch and fails b unless every event was stored.
+func appendOK(b *testing.B, l eventlog.Log, batch []eventlog.Event) bool {
+	res, err := l.Append(b.Context(), batch)
+	if err != nil {
+		b.Error(err)
+		return false
 	}
-	b.Run("parallel", func(b *testing.B) {
-		l := newLog(b)
-		var n, worker atomic.Int64
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			exec := ExecutionID(fmt.Sprintf("bench-par-%d", worker.Add(1)))
-			batch := []eventlog.Event{event(exec)}
-			for pb.Next() {
-				if _, err := l.Append(b.Context(), batch); err != nil {
-					b.Error(err)
-					return
-				}
-				n.Add(1)
-			}
-		})
-		report(b, n.Load())
-	})
+	for i, r := range res {
+		if r.Duplicate || r.Seq == 0 {
+			b.Errorf("event %d (%s %s) not stored: %+v", i, batch[i].Type, batch[i].CommandID, r)
+			return false
+		}
+	}
+	return true
+}
+
+// frames writes the frames of one cursor loop with slots slots: payloads
+// are made once (the log's cost is measured, not JSON encoding), command
+// ids are new each frame, so every command.issued passes the log's
+// duplicate check.
+type frames struct {
+	exec, run     string
+	slots         int
+	frame         int
+	claimed, done json.RawMessage
+	claimB, doneB []eventlog.Event
+}
+
+func newFrames(exec string, slots int) *frames {
+	var c, d strings.Builder
+	c.WriteString(`{"rows":[`)
+	d.WriteString(`{"claim_open_us":8077,"counts":{"dead":0,"failed":0,"ok":100,"rows":100},"items":[`)
+	for i := 1; i <= frameRows; i++ {
+		if i > 1 {
+			c.WriteByte(',')
+			d.WriteByte(',')
+		}
+		fmt.Fprintf(&c, `{"attempt":1,"key":"%d","values":{"id":%d,"payload":"payload-%d"}}`, i, i, i)
+		fmt.Fprintf(&d, `{"key":"%d","ms":35,"outcome":"ok"}`, i)
+	}
+	c.WriteString(`]}`)
+	d.WriteString(`],"ms":36}`)
+	return &frames{exec: exec, run: "start#1", slots: slots, claimed: json.RawMessage(c.String()), done: json.RawMessage(d.String()),
+		claimB: make([]eventlog.Event, slots), doneB: make([]eventlog.Event, 2*slots)}
+}
+
+func (f *frames) commandID(slot, frame int) string {
+	return f.run + "/s" + strconv.Itoa(slot) + ".f" + strconv.Itoa(frame) + "@1"
+}
+
+// cycle appends one frame of every slot: the claims, then the outcomes
+// with the next frames' commands. It reports whether both appends stored
+// every event.
+func (f *frames) cycle(b *testing.B, l eventlog.Log) bool {
+	f.frame++
+	for s := range f.slots {
+		id := f.commandID(s, f.frame)
+		f.claimB[s] = eventlog.Event{ExecutionID: f.exec, Type: eventlog.TypeFrameClaimed, Step: "start", CommandID: id, LoopID: f.run,
+			Frame: f.frame, Attempt: 1, WorkerID: "w-bench", Payload: f.claimed}
+		f.doneB[2*s] = eventlog.Event{ExecutionID: f.exec, Type: eventlog.TypeFrameDone, Step: "start", CommandID: id, LoopID: f.run,
+			Frame: f.frame, Attempt: 1, WorkerID: "w-bench", Payload: f.done}
+		next := f.commandID(s, f.frame+1)
+		f.doneB[2*s+1] = eventlog.Event{ExecutionID: f.exec, Type: eventlog.TypeCommandIssued, Step: "start", CommandID: next, LoopID: f.run,
+			Frame: f.frame + 1, Attempt: 1,
+			Payload: json.RawMessage(`{"kind":"frame","run":"` + f.run + `","base":"` + strings.TrimSuffix(next, "@1") + `","slot":` + strconv.Itoa(s) + `}`)}
+	}
+	return appendOK(b, l, f.claimB) && appendOK(b, l, f.doneB)
 }

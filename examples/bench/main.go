@@ -1,34 +1,39 @@
-// Command bench drains N rows from PostgreSQL through a cursor loop and,
-// in the same run, through the same claim and mark-done SQL in a tight
-// pgx loop with the same concurrency and no engine. It prints items/s for
-// each, the engine/baseline ratios, event rows per item and peak heap.
+// Command bench drains N rows from PostgreSQL through cursor loops and, in
+// the same run, through the same SQL in tight pgx loops with the same
+// concurrency and no engine, and burns down N no-op jobs with river in the
+// same database. It is its own module, so the library does not depend on
+// river.
 //
-//	go run ./examples/bench -dsn postgres://postgres@127.0.0.1:5432/test -n 10000,500000
+//	cd examples/bench && go run . -n 100000
+//	cd examples/bench && go run . -heap
 //
-// Three engine bodies are measured:
-//   - noop:  process: row with a no-op tool (claim and engine overhead only)
-//   - row:   process: row with a per-row UPDATE marking the row done
-//   - frame: process: frame with one set-based UPDATE per frame
+// Modes, each run -runs times (default 3) with the order rotated from run
+// to run so that machine noise spreads over all of them:
 //
-// and two baselines: the claim plus per-row UPDATEs (row_concurrency
-// goroutines per slot), and the claim plus one set-based UPDATE per frame.
-// The baselines commit each claim at once; the engine keeps a claim's
-// transaction open until frame.claimed is recorded, so for the engine runs
-// it also prints the p50 and p99 of that window per frame (claim to
-// commit, from frame.done's claim_open_us).
+//   - baseline-claim: the claim SQL alone, in 8 claimers (the comparison for noop)
+//   - noop/LOG:       process: row with a no-op tool (claim and engine overhead only)
+//   - baseline-row:   the claim plus per-row UPDATEs (row_concurrency goroutines per claimer)
+//   - row/LOG:        process: row with a per-row UPDATE marking the row done
+//   - baseline-frame: the claim plus one set-based UPDATE per frame
+//   - frame/LOG:      process: frame with one set-based UPDATE per frame
+//   - nats-frame/LOG: frame/LOG with the orchestrator dispatching over NATS
+//     JetStream to two workers (compared with frame/LOG of the same run)
+//   - river:          river burning down N no-op jobs inserted beforehand
+//
+// LOG is each event log of -eventlog (default sqlite,postgres). Every
+// ratio is computed within one run (engine items/s over the same run's
+// baseline or river) and then summarised over the runs: median [min–max].
+// Every drain is checked: the queue must be empty (and every row done
+// where the body marks rows), river's table must hold N completed jobs.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
@@ -39,15 +44,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/cursorflow/cursorflow/engine"
-	"github.com/cursorflow/cursorflow/eventlog"
-	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
-	sqlitelog "github.com/cursorflow/cursorflow/eventlog/sqlite"
-	"github.com/cursorflow/cursorflow/internal/stdwire"
-	"github.com/cursorflow/cursorflow/tools"
+	"github.com/nats-io/nats.go"
 )
 
 // heapProfile, when set, names a file that receives a heap profile taken
@@ -58,27 +56,83 @@ var (
 )
 
 type config struct {
-	dsn         string
-	sizes       []int
-	slots       int
-	maxRows     int
-	rowConc     int
-	eventlogURL string
+	dsn          string
+	sizes        []int
+	runs         int
+	slots        int
+	maxRows      int
+	rowConc      int
+	logs         []string
+	riverWorkers int // 0: no river
+	riverCool    time.Duration
+	only         []string
+	natsURL      string
+	nats         bool
+	heap         bool
+	heapSizes    []int
 }
 
 func main() {
 	var c config
-	var sizes string
-	flag.StringVar(&c.dsn, "dsn", envOr("CURSORFLOW_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN for the queue and the event log")
-	flag.StringVar(&sizes, "n", "10000,500000", "comma-separated queue sizes")
+	var sizes, logs, natsMode, heapSizes string
+	flag.StringVar(&c.dsn, "dsn", envOr("CURSORFLOW_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN for the queues, river and the postgres event log")
+	flag.StringVar(&sizes, "n", "100000", "comma-separated queue sizes")
+	flag.IntVar(&c.runs, "runs", 3, "runs of every mode (interleaved)")
 	flag.IntVar(&c.slots, "slots", 8, "max_in_flight: frame slots (and baseline claimers)")
 	flag.IntVar(&c.maxRows, "max-rows", 100, "rows per frame")
 	flag.IntVar(&c.rowConc, "row-concurrency", 4, "rows run at once per frame (process: row)")
-	flag.StringVar(&c.eventlogURL, "eventlog", "sqlite", "event log for the engine runs: postgres (in the queue's database), sqlite (a temporary file: the embedded default) or memory")
+	flag.StringVar(&logs, "eventlog", "sqlite,postgres", "comma-separated event logs for the engine runs: sqlite (a temporary file: the embedded default), postgres (in the queues' database) or memory")
+	// river's default FetchCooldown (100ms between fetches) caps a
+	// burn-down at about MaxWorkers jobs per 100ms whatever the machine:
+	// the anchor takes river's minimum instead, and the MaxWorkers of
+	// river's documentation.
+	flag.IntVar(&c.riverWorkers, "river-workers", 100, "river's MaxWorkers; 0: no river row")
+	flag.DurationVar(&c.riverCool, "river-fetch-cooldown", time.Millisecond, "river's FetchCooldown (0: river's default, 100ms)")
+	var only string
+	flag.StringVar(&only, "modes", "", "comma-separated modes to run (e.g. frame/sqlite,baseline-frame,river); default all")
+	flag.StringVar(&natsMode, "nats", "auto", "nats-frame runs: auto (when NATS answers at -nats-url), on or off")
+	flag.StringVar(&c.natsURL, "nats-url", envOr("CURSORFLOW_TEST_NATS", nats.DefaultURL), "NATS URL for the nats-frame runs")
+	flag.BoolVar(&c.heap, "heap", false, "instead of the table: the frame mode at each -heap-sizes, peak live heap and its ratio largest/smallest")
+	flag.StringVar(&heapSizes, "heap-sizes", "10000,1000000", "queue sizes of -heap")
 	flag.StringVar(&heapProfile, "heapprofile", "", "write a heap profile taken -heapprofile-after into each engine run")
 	flag.DurationVar(&heapProfileAfter, "heapprofile-after", 5*time.Second, "when to take the heap profile")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	var err error
+	if c.sizes, err = parseSizes(sizes); err == nil {
+		c.heapSizes, err = parseSizes(heapSizes)
+	}
+	if err != nil || c.runs < 1 {
+		fmt.Fprintf(os.Stderr, "bench: bad -n, -heap-sizes or -runs: %v\n", err)
+		os.Exit(2)
+	}
+	for _, l := range strings.Split(logs, ",") {
+		switch l = strings.TrimSpace(l); l {
+		case "sqlite", "postgres", "memory":
+			c.logs = append(c.logs, l)
+		default:
+			fmt.Fprintf(os.Stderr, "bench: unknown event log %q\n", l)
+			os.Exit(2)
+		}
+	}
+	if only != "" {
+		c.only = strings.Split(only, ",")
+	}
+	switch natsMode {
+	case "on":
+		c.nats = true
+	case "off":
+	case "auto":
+		if nc, err := nats.Connect(c.natsURL, nats.Timeout(time.Second)); err == nil {
+			nc.Close()
+			c.nats = true
+		} else {
+			fmt.Fprintf(os.Stderr, "bench: NATS not reachable at %s (%v): no nats-frame runs\n", c.natsURL, err)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "bench: -nats %q: want auto, on or off\n", natsMode)
+		os.Exit(2)
+	}
 	if heapProfile != "" {
 		runtime.MemProfileRate = 16 << 10
 	}
@@ -91,19 +145,27 @@ func main() {
 		_ = pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	for _, s := range strings.Split(sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			fmt.Fprintf(os.Stderr, "bench: bad -n %q\n", s)
-			os.Exit(2)
-		}
-		c.sizes = append(c.sizes, n)
+	run := runTable
+	if c.heap {
+		run = runHeap
 	}
 	if err := run(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
+}
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad size %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func envOr(k, def string) string {
@@ -113,10 +175,11 @@ func envOr(k, def string) string {
 	return def
 }
 
+// result is one mode's one run.
 type result struct {
-	name     string
 	n        int
 	seconds  float64
+	cpu      time.Duration
 	events   int64
 	peakHeap uint64
 	// claimOpen holds each frame's claim-to-commit window in microseconds
@@ -124,108 +187,229 @@ type result struct {
 	claimOpen []int64
 }
 
-// percentile returns the p-th percentile (0..100) of sorted values.
-func percentile(sorted []int64, p float64) int64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
 func (r result) rate() float64 { return float64(r.n) / r.seconds }
 
-func run(ctx context.Context, c config, out io.Writer) error {
+// mode is one row of the table.
+type mode struct {
+	name string // e.g. frame/sqlite
+	kind string // baseline-claim, baseline-row, baseline-frame, noop, row, frame, nats-frame, river
+	log  string // engine modes: the event log
+	base string // the mode whose items/s of the same run this one is divided by
+}
+
+func (m mode) engine() bool { return m.kind != "river" && !strings.HasPrefix(m.kind, "baseline-") }
+
+func modesOf(c config) []mode {
+	var ms []mode
+	add := func(base, kind string) {
+		ms = append(ms, mode{name: base, kind: base})
+		for _, l := range c.logs {
+			ms = append(ms, mode{name: kind + "/" + l, kind: kind, log: l, base: base})
+		}
+	}
+	add("baseline-claim", "noop")
+	add("baseline-row", "row")
+	add("baseline-frame", "frame")
+	if c.nats {
+		for _, l := range c.logs {
+			ms = append(ms, mode{name: "nats-frame/" + l, kind: "nats-frame", log: l, base: "frame/" + l})
+		}
+	}
+	if c.riverWorkers > 0 {
+		ms = append(ms, mode{name: "river", kind: "river"})
+	}
+	if len(c.only) > 0 {
+		ms = slices.DeleteFunc(ms, func(m mode) bool { return !slices.Contains(c.only, m.name) })
+	}
+	return ms
+}
+
+// bench is one bench process: its pool and the schema its queues live in.
+type bench struct {
+	c      config
+	pool   *pgxpool.Pool
+	schema string
+	seq    int // names the queues and per-run schemas
+}
+
+func open(ctx context.Context, c config) (*bench, func(), error) {
 	pcfg, err := pgxpool.ParseConfig(c.dsn)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	// As many connections as the engine's own pools use by default: the
-	// cursor driver's 8 and the postgres tool's 16.
-	pcfg.MaxConns = 24
+	pcfg.MaxConns = 8
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	schema := fmt.Sprintf("bench_%08x", rand.Uint32())
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return &bench{c: c, pool: pool, schema: schema}, func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		pool.Close()
+	}, nil
+}
+
+// runOne runs m once over a fresh queue of n rows and checks the drain.
+func (b *bench) runOne(ctx context.Context, m mode, n int) (result, error) {
+	b.seq++
+	tag := fmt.Sprintf("%s_%d", strings.NewReplacer("-", "_", "/", "_").Replace(m.name), b.seq)
+	if m.kind == "river" {
+		r, err := riverBurnDown(ctx, b.c, b.schema+"_"+tag, n)
+		r.n = n
+		return r, err
+	}
+	table := b.schema + ".q_" + tag
+	if err := makeQueue(ctx, b.pool, table, n); err != nil {
+		return result{}, err
+	}
+	defer func() { _, _ = b.pool.Exec(context.Background(), "DROP TABLE "+table) }()
+	var r result
+	var err error
+	switch m.kind {
+	case "baseline-claim", "baseline-row", "baseline-frame":
+		body := strings.TrimPrefix(m.kind, "baseline-")
+		r, err = measure(func() (int64, error) { return 0, baseline(ctx, b.c, table, body) })
+	default:
+		r, err = viaEngine(ctx, b.c, b.schema+"_ev_"+tag, table, m)
+	}
+	if err != nil {
+		return r, err
+	}
+	r.n = n
+	return r, checkDrained(ctx, b.pool, table, n, m.kind != "noop" && m.kind != "baseline-claim")
+}
+
+func runTable(ctx context.Context, c config, out io.Writer) error {
+	b, closeBench, err := open(ctx, c)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	schema := fmt.Sprintf("bench_%d", rand.Uint32())
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		return err
-	}
-	defer func() {
-		bg := context.Background()
-		_, _ = pool.Exec(bg, "DROP SCHEMA "+schema+" CASCADE")
-		for _, m := range []string{"row", "frame", "noop"} {
-			_, _ = pool.Exec(bg, "DROP SCHEMA IF EXISTS "+schema+"_events_"+m+" CASCADE")
+	defer closeBench()
+	modes := modesOf(c)
+	fmt.Fprintf(out, "cursorflow bench: slots=%d max_rows=%d row_concurrency=%d runs=%d GOMAXPROCS=%d event logs=%s\n",
+		c.slots, c.maxRows, c.rowConc, c.runs, runtime.GOMAXPROCS(0), strings.Join(c.logs, ","))
+	if c.riverWorkers > 0 {
+		cool := "100ms (river's default)"
+		if c.riverCool > 0 {
+			cool = c.riverCool.String()
 		}
-	}()
-
-	fmt.Fprintf(out, "cursorflow bench: slots=%d max_rows=%d row_concurrency=%d GOMAXPROCS=%d\n\n", c.slots, c.maxRows, c.rowConc, runtime.GOMAXPROCS(0))
-	fmt.Fprintf(out, "%-8s %-16s %10s %10s %10s %12s %12s %22s\n", "N", "run", "items/s", "ratio", "seconds", "events/item", "peak live", "claim open p50/p99 µs")
+		fmt.Fprintf(out, "river: %s MaxWorkers=%d FetchCooldown=%s, river's defaults otherwise\n", riverVersion(), c.riverWorkers, cool)
+	}
+	if c.nats {
+		fmt.Fprintf(out, "nats-frame: orchestrator over JetStream at %s, 2 workers of concurrency 8, each with its own registries and connections\n", c.natsURL)
+	}
+	fmt.Fprintln(out)
 	for _, n := range c.sizes {
-		var rs []result
-		for _, mode := range []string{"baseline-row", "row", "baseline-frame", "frame", "noop"} {
-			table := fmt.Sprintf("%s.q_%s_%d", schema, strings.ReplaceAll(mode, "-", "_"), n)
-			if err := makeQueue(ctx, pool, table, n); err != nil {
-				return err
-			}
-			var r result
-			var err error
-			var open []int64
-			switch mode {
-			case "baseline-row":
-				r, err = measure(func() (int64, error) { return 0, baseline(ctx, c.dsn, c, table, false) })
-			case "baseline-frame":
-				r, err = measure(func() (int64, error) { return 0, baseline(ctx, c.dsn, c, table, true) })
-			default:
-				r, err = measure(func() (int64, error) {
-					var events int64
-					var err error
-					events, open, err = viaEngine(ctx, pool, c, schema, table, mode)
-					return events, err
-				})
-				r.claimOpen = open
-			}
-			if err != nil {
-				return fmt.Errorf("%s N=%d: %w", mode, n, err)
-			}
-			if err := checkDrained(ctx, pool, table, n, mode != "noop"); err != nil {
-				return fmt.Errorf("%s N=%d: %w", mode, n, err)
-			}
-			r.name, r.n = mode, n
-			rs = append(rs, r)
-			ratio := ""
-			switch mode {
-			case "row":
-				ratio = fmt.Sprintf("%.2f", r.rate()/rs[0].rate())
-			case "frame":
-				ratio = fmt.Sprintf("%.2f", r.rate()/rs[2].rate())
-			case "noop":
-				ratio = fmt.Sprintf("%.2f", r.rate()/rs[2].rate())
-			}
-			epi := "-"
-			if r.events > 0 {
-				epi = fmt.Sprintf("%.4f", float64(r.events)/float64(n))
-			}
-			claim := "-"
-			if len(r.claimOpen) > 0 {
-				slices.Sort(r.claimOpen)
-				claim = fmt.Sprintf("%d/%d", percentile(r.claimOpen, 50), percentile(r.claimOpen, 99))
-			}
-			fmt.Fprintf(out, "%-8d %-16s %10.0f %10s %10.2f %12s %10.1fMB %22s\n", n, mode, r.rate(), ratio, r.seconds, epi, float64(r.peakHeap)/(1<<20), claim)
-			if _, err := pool.Exec(ctx, "DROP TABLE "+table); err != nil {
-				return err
+		res := map[string][]result{}
+		for run := range c.runs {
+			// Rotate the order from run to run: each mode meets the machine
+			// at a different point of the run.
+			off := run * len(modes) / c.runs
+			order := append(slices.Clone(modes[off:]), modes[:off]...)
+			for _, m := range order {
+				r, err := b.runOne(ctx, m, n)
+				if err != nil {
+					return fmt.Errorf("%s N=%d run %d: %w", m.name, n, run+1, err)
+				}
+				res[m.name] = append(res[m.name], r)
+				fmt.Fprintf(out, "  run %d/%d N=%d %-20s %10s items/s %7.2fs cpu %6.1f µs/item peak live %6.1f MB\n",
+					run+1, c.runs, n, m.name, rateText(r.rate()), r.seconds, cpuPerItem(r), mb(r.peakHeap))
 			}
 		}
 		fmt.Fprintln(out)
+		printTable(out, c, modes, n, res)
+		fmt.Fprintln(out)
 	}
-	fmt.Fprintln(out, "ratio: engine items/s over its baseline (row vs baseline-row; frame and noop vs baseline-frame)")
-	fmt.Fprintln(out, "claim open: per frame, from the claim returning rows to its commit (the frame.claimed record's round trip plus COMMIT),")
-	fmt.Fprintln(out, "            the window a claim's transaction stays open; the baselines commit their claims at once")
+	fmt.Fprintln(out, "items/s, ratios, CPU: median [min–max] over the runs; every ratio is taken within one run, then summarised.")
+	fmt.Fprintln(out, "vs base: items/s over the same run's base (noop: baseline-claim; row: baseline-row; frame: baseline-frame;")
+	fmt.Fprintln(out, "         nats-frame: the in-process frame with the same event log). vs river: items/s over river's jobs/s.")
+	fmt.Fprintln(out, "CPU: this process's user+system time per item (PostgreSQL's own CPU is not in it). Peak live: largest")
+	fmt.Fprintln(out, "live heap after a GC over the runs. Claim open: per frame, from the claim returning rows to its commit.")
 	return nil
 }
 
-// measure runs f, timing it and sampling the peak live heap.
+func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]result) {
+	fmt.Fprintf(out, "N=%d, %d runs\n", n, c.runs)
+	fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %9s %11s %14s\n",
+		"mode", "items/s", "base", "vs base", "vs river", "CPU µs/item", "peak MB", "events/item", "claim open µs")
+	for _, m := range modes {
+		rs := res[m.name]
+		var rates, cpus, vsBase, vsRiver []float64
+		var peak uint64
+		var events int64
+		var p50, p99 []float64
+		for i, r := range rs {
+			rates = append(rates, r.rate())
+			cpus = append(cpus, cpuPerItem(r))
+			peak = max(peak, r.peakHeap)
+			events += r.events
+			if m.base != "" && len(res[m.base]) > i {
+				vsBase = append(vsBase, r.rate()/res[m.base][i].rate())
+			}
+			if m.engine() && len(res["river"]) > i {
+				vsRiver = append(vsRiver, r.rate()/res["river"][i].rate())
+			}
+			if len(r.claimOpen) > 0 {
+				slices.Sort(r.claimOpen)
+				p50 = append(p50, float64(percentile(r.claimOpen, 50)))
+				p99 = append(p99, float64(percentile(r.claimOpen, 99)))
+			}
+		}
+		base, epi, claim := "-", "-", "-"
+		if m.base != "" {
+			base = m.base
+		}
+		if events > 0 {
+			epi = fmt.Sprintf("%.4f", float64(events)/float64(n*len(rs)))
+		}
+		if len(p50) > 0 {
+			claim = fmt.Sprintf("%.0f/%.0f", spreadOf(p50).med, spreadOf(p99).med)
+		}
+		fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %9.1f %11s %14s\n", m.name,
+			spreadOf(rates).format(rateText), base, spreadOf(vsBase).format(ratioText), spreadOf(vsRiver).format(ratioText),
+			spreadOf(cpus).format(oneDecimal), mb(peak), epi, claim)
+	}
+}
+
+// runHeap runs the frame mode at each heap size with each event log, once,
+// and prints the peak live heap of the largest over that of the smallest.
+func runHeap(ctx context.Context, c config, out io.Writer) error {
+	b, closeBench, err := open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer closeBench()
+	fmt.Fprintf(out, "cursorflow bench -heap: frame mode, slots=%d max_rows=%d, one run per size\n\n", c.slots, c.maxRows)
+	fmt.Fprintf(out, "%-16s %10s %12s %8s %12s %10s\n", "mode", "N", "items/s", "seconds", "CPU µs/item", "peak MB")
+	for _, l := range c.logs {
+		m := mode{name: "frame/" + l, kind: "frame", log: l}
+		var peaks []uint64
+		for _, n := range c.heapSizes {
+			r, err := b.runOne(ctx, m, n)
+			if err != nil {
+				return fmt.Errorf("%s N=%d: %w", m.name, n, err)
+			}
+			peaks = append(peaks, r.peakHeap)
+			fmt.Fprintf(out, "%-16s %10d %12s %8.1f %12.1f %10.1f\n", m.name, n, rateText(r.rate()), r.seconds, cpuPerItem(r), mb(r.peakHeap))
+		}
+		fmt.Fprintf(out, "%-16s peak live heap N=%d / N=%d: %.2f (target ≤ 1.2)\n\n", m.name,
+			c.heapSizes[len(c.heapSizes)-1], c.heapSizes[0], float64(peaks[len(peaks)-1])/float64(peaks[0]))
+	}
+	return nil
+}
+
+func cpuPerItem(r result) float64 {
+	return float64(r.cpu.Microseconds()) / float64(max(r.n, 1))
+}
+
+func mb(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// measure runs f, timing it, taking the process's CPU time and sampling the
+// peak live heap.
 func measure(f func() (int64, error)) (result, error) {
 	runtime.GC()
 	var peak atomic.Uint64
@@ -251,253 +435,12 @@ func measure(f func() (int64, error)) (result, error) {
 			}
 		}
 	}()
+	cpu0 := cpuTime()
 	start := time.Now()
 	events, err := f()
 	secs := time.Since(start).Seconds()
+	cpu := cpuTime() - cpu0
 	close(stop)
 	wg.Wait()
-	return result{seconds: secs, events: events, peakHeap: peak.Load()}, err
-}
-
-func poolOf(ctx context.Context, dsn string, conns int32) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, err
-	}
-	cfg.MaxConns = conns
-	return pgxpool.NewWithConfig(ctx, cfg)
-}
-
-func makeQueue(ctx context.Context, pool *pgxpool.Pool, table string, n int) error {
-	_, err := pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE %[1]s (id bigint PRIMARY KEY, payload text NOT NULL,
-		status text NOT NULL DEFAULT 'pending', claimed_at timestamptz, done_at timestamptz);
-		INSERT INTO %[1]s (id, payload) SELECT g, 'payload-' || g FROM generate_series(1, %[2]d) g;
-		CREATE INDEX ON %[1]s (id) WHERE status = 'pending';
-		ANALYZE %[1]s`, table, n))
-	return err
-}
-
-func checkDrained(ctx context.Context, pool *pgxpool.Pool, table string, n int, wantDone bool) error {
-	var done, pending int
-	err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'pending') FROM %s`, table)).Scan(&done, &pending)
-	if err != nil {
-		return err
-	}
-	if pending != 0 || (wantDone && done != n) {
-		return fmt.Errorf("queue not drained: %d done, %d pending of %d", done, pending, n)
-	}
-	return nil
-}
-
-func claimSQL(table, max string) string {
-	return fmt.Sprintf(`WITH c AS (SELECT id FROM %[1]s WHERE status = 'pending' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT %[2]s) `+
-		`UPDATE %[1]s q SET status = 'claimed', claimed_at = now() FROM c WHERE q.id = c.id RETURNING q.id, q.payload`, table, max)
-}
-
-func markRowSQL(table, id string) string {
-	return fmt.Sprintf(`UPDATE %s SET status = 'done', done_at = now() WHERE id = %s`, table, id)
-}
-
-// markFrameSQL marks a frame's rows done; rowsLiteral is an SQL literal
-// of the rows' JSON.
-func markFrameSQL(table, rowsLiteral string) string {
-	return fmt.Sprintf(`UPDATE %s q SET status = 'done', done_at = now() FROM jsonb_to_recordset(%s::jsonb) AS r(id bigint) WHERE q.id = r.id`, table, rowsLiteral)
-}
-
-// baseline drains the queue with the same SQL, slots and row concurrency
-// as the engine, and nothing else.
-//
-// Like the engine, it claims through one pool (the cursor driver's 8
-// connections) and marks rows done through another (the postgres tool's
-// 16), so both sides queue for connections alike.
-func baseline(ctx context.Context, dsn string, c config, table string, perFrame bool) error {
-	claims, err := poolOf(ctx, dsn, 8)
-	if err != nil {
-		return err
-	}
-	defer claims.Close()
-	bodies, err := poolOf(ctx, dsn, 16)
-	if err != nil {
-		return err
-	}
-	defer bodies.Close()
-	var wg sync.WaitGroup
-	errs := make(chan error, c.slots)
-	for s := 0; s < c.slots; s++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				rows, err := claims.Query(ctx, claimSQL(table, strconv.Itoa(c.maxRows)), pgx.QueryExecModeSimpleProtocol)
-				if err != nil {
-					errs <- err
-					return
-				}
-				type row struct {
-					ID      int64  `json:"id"`
-					Payload string `json:"payload"`
-				}
-				var claimed []row
-				for rows.Next() {
-					var r row
-					if err := rows.Scan(&r.ID, &r.Payload); err != nil {
-						rows.Close()
-						errs <- err
-						return
-					}
-					claimed = append(claimed, r)
-				}
-				rows.Close()
-				if err := rows.Err(); err != nil {
-					errs <- err
-					return
-				}
-				if len(claimed) == 0 {
-					return
-				}
-				if perFrame {
-					b, _ := json.Marshal(claimed)
-					lit := "'" + string(b) + "'" // ids only: nothing to escape
-					if _, err := bodies.Exec(ctx, markFrameSQL(table, lit), pgx.QueryExecModeSimpleProtocol); err != nil {
-						errs <- err
-						return
-					}
-					continue
-				}
-				sem := make(chan struct{}, c.rowConc)
-				var rw sync.WaitGroup
-				for _, r := range claimed {
-					sem <- struct{}{}
-					rw.Add(1)
-					go func() {
-						defer rw.Done()
-						defer func() { <-sem }()
-						if _, err := bodies.Exec(ctx, markRowSQL(table, strconv.FormatInt(r.ID, 10)), pgx.QueryExecModeSimpleProtocol); err != nil {
-							select {
-							case errs <- err:
-							default:
-							}
-						}
-					}()
-				}
-				rw.Wait()
-			}
-		}()
-	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
-	}
-}
-
-// viaEngine drains table through the engine and returns the events the
-// execution wrote and every frame's claim-to-commit window (µs).
-func viaEngine(ctx context.Context, pool *pgxpool.Pool, c config, schema, table, mode string) (int64, []int64, error) {
-	var log eventlog.Log = eventlog.NewMemory()
-	switch c.eventlogURL {
-	case "memory":
-	case "sqlite":
-		dir, err := os.MkdirTemp("", "cursorflow-bench-")
-		if err != nil {
-			return 0, nil, err
-		}
-		defer os.RemoveAll(dir)
-		sl, err := sqlitelog.Open(ctx, filepath.Join(dir, "events.db"), sqlitelog.Config{})
-		if err != nil {
-			return 0, nil, err
-		}
-		log = sl
-	default:
-		pl, err := pglog.Open(ctx, c.dsn, pglog.Config{Schema: schema + "_events_" + mode})
-		if err != nil {
-			return 0, nil, err
-		}
-		log = pl
-	}
-	defer log.Close()
-	kc := tools.StaticURLs(map[string]string{"pg": c.dsn})
-	treg, creg, closer := stdwire.Registries(kc, slog.New(slog.DiscardHandler), false)
-	defer closer.Close()
-	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		return 0, nil, err
-	}
-	defer e.Close()
-	process, body := "row", "\n      kind: noop"
-	switch mode {
-	case "row":
-		body = "\n      kind: postgres\n      auth: pg\n      command: |\n        " + markRowSQL(table, "{{ iter.job.id }}")
-	case "frame":
-		process = "frame"
-		body = "\n      kind: postgres\n      auth: pg\n      command: |\n        " + markFrameSQL(table, `{{ iter.job | tojson | sql_literal }}`)
-	}
-	src := fmt.Sprintf(`apiVersion: noetl.io/v2
-kind: Playbook
-metadata: {name: bench-%s}
-workflow:
-  - step: start
-    loop:
-      cursor:
-        kind: postgres
-        auth: pg
-        claim: |
-          %s
-      iterator: job
-      spec:
-        mode: cursor
-        max_in_flight: %d
-        frame: {max_rows: %d, row_concurrency: %d, process: %s}
-    tool: %s
-`, mode, claimSQL(table, "{{ __frame_max_rows }}"), c.slots, c.maxRows, c.rowConc, process, body)
-	id, err := e.Start(ctx, []byte(src), engine.StartOptions{File: "bench.yaml"})
-	if err != nil {
-		return 0, nil, err
-	}
-	if heapProfile != "" {
-		go func() {
-			time.Sleep(heapProfileAfter)
-			f, err := os.Create(heapProfile)
-			if err == nil {
-				_ = pprof.WriteHeapProfile(f)
-				_ = f.Close()
-			}
-		}()
-	}
-	sum, err := e.Wait(ctx, id)
-	if err != nil {
-		return 0, nil, err
-	}
-	if sum.Status != engine.StatusCompleted {
-		return 0, nil, fmt.Errorf("execution %s: %s at %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
-	}
-	// Count in pages: reading the whole history at once would itself be
-	// the run's peak memory.
-	var count, after int64
-	var open []int64
-	for {
-		evs, err := log.Read(ctx, id, after, 50)
-		if err != nil {
-			return 0, nil, err
-		}
-		if len(evs) == 0 {
-			return count, open, nil
-		}
-		count += int64(len(evs))
-		after = evs[len(evs)-1].Seq
-		for _, ev := range evs {
-			if ev.Type != eventlog.TypeFrameDone {
-				continue
-			}
-			var p struct {
-				ClaimOpenUs int64 `json:"claim_open_us"`
-			}
-			if json.Unmarshal(ev.Payload, &p) == nil && p.ClaimOpenUs > 0 {
-				open = append(open, p.ClaimOpenUs)
-			}
-		}
-	}
+	return result{seconds: secs, cpu: cpu, events: events, peakHeap: peak.Load()}, err
 }
