@@ -11,6 +11,8 @@ import (
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/nodes"
 	"github.com/nikolalohinski/gonja/v2/tokens"
+
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 // The fast path renders templates that are text plus simple expressions
@@ -236,6 +238,9 @@ func (c *fastCompiler) filter(in fastExpr, fc *nodes.FilterCall) fastExpr {
 	if !ok {
 		return nil
 	}
+	if direct := directFilters[fc.Name]; direct != nil && len(fc.Args) == 0 && len(fc.Kwargs) == 0 {
+		return &fastDirect{in: in, fn: direct, filter: fn}
+	}
 	f := &fastFilter{in: in, fn: fn}
 	constant := true
 	for _, a := range fc.Args {
@@ -451,6 +456,66 @@ func (f *fastFilter) eval(vars map[string]any) (any, error) {
 	out := f.fn(nil, exec.AsValue(in), p)
 	if out == nil || out.IsError() {
 		// gonja words the failure.
+		return nil, errNotFast
+	}
+	return known(out.Interface())
+}
+
+// directFilters compute, for the commonest filters called without
+// arguments, what the filter function gives, from the same helpers but
+// without wrapping values for gonja. ok false: call the filter function.
+var directFilters = map[string]func(x any) (v any, ok bool){
+	// filterInt with base 10 and default 0.
+	"int": func(x any) (any, bool) {
+		if n, ok := toInt64(x, 10); ok {
+			return n, true
+		}
+		return int64(0), true
+	},
+	// filterToJSON without indent. writeJSON makes plain what it meets
+	// as toPlain would have beforehand.
+	"tojson":  directToJSON,
+	"to_json": directToJSON,
+	// filterSQLLiteral of a string, in the default dialect.
+	"sql_literal": func(x any) (any, bool) {
+		s, isString := x.(string)
+		if !isString {
+			return nil, false
+		}
+		lit, ok, err := sqlquote.Scalar(s, sqlquote.Postgres)
+		if !ok || err != nil {
+			return nil, false
+		}
+		return lit, true
+	},
+}
+
+func directToJSON(x any) (any, bool) {
+	s, err := marshalJSON(x, 0)
+	if err != nil {
+		return nil, false
+	}
+	return s, true
+}
+
+// fastDirect is a filter of directFilters; filter is its gonja function,
+// for the inputs the direct one leaves to it.
+type fastDirect struct {
+	in     fastExpr
+	fn     func(any) (any, bool)
+	filter exec.FilterFunction
+}
+
+func (f *fastDirect) eval(vars map[string]any) (any, error) {
+	in, err := f.in.eval(vars)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := f.fn(in); ok {
+		return v, nil
+	}
+	out := f.filter(nil, exec.AsValue(in), exec.NewVarArgs())
+	if out == nil || out.IsError() {
 		return nil, errNotFast
 	}
 	return known(out.Interface())

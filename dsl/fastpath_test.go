@@ -108,6 +108,8 @@ func fastPaths(e fastExpr) [][]any {
 			out = append(fastPaths(e.x), fastPaths(e.index)...)
 		}
 		return out
+	case *fastDirect:
+		return fastPaths(e.in)
 	case *fastFilter:
 		out := fastPaths(e.in)
 		for _, a := range e.args {
