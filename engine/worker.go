@@ -284,7 +284,7 @@ func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, sco
 func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ string, payload any) error {
 	ev := eventlog.Event{
 		ExecutionID: cmd.ExecutionID, Type: typ, Step: cmd.Step, CommandID: cmd.ID,
-		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: mustJSON(sanitizeReport(ctx, payload)),
+		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: reportJSON(ctx, payload),
 	}
 	if cmd.Kind != KindStep {
 		ev.LoopID = cmd.Run
