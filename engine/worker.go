@@ -327,13 +327,14 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *Command, rep Reporter) (sto
 }
 
 func setIter(scope map[string]any, iterator string, item any, index int) {
-	iter := map[string]any{"_index": index}
+	idx := any(index) // boxed once for both places
+	iter := map[string]any{"_index": idx}
 	if iterator != "" {
 		iter[iterator] = item
 		scope[iterator] = item
 	}
 	scope["iter"] = iter
-	scope["loop_index"] = index
+	scope["loop_index"] = idx
 }
 
 // chainResult is the outcome of running a step's tool chain once.
@@ -366,6 +367,19 @@ type chainState struct {
 	Locals map[string]any `json:"locals,omitempty"`
 	Ctx    map[string]any `json:"ctx,omitempty"`
 	Vars   map[string]any `json:"vars,omitempty"`
+}
+
+// ensure makes the map of namespace ns (iter, ctx or vars) before a set
+// writes it.
+func (cs *chainState) ensure(ns string) {
+	switch {
+	case ns == "iter" && cs.Iter == nil:
+		cs.Iter = map[string]any{}
+	case ns == "ctx" && cs.Ctx == nil:
+		cs.Ctx = map[string]any{}
+	case ns == "vars" && cs.Vars == nil:
+		cs.Vars = map[string]any{}
+	}
 }
 
 func (cs *chainState) carry() map[string]any {
@@ -406,27 +420,25 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	if len(tasks) == 0 {
 		return chainResult{failed: true, err: "step has no tool", field: "tool", explicit: true}
 	}
+	// Iter, Ctx and Vars are made when a set first writes them.
 	cs := chainFromCarry(carry)
-	if cs.Iter == nil {
-		cs.Iter = map[string]any{}
-	}
 	if cs.Locals == nil {
 		cs.Locals = map[string]any{}
 	}
-	if cs.Ctx == nil {
-		cs.Ctx = map[string]any{}
-	}
-	if cs.Vars == nil {
-		cs.Vars = map[string]any{}
+	// The view of the chain's start renders the step's args and timeout,
+	// and is the first task's.
+	var first map[string]any
+	if len(step.Args) > 0 || step.Spec.TimeoutTemplate != nil {
+		first = w.view(scope, &cs)
 	}
 	var args map[string]any
 	if len(step.Args) > 0 {
 		var err error
-		if args, err = dsl.RenderMap(step.Args, w.view(scope, &cs)); err != nil {
+		if args, err = dsl.RenderMap(step.Args, first); err != nil {
 			return chainResult{failed: true, err: err.Error(), field: "args", explicit: true}
 		}
 	}
-	timeout, err := step.Spec.ResolveTimeout(w.view(scope, &cs))
+	timeout, err := step.Spec.ResolveTimeout(first)
 	if err != nil {
 		return chainResult{failed: true, err: err.Error(), field: "spec.timeout", explicit: true}
 	}
@@ -448,7 +460,12 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	nextCall, pages := cmd.NextCall, cmd.Pages
 	for ti := start; ti < len(tasks); {
 		task := tasks[ti]
-		view := w.view(scope, &cs)
+		view := first
+		if first != nil {
+			first = nil
+		} else {
+			view = w.view(scope, &cs)
+		}
 		addArgs(view, args)
 		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall, durable)
 		if aw := (*tools.AwaitExecution)(nil); durable && errors.As(err, &aw) {
@@ -681,6 +698,7 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 			return fmt.Errorf("set %s: %w", a.Path, err)
 		}
 		ns, rest := splitNamespace(a.Path)
+		cs.ensure(ns)
 		switch ns {
 		case "iter":
 			setPath(cs.Iter, view["iter"], rest, x)
