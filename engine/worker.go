@@ -727,12 +727,21 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt, nextCall, await)
 	}
 	cfg := make(map[string]any, len(task.Config))
-	for _, k := range sortedKeys(task.Config) {
-		x, err := task.Config[k].Render(view)
+	// When several fields fail, the one reported is the smallest key's.
+	var badKey string
+	var badErr error
+	for k, v := range task.Config {
+		x, err := v.Render(view)
 		if err != nil {
-			return nil, k, err
+			if badErr == nil || k < badKey {
+				badKey, badErr = k, err
+			}
+			continue
 		}
 		cfg[k] = x
+	}
+	if badErr != nil {
+		return nil, badKey, badErr
 	}
 	applyNextCall(cfg, nextCall)
 	tool, err := w.Tools.Lookup(task.Kind)
@@ -750,18 +759,27 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	}
 	// Secret references (from the secrets tool) become secrets only in
 	// what this tool receives, and references again in what it returns.
+	// The configuration is this task's own: it is revealed in a copy only
+	// when it holds a reference. The args are shared by the chain's
+	// tasks: each gets its copy.
 	kc := w.keychain(ctx)
-	revealedCfg, revealed, err := tools.RevealSecrets(ctx, kc, cfg)
-	if err != nil {
-		return nil, "secret", err
+	var revealed []tools.Revealed
+	if tools.HoldsSecretRef(cfg) {
+		revealedCfg, r, err := tools.RevealSecrets(ctx, kc, cfg)
+		if err != nil {
+			return nil, "secret", err
+		}
+		cfg, _ = revealedCfg.(map[string]any)
+		revealed = r
 	}
-	revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, kc, args)
-	if err != nil {
-		return nil, "secret", err
+	if args != nil {
+		revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, kc, args)
+		if err != nil {
+			return nil, "secret", err
+		}
+		revealed = append(revealed, moreRevealed...)
+		args, _ = revealedArgs.(map[string]any)
 	}
-	revealed = append(revealed, moreRevealed...)
-	cfg, _ = revealedCfg.(map[string]any)
-	args, _ = revealedArgs.(map[string]any)
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
 		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: kc, Logger: w.logger(), Await: await,

@@ -177,3 +177,30 @@ func TestJSONHoldsSecret(t *testing.T) {
 		t.Error("no credentials, yet a secret")
 	}
 }
+
+func TestHoldsSecretRef(t *testing.T) {
+	t.Parallel()
+	kc := tools.StaticURLs(map[string]string{"db": "postgres://u:p@h/d"})
+	for _, c := range []struct {
+		v    any
+		want bool
+	}{
+		{nil, false},
+		{"plain", false},
+		{map[string]any{"a": []any{int64(1), "x", map[string]any{"b": "no"}}}, false},
+		{map[string]any{"a": []any{"x", map[string]any{"b": "url ${secret:db}"}}}, true},
+		{[]any{"${secret:db}"}, true},
+	} {
+		if got := tools.HoldsSecretRef(c.v); got != c.want {
+			t.Errorf("HoldsSecretRef(%v) = %v, want %v", c.v, got, c.want)
+		}
+		// It agrees with RevealSecrets.
+		_, revealed, err := tools.RevealSecrets(context.Background(), kc, c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (len(revealed) > 0) != c.want {
+			t.Errorf("%v: RevealSecrets revealed %d, HoldsSecretRef says %v", c.v, len(revealed), c.want)
+		}
+	}
+}
