@@ -100,20 +100,28 @@ func (p *plainParser) object(depth int) (any, bool) {
 			return nil, false
 		}
 		m[k.(string)] = v
-		p.space()
-		if p.i >= len(p.data) {
-			return nil, false
-		}
-		switch p.data[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return m, true
-		default:
-			return nil, false
+		if more, ok := p.separator('}'); !ok || !more {
+			return m, ok
 		}
 	}
+}
+
+// separator reads what follows a member: a comma (more is true) or the
+// closing bracket.
+func (p *plainParser) separator(closing byte) (more, ok bool) {
+	p.space()
+	if p.i >= len(p.data) {
+		return false, false
+	}
+	switch p.data[p.i] {
+	case ',':
+		p.i++
+		return true, true
+	case closing:
+		p.i++
+		return false, true
+	}
+	return false, false
 }
 
 func (p *plainParser) array(depth int) (any, bool) {
@@ -131,18 +139,8 @@ func (p *plainParser) array(depth int) (any, bool) {
 			return nil, false
 		}
 		l = append(l, v)
-		p.space()
-		if p.i >= len(p.data) {
-			return nil, false
-		}
-		switch p.data[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return l, true
-		default:
-			return nil, false
+		if more, ok := p.separator(']'); !ok || !more {
+			return l, ok
 		}
 	}
 }
