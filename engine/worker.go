@@ -759,12 +759,13 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	}
 	// Secret references (from the secrets tool) become secrets only in
 	// what this tool receives, and references again in what it returns.
-	// The configuration is this task's own: it is revealed in a copy only
-	// when it holds a reference. The args are shared by the chain's
-	// tasks: each gets its copy.
+	// The configuration is this task's own, as rendered: it is revealed in
+	// a copy only when it holds a reference or a paginating retry's values
+	// (which are the command's). The args are shared by the chain's tasks:
+	// each gets its copy.
 	kc := w.keychain(ctx)
 	var revealed []tools.Revealed
-	if tools.HoldsSecretRef(cfg) {
+	if len(nextCall) > 0 || tools.HoldsSecretRef(cfg) {
 		revealedCfg, r, err := tools.RevealSecrets(ctx, kc, cfg)
 		if err != nil {
 			return nil, "secret", err
