@@ -61,6 +61,9 @@ type Template struct {
 	limits *limitsRef
 	// names are the variable names the template reads, for Refs.
 	names []string
+	// fast renders the template without gonja when it is text plus
+	// simple expressions (fastpath.go); nil otherwise.
+	fast *fastTemplate
 }
 
 type tmplKind uint8
@@ -274,6 +277,9 @@ func compileTemplate(src string, pos Pos, lim *limitsRef) (t *Template, err erro
 		t.out = out
 		t.shareVars = !writesContextOrUsesGlobals(out, e.globals)
 	}
+	if !t.needsBudget {
+		t.fast = compileFast(root, e, t.kind == kindNative)
+	}
 	return t, nil
 }
 
@@ -342,12 +348,23 @@ func singleOutput(root *nodes.Template) *nodes.Output {
 // Render renders the template against vars and returns the native value
 // (for a single-expression template) or the rendered string.
 func (t *Template) Render(vars map[string]any) (v any, err error) {
+	return t.render(vars, true)
+}
+
+// render renders t, on the fast path when fast is set and the template
+// has one; the tests turn it off to compare with gonja.
+func (t *Template) render(vars map[string]any, fast bool) (v any, err error) {
 	if t == nil {
 		return nil, nil
 	}
 	if t.kind != kindConstant {
 		if vars, err = t.resolveRefs(vars); err != nil {
 			return nil, err
+		}
+	}
+	if fast && t.fast != nil {
+		if v, err := t.renderFast(vars); !errors.Is(err, errNotFast) {
+			return v, err
 		}
 	}
 	switch t.kind {

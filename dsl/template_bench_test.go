@@ -43,6 +43,7 @@ func benchVars() map[string]any {
 		"execution_id": "exec-0001",
 		"iter": map[string]any{
 			"_index":  int64(3),
+			"job":     map[string]any{"id": int64(42), "payload": "it's \u00e9", "n": 1.5},
 			"patient": map[string]any{"patient_id": "1234", "facility_mapping_id": int64(7)},
 			"page_payload": map[string]any{
 				"data": []any{
@@ -139,4 +140,11 @@ func mustScalar(tb testing.TB, s string) *Value {
 		tb.Fatal(err)
 	}
 	return v
+}
+
+// The bench program's per-row templates (examples/bench).
+func BenchmarkRenderIterJobID(b *testing.B) { benchTemplate(b, "{{ iter.job.id }}") }
+
+func BenchmarkRenderIterJobSQLLiteral(b *testing.B) {
+	benchTemplate(b, "{{ iter.job | tojson | sql_literal }}")
 }

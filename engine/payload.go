@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cursorflow/cursorflow/internal/plainjson"
 )
 
 // Command kinds.
@@ -81,6 +83,29 @@ type FrameRow struct {
 	Values  map[string]any `json:"values"`
 	Attempt int            `json:"attempt,omitempty"`
 	Token   string         `json:"token,omitempty"`
+}
+
+// MarshalJSON encodes the row exactly as encoding/json does from its
+// tags, writing the values without reflection (internal/plainjson): a
+// frame's claim records every row's values.
+func (r FrameRow) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 64)
+	b = append(b, `{"key":`...)
+	b = plainjson.AppendString(b, r.Key)
+	b = append(b, `,"values":`...)
+	b, err := plainjson.Append(b, r.Values)
+	if err != nil {
+		return nil, err
+	}
+	if r.Attempt != 0 {
+		b = append(b, `,"attempt":`...)
+		b = strconv.AppendInt(b, int64(r.Attempt), 10)
+	}
+	if r.Token != "" {
+		b = append(b, `,"token":`...)
+		b = plainjson.AppendString(b, r.Token)
+	}
+	return append(b, '}'), nil
 }
 
 // completedPayload is command.completed's and command.failed's payload.

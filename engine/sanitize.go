@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"unicode/utf8"
@@ -79,9 +80,10 @@ func (w *Worker) keychain(ctx context.Context) tools.Keychain {
 	return recordingKeychain{inner: w.Keychain, seen: seen}
 }
 
-// sanitizeReport bounds the error messages of a report's payload and redacts
-// from it the secrets the command's tools resolved.
-func sanitizeReport(ctx context.Context, payload any) any {
+// reportJSON encodes a report's payload with its error messages bounded
+// and the secrets the command's tools resolved redacted. A payload that
+// holds none of them is encoded once and kept as it is.
+func reportJSON(ctx context.Context, payload any) json.RawMessage {
 	switch p := payload.(type) {
 	case completedPayload:
 		p.Error = boundText(p.Error, MaxErrorBytes)
@@ -93,19 +95,20 @@ func sanitizeReport(ctx context.Context, payload any) any {
 		}
 		payload = p
 	}
+	b := mustJSON(payload)
 	seen, ok := ctx.Value(secretsKey{}).(*secretsSeen)
 	if !ok {
-		return payload
+		return b
 	}
 	creds := seen.list()
-	if len(creds) == 0 {
-		return payload
+	if len(creds) == 0 || !tools.JSONHoldsSecret(b, creds...) {
+		return b
 	}
 	var v any
-	if err := unmarshal(mustJSON(payload), &v); err != nil {
-		return payload
+	if err := unmarshal(b, &v); err != nil {
+		return b
 	}
-	return tools.RedactValue(v, creds...)
+	return mustJSON(tools.RedactValue(v, creds...))
 }
 
 // boundText cuts s to max bytes (on a rune boundary), saying how long it

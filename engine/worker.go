@@ -284,7 +284,7 @@ func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, sco
 func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ string, payload any) error {
 	ev := eventlog.Event{
 		ExecutionID: cmd.ExecutionID, Type: typ, Step: cmd.Step, CommandID: cmd.ID,
-		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: mustJSON(sanitizeReport(ctx, payload)),
+		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: reportJSON(ctx, payload),
 	}
 	if cmd.Kind != KindStep {
 		ev.LoopID = cmd.Run
@@ -327,13 +327,14 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *Command, rep Reporter) (sto
 }
 
 func setIter(scope map[string]any, iterator string, item any, index int) {
-	iter := map[string]any{"_index": index}
+	idx := any(index) // boxed once for both places
+	iter := map[string]any{"_index": idx}
 	if iterator != "" {
 		iter[iterator] = item
 		scope[iterator] = item
 	}
 	scope["iter"] = iter
-	scope["loop_index"] = index
+	scope["loop_index"] = idx
 }
 
 // chainResult is the outcome of running a step's tool chain once.
@@ -366,6 +367,19 @@ type chainState struct {
 	Locals map[string]any `json:"locals,omitempty"`
 	Ctx    map[string]any `json:"ctx,omitempty"`
 	Vars   map[string]any `json:"vars,omitempty"`
+}
+
+// ensure makes the map of namespace ns (iter, ctx or vars) before a set
+// writes it.
+func (cs *chainState) ensure(ns string) {
+	switch {
+	case ns == "iter" && cs.Iter == nil:
+		cs.Iter = map[string]any{}
+	case ns == "ctx" && cs.Ctx == nil:
+		cs.Ctx = map[string]any{}
+	case ns == "vars" && cs.Vars == nil:
+		cs.Vars = map[string]any{}
+	}
 }
 
 func (cs *chainState) carry() map[string]any {
@@ -406,27 +420,25 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	if len(tasks) == 0 {
 		return chainResult{failed: true, err: "step has no tool", field: "tool", explicit: true}
 	}
+	// Iter, Ctx and Vars are made when a set first writes them.
 	cs := chainFromCarry(carry)
-	if cs.Iter == nil {
-		cs.Iter = map[string]any{}
-	}
 	if cs.Locals == nil {
 		cs.Locals = map[string]any{}
 	}
-	if cs.Ctx == nil {
-		cs.Ctx = map[string]any{}
-	}
-	if cs.Vars == nil {
-		cs.Vars = map[string]any{}
+	// The view of the chain's start renders the step's args and timeout,
+	// and is the first task's.
+	var first map[string]any
+	if len(step.Args) > 0 || step.Spec.TimeoutTemplate != nil {
+		first = w.view(scope, &cs)
 	}
 	var args map[string]any
 	if len(step.Args) > 0 {
 		var err error
-		if args, err = dsl.RenderMap(step.Args, w.view(scope, &cs)); err != nil {
+		if args, err = dsl.RenderMap(step.Args, first); err != nil {
 			return chainResult{failed: true, err: err.Error(), field: "args", explicit: true}
 		}
 	}
-	timeout, err := step.Spec.ResolveTimeout(w.view(scope, &cs))
+	timeout, err := step.Spec.ResolveTimeout(first)
 	if err != nil {
 		return chainResult{failed: true, err: err.Error(), field: "spec.timeout", explicit: true}
 	}
@@ -448,7 +460,12 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	nextCall, pages := cmd.NextCall, cmd.Pages
 	for ti := start; ti < len(tasks); {
 		task := tasks[ti]
-		view := w.view(scope, &cs)
+		view := first
+		if first != nil {
+			first = nil
+		} else {
+			view = w.view(scope, &cs)
+		}
 		addArgs(view, args)
 		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall, durable)
 		if aw := (*tools.AwaitExecution)(nil); durable && errors.As(err, &aw) {
@@ -681,6 +698,7 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 			return fmt.Errorf("set %s: %w", a.Path, err)
 		}
 		ns, rest := splitNamespace(a.Path)
+		cs.ensure(ns)
 		switch ns {
 		case "iter":
 			setPath(cs.Iter, view["iter"], rest, x)
@@ -709,12 +727,21 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt, nextCall, await)
 	}
 	cfg := make(map[string]any, len(task.Config))
-	for _, k := range sortedKeys(task.Config) {
-		x, err := task.Config[k].Render(view)
+	// When several fields fail, the one reported is the smallest key's.
+	var badKey string
+	var badErr error
+	for k, v := range task.Config {
+		x, err := v.Render(view)
 		if err != nil {
-			return nil, k, err
+			if badErr == nil || k < badKey {
+				badKey, badErr = k, err
+			}
+			continue
 		}
 		cfg[k] = x
+	}
+	if badErr != nil {
+		return nil, badKey, badErr
 	}
 	applyNextCall(cfg, nextCall)
 	tool, err := w.Tools.Lookup(task.Kind)
@@ -732,18 +759,28 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	}
 	// Secret references (from the secrets tool) become secrets only in
 	// what this tool receives, and references again in what it returns.
+	// The configuration is this task's own, as rendered: it is revealed in
+	// a copy only when it holds a reference or a paginating retry's values
+	// (which are the command's). The args are shared by the chain's tasks:
+	// each gets its copy.
 	kc := w.keychain(ctx)
-	revealedCfg, revealed, err := tools.RevealSecrets(ctx, kc, cfg)
-	if err != nil {
-		return nil, "secret", err
+	var revealed []tools.Revealed
+	if len(nextCall) > 0 || tools.HoldsSecretRef(cfg) {
+		revealedCfg, r, err := tools.RevealSecrets(ctx, kc, cfg)
+		if err != nil {
+			return nil, "secret", err
+		}
+		cfg, _ = revealedCfg.(map[string]any)
+		revealed = r
 	}
-	revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, kc, args)
-	if err != nil {
-		return nil, "secret", err
+	if args != nil {
+		revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, kc, args)
+		if err != nil {
+			return nil, "secret", err
+		}
+		revealed = append(revealed, moreRevealed...)
+		args, _ = revealedArgs.(map[string]any)
 	}
-	revealed = append(revealed, moreRevealed...)
-	cfg, _ = revealedCfg.(map[string]any)
-	args, _ = revealedArgs.(map[string]any)
 	call := &tools.Call{
 		ExecutionID: cmd.ExecutionID, CommandID: cmd.Base, Step: step.Name, Task: task.Name, Kind: task.Kind,
 		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: kc, Logger: w.logger(), Await: await,

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -284,6 +285,17 @@ const MinRedactedSecret = 6
 // its strings and map keys. Maps and lists are copied; v itself is not
 // modified.
 func RedactValue(v any, creds ...Credential) any {
+	secrets := redactedSecrets(creds)
+	if len(secrets) == 0 {
+		return v
+	}
+	return redactIn(v, secrets)
+}
+
+// redactedSecrets lists the strings of creds that RedactValue replaces,
+// longest first, so a secret inside another is not replaced before the
+// one that holds it.
+func redactedSecrets(creds []Credential) []string {
 	var secrets []string
 	for _, c := range creds {
 		if c.URL != "" && len(c.URL) >= MinRedactedSecret {
@@ -295,13 +307,52 @@ func RedactValue(v any, creds ...Credential) any {
 			}
 		}
 	}
-	if len(secrets) == 0 {
-		return v
-	}
-	// Longer secrets first, so a secret inside another is not replaced
-	// before the one that holds it.
 	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
-	return redactIn(v, secrets)
+	return secrets
+}
+
+// JSONHoldsSecret reports whether decoding the JSON text b and passing it
+// to RedactValue with creds could change anything: whether one of the
+// secrets appears in one of its strings (or keys). A false answer means
+// the text can be kept as it is, without decoding and encoding it again.
+// b must be valid JSON.
+func JSONHoldsSecret(b []byte, creds ...Credential) bool {
+	secrets := redactedSecrets(creds)
+	if len(secrets) == 0 {
+		return false
+	}
+	// A string without escapes reads as its bytes: a secret in it is in b.
+	for _, s := range secrets {
+		if bytes.Contains(b, []byte(s)) {
+			return true
+		}
+	}
+	// A string with escapes has to be decoded to be searched.
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			continue
+		}
+		start, escaped := i, false
+		for i++; i < len(b) && b[i] != '"'; i++ {
+			if b[i] == '\\' {
+				escaped = true
+				i++
+			}
+		}
+		if !escaped {
+			continue
+		}
+		var text string
+		if err := json.Unmarshal(b[start:min(i+1, len(b))], &text); err != nil {
+			return true // not what it seemed: let the caller decode it all
+		}
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func redactIn(v any, secrets []string) any {

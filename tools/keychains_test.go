@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -139,6 +140,67 @@ func TestCredentialAllowsHost(t *testing.T) {
 	} {
 		if got := tt.c.AllowsHost(tt.host); got != tt.want {
 			t.Errorf("%+v.AllowsHost(%q) = %v, want %v", tt.c, tt.host, got, tt.want)
+		}
+	}
+}
+
+func TestJSONHoldsSecret(t *testing.T) {
+	t.Parallel()
+	creds := []tools.Credential{{Alias: "db", URL: "postgres://app:pa%3Css%3E%22w0rd@db/x"}} // password pa<ss>"w0rd
+	for _, c := range []struct {
+		v    any
+		want bool
+	}{
+		{map[string]any{"a": "nothing here", "n": 1}, false},
+		{map[string]any{"a": "the password is pa<ss>\"w0rd, really"}, true}, // escaped in the JSON
+		{map[string]any{"pa<ss>\"w0rd": 1}, true},                           // a key
+		{[]any{"postgres://app:pa%3Css%3E%22w0rd@db/x"}, true},
+		{map[string]any{"a": "pa<ss>w0rd \u2028 almost"}, false},
+	} {
+		b, err := json.Marshal(c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tools.JSONHoldsSecret(b, creds...); got != c.want {
+			t.Errorf("%s: JSONHoldsSecret = %v, want %v", b, got, c.want)
+		}
+		// It agrees with RedactValue on the decoded text.
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		if changed := !reflect.DeepEqual(tools.RedactValue(v, creds...), v); changed != c.want {
+			t.Errorf("%s: RedactValue changes it: %v, JSONHoldsSecret says %v", b, changed, c.want)
+		}
+	}
+	if tools.JSONHoldsSecret([]byte(`{"a":"x"}`)) {
+		t.Error("no credentials, yet a secret")
+	}
+}
+
+func TestHoldsSecretRef(t *testing.T) {
+	t.Parallel()
+	kc := tools.StaticURLs(map[string]string{"db": "postgres://u:p@h/d"})
+	for _, c := range []struct {
+		v    any
+		want bool
+	}{
+		{nil, false},
+		{"plain", false},
+		{map[string]any{"a": []any{int64(1), "x", map[string]any{"b": "no"}}}, false},
+		{map[string]any{"a": []any{"x", map[string]any{"b": "url ${secret:db}"}}}, true},
+		{[]any{"${secret:db}"}, true},
+	} {
+		if got := tools.HoldsSecretRef(c.v); got != c.want {
+			t.Errorf("HoldsSecretRef(%v) = %v, want %v", c.v, got, c.want)
+		}
+		// It agrees with RevealSecrets.
+		_, revealed, err := tools.RevealSecrets(context.Background(), kc, c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (len(revealed) > 0) != c.want {
+			t.Errorf("%v: RevealSecrets revealed %d, HoldsSecretRef says %v", c.v, len(revealed), c.want)
 		}
 	}
 }

@@ -96,6 +96,29 @@ func RevealSecrets(ctx context.Context, kc Keychain, v any) (any, []Revealed, er
 	return out, revealed, nil
 }
 
+// HoldsSecretRef reports whether v (a plain value, as RevealSecrets takes)
+// holds a secret reference RevealSecrets would resolve: when it does not,
+// RevealSecrets would give back a copy of v and reveal nothing.
+func HoldsSecretRef(v any) bool {
+	switch t := v.(type) {
+	case string:
+		return strings.Contains(t, "${secret:")
+	case map[string]any:
+		for _, e := range t {
+			if HoldsSecretRef(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if HoldsSecretRef(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func resolveSecret(ctx context.Context, kc Keychain, alias, field string) (string, Credential, error) {
 	if kc == nil {
 		return "", Credential{}, fmt.Errorf("secret %q: no keychain configured: %w", alias, ErrCredentialNotFound)

@@ -48,6 +48,14 @@ func Normalize(v any) any {
 // values (map[string]any, []any, string, bool, nil and numbers as Number
 // gives them).
 func Decode(data []byte) (any, error) {
+	if v, ok := decodePlain(data); ok {
+		return v, nil
+	}
+	return decodeStream(data)
+}
+
+// decodeStream is Decode through encoding/json's Decoder.
+func decodeStream(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any

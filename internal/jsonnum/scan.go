@@ -1,0 +1,218 @@
+package jsonnum
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// decodePlain parses data as Decode does, without encoding/json's
+// Decoder (which copies the input into its own buffer and builds every
+// number as a json.Number first). ok is false for anything it is not sure
+// to read exactly as the Decoder would, invalid JSON included: the
+// caller then decodes with the Decoder, which also words the error.
+func decodePlain(data []byte) (v any, ok bool) {
+	p := plainParser{data: data}
+	p.space()
+	v, ok = p.value(0)
+	if !ok {
+		return nil, false
+	}
+	p.space()
+	return v, p.i == len(p.data)
+}
+
+type plainParser struct {
+	data []byte
+	i    int
+}
+
+// maxPlainDepth is far below the Decoder's own bound; deeper values are
+// left to it.
+const maxPlainDepth = 500
+
+func (p *plainParser) space() {
+	for p.i < len(p.data) {
+		switch p.data[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *plainParser) literal(word string, v any) (any, bool) {
+	if len(p.data)-p.i < len(word) || string(p.data[p.i:p.i+len(word)]) != word {
+		return nil, false
+	}
+	p.i += len(word)
+	return v, true
+}
+
+func (p *plainParser) value(depth int) (any, bool) {
+	if p.i >= len(p.data) || depth > maxPlainDepth {
+		return nil, false
+	}
+	switch c := p.data[p.i]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		return p.str()
+	case c == 't':
+		return p.literal("true", true)
+	case c == 'f':
+		return p.literal("false", false)
+	case c == 'n':
+		return p.literal("null", nil)
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	}
+	return nil, false
+}
+
+func (p *plainParser) object(depth int) (any, bool) {
+	p.i++ // {
+	m := map[string]any{}
+	p.space()
+	if p.i < len(p.data) && p.data[p.i] == '}' {
+		p.i++
+		return m, true
+	}
+	for {
+		p.space()
+		if p.i >= len(p.data) || p.data[p.i] != '"' {
+			return nil, false
+		}
+		k, ok := p.str()
+		if !ok {
+			return nil, false
+		}
+		p.space()
+		if p.i >= len(p.data) || p.data[p.i] != ':' {
+			return nil, false
+		}
+		p.i++
+		p.space()
+		v, ok := p.value(depth + 1)
+		if !ok {
+			return nil, false
+		}
+		m[k.(string)] = v
+		if more, ok := p.separator('}'); !ok || !more {
+			return m, ok
+		}
+	}
+}
+
+// separator reads what follows a member: a comma (more is true) or the
+// closing bracket.
+func (p *plainParser) separator(closing byte) (more, ok bool) {
+	p.space()
+	if p.i >= len(p.data) {
+		return false, false
+	}
+	switch p.data[p.i] {
+	case ',':
+		p.i++
+		return true, true
+	case closing:
+		p.i++
+		return false, true
+	}
+	return false, false
+}
+
+func (p *plainParser) array(depth int) (any, bool) {
+	p.i++ // [
+	l := []any{}
+	p.space()
+	if p.i < len(p.data) && p.data[p.i] == ']' {
+		p.i++
+		return l, true
+	}
+	for {
+		p.space()
+		v, ok := p.value(depth + 1)
+		if !ok {
+			return nil, false
+		}
+		l = append(l, v)
+		if more, ok := p.separator(']'); !ok || !more {
+			return l, ok
+		}
+	}
+}
+
+// str reads a string. One with escapes is decoded by encoding/json; one
+// with bytes that are not UTF-8 (which the Decoder replaces) is left to
+// the caller's fallback.
+func (p *plainParser) str() (any, bool) {
+	start := p.i
+	p.i++ // "
+	escaped, ascii := false, true
+	for ; p.i < len(p.data); p.i++ {
+		switch c := p.data[p.i]; {
+		case c == '"':
+			raw := p.data[start+1 : p.i]
+			p.i++
+			switch {
+			case escaped:
+				var s string
+				if err := json.Unmarshal(p.data[start:p.i], &s); err != nil {
+					return nil, false
+				}
+				return s, true
+			case !ascii && !utf8.Valid(raw):
+				return nil, false
+			}
+			return string(raw), true
+		case c == '\\':
+			escaped = true
+			p.i++
+		case c < 0x20:
+			return nil, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return nil, false
+}
+
+// number reads a number of JSON's grammar and converts it with Number.
+func (p *plainParser) number() (any, bool) {
+	start := p.i
+	digits := func() int {
+		n := 0
+		for p.i < len(p.data) && p.data[p.i] >= '0' && p.data[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	if p.data[p.i] == '-' {
+		p.i++
+	}
+	if p.i < len(p.data) && p.data[p.i] == '0' {
+		p.i++
+	} else if digits() == 0 {
+		return nil, false
+	}
+	if p.i < len(p.data) && p.data[p.i] == '.' {
+		p.i++
+		if digits() == 0 {
+			return nil, false
+		}
+	}
+	if p.i < len(p.data) && (p.data[p.i] == 'e' || p.data[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.data) && (p.data[p.i] == '+' || p.data[p.i] == '-') {
+			p.i++
+		}
+		if digits() == 0 {
+			return nil, false
+		}
+	}
+	return Number(json.Number(p.data[start:p.i])), true
+}

@@ -1,0 +1,81 @@
+package jsonnum
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestDecodePlainAgrees compares decodePlain with the Decoder on valid
+// JSON of every shape and on malformed input: where decodePlain answers,
+// it gives the Decoder's value; it never accepts what the Decoder
+// refuses.
+func TestDecodePlainAgrees(t *testing.T) {
+	t.Parallel()
+	inputs := []string{
+		`0`, `-0`, `1`, `-1`, `9007199254740993`, `9223372036854775807`, `9223372036854775808`, `-9223372036854775809`,
+		`1.5`, `2.0`, `1e400`, `-1e-400`, `1E+2`, `0.1e-2`, `"s"`, `""`, `"esc\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"`,
+		`"\ud800"`, `"ünï ✓"`, "\"bad\xff\"", "\"ctl\x01\"", `true`, `false`, `null`, `[]`, `{}`, ` [ 1 , "a" , null ] `,
+		`{"a":1,"a":2}`, `{"k":{"n":[1,{"x":true}]}}`, "\t{\n\"a\"\r:\n1}\n",
+		// Malformed, or where the Decoder has its own ideas.
+		``, ` `, `-`, `01`, `-01`, `1.`, `.5`, `1e`, `1e+`, `+1`, `[1,]`, `{"a":1,}`, `{"a" 1}`, `{a:1}`, `[1 2]`,
+		`tru`, `nul`, `"open`, `[`, `{`, `1 2`, `1 ]`, `{} x`, `"a\x"`, `"\u12"`, `NaN`, `[1]]`, "\"\\u0000\"",
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 3000 {
+		b, err := json.Marshal(randomJSON(r, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, string(b))
+	}
+	inputs = append(inputs, strings.Repeat("[", 600)+strings.Repeat("]", 600))
+	plain := 0
+	for _, in := range inputs {
+		want, wantErr := decodeStream([]byte(in))
+		got, ok := decodePlain([]byte(in))
+		if !ok {
+			continue
+		}
+		plain++
+		if wantErr != nil {
+			t.Errorf("%q: decodePlain accepts it (%#v), the Decoder says %v", in, got, wantErr)
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: decodePlain %#v, the Decoder %#v", in, got, want)
+		}
+	}
+	if plain < len(inputs)/2 {
+		t.Errorf("decodePlain answered only %d of %d inputs", plain, len(inputs))
+	}
+}
+
+var jsonStrings = []string{"", "a", `q"<&>\`, "ünï ✓ 😀", "\n\t\u2028", "\x00\x1f", "bad\xffx"}
+
+func randomJSON(r *rand.Rand, depth int) any {
+	switch n := r.IntN(9); {
+	case n == 0 || depth > 3:
+		return jsonStrings[r.IntN(len(jsonStrings))]
+	case n == 1:
+		return []any{int64(r.Int()), -r.Float64() * 1e30, r.Float64(), 1e-9, float64(r.IntN(100))}[r.IntN(5)]
+	case n == 2:
+		return nil
+	case n == 3:
+		return r.IntN(2) == 0
+	case n <= 5:
+		m := map[string]any{}
+		for range r.IntN(4) {
+			m[jsonStrings[r.IntN(len(jsonStrings))]] = randomJSON(r, depth+1)
+		}
+		return m
+	default:
+		l := make([]any, r.IntN(4))
+		for i := range l {
+			l[i] = randomJSON(r, depth+1)
+		}
+		return l
+	}
+}
