@@ -292,3 +292,64 @@ func TestFailedAppendDropsTheBatchDecidedOnIt(t *testing.T) {
 		t.Fatalf("history counts %v, want one loop.done, one after issued, three command.completed", count)
 	}
 }
+
+// TestDuplicateDropsTheBatchDecidedOnIt: a second orchestrator drives the
+// same execution on a stale state; its decision comes back a duplicate
+// while a cancel was folded on top of it. The execution is reloaded, the
+// cancel is not recorded (the caller hears ErrUnavailable), and nothing
+// of either batch is dispatched.
+func TestDuplicateDropsTheBatchDecidedOnIt(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mem := eventlog.NewMemory()
+	a, da := pipelineEngine(t, faultlog.New(mem))
+	flB := faultlog.New(mem)
+	b, db := pipelineEngine(t, flB)
+	id, err := a.Start(ctx, []byte(flow), StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := da.wait(ctx, t, 1)[0]
+	if err := b.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-runAsync(a, first); err != nil {
+		t.Fatal(err)
+	}
+	da.wait(ctx, t, 2) // a issued second
+	gate := make(chan struct{})
+	flB.Inject(faultlog.Fault{Op: faultlog.OpAppend, Times: 1, Gate: gate, Match: faultlog.HasType(eventlog.TypeCommandIssued)})
+	folded0 := b.orch.folded.Load()
+	stale := runAsync(b, first) // b still has start in flight: it decides second again
+	waitFor(ctx, t, "b's append", func() bool { return flB.Hits(faultlog.OpAppend) == 1 })
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- b.Cancel(ctx, id) }()
+	waitFor(ctx, t, "the cancel to be folded", func() bool { return b.orch.folded.Load() >= folded0+2 })
+	close(gate)
+	if err := <-stale; err != nil {
+		t.Fatalf("b's report: %v", err)
+	}
+	if err := <-cancelled; !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("cancel decided on the refused state: %v, want ErrUnavailable", err)
+	}
+	if got := db.dispatched(); len(got) != 0 {
+		t.Fatalf("b dispatched %d commands on a state the log refused", len(got))
+	}
+	evs, err := mem.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued := 0
+	for _, ev := range evs {
+		switch ev.Type {
+		case eventlog.TypeCancelRequested:
+			t.Fatal("the cancel folded on the refused state reached the log")
+		case eventlog.TypeCommandIssued:
+			issued++
+		}
+	}
+	if issued != 2 {
+		t.Fatalf("%d command.issued in the log, want 2 (start, second once)", issued)
+	}
+}
