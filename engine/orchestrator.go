@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/faultpoint"
 )
 
 // ErrStale is returned to a worker whose report carries a fencing token
@@ -78,6 +77,10 @@ type execution struct {
 	leases map[string]*lease
 	// cancelSent is when workers were last told of the execution's cancel.
 	cancelSent time.Time
+	// cancelRecorded is set once the log holds the execution's
+	// cancel.requested: only then are workers told (the state may hold it
+	// speculatively, decided on a batch still being appended).
+	cancelRecorded bool
 }
 
 // lease is an in-flight command's hold on its worker: it is re-issued
@@ -118,7 +121,8 @@ type reload struct {
 }
 
 // orchestrator appends, folds, decides and dispatches. One goroutine runs
-// its loop; everything it owns is touched only there.
+// its loop; everything it owns is touched only there, but for the batch
+// whose append runs on a goroutine of its own (see pipeline.go).
 type orchestrator struct {
 	log            eventlog.Log
 	dispatch       Dispatcher
@@ -141,6 +145,14 @@ type orchestrator struct {
 
 	inbox  chan message
 	ticker clock.Ticker
+	// flying is the batch whose append is in flight (nil when none);
+	// next gathers what is folded and decided meanwhile, on the state
+	// flying leaves, to be appended once flying has returned.
+	flying, next *batch
+	// appends and appended count the appends made and the events they
+	// carried, folded the messages folded (for tests and benchmarks: the
+	// group-commit ratio, and folding while an append is in flight).
+	appends, appended, folded atomic.Int64
 	// done is closed when the loop has stopped: every call then fails
 	// with ErrClosed. closed ends then too.
 	done       chan struct{}
@@ -172,314 +184,6 @@ type waiter struct {
 	sum *Summary
 }
 
-func (o *orchestrator) run(ctx context.Context) {
-	defer o.markClosed()
-	defer close(o.done)
-	defer o.ticker.Stop()
-	for {
-		var batch []message
-		select {
-		case <-ctx.Done():
-			o.shutdown()
-			return
-		case m := <-o.inbox:
-			batch = append(batch, m)
-		drain:
-			for len(batch) < o.maxBatch {
-				select {
-				case m := <-o.inbox:
-					batch = append(batch, m)
-				default:
-					break drain
-				}
-			}
-		case <-o.ticker.C():
-		}
-		o.safeStep(ctx, batch)
-	}
-}
-
-// shutdown refuses what is still queued.
-func (o *orchestrator) shutdown() {
-	for {
-		select {
-		case m := <-o.inbox:
-			if m.reply != nil {
-				m.reply <- ErrClosed
-			}
-		default:
-			return
-		}
-	}
-}
-
-// safeStep runs step; a panic that escaped the per-execution guards is
-// logged and answered, and the loop goes on.
-func (o *orchestrator) safeStep(ctx context.Context, batch []message) {
-	defer func() {
-		if r := recover(); r != nil {
-			o.logger.Error("orchestrator step panicked", "panic", r, "stack", string(debug.Stack()))
-			for _, m := range batch {
-				if m.reply != nil {
-					select {
-					case m.reply <- fmt.Errorf("engine: internal error: %v", r):
-					default: // already answered
-					}
-				}
-			}
-		}
-	}()
-	o.step(ctx, batch)
-}
-
-// step handles a batch of messages, decides, appends once, dispatches.
-func (o *orchestrator) step(ctx context.Context, batch []message) {
-	now := o.clock.Now()
-	var pending []eventlog.Event
-	var replies []chan error
-	touched := map[string]bool{}
-	var order []string
-	touch := func(id string) {
-		if !touched[id] {
-			touched[id] = true
-			order = append(order, id)
-		}
-	}
-	loaded := map[string][]string{} // execution → in-flight commands to expire on load
-	// resume takes up the commands a loaded execution has in flight: a
-	// durable transport still holds them (leased), the in-process one lost
-	// them (issued again now).
-	resume := func(x *execution) {
-		if o.dispatch.Durable() {
-			o.leaseInFlight(x, now)
-		} else {
-			loaded[x.state.ExecutionID] = x.state.InFlight()
-		}
-		touch(x.state.ExecutionID)
-	}
-	for _, m := range batch {
-		switch m.kind {
-		case msgReport:
-			ex := o.execs[m.ev.ExecutionID]
-			if ex == nil {
-				if o.reloading[m.ev.ExecutionID] != nil {
-					m.reply <- fmt.Errorf("%w: execution %s is being reloaded from the log", ErrUnavailable, m.ev.ExecutionID)
-				} else {
-					m.reply <- fmt.Errorf("%w: %s", ErrUnknownExecution, m.ev.ExecutionID)
-				}
-				continue
-			}
-			if !ex.state.Accepts(m.ev) {
-				m.reply <- ErrStale
-				continue
-			}
-			ev := limitResult(m.ev, o.maxResultBytes)
-			ev.Time = now
-			if err := ex.state.Apply(ev); err != nil {
-				m.reply <- err
-				continue
-			}
-			if ev.Type == eventlog.TypeFrameClaimed {
-				// A sign of life; the lease itself goes only once the
-				// command's outcome is on record (after the append).
-				if l := ex.leases[ev.CommandID]; l != nil {
-					l.alive(now, o.missed)
-				}
-			}
-			pending = append(pending, ev)
-			replies = append(replies, m.reply)
-			touch(ev.ExecutionID)
-			if ev.Type == eventlog.TypeCommandAwaiting {
-				// The awaited execution may have ended before its waiter
-				// parked.
-				pending = append(pending, o.loadAwaited(ctx, ex, now, resume)...)
-			}
-		case msgHeartbeat:
-			if ex := o.execs[m.ev.ExecutionID]; ex != nil {
-				if l := ex.leases[m.ev.CommandID]; l != nil {
-					l.alive(now, o.missed)
-				}
-			}
-		case msgStart, msgLoad:
-			id := m.state.ExecutionID
-			if o.draining {
-				m.reply <- ErrClosed
-				continue
-			}
-			if _, ok := o.execs[id]; ok || (m.kind == msgStart && o.reloading[id] != nil) {
-				if m.kind == msgLoad {
-					m.reply <- nil // already driven here: nothing to resume
-				} else {
-					m.reply <- fmt.Errorf("engine: execution %s is already running here", id)
-				}
-				continue
-			}
-			delete(o.reloading, id)
-			ex := o.install(m.state)
-			if m.kind == msgStart {
-				ev := m.ev
-				ev.Time = now
-				if err := ex.state.Apply(ev); err != nil {
-					o.drop(id)
-					m.reply <- err
-					continue
-				}
-				pending = append(pending, ev)
-			} else {
-				pending = append(pending, o.loadAwaited(ctx, ex, now, resume)...)
-				resume(ex)
-			}
-			replies = append(replies, m.reply)
-			touch(id)
-		case msgList:
-			*m.list = sortedKeys(o.execs)
-			m.reply <- nil
-		case msgCancel:
-			ex := o.execs[m.ev.ExecutionID]
-			if ex == nil {
-				m.reply <- fmt.Errorf("%w: %s", ErrUnknownExecution, m.ev.ExecutionID)
-				continue
-			}
-			ev := m.ev
-			ev.Time = now
-			_ = ex.state.Apply(ev)
-			pending = append(pending, ev)
-			replies = append(replies, m.reply)
-			touch(ev.ExecutionID)
-		case msgDrain:
-			o.draining = true
-			m.reply <- nil
-		}
-	}
-	pending = append(pending, o.reloadDue(ctx, now, touch)...)
-	pending = append(pending, o.awaitsEnded(now, touch)...)
-	// Decide for every execution that changed, whose lease ran out or
-	// whose retry fell due. While draining, nothing new is decided: what
-	// is left is decided by whoever resumes the executions.
-	if !o.draining {
-		for _, id := range sortedKeys(o.execs) {
-			ex := o.execs[id]
-			var expired []string
-			reason := reasonLease
-			if l, ok := loaded[id]; ok {
-				expired, reason = l, reasonResume
-			}
-			for cid, l := range ex.leases {
-				if now.After(l.deadline) {
-					expired = append(expired, cid)
-					delete(ex.leases, cid)
-				}
-			}
-			sort.Strings(expired)
-			due := ex.state.NextDue()
-			if !touched[id] && len(expired) == 0 && (due.IsZero() || due.After(now)) {
-				continue
-			}
-			if len(expired) > 0 {
-				o.logger.Info("re-issuing commands", "execution_id", id, "commands", expired, "reason", reason)
-			}
-			decided := o.decideSafe(ex, now, expired, reason)
-			o.warnAbandoned(decided)
-			pending = append(pending, decided...)
-			touch(id)
-		}
-		pending = o.resumeAwaiting(pending, now, touch)
-	}
-	if len(pending) == 0 {
-		o.reply(replies, nil)
-		o.announceCancels(now)
-		return
-	}
-	// Stored values the decisions refer to are written first: a crash in
-	// between leaves an unreferenced object, never a dangling reference.
-	// A failed write is an append that failed: nothing of the batch is
-	// stored, the executions are loaded again from the log.
-	var blobs []*pendingBlob
-	for _, id := range order {
-		if ex := o.execs[id]; ex != nil {
-			blobs = append(blobs, ex.state.takePending()...)
-		}
-	}
-	if err := o.res.write(ctx, blobs); err != nil {
-		o.logger.Error("result store write failed; reloading the executions from the log",
-			"error", err, "executions", order)
-		o.reply(replies, fmt.Errorf("%w: result store: %w", ErrUnavailable, err))
-		for _, id := range order {
-			o.unload(id, now, 0)
-		}
-		return
-	}
-	results, err := o.log.Append(ctx, pending)
-	if err != nil {
-		// Nothing of this batch is known to be stored: every execution it
-		// touched is dropped from memory, its leases kept by nobody, and
-		// loaded again from the log. Its reporters hear ErrUnavailable and
-		// send again.
-		o.logger.Error("event log append failed; reloading the executions from the log",
-			"error", err, "events", len(pending), "executions", order)
-		o.reply(replies, fmt.Errorf("%w: event log: %w", ErrUnavailable, err))
-		for _, id := range order {
-			o.unload(id, now, 0)
-		}
-		return
-	}
-	faultpoint.Hit(faultpoint.OrchestratorAppended)
-	dup := map[string]bool{}
-	for i, r := range results {
-		if r.Duplicate {
-			dup[pending[i].ExecutionID] = true
-		}
-	}
-	for i := range pending {
-		ev := &pending[i]
-		if results[i].Duplicate {
-			continue
-		}
-		ev.ID, ev.Seq = results[i].ID, results[i].Seq
-		o.observe(*ev)
-		ex := o.execs[ev.ExecutionID]
-		if ex == nil {
-			continue
-		}
-		switch ev.Type {
-		case eventlog.TypeCommandIssued:
-			if cmd := o.commandSafe(ex, *ev); cmd != nil {
-				ex.leases[cmd.ID] = &lease{deadline: now.Add(cmd.Lease), lease: cmd.Lease, beat: cmd.Heartbeat}
-				o.dispatch.Dispatch(cmd)
-			}
-		case eventlog.TypeCommandCompleted, eventlog.TypeCommandFailed, eventlog.TypeFrameDone, eventlog.TypeCommandAwaiting:
-			// The outcome is on record (or the command parked): only now
-			// may the lease go.
-			delete(ex.leases, ev.CommandID)
-		}
-	}
-	o.reply(replies, nil)
-	o.announceCancels(now)
-	for _, id := range order {
-		ex := o.execs[id]
-		if ex == nil {
-			continue
-		}
-		if dup[id] {
-			// Another orchestrator decided too: our speculative state may
-			// hold what the log refused, so rebuild it from the log.
-			o.unload(id, now, 0)
-			continue
-		}
-		if ex.state.Status != StatusRunning {
-			o.finish(id, ex)
-		}
-	}
-}
-
-func (o *orchestrator) reply(replies []chan error, err error) {
-	for _, r := range replies {
-		if r != nil {
-			r <- err
-		}
-	}
-}
-
 // install makes st an execution driven here.
 func (o *orchestrator) install(st *State) *execution {
 	if st.Playbook != nil {
@@ -487,7 +191,7 @@ func (o *orchestrator) install(st *State) *execution {
 	}
 	st.maxLoopItems = o.maxLoopItems
 	st.res = o.res
-	ex := &execution{state: st, leases: map[string]*lease{}}
+	ex := &execution{state: st, leases: map[string]*lease{}, cancelRecorded: st.cancelRequested}
 	o.execs[st.ExecutionID] = ex
 	o.mu.Lock()
 	o.driving[st.ExecutionID] = true
@@ -532,7 +236,9 @@ func (o *orchestrator) unload(id string, now time.Time, backoff time.Duration) {
 func (o *orchestrator) reloadDue(ctx context.Context, now time.Time, touch func(string)) (out []eventlog.Event) {
 	for _, id := range sortedKeys(o.reloading) {
 		r := o.reloading[id]
-		if r.due.After(now) {
+		if r.due.After(now) || (o.flying != nil && o.flying.touched[id]) {
+			// Not yet, or an append of its events is still in flight:
+			// read the log once it has returned.
 			continue
 		}
 		events, err := o.log.Read(ctx, id, 0, 0)
@@ -565,12 +271,13 @@ func (o *orchestrator) reloadDue(ctx context.Context, now time.Time, touch func(
 	return out
 }
 
-// resumeAwaiting looks at the terminal events about to be appended: a
+// resumeAwaiting looks at the terminal events about to be appended (from
+// index from on): a
 // command parked on an execution that ends here gets its await.done in
 // the same batch, and its execution decides again (which issues the
 // command anew). A parent that ends in turn resumes its own parent.
-func (o *orchestrator) resumeAwaiting(pending []eventlog.Event, now time.Time, touch func(string)) []eventlog.Event {
-	for i := 0; i < len(pending); i++ {
+func (o *orchestrator) resumeAwaiting(pending []eventlog.Event, from int, now time.Time, touch func(string)) []eventlog.Event {
+	for i := from; i < len(pending); i++ {
 		ev := pending[i]
 		if !eventlog.IsTerminal(ev.Type) {
 			continue
@@ -854,7 +561,7 @@ func (o *orchestrator) stopped() bool {
 func (o *orchestrator) announceCancels(now time.Time) {
 	for _, id := range sortedKeys(o.execs) {
 		ex := o.execs[id]
-		if !ex.state.cancelRequested || ex.state.inflight == 0 {
+		if !ex.cancelRecorded || ex.state.inflight == 0 {
 			continue
 		}
 		if !ex.cancelSent.IsZero() && now.Sub(ex.cancelSent) < cancelRepeat {

@@ -1,0 +1,535 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sort"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/faultpoint"
+)
+
+// The orchestrator's loop is a two-stage pipeline. Messages are folded
+// into the in-memory states and decided on at once, into the next batch;
+// a batch goes to the log as one append when the append before it has
+// returned, and everything folded while that append was in flight goes
+// out together (group commit, up to maxBatch messages). The states hold
+// the decisions of the batch in flight and of the next one before the log
+// does, so nothing leaves the loop on their strength until its own append
+// has returned: dispatches, leases, cancel announcements, replies (even
+// ErrStale) and finished executions wait for it. An append that fails
+// takes the batch decided on top of it down too: the executions both
+// touched are reloaded from the log and their reporters hear
+// ErrUnavailable. Appends stay in order: one is in flight at a time.
+
+// batch is the work of one append.
+type batch struct {
+	// msgs counts the messages folded into the batch (bounded by maxBatch).
+	msgs    int
+	events  []eventlog.Event
+	replies []pendingReply
+	// touched and order are the executions the batch folded, decided or
+	// answered on, in the order first touched.
+	touched map[string]bool
+	order   []string
+	// cmds holds the commands the batch's command.issued events stand for,
+	// by event index, built from the state the batch left when sealed.
+	cmds map[int]sealedCommand
+	// results and err are the append's.
+	results []eventlog.Result
+	err     error
+}
+
+// pendingReply is an answer that waits for its batch's append: err if the
+// append succeeds, ErrUnavailable if it fails.
+type pendingReply struct {
+	ch  chan error
+	err error
+	// list, for a msgList, receives the executions driven when answered.
+	list *[]string
+}
+
+// sealedCommand is a command built when its batch was sealed, with the
+// execution it was built from (dispatched only if that is still the one
+// driven when the append returns).
+type sealedCommand struct {
+	ex  *execution
+	cmd *Command
+}
+
+func newBatch() *batch { return &batch{touched: map[string]bool{}} }
+
+func (b *batch) touch(id string) {
+	if !b.touched[id] {
+		b.touched[id] = true
+		b.order = append(b.order, id)
+	}
+}
+
+// answer queues a reply on execution id for when the batch is recorded.
+func (b *batch) answer(ch chan error, err error, id string) {
+	b.replies = append(b.replies, pendingReply{ch: ch, err: err})
+	if id != "" {
+		b.touch(id)
+	}
+}
+
+// idle reports whether the batch has nothing to append or answer.
+func (b *batch) idle() bool { return len(b.events) == 0 && len(b.replies) == 0 }
+
+// holds reports whether the batch has events of execution id.
+func (b *batch) holds(id string) bool {
+	if !b.touched[id] {
+		return false
+	}
+	for i := range b.events {
+		if b.events[i].ExecutionID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (o *orchestrator) run(ctx context.Context) {
+	defer o.markClosed()
+	defer close(o.done)
+	defer o.ticker.Stop()
+	appended := make(chan *batch, 1)
+	o.next = newBatch()
+	for {
+		inbox := o.inbox
+		if o.next.msgs >= o.maxBatch {
+			inbox = nil // the next batch is full: wait for the append
+		}
+		select {
+		case <-ctx.Done():
+			if o.flying != nil {
+				o.safeComplete(<-appended)
+			}
+			o.abandon(o.next, ErrClosed)
+			o.next = newBatch()
+			o.shutdown()
+			return
+		case m := <-inbox:
+			o.safeFold(ctx, o.take(m))
+		case <-o.ticker.C():
+			o.safeFold(ctx, nil)
+			o.announceCancels(o.clock.Now())
+		case b := <-appended:
+			o.safeComplete(b)
+			// What queued while the append was in flight joins the next.
+			if msgs := o.take(); len(msgs) > 0 {
+				o.safeFold(ctx, msgs)
+			}
+		}
+		if o.flying == nil && !o.next.idle() {
+			o.seal(ctx, appended)
+		}
+	}
+}
+
+// take returns first and what else waits in the inbox, up to what the
+// next batch still has room for.
+func (o *orchestrator) take(first ...message) []message {
+	msgs := first
+	for o.next.msgs+len(msgs) < o.maxBatch {
+		select {
+		case m := <-o.inbox:
+			msgs = append(msgs, m)
+		default:
+			return msgs
+		}
+	}
+	return msgs
+}
+
+// shutdown refuses what is still queued.
+func (o *orchestrator) shutdown() {
+	for {
+		select {
+		case m := <-o.inbox:
+			if m.reply != nil {
+				m.reply <- ErrClosed
+			}
+		default:
+			return
+		}
+	}
+}
+
+// safeFold folds msgs into the next batch; a panic that escaped the
+// per-execution guards is logged, and the next batch, whose states it may
+// have left half-changed, is given up like a failed append.
+func (o *orchestrator) safeFold(ctx context.Context, msgs []message) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.logger.Error("orchestrator step panicked", "panic", r, "stack", string(debug.Stack()))
+			err := fmt.Errorf("engine: internal error: %v", r)
+			for _, m := range msgs {
+				if m.reply != nil {
+					select {
+					case m.reply <- err:
+					default: // already answered
+					}
+				}
+			}
+			o.abandon(o.next, err)
+			o.next = newBatch()
+		}
+	}()
+	o.fold(ctx, o.next, msgs)
+}
+
+// fold applies a group of messages to the states, decides, and adds the
+// resulting events and replies to b.
+func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
+	now := o.clock.Now()
+	b.msgs += len(msgs)
+	defer o.folded.Add(int64(len(msgs)))
+	from := len(b.events)
+	touched := map[string]bool{} // decided on in this fold
+	touch := func(id string) {
+		touched[id] = true
+		b.touch(id)
+	}
+	loaded := map[string][]string{} // execution → in-flight commands to expire on load
+	// resume takes up the commands a loaded execution has in flight: a
+	// durable transport still holds them (leased), the in-process one lost
+	// them (issued again now).
+	resume := func(x *execution) {
+		if o.dispatch.Durable() {
+			o.leaseInFlight(x, now)
+		} else {
+			loaded[x.state.ExecutionID] = x.state.InFlight()
+		}
+		touch(x.state.ExecutionID)
+	}
+	for _, m := range msgs {
+		switch m.kind {
+		case msgReport:
+			id := m.ev.ExecutionID
+			ex := o.execs[id]
+			if ex == nil {
+				if o.reloading[id] != nil {
+					m.reply <- fmt.Errorf("%w: execution %s is being reloaded from the log", ErrUnavailable, id)
+				} else {
+					m.reply <- fmt.Errorf("%w: %s", ErrUnknownExecution, id)
+				}
+				continue
+			}
+			// The answers below rest on a state that may hold decisions
+			// not yet recorded: they wait for the batch's append.
+			if ex.state.Status != StatusRunning {
+				b.answer(m.reply, fmt.Errorf("%w: %s", ErrUnknownExecution, id), id)
+				continue
+			}
+			if !ex.state.Accepts(m.ev) {
+				b.answer(m.reply, ErrStale, id)
+				continue
+			}
+			ev := limitResult(m.ev, o.maxResultBytes)
+			ev.Time = now
+			if err := ex.state.Apply(ev); err != nil {
+				b.answer(m.reply, err, id)
+				continue
+			}
+			if ev.Type == eventlog.TypeFrameClaimed {
+				// A sign of life; the lease itself goes only once the
+				// command's outcome is on record (after the append).
+				if l := ex.leases[ev.CommandID]; l != nil {
+					l.alive(now, o.missed)
+				}
+			}
+			b.events = append(b.events, ev)
+			b.answer(m.reply, nil, "")
+			touch(id)
+			if ev.Type == eventlog.TypeCommandAwaiting {
+				// The awaited execution may have ended before its waiter
+				// parked.
+				b.events = append(b.events, o.loadAwaited(ctx, ex, now, resume)...)
+			}
+		case msgHeartbeat:
+			if ex := o.execs[m.ev.ExecutionID]; ex != nil {
+				if l := ex.leases[m.ev.CommandID]; l != nil {
+					l.alive(now, o.missed)
+				}
+			}
+		case msgStart, msgLoad:
+			id := m.state.ExecutionID
+			if o.draining {
+				m.reply <- ErrClosed
+				continue
+			}
+			if _, ok := o.execs[id]; ok || (m.kind == msgStart && o.reloading[id] != nil) {
+				if m.kind == msgLoad {
+					m.reply <- nil // already driven here: nothing to resume
+				} else {
+					m.reply <- fmt.Errorf("engine: execution %s is already running here", id)
+				}
+				continue
+			}
+			delete(o.reloading, id)
+			ex := o.install(m.state)
+			if m.kind == msgStart {
+				ev := m.ev
+				ev.Time = now
+				if err := ex.state.Apply(ev); err != nil {
+					o.drop(id)
+					m.reply <- err
+					continue
+				}
+				b.events = append(b.events, ev)
+			} else {
+				b.events = append(b.events, o.loadAwaited(ctx, ex, now, resume)...)
+				resume(ex)
+			}
+			b.answer(m.reply, nil, "")
+			touch(id)
+		case msgList:
+			// Answered once what came before it is recorded and
+			// dispatched: a round trip through the loop settles it.
+			b.replies = append(b.replies, pendingReply{ch: m.reply, list: m.list})
+		case msgCancel:
+			id := m.ev.ExecutionID
+			ex := o.execs[id]
+			if ex == nil {
+				m.reply <- fmt.Errorf("%w: %s", ErrUnknownExecution, id)
+				continue
+			}
+			if ex.state.Status != StatusRunning {
+				b.answer(m.reply, fmt.Errorf("%w: %s", ErrUnknownExecution, id), id)
+				continue
+			}
+			ev := m.ev
+			ev.Time = now
+			_ = ex.state.Apply(ev)
+			b.events = append(b.events, ev)
+			b.answer(m.reply, nil, "")
+			touch(id)
+		case msgDrain:
+			o.draining = true
+			m.reply <- nil
+		}
+	}
+	b.events = append(b.events, o.reloadDue(ctx, now, touch)...)
+	b.events = append(b.events, o.awaitsEnded(now, touch)...)
+	// Decide for every execution that changed, whose lease ran out or
+	// whose retry fell due. While draining, nothing new is decided: what
+	// is left is decided by whoever resumes the executions.
+	if o.draining {
+		return
+	}
+	for _, id := range sortedKeys(o.execs) {
+		ex := o.execs[id]
+		var expired []string
+		reason := reasonLease
+		if l, ok := loaded[id]; ok {
+			expired, reason = l, reasonResume
+		}
+		for cid, l := range ex.leases {
+			if now.After(l.deadline) {
+				expired = append(expired, cid)
+				delete(ex.leases, cid)
+			}
+		}
+		sort.Strings(expired)
+		due := ex.state.NextDue()
+		if !touched[id] && len(expired) == 0 && (due.IsZero() || due.After(now)) {
+			continue
+		}
+		if len(expired) > 0 {
+			o.logger.Info("re-issuing commands", "execution_id", id, "commands", expired, "reason", reason)
+		}
+		decided := o.decideSafe(ex, now, expired, reason)
+		o.warnAbandoned(decided)
+		b.events = append(b.events, decided...)
+		touch(id)
+	}
+	b.events = o.resumeAwaiting(b.events, from, now, touch)
+}
+
+// seal sends the next batch to the log: the stored values its decisions
+// refer to are written first, its commands built, and its append started
+// on a goroutine that hands the batch back on appended. A batch with
+// nothing to append is completed at once.
+func (o *orchestrator) seal(ctx context.Context, appended chan<- *batch) {
+	b := o.next
+	o.next = newBatch()
+	if len(b.events) == 0 {
+		o.safeComplete(b)
+		return
+	}
+	// Stored values the decisions refer to are written first: a crash in
+	// between leaves an unreferenced object, never a dangling reference.
+	// A failed write is an append that failed: nothing of the batch is
+	// stored, the executions are loaded again from the log. (Written here,
+	// not with the append, so that what is decided next can read them.)
+	var blobs []*pendingBlob
+	for _, id := range b.order {
+		if ex := o.execs[id]; ex != nil {
+			blobs = append(blobs, ex.state.takePending()...)
+		}
+	}
+	if err := o.res.write(ctx, blobs); err != nil {
+		o.logger.Error("result store write failed; reloading the executions from the log",
+			"error", err, "executions", b.order)
+		o.abandon(b, fmt.Errorf("%w: result store: %w", ErrUnavailable, err))
+		return
+	}
+	// Commands are built from the state as the batch left it, before
+	// anything is folded on top of it.
+	for i := range b.events {
+		ev := &b.events[i]
+		if ev.Type != eventlog.TypeCommandIssued {
+			continue
+		}
+		if ex := o.execs[ev.ExecutionID]; ex != nil {
+			if b.cmds == nil {
+				b.cmds = map[int]sealedCommand{}
+			}
+			b.cmds[i] = sealedCommand{ex: ex, cmd: o.commandSafe(ex, *ev)}
+		}
+	}
+	o.flying = b
+	go func() {
+		b.results, b.err = o.log.Append(ctx, b.events)
+		appended <- b
+	}()
+}
+
+// safeComplete runs complete; a panic is logged and the loop goes on.
+func (o *orchestrator) safeComplete(b *batch) {
+	defer func() {
+		if r := recover(); r != nil {
+			o.logger.Error("orchestrator step panicked", "panic", r, "stack", string(debug.Stack()))
+			o.sendReplies(b, fmt.Errorf("engine: internal error: %v", r), true)
+		}
+	}()
+	o.complete(b)
+}
+
+// complete takes a batch whose append has returned: on success its
+// commands are dispatched and leased, leases of recorded outcomes go, its
+// reporters are answered and ended executions finish; on failure it and
+// the batch decided on top of it are given up.
+func (o *orchestrator) complete(b *batch) {
+	if o.flying == b {
+		o.flying = nil
+	}
+	now := o.clock.Now()
+	if b.err != nil {
+		// Nothing of this batch is known to be stored: every execution it
+		// touched is dropped from memory, its leases kept by nobody, and
+		// loaded again from the log. Its reporters hear ErrUnavailable and
+		// send again. So are those of the next batch, decided on it.
+		o.logger.Error("event log append failed; reloading the executions from the log",
+			"error", b.err, "events", len(b.events), "executions", b.order)
+		err := fmt.Errorf("%w: event log: %w", ErrUnavailable, b.err)
+		o.abandon(b, err)
+		if len(o.next.order) > 0 || !o.next.idle() {
+			o.logger.Warn("dropping the decisions made on the failed append", "executions", o.next.order)
+			o.abandon(o.next, err)
+			o.next = newBatch()
+		}
+		return
+	}
+	if len(b.events) > 0 {
+		o.appends.Add(1)
+		o.appended.Add(int64(len(b.events)))
+		faultpoint.Hit(faultpoint.OrchestratorAppended)
+	}
+	var dup map[string]bool
+	for i := range b.events {
+		ev := &b.events[i]
+		if b.results[i].Duplicate {
+			if dup == nil {
+				dup = map[string]bool{}
+			}
+			dup[ev.ExecutionID] = true
+			continue
+		}
+		ev.ID, ev.Seq = b.results[i].ID, b.results[i].Seq
+		o.observe(*ev)
+		ex := o.execs[ev.ExecutionID]
+		if ex == nil {
+			continue
+		}
+		switch ev.Type {
+		case eventlog.TypeCommandIssued:
+			if sc := b.cmds[i]; sc.ex == ex && sc.cmd != nil {
+				cmd := sc.cmd
+				ex.leases[cmd.ID] = &lease{deadline: now.Add(cmd.Lease), lease: cmd.Lease, beat: cmd.Heartbeat}
+				o.dispatch.Dispatch(cmd)
+			}
+		case eventlog.TypeCommandCompleted, eventlog.TypeCommandFailed, eventlog.TypeFrameDone, eventlog.TypeCommandAwaiting:
+			// The outcome is on record (or the command parked): only now
+			// may the lease go.
+			delete(ex.leases, ev.CommandID)
+		case eventlog.TypeCancelRequested:
+			ex.cancelRecorded = true
+		}
+	}
+	o.sendReplies(b, nil, false)
+	o.announceCancels(now)
+	dropNext := false
+	for _, id := range b.order {
+		ex := o.execs[id]
+		if ex == nil {
+			continue
+		}
+		if dup[id] {
+			// Another orchestrator decided too: our speculative state may
+			// hold what the log refused, so rebuild it from the log (and
+			// give up what the next batch decided on it).
+			o.unload(id, now, 0)
+			dropNext = dropNext || o.next.touched[id]
+			continue
+		}
+		// An execution with events in the next batch ends with it: its
+		// state may have ended on decisions not yet recorded.
+		if ex.state.Status != StatusRunning && !o.next.holds(id) {
+			o.finish(id, ex)
+		}
+	}
+	if dropNext {
+		o.abandon(o.next, fmt.Errorf("%w: another orchestrator decided for the execution; reloading it from the log", ErrUnavailable))
+		o.next = newBatch()
+	}
+}
+
+// abandon gives up a batch that will not be appended: its reporters hear
+// err, and the executions it touched are loaded again from the log.
+func (o *orchestrator) abandon(b *batch, err error) {
+	o.sendReplies(b, err, true)
+	now := o.clock.Now()
+	for _, id := range b.order {
+		o.unload(id, now, 0)
+	}
+}
+
+// sendReplies answers a batch's reporters: each with its own answer, or
+// all with err when override is set.
+func (o *orchestrator) sendReplies(b *batch, err error, override bool) {
+	for _, r := range b.replies {
+		e := r.err
+		if override {
+			e = err
+		}
+		if r.list != nil && !errors.Is(e, ErrClosed) {
+			*r.list, e = sortedKeys(o.execs), nil
+		}
+		select {
+		case r.ch <- e:
+		default: // already answered (after a panic)
+		}
+	}
+	b.replies = nil
+}
+
+// appendStats returns how many appends the orchestrator made and how many
+// events they carried.
+func (o *orchestrator) appendStats() (appends, events int64) {
+	return o.appends.Load(), o.appended.Load()
+}
