@@ -199,7 +199,7 @@ type mode struct {
 
 func (m mode) engine() bool { return m.kind != "river" && !strings.HasPrefix(m.kind, "baseline-") }
 
-func modesOf(c config) []mode {
+func modesOf(c config) ([]mode, error) {
 	var ms []mode
 	add := func(base, kind string) {
 		ms = append(ms, mode{name: base, kind: base})
@@ -219,9 +219,18 @@ func modesOf(c config) []mode {
 		ms = append(ms, mode{name: "river", kind: "river"})
 	}
 	if len(c.only) > 0 {
+		for _, name := range c.only {
+			if !slices.ContainsFunc(ms, func(m mode) bool { return m.name == name }) {
+				var names []string
+				for _, m := range ms {
+					names = append(names, m.name)
+				}
+				return nil, fmt.Errorf("-modes: no mode %q (modes: %s)", name, strings.Join(names, ", "))
+			}
+		}
 		ms = slices.DeleteFunc(ms, func(m mode) bool { return !slices.Contains(c.only, m.name) })
 	}
-	return ms
+	return ms, nil
 }
 
 // bench is one bench process: its pool and the schema its queues live in.
@@ -289,7 +298,10 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 		return err
 	}
 	defer closeBench()
-	modes := modesOf(c)
+	modes, err := modesOf(c)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "cursorflow bench: slots=%d max_rows=%d row_concurrency=%d runs=%d GOMAXPROCS=%d event logs=%s\n",
 		c.slots, c.maxRows, c.rowConc, c.runs, runtime.GOMAXPROCS(0), strings.Join(c.logs, ","))
 	if c.riverWorkers > 0 {
