@@ -82,7 +82,7 @@ func corpusTemplates(t *testing.T) []string {
 // zero), strings with quotes, unicode, escapes and numbers in them, nil,
 // booleans, maps and lists (empty too).
 var leafValues = []any{
-	int64(42), int64(-7), int64(0), 7, 1.0, 2.5, -0.0, 1e20, 1e-7, 123456789012345678.0, 0.1 + 0.2,
+	int64(42), int64(-7), int64(0), 7, 1.0, 2.5, math.Copysign(0, -1), 1e20, 1e-7, 123456789012345678.0, 0.1 + 0.2,
 	"plain", `it's a "quote" ünïcödé ✓ \ back`, "", "  12  ", "3.7", "0x1f", "line\nbreak\ttab", "NULL",
 	nil, true, false,
 	map[string]any{"a": int64(1), "b": "x'y", "c": []any{1.5, nil}, "id": int64(9)},
