@@ -404,7 +404,7 @@ func (o *orchestrator) safeComplete(b *batch) {
 	defer func() {
 		if r := recover(); r != nil {
 			o.logger.Error("orchestrator step panicked", "panic", r, "stack", string(debug.Stack()))
-			o.sendReplies(b, fmt.Errorf("engine: internal error: %v", r), true)
+			o.sendReplies(b, fmt.Errorf("engine: internal error: %v", r))
 		}
 	}()
 	o.complete(b)
@@ -471,7 +471,7 @@ func (o *orchestrator) complete(b *batch) {
 			ex.cancelRecorded = true
 		}
 	}
-	o.sendReplies(b, nil, false)
+	o.sendReplies(b, nil)
 	o.announceCancels(now)
 	dropNext := false
 	for _, id := range b.order {
@@ -502,19 +502,19 @@ func (o *orchestrator) complete(b *batch) {
 // abandon gives up a batch that will not be appended: its reporters hear
 // err, and the executions it touched are loaded again from the log.
 func (o *orchestrator) abandon(b *batch, err error) {
-	o.sendReplies(b, err, true)
+	o.sendReplies(b, err)
 	now := o.clock.Now()
 	for _, id := range b.order {
 		o.unload(id, now, 0)
 	}
 }
 
-// sendReplies answers a batch's reporters: each with its own answer, or
-// all with err when override is set.
-func (o *orchestrator) sendReplies(b *batch, err error, override bool) {
+// sendReplies answers a batch's reporters: each with its own answer when
+// err is nil (the batch is recorded), all with err otherwise.
+func (o *orchestrator) sendReplies(b *batch, err error) {
 	for _, r := range b.replies {
 		e := r.err
-		if override {
+		if err != nil {
 			e = err
 		}
 		if r.list != nil && !errors.Is(e, ErrClosed) {
