@@ -12,7 +12,12 @@
 // Claims run with the simple query protocol, in a transaction: BEGIN and
 // the rendered claim go in one round trip, and the transaction stays open
 // until the engine has recorded the claimed rows (Claim.Commit) or gave
-// up on recording them (Claim.Abort, a rollback). The claim may hold
+// up on recording them (Claim.Abort, a rollback). The transaction runs
+// with synchronous_commit off, so its COMMIT does not wait for a WAL
+// flush: the rows are on record in the engine's log by then, and a server
+// crash that loses the commit hands them back to be claimed and run again,
+// as a failed COMMIT does (a claim may SET LOCAL synchronous_commit = on
+// to have its other writes flushed). The claim may hold
 // several statements (for example SET LOCAL lock_timeout before the
 // claim); the rows of the last statement that returns a result set are
 // the claim. A claim of the form

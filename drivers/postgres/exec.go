@@ -28,6 +28,13 @@ type executor struct {
 
 var _ sqlcursor.Executor = (*executor)(nil)
 
+// claimBegin opens a claim's transaction. Its commit does not wait for
+// the WAL flush (synchronous_commit off): the engine's log holds the
+// claimed rows before the commit is sent, so a server crash that loses the
+// commit only hands the rows back, as a failed COMMIT would, and they run
+// again (at least once). The claim itself may SET LOCAL it back on.
+const claimBegin = "BEGIN;\nSET LOCAL synchronous_commit = off;\n"
+
 // Claim sends BEGIN and the claim in one round trip (with bound params:
 // BEGIN, then the claim as one statement of the extended protocol) and
 // keeps the connection, with its transaction open, in the returned Tx.
@@ -41,8 +48,8 @@ func (e *executor) Claim(ctx context.Context, sql string, args []any) (sqlcursor
 	err = e.retry(ctx, "claim", func(c *pgxpool.Conn) (bool, error) {
 		var err error
 		if params == nil {
-			res, err = query(ctx, c, "BEGIN;\n"+sql, nil)
-		} else if _, err = c.Conn().PgConn().Exec(ctx, "BEGIN").ReadAll(); err == nil {
+			res, err = query(ctx, c, claimBegin+sql, nil)
+		} else if _, err = c.Conn().PgConn().Exec(ctx, claimBegin).ReadAll(); err == nil {
 			// On error the connection goes back to the pool inside its
 			// transaction, and the pool closes it: nothing is claimed.
 			res, err = query(ctx, c, sql, params)

@@ -426,3 +426,28 @@ func TestBoundParamsInTheClaimTransaction(t *testing.T) {
 		t.Fatalf("%d rows claimed after Commit, want 1", n)
 	}
 }
+
+// TestClaimCommitsWithoutWaitingForTheFlush: a claim's transaction runs
+// with synchronous_commit off (the engine's log holds the rows before the
+// commit), with and without bound params, and a claim can set it back.
+func TestClaimCommitsWithoutWaitingForTheFlush(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	for _, tc := range []struct{ name, claim, want string }{
+		{"simple", `SELECT 1 AS id, current_setting('synchronous_commit') AS sc`, "off"},
+		{"bound params", `SELECT $1::int AS id, current_setting('synchronous_commit') AS sc`, "off"},
+		{"set back by the claim", `SET LOCAL synchronous_commit = on; SELECT 1 AS id, current_setting('synchronous_commit') AS sc`, "on"},
+	} {
+		spec := cursor.Spec{Kind: "postgres", Credential: h.base, Claim: mustTemplate(t, tc.claim)}
+		if tc.name == "bound params" {
+			spec.Options = map[string]any{"claim_params": []any{1}}
+		}
+		rows, err := cursortest.ClaimCommitted(t.Context(), openCursor(t, h, spec), 1)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(rows) != 1 || rows[0].Values["sc"] != tc.want {
+			t.Fatalf("%s: claimed %+v, want synchronous_commit %s", tc.name, rows, tc.want)
+		}
+	}
+}
