@@ -98,6 +98,12 @@ func normalizeValue(v reflect.Value) {
 			}
 		}
 	case reflect.Slice:
+		if plainKind(v.Type().Elem().Kind()) {
+			// []byte (a json.RawMessage), []string, []int64...: nothing
+			// to normalise, and walking them element by element is what
+			// a frame's recorded rows would cost.
+			return
+		}
 		for i := 0; i < v.Len(); i++ {
 			normalizeValue(v.Index(i))
 		}
@@ -124,4 +130,16 @@ func normalizeValue(v reflect.Value) {
 			}
 		}
 	}
+}
+
+// plainKind reports whether values of kind k hold no interface value.
+func plainKind(k reflect.Kind) bool {
+	switch k {
+	case reflect.Bool, reflect.String,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
 }

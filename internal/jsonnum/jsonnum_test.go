@@ -1,7 +1,10 @@
 package jsonnum
 
 import (
+	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +41,28 @@ func TestUnmarshal(t *testing.T) {
 	}
 	if v.A != int64(1) || !reflect.DeepEqual(v.M["k"], []any{int64(2), 2.5}) || v.L[0] != int64(3) || v.P.X != int64(4) || v.Keep != 5 || v.E != int64(6) {
 		t.Fatalf("%#v", v)
+	}
+}
+
+// BenchmarkUnmarshalRawRows decodes a frame.claimed-like payload of 100
+// rows into a struct that keeps them raw.
+func BenchmarkUnmarshalRawRows(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"rows":[`)
+	for i := 1; i <= 100; i++ {
+		if i > 1 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"key":"%d","values":{"id":%d,"payload":"payload-%d"},"attempt":1}`, i, i, i)
+	}
+	sb.WriteString(`]}`)
+	data := []byte(sb.String())
+	var v struct {
+		Rows json.RawMessage `json:"rows"`
+	}
+	for b.Loop() {
+		if err := Unmarshal(data, &v); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

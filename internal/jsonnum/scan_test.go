@@ -79,3 +79,55 @@ func randomJSON(r *rand.Rand, depth int) any {
 		return l
 	}
 }
+
+// TestMembersAgrees: on valid JSON objects Members yields exactly the
+// members encoding/json reads, in order, each value the same JSON; it
+// refuses (rather than misreads) non-objects and keys with escapes.
+func TestMembersAgrees(t *testing.T) {
+	t.Parallel()
+	inputs := []string{`{}`, ` { } `, `{"a":1}`, ` {"a" : [1, {"b":"}]"}], "c":"\"\\", "d": {"e":[]} , "f":null} `,
+		`{"rows":[{"key":"1","values":{"id":1,"s":"x]}"}}],"n":-1.5e3,"t":true}`}
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 3000 {
+		m := map[string]any{}
+		for range r.IntN(5) {
+			m[[]string{"a", "rows", "items", "counts", "k k"}[r.IntN(5)]] = randomJSON(r, 0)
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, string(b))
+	}
+	for _, in := range inputs {
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]json.RawMessage{}
+		if err := Members([]byte(in), func(k string, v []byte) error {
+			if _, dup := got[k]; dup {
+				t.Errorf("%q: key %q twice", in, k)
+			}
+			got[k] = v
+			return nil
+		}); err != nil {
+			t.Errorf("%q: %v", in, err)
+			continue
+		}
+		if len(got) != len(want) {
+			t.Errorf("%q: %d members, want %d", in, len(got), len(want))
+		}
+		for k, w := range want {
+			var a, b any
+			if json.Unmarshal(got[k], &a) != nil || json.Unmarshal(w, &b) != nil || !reflect.DeepEqual(a, b) {
+				t.Errorf("%q: member %q = %s, want %s", in, k, got[k], w)
+			}
+		}
+	}
+	for _, in := range []string{``, `[]`, `1`, `"s"`, `{"a\u0062":1}`, `{"a":1`, `{"a":}`, `{"a":1} x`, `{"a" 1}`, `{"a":"open}`} {
+		if err := Members([]byte(in), func(string, []byte) error { return nil }); err == nil {
+			t.Errorf("%q: accepted", in)
+		}
+	}
+}
