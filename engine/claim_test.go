@@ -41,7 +41,10 @@ func (d *hookDispatcher) Dispatch(cmd *engine.Command) {
 		defer d.wg.Done()
 		ctx, cancel := context.WithCancel(d.root)
 		defer cancel()
-		rep := d.hook(ctx, cancel, cmd, d.eng.Reporter())
+		// The hooks inject faults at a frame's own reports, so frames here
+		// claim one at a time: the engine reporter is offered without
+		// ReportChained (chain_test.go injects faults into chained frames).
+		rep := d.hook(ctx, cancel, cmd, reporterFunc{inner: d.eng.Reporter(), report: d.eng.Reporter().Report})
 		if rep == nil {
 			return
 		}

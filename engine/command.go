@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/cursorflow/cursorflow/dsl"
@@ -103,4 +104,29 @@ type Reporter interface {
 	Report(ctx context.Context, ev eventlog.Event) error
 	// Heartbeat extends the lease of a running command.
 	Heartbeat(ctx context.Context, executionID, commandID string) error
+}
+
+// ChainReporter is a Reporter that records a frame's outcome and the
+// claim of its slot's next frame in one step, so a cursor slot pays one
+// event-log append per frame instead of two (frame.done, then the next
+// frame's frame.claimed).
+//
+// A worker that has run a frame claims the slot's next rows ahead, holds
+// the claim uncommitted and calls ReportChained with the frame.done event
+// and the frame.claimed payload of those rows. The orchestrator folds the
+// frame.done and decides as for Report; if it issues the slot's next frame,
+// it records the rows under that command in the same append and returns
+// the command: the worker commits its claim and runs the frame under it,
+// as if it had been dispatched and claimed. With a nil command and a nil
+// error the frame.done is recorded and no next frame is issued for the
+// slot (the loop is stopping, the execution cancelled, ...): the worker
+// gives the rows back. On an error nothing is known to be recorded: the
+// worker gives the rows back and reports the frame.done alone.
+//
+// Workers use it only with sources whose abort is a rollback
+// (cursor.Features.TransactionalClaim), where rows claimed ahead and given
+// back leave no trace.
+type ChainReporter interface {
+	Reporter
+	ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*Command, error)
 }

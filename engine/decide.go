@@ -274,7 +274,7 @@ func (d *decider) fillLoops() {
 				if sl.Busy || sl.Drained {
 					continue
 				}
-				base := fmt.Sprintf("%s/s%d.f%d", run, i, sl.Frame+1)
+				base := frameBase(run, i, sl.Frame+1)
 				d.emit(eventlog.Event{Type: eventlog.TypeCommandIssued, Step: r.Step, LoopID: run, CommandID: commandID(base, 1),
 					Attempt: 1, Frame: sl.Frame + 1, Payload: mustJSON(issuedPayload{Kind: KindFrame, Run: run, Base: base, Slot: i, Args: r.Args})})
 			}

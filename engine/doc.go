@@ -54,6 +54,17 @@
 // slot; when every slot has drained, loop.done fires exactly once and the
 // step routes with event.name == "loop.done".
 //
+// Where the source's claims are transactional (postgres, mysql, sqlite)
+// and the reporter can chain (ChainReporter: in-process workers and
+// engine/natsjs), a worker claims its slot's next rows before it reports
+// a frame.done and sends them with it: the orchestrator records the
+// frame.done, the slot's next command.issued and that frame's
+// frame.claimed in one append and hands the command back to the worker,
+// which commits the claim and runs it. A slot then pays one append per
+// frame, not two. If no next frame is issued (the loop stops, the
+// execution is cancelled) or the report is not recorded, the worker rolls
+// its claim back: the rows were never on record and never ran.
+//
 // # Leases and heartbeats
 //
 // Workers heartbeat every heartbeat_seconds (frames; by default

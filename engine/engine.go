@@ -222,7 +222,9 @@ func New(cfg Config) (*Engine, error) {
 	e.checkTools, e.checkCursors = hostTools || inProcess, hostCursors || inProcess
 	res := newResults(cfg.Results)
 	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, Logger: cfg.Logger,
-		Clock: cfg.Clock, MaxResultBytes: cfg.MaxResultBytes, Partials: cfg.Partials, Results: cfg.Results, res: res}
+		Clock: cfg.Clock, MaxResultBytes: cfg.MaxResultBytes, Partials: cfg.Partials, Results: cfg.Results, res: res,
+		// Frames need not spread: in-process workers share one queue.
+		MaxChain: -1}
 	dispatch := cfg.Dispatcher
 	if dispatch == nil {
 		e.queue = newLocalQueue()

@@ -30,8 +30,73 @@ var errCancelGrace = errors.New("execution cancelled: rows still running a lease
 // earlier attempt recorded), records the claim, commits it, runs the
 // chain on the rows and reports frame.done. A frame re-issued to settle
 // its rows (Command.Settle) dead-letters or releases them instead.
+//
+// Where the reporter can chain (ChainReporter) and the source's claims are
+// transactional, the slot's next rows are claimed before the frame.done
+// goes out and recorded with it: the frame the orchestrator issues for the
+// slot comes back with the report's answer and runs here, on the same
+// cursor, with its claim already on record.
 func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep Reporter, cancelled <-chan struct{}) error {
+	var cur cursor.Cursor // opened by the first frame, kept by the frames chained to it
+	defer func() {
+		if cur != nil {
+			cur.Close()
+		}
+	}()
+	var held *heldClaim
+	limit := w.MaxChain
+	if limit == 0 {
+		limit = DefaultMaxChain
+	}
+	for chained := 0; ; chained++ {
+		mayChain := limit < 0 || chained < limit
+		next, err := w.frame(ctx, cmd, step, rep, cancelled, &cur, held, mayChain)
+		if err != nil || next == nil {
+			return err
+		}
+		if next.cmd.Playbook == nil {
+			// A remote worker's chained command comes without the parsed
+			// playbook: it is the execution's, which this frame ran.
+			next.cmd.Playbook = cmd.Playbook
+		}
+		cmd, held = next.cmd, next.held
+	}
+}
+
+// DefaultMaxChain is Worker.MaxChain's default: a slot chains at most 16
+// frames in a row on one worker before its next frame is dispatched again.
+const DefaultMaxChain = 16
+
+// heldClaim is a claim made ahead by the frame before, already recorded
+// under the command it is handed to, not committed yet.
+type heldClaim struct {
+	claim *cursor.Claim
+	rows  []FrameRow
+	at    time.Time
+}
+
+// chainedFrame is the next frame of a slot, handed back with the report of
+// the frame before, and the claim it runs.
+type chainedFrame struct {
+	cmd  *Command
+	held *heldClaim
+}
+
+// frame runs one frame command (see runFrame). *curp is the cursor, opened
+// here if nil; held is the frame's claim when it was made ahead. It returns
+// the slot's next frame when its claim was recorded with this frame's
+// outcome.
+func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Reporter, cancelled <-chan struct{}, curp *cursor.Cursor, held *heldClaim, mayChain bool) (*chainedFrame, error) {
 	start := time.Now()
+	if held != nil {
+		// Whatever ends the frame, a claim made ahead that it did not
+		// commit goes back (Abort after Commit does nothing).
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+			defer cancel()
+			_ = held.claim.Abort(sctx)
+		}()
+	}
 	lp := step.Loop
 	done := func(p frameDonePayload) error {
 		p.Ms = time.Since(start).Milliseconds()
@@ -42,24 +107,27 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	// them for the command's lease and heartbeat (State.frameOf).
 	fs, err := lp.Frame.Resolve(cmd.Scope)
 	if err != nil {
-		return fail(err.Error())
+		return nil, fail(err.Error())
 	}
 	driver, err := w.Cursors.Lookup(lp.Cursor.Kind)
 	if err != nil {
-		return fail(fmt.Sprintf("loop.cursor.kind: %v", err))
+		return nil, fail(fmt.Sprintf("loop.cursor.kind: %v", err))
 	}
 	scope := copyMap(cmd.Scope)
 	localRefs(ctx, scope, w.results())
 	addArgs(scope, cmd.Args)
-	spec, err := w.cursorSpec(ctx, cmd, lp, fs, scope, driver)
-	if err != nil {
-		return fail(err.Error())
+	if *curp == nil {
+		spec, err := w.cursorSpec(ctx, cmd, lp, fs, scope, driver)
+		if err != nil {
+			return nil, fail(err.Error())
+		}
+		c, err := driver.Open(ctx, spec)
+		if err != nil {
+			return nil, fail(fmt.Sprintf("loop.cursor: open %s cursor (auth %q): %v", lp.Cursor.Kind, spec.Auth, err))
+		}
+		*curp = c
 	}
-	cur, err := driver.Open(ctx, spec)
-	if err != nil {
-		return fail(fmt.Sprintf("loop.cursor: open %s cursor (auth %q): %v", lp.Cursor.Kind, spec.Auth, err))
-	}
-	defer cur.Close()
+	cur := *curp
 	// The lease runs from dispatch: heartbeat through the claim too, which
 	// can be slow on a loaded source.
 	stop := w.heartbeat(ctx, cmd, rep)
@@ -76,40 +144,53 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	if cmd.Settle == SettleDeadLetter {
 		var p frameDonePayload
 		_ = settle(func(sctx context.Context) error { p = w.deadLetter(sctx, cmd, cur); return nil })
-		return done(p)
+		return nil, done(p)
 	}
 	p := frameDonePayload{}
 	rows := cmd.Rows
 	var claimed []cursor.Row
 	if rows == nil {
-		if closed(cancelled) {
-			// Cancelled before the claim: claim nothing.
-			p.Cancelled = true
-			return done(p)
-		}
-		claim, err := cur.Claim(ctx, max(1, fs.MaxRows))
-		if err != nil {
-			return fail(fmt.Sprintf("loop.cursor.claim: %v", err))
-		}
-		claimedAt := time.Now()
-		if len(claim.Rows) == 0 {
-			return done(frameDonePayload{Drained: true})
-		}
-		faultpoint.Hit(faultpoint.FrameClaimed)
-		rows = make([]FrameRow, len(claim.Rows))
-		for i, r := range claim.Rows {
-			rows[i] = FrameRow{Key: r.Key, Values: r.Values, Attempt: r.Lease.Attempt, Token: r.Lease.Token}
-		}
-		// The claim is on record before it commits and before any row
-		// runs: a process that dies before the record leaves a claim the
-		// source undoes (rolled back, or handed back by its lease), and a
-		// re-issued frame resumes with exactly the recorded rows.
-		if err := w.report(ctx, rep, cmd, eventlog.TypeFrameClaimed, frameClaimedPayload{Rows: rows}); err != nil {
-			if aerr := settle(claim.Abort); aerr != nil {
-				w.logger().Warn("cursor: aborting a claim that could not be recorded failed; the source's rollback or lease takes the rows back",
-					"step", cmd.Step, "command_id", cmd.ID, "rows", len(rows), "error", aerr)
+		var claim *cursor.Claim
+		var claimedAt time.Time
+		if held != nil {
+			claim, rows, claimedAt = held.claim, held.rows, held.at
+			if closed(cancelled) {
+				// Cancelled before the frame started: its rows go back
+				// uncommitted.
+				if err := settle(claim.Abort); err != nil {
+					w.logger().Warn("cursor: aborting a claim made ahead failed; the source's rollback takes the rows back",
+						"step", cmd.Step, "command_id", cmd.ID, "rows", len(rows), "error", err)
+				}
+				p.Cancelled, p.Released = true, len(rows)
+				return nil, done(p)
 			}
-			return err
+		} else {
+			if closed(cancelled) {
+				// Cancelled before the claim: claim nothing.
+				p.Cancelled = true
+				return nil, done(p)
+			}
+			claim, err = cur.Claim(ctx, max(1, fs.MaxRows))
+			if err != nil {
+				return nil, fail(fmt.Sprintf("loop.cursor.claim: %v", err))
+			}
+			claimedAt = time.Now()
+			if len(claim.Rows) == 0 {
+				return nil, done(frameDonePayload{Drained: true})
+			}
+			faultpoint.Hit(faultpoint.FrameClaimed)
+			rows = frameRowsOf(claim.Rows)
+			// The claim is on record before it commits and before any row
+			// runs: a process that dies before the record leaves a claim the
+			// source undoes (rolled back, or handed back by its lease), and a
+			// re-issued frame resumes with exactly the recorded rows.
+			if err := w.report(ctx, rep, cmd, eventlog.TypeFrameClaimed, frameClaimedPayload{Rows: rows}); err != nil {
+				if aerr := settle(claim.Abort); aerr != nil {
+					w.logger().Warn("cursor: aborting a claim that could not be recorded failed; the source's rollback or lease takes the rows back",
+						"step", cmd.Step, "command_id", cmd.ID, "rows", len(rows), "error", aerr)
+				}
+				return nil, err
+			}
 		}
 		faultpoint.Hit(faultpoint.FrameRecorded)
 		if err := settle(claim.Commit); err != nil {
@@ -226,7 +307,78 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 	p.Cancelled = p.Cancelled || h.nReleased > 0
 	p.Items, p.Counts, p.Ctx, p.Fail = items, countOutcomes(items), h.ctxDelta, h.fatal
 	faultpoint.Hit(faultpoint.FrameRan)
-	return done(p)
+	if !mayChain {
+		return nil, done(p)
+	}
+	next, reported, err := w.chainNext(ctx, cmd, rep, cur, driver, fs, p, cancelled, settle, start)
+	if reported {
+		return next, err
+	}
+	if err != nil {
+		w.logger().Debug("frame not chained; reporting it alone", "command_id", cmd.ID, "error", err)
+	}
+	return nil, done(p)
+}
+
+// frameRowsOf is what a frame records of its claimed rows.
+func frameRowsOf(claimed []cursor.Row) []FrameRow {
+	rows := make([]FrameRow, len(claimed))
+	for i, r := range claimed {
+		rows[i] = FrameRow{Key: r.Key, Values: r.Values, Attempt: r.Lease.Attempt, Token: r.Lease.Token}
+	}
+	return rows
+}
+
+// chainNext claims the slot's next rows ahead and reports the frame's
+// outcome p together with them (ChainReporter). It returns the next frame
+// to run (nil when none was issued for the slot, or the report was
+// refused) with reported set; reported is false when p has yet to be
+// reported alone: the reporter cannot chain, the frame ends the slot's
+// run, the source is drained, or the chained report was not recorded
+// (err then says why; the claim made ahead was given back).
+func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur cursor.Cursor, driver cursor.Driver,
+	fs dsl.FrameSpec, p frameDonePayload, cancelled <-chan struct{}, settle func(func(context.Context) error) error, start time.Time,
+) (next *chainedFrame, reported bool, err error) {
+	cr, ok := rep.(ChainReporter)
+	if !ok || !driver.Features().TransactionalClaim || closed(cancelled) ||
+		p.Fail != "" || p.Cancelled || p.Released > 0 || len(p.Abandoned) > 0 || len(p.Ctx) > 0 {
+		// A frame that changed ctx is not chained either: the next claim
+		// may render with it.
+		return nil, false, nil
+	}
+	claim, err := cur.Claim(ctx, max(1, fs.MaxRows))
+	if err != nil {
+		// A claim error the slot's next frame meets again and reports.
+		return nil, false, err
+	}
+	if len(claim.Rows) == 0 {
+		return nil, false, nil // drained: the next frame finds it so
+	}
+	claimedAt := time.Now()
+	faultpoint.Hit(faultpoint.FrameClaimed)
+	rows := frameRowsOf(claim.Rows)
+	p.Ms = time.Since(start).Milliseconds()
+	// Until the answer comes, the next frame's command may already hold
+	// these rows on record (an answer lost with an orchestrator that
+	// died): keep its lease alive, so that it is not re-issued while the
+	// claim is still ours, uncommitted.
+	stop := w.heartbeat(ctx, &Command{ExecutionID: cmd.ExecutionID, ID: nextFrameID(cmd), Lease: cmd.Lease, Heartbeat: cmd.Heartbeat}, rep)
+	ncmd, err := cr.ReportChained(ctx, w.event(ctx, cmd, eventlog.TypeFrameDone, p), reportJSON(ctx, frameClaimedPayload{Rows: rows}))
+	stop()
+	if err != nil || ncmd == nil {
+		if aerr := settle(claim.Abort); aerr != nil {
+			w.logger().Warn("cursor: aborting a claim made ahead failed; the source's rollback takes the rows back",
+				"step", cmd.Step, "command_id", cmd.ID, "rows", len(rows), "error", aerr)
+		}
+		switch {
+		case err == nil:
+			return nil, true, nil // recorded; the slot has no next frame
+		case errors.Is(err, ErrStale), errors.Is(err, ErrUnknownExecution), errors.Is(err, ErrClosed), ctx.Err() != nil:
+			return nil, true, err
+		}
+		return nil, false, err
+	}
+	return &chainedFrame{cmd: ncmd, held: &heldClaim{claim: claim, rows: rows, at: claimedAt}}, true, nil
 }
 
 // closedChan is a channel that is always closed: a release attempt runs

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -121,6 +122,20 @@ func (r *retryingReporter) Report(ctx context.Context, ev eventlog.Event) error 
 		backoff = min(backoff*2, maxReportBackoff)
 	}
 }
+
+// ReportChained forwards a chained report once: on an error the worker
+// reports the frame.done alone, and that report is retried.
+func (r *retryingReporter) ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*Command, error) {
+	cr, ok := r.rep.(ChainReporter)
+	if !ok {
+		return nil, errNoChain
+	}
+	return cr.ReportChained(ctx, done, claimed)
+}
+
+// errNoChain: the reporter cannot record a claim ahead; the worker reports
+// the frame.done alone.
+var errNoChain = errors.New("engine: the reporter cannot chain frames")
 
 func (r *retryingReporter) Heartbeat(ctx context.Context, executionID, commandID string) error {
 	return r.rep.Heartbeat(ctx, executionID, commandID)

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -39,12 +40,9 @@ func (k *killingDispatcher) Durable() bool                { return false }
 func (k *killingDispatcher) Cancel(id string)             { k.eng.Worker().Cancel(id) }
 
 func (k *killingDispatcher) run(cmd *engine.Command) {
-	ctx := context.Background()
-	if cmd.ID != k.victim {
-		_ = k.eng.Worker().Execute(ctx, cmd, k.eng.Reporter())
-		return
-	}
-	_ = k.eng.Worker().Execute(ctx, cmd, &dyingReporter{k: k, inner: k.eng.Reporter()})
+	// Every command gets the dying reporter: the victim may come chained
+	// to the frame before it rather than dispatched.
+	_ = k.eng.Worker().Execute(context.Background(), cmd, &dyingReporter{k: k, inner: k.eng.Reporter().(engine.ChainReporter)})
 }
 
 // observe watches the log for the victim's re-issue.
@@ -57,23 +55,42 @@ func (k *killingDispatcher) observe(ev eventlog.Event) {
 
 type dyingReporter struct {
 	k     *killingDispatcher
-	inner engine.Reporter
+	inner engine.ChainReporter
 }
 
 func (d *dyingReporter) Report(ctx context.Context, ev eventlog.Event) error {
-	if ev.Type != eventlog.TypeFrameDone {
+	if ev.Type != eventlog.TypeFrameDone || ev.CommandID != d.k.victim {
 		return d.inner.Report(ctx, ev)
 	}
-	// Dead: hold the report back, deliver it after the re-issue.
+	d.die(ev)
+	return nil
+}
+
+// ReportChained dies as Report does on the victim's frame.done: the claim
+// made ahead is given back, as a dead process's transaction rolls back.
+func (d *dyingReporter) ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*engine.Command, error) {
+	if done.CommandID != d.k.victim {
+		return d.inner.ReportChained(ctx, done, claimed)
+	}
+	d.die(done)
+	return nil, nil
+}
+
+// die holds the victim's report back and delivers it after the re-issue.
+func (d *dyingReporter) die(ev eventlog.Event) {
 	close(d.k.died)
 	go func() {
 		<-d.k.reissued
 		d.k.lateErr <- d.inner.Report(context.Background(), ev)
 	}()
-	return nil
 }
 
-func (d *dyingReporter) Heartbeat(context.Context, string, string) error { return nil }
+func (d *dyingReporter) Heartbeat(ctx context.Context, executionID, commandID string) error {
+	if commandID == d.k.victim {
+		return nil // dead
+	}
+	return d.inner.Heartbeat(ctx, executionID, commandID)
+}
 
 // TestWorkerKilledMidFrame: the worker of one frame dies after running
 // its rows, before reporting. On the fake clock, once every other slot has

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,7 +69,23 @@ type message struct {
 	ev    eventlog.Event
 	state *State
 	list  *[]string
+	// chain, on a frame.done report, carries the rows the worker claimed
+	// ahead for its slot's next frame (ReportChained).
+	chain *chainRequest
 	reply chan error
+}
+
+// chainRequest is a worker's claim ahead: the frame.claimed payload of
+// rows it holds, uncommitted, for the next frame of the slot whose
+// frame.done it reports. If the fold issues that frame, the rows are
+// recorded under its command and cmd is set (before the reply) to the
+// command the worker goes on with.
+type chainRequest struct {
+	claimed json.RawMessage
+	// slot is the reported frame's slot, read before its frame.done is
+	// folded (which drops the command from the state).
+	slot int
+	cmd  *Command
 }
 
 // execution is an execution driven by this orchestrator.
@@ -390,7 +407,7 @@ func (o *orchestrator) decideSafe(ex *execution, now time.Time, expired []string
 
 // commandSafe builds the command an issued event stands for; a panic fails
 // the command's execution instead of the process.
-func (o *orchestrator) commandSafe(ex *execution, ev eventlog.Event) (cmd *Command) {
+func (o *orchestrator) commandSafe(ex *execution, ev eventlog.Event, chained bool) (cmd *Command) {
 	defer func() {
 		if r := recover(); r != nil {
 			o.logger.Error("building a command panicked", "execution_id", ev.ExecutionID, "command_id", ev.CommandID,
@@ -398,7 +415,7 @@ func (o *orchestrator) commandSafe(ex *execution, ev eventlog.Event) (cmd *Comma
 			cmd = nil
 		}
 	}()
-	return o.command(ex, ev)
+	return o.command(ex, ev, chained)
 }
 
 // observe hands an appended event to the observer, which must not take
@@ -440,8 +457,10 @@ func (o *orchestrator) finish(id string, ex *execution) {
 	o.mu.Unlock()
 }
 
-// command builds the command a command.issued event stands for.
-func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
+// command builds the command a command.issued event stands for. A
+// chained frame's command goes to the worker that holds its rows, so they
+// are not put in it.
+func (o *orchestrator) command(ex *execution, ev eventlog.Event, chained bool) *Command {
 	s := ex.state
 	var p issuedPayload
 	if err := decode(ev, &p); err != nil {
@@ -486,7 +505,7 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event) *Command {
 			}
 		}
 	}
-	if p.Kind == KindFrame {
+	if p.Kind == KindFrame && !chained {
 		if c := s.Commands[p.Base]; c != nil {
 			cmd.Rows = c.frameRows()
 		}
@@ -528,6 +547,15 @@ func (o *orchestrator) send(ctx context.Context, m message) error {
 // Report implements Reporter.
 func (o *orchestrator) Report(ctx context.Context, ev eventlog.Event) error {
 	return o.send(ctx, message{kind: msgReport, ev: ev})
+}
+
+// ReportChained implements ChainReporter.
+func (o *orchestrator) ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*Command, error) {
+	ch := &chainRequest{claimed: claimed, slot: -1}
+	if err := o.send(ctx, message{kind: msgReport, ev: done, chain: ch}); err != nil {
+		return nil, err
+	}
+	return ch.cmd, nil
 }
 
 // Heartbeat implements Reporter.

@@ -88,8 +88,9 @@ type FrameRow struct {
 // MarshalJSON encodes the row exactly as encoding/json does from its
 // tags, writing the values without reflection (internal/plainjson): a
 // frame's claim records every row's values.
-func (r FrameRow) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 64)
+func (r FrameRow) MarshalJSON() ([]byte, error) { return r.appendJSON(make([]byte, 0, 64)) }
+
+func (r FrameRow) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"key":`...)
 	b = plainjson.AppendString(b, r.Key)
 	b = append(b, `,"values":`...)
@@ -106,6 +107,14 @@ func (r FrameRow) MarshalJSON() ([]byte, error) {
 		b = plainjson.AppendString(b, r.Token)
 	}
 	return append(b, '}'), nil
+}
+
+// jsonAppender is a payload that encodes itself exactly as encoding/json
+// does from its tags, without reflection and without encoding/json
+// checking and compacting the output of every row's MarshalJSON: a
+// frame's claim and outcome carry one entry per row (mustJSON).
+type jsonAppender interface {
+	appendJSON(b []byte) ([]byte, error)
 }
 
 // completedPayload is command.completed's and command.failed's payload.
@@ -220,12 +229,125 @@ type frameDonePayload struct {
 	Abandoned []string `json:"abandoned,omitempty"`
 }
 
+func (p frameClaimedPayload) appendJSON(b []byte) ([]byte, error) {
+	if p.Rows == nil {
+		return append(b, `{"rows":null}`...), nil
+	}
+	b = append(b, `{"rows":[`...)
+	for i, r := range p.Rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = r.appendJSON(b); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, "]}"...), nil
+}
+
+func (p frameDonePayload) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, '{')
+	if p.Drained {
+		b = append(b, `"drained":true,`...)
+	}
+	if len(p.Items) > 0 {
+		b = append(b, `"items":[`...)
+		for i, it := range p.Items {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"key":`...)
+			b = plainjson.AppendString(b, it.Key)
+			b = append(b, `,"outcome":`...)
+			b = plainjson.AppendString(b, it.Outcome)
+			b = append(b, `,"ms":`...)
+			b = strconv.AppendInt(b, it.Ms, 10)
+			if it.Error != "" {
+				b = append(b, `,"error":`...)
+				b = plainjson.AppendString(b, it.Error)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, "],"...)
+	}
+	c := p.Counts
+	b = append(b, `"counts":{"rows":`...)
+	b = strconv.AppendInt(b, int64(c.Rows), 10)
+	b = append(b, `,"ok":`...)
+	b = strconv.AppendInt(b, int64(c.OK), 10)
+	b = append(b, `,"failed":`...)
+	b = strconv.AppendInt(b, int64(c.Failed), 10)
+	b = append(b, `,"dead":`...)
+	b = strconv.AppendInt(b, int64(c.Dead), 10)
+	b = append(b, '}')
+	if len(p.Ctx) > 0 {
+		b = append(b, `,"ctx":`...)
+		var err error
+		if b, err = plainjson.Append(b, p.Ctx); err != nil {
+			return nil, err
+		}
+	}
+	if p.Fail != "" {
+		b = append(b, `,"fail":`...)
+		b = plainjson.AppendString(b, p.Fail)
+	}
+	for _, f := range []struct {
+		name string
+		n    int64
+	}{{"ms", p.Ms}, {"released", int64(p.Released)}} {
+		if f.n != 0 {
+			b = append(b, `,"`+f.name+`":`...)
+			b = strconv.AppendInt(b, f.n, 10)
+		}
+	}
+	if p.Cancelled {
+		b = append(b, `,"cancelled":true`...)
+	}
+	if p.ClaimOpenUs != 0 {
+		b = append(b, `,"claim_open_us":`...)
+		b = strconv.AppendInt(b, p.ClaimOpenUs, 10)
+	}
+	if len(p.Abandoned) > 0 {
+		b = append(b, `,"abandoned":[`...)
+		for i, k := range p.Abandoned {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = plainjson.AppendString(b, k)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
+}
+
+func (p *frameClaimedRaw) decodeMember(key string, raw []byte) error {
+	if strings.EqualFold(key, "rows") {
+		p.Rows = raw
+	}
+	return nil
+}
+
 // frameDoneSummary is what the fold reads of a frame.done.
 type frameDoneSummary struct {
 	Drained bool           `json:"drained,omitempty"`
 	Counts  frameCounts    `json:"counts"`
 	Ctx     map[string]any `json:"ctx,omitempty"`
 	Fail    string         `json:"fail,omitempty"`
+}
+
+func (p *frameDoneSummary) decodeMember(key string, raw []byte) error {
+	switch strings.ToLower(key) {
+	case "drained":
+		return unmarshal(raw, &p.Drained)
+	case "counts":
+		return unmarshal(raw, &p.Counts)
+	case "ctx":
+		return unmarshal(raw, &p.Ctx)
+	case "fail":
+		return unmarshal(raw, &p.Fail)
+	}
+	return nil
 }
 
 // frameCounts counts a frame's rows by outcome.
@@ -298,6 +420,11 @@ type finishedPayload struct {
 }
 
 func mustJSON(v any) json.RawMessage {
+	if a, ok := v.(jsonAppender); ok {
+		if b, err := a.appendJSON(make([]byte, 0, 512)); err == nil {
+			return b
+		}
+	}
 	b, err := json.Marshal(v)
 	if err == nil {
 		return b

@@ -1,11 +1,15 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
 	"sort"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/internal/faultpoint"
@@ -37,6 +41,10 @@ type batch struct {
 	// cmds holds the commands the batch's command.issued events stand for,
 	// by event index, built from the state the batch left when sealed.
 	cmds map[int]sealedCommand
+	// chained holds, by the index of its command.issued, a command whose
+	// frame.claimed the batch records from a worker's claim ahead: it goes
+	// to that worker, not to the dispatcher.
+	chained map[int]*chainRequest
 	// results and err are the append's.
 	results []eventlog.Result
 	err     error
@@ -195,6 +203,7 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 		b.touch(id)
 	}
 	loaded := map[string][]string{} // execution → in-flight commands to expire on load
+	var chains []pendingChain       // frame.done reports with a claim ahead
 	// resume takes up the commands a loaded execution has in flight: a
 	// durable transport still holds them (leased), the in-process one lost
 	// them (issued again now).
@@ -226,11 +235,23 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 				continue
 			}
 			if !ex.state.Accepts(m.ev) {
+				if m.chain != nil && o.chainRecorded(ex, m.ev, m.chain) {
+					// A chained report sent again: its claim is on record
+					// already, under the command it gets once more.
+					b.answer(m.reply, nil, id)
+					continue
+				}
 				b.answer(m.reply, ErrStale, id)
 				continue
 			}
 			ev := limitResult(m.ev, o.maxResultBytes)
 			ev.Time = now
+			if m.chain != nil {
+				if c := ex.state.current(ev); c != nil && ev.Type == eventlog.TypeFrameDone && c.Kind == KindFrame {
+					m.chain.slot = c.Issued.Slot
+					chains = append(chains, pendingChain{done: ev, req: m.chain})
+				}
+			}
 			if err := ex.state.Apply(ev); err != nil {
 				b.answer(m.reply, err, id)
 				continue
@@ -347,7 +368,79 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 		b.events = append(b.events, decided...)
 		touch(id)
 	}
+	for _, c := range chains {
+		o.chainClaim(b, from, c, now)
+	}
 	b.events = o.resumeAwaiting(b.events, from, now, touch)
+}
+
+// chainRecorded reports whether a chained report whose frame.done is no
+// longer current was recorded before (its answer lost on the way): the
+// slot's next frame is in flight at its first attempt, with exactly the
+// report's rows on record. The command is then set on c for the worker.
+func (o *orchestrator) chainRecorded(ex *execution, done eventlog.Event, c *chainRequest) bool {
+	if done.Type != eventlog.TypeFrameDone {
+		return false
+	}
+	base, _, ok := splitCommandID(done.CommandID)
+	i := strings.LastIndex(base, ".f")
+	if !ok || i < 0 {
+		return false
+	}
+	next := commandID(base[:i]+".f"+strconv.Itoa(done.Frame+1), 1)
+	cs := ex.state.current(eventlog.Event{CommandID: next})
+	var claimed frameClaimedRaw
+	if cs == nil || cs.Kind != KindFrame || len(cs.rows) == 0 || decode(eventlog.Event{Payload: c.claimed}, &claimed) != nil ||
+		!bytes.Equal(cs.rows, claimed.Rows) {
+		return false
+	}
+	ev := eventlog.Event{ExecutionID: done.ExecutionID, Type: eventlog.TypeCommandIssued, Step: done.Step, LoopID: cs.Run,
+		CommandID: next, Attempt: 1, Frame: done.Frame + 1, Payload: mustJSON(cs.Issued)}
+	c.cmd = o.commandSafe(ex, ev, true)
+	return c.cmd != nil
+}
+
+// pendingChain is a frame.done folded with a claim ahead, waiting for the
+// fold's decisions.
+type pendingChain struct {
+	done eventlog.Event
+	req  *chainRequest
+}
+
+// chainClaim records a worker's claim ahead (c) if the fold issued the
+// next frame of the reported frame's slot: a frame.claimed under that
+// command follows its command.issued in b, and the command goes to the
+// worker instead of the dispatcher once the batch is recorded. Otherwise
+// nothing is recorded and the worker gives the rows back.
+func (o *orchestrator) chainClaim(b *batch, from int, c pendingChain, now time.Time) {
+	ex := o.execs[c.done.ExecutionID]
+	if ex == nil || ex.state.Status != StatusRunning || c.req.slot < 0 {
+		return
+	}
+	for i := from; i < len(b.events); i++ {
+		ev := b.events[i]
+		if ev.Type != eventlog.TypeCommandIssued || ev.ExecutionID != c.done.ExecutionID || ev.LoopID != c.done.LoopID || b.chained[i] != nil {
+			continue
+		}
+		var p issuedPayload
+		if decode(ev, &p) != nil || p.Kind != KindFrame || p.Slot != c.req.slot || p.Settle != "" || len(p.Rows) > 0 {
+			continue
+		}
+		claimed := eventlog.Event{
+			ExecutionID: ev.ExecutionID, Type: eventlog.TypeFrameClaimed, Step: ev.Step, LoopID: ev.LoopID,
+			CommandID: ev.CommandID, Attempt: ev.Attempt, Frame: ev.Frame, WorkerID: c.done.WorkerID,
+			Time: now, Payload: c.req.claimed,
+		}
+		if !ex.state.Accepts(claimed) || ex.state.Apply(claimed) != nil {
+			return
+		}
+		b.events = append(b.events, claimed)
+		if b.chained == nil {
+			b.chained = map[int]*chainRequest{}
+		}
+		b.chained[i] = c.req
+		return
+	}
 }
 
 // seal sends the next batch to the log: the stored values its decisions
@@ -389,7 +482,7 @@ func (o *orchestrator) seal(ctx context.Context, appended chan<- *batch) {
 			if b.cmds == nil {
 				b.cmds = map[int]sealedCommand{}
 			}
-			b.cmds[i] = sealedCommand{ex: ex, cmd: o.commandSafe(ex, *ev)}
+			b.cmds[i] = sealedCommand{ex: ex, cmd: o.commandSafe(ex, *ev, b.chained[i] != nil)}
 		}
 	}
 	o.flying = b
@@ -461,7 +554,13 @@ func (o *orchestrator) complete(b *batch) {
 			if sc := b.cmds[i]; sc.ex == ex && sc.cmd != nil {
 				cmd := sc.cmd
 				ex.leases[cmd.ID] = &lease{deadline: now.Add(cmd.Lease), lease: cmd.Lease, beat: cmd.Heartbeat}
-				o.dispatch.Dispatch(cmd)
+				if ch := b.chained[i]; ch != nil {
+					// The worker holds the rows: it goes on with the command
+					// (answered below, with the batch's replies).
+					ch.cmd = cmd
+				} else {
+					o.dispatch.Dispatch(cmd)
+				}
 			}
 		case eventlog.TypeCommandCompleted, eventlog.TypeCommandFailed, eventlog.TypeFrameDone, eventlog.TypeCommandAwaiting:
 			// The outcome is on record (or the command parked): only now

@@ -12,6 +12,7 @@ import (
 	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/faultlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 )
 
 // heldDispatcher keeps the commands dispatched to it; the test runs them.
@@ -54,40 +55,6 @@ func (d *heldDispatcher) wait(ctx context.Context, t *testing.T, n int) []*Comma
 			t.Fatalf("%d commands dispatched, want %d", len(d.dispatched()), n)
 		}
 	}
-}
-
-// batchLog records the batches appended to it.
-type batchLog struct {
-	eventlog.Log
-	mu      sync.Mutex
-	batches [][]eventlog.Event
-}
-
-func (l *batchLog) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
-	res, err := l.Log.Append(ctx, events)
-	if err == nil {
-		l.mu.Lock()
-		l.batches = append(l.batches, slices.Clone(events))
-		l.mu.Unlock()
-	}
-	return res, err
-}
-
-// counts returns, for each stored batch, how many of its events have typ.
-func (l *batchLog) counts(typ string) []int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []int
-	for _, b := range l.batches {
-		n := 0
-		for _, ev := range b {
-			if ev.Type == typ {
-				n++
-			}
-		}
-		out = append(out, n)
-	}
-	return out
 }
 
 // waitFor polls cond until it holds.
@@ -147,7 +114,7 @@ func TestGroupCommitWhileAnAppendIsInFlight(t *testing.T) {
 	const n = 12
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	bl := &batchLog{Log: eventlog.NewMemory()}
+	bl := logtest.NewRecorder(eventlog.NewMemory())
 	fl := faultlog.New(bl)
 	e, d := pipelineEngine(t, fl)
 	id, err := e.Start(ctx, []byte(parallelLoop(n)), StartOptions{})
@@ -194,7 +161,7 @@ func TestGroupCommitWhileAnAppendIsInFlight(t *testing.T) {
 	}
 	// One append for the held report, one for all the others.
 	var withReports []int
-	for _, c := range bl.counts(eventlog.TypeCommandCompleted) {
+	for _, c := range bl.Counts(eventlog.TypeCommandCompleted) {
 		if c > 0 {
 			withReports = append(withReports, c)
 		}
@@ -219,7 +186,7 @@ func TestFailedAppendDropsTheBatchDecidedOnIt(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	bl := &batchLog{Log: eventlog.NewMemory()}
+	bl := logtest.NewRecorder(eventlog.NewMemory())
 	fl := faultlog.New(bl)
 	e, d := pipelineEngine(t, fl)
 	id, err := e.Start(ctx, []byte(parallelLoop(2)), StartOptions{})

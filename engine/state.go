@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -176,6 +177,18 @@ func (c *commandState) frameRows() []FrameRow {
 func (c *commandState) ID() string { return commandID(c.Base, c.Attempt) }
 
 func commandID(base string, attempt int) string { return base + "@" + strconv.Itoa(attempt) }
+
+// frameBase is the base of a cursor loop's frame command: run, slot and
+// the slot's frame number.
+func frameBase(run string, slot, frame int) string {
+	return run + "/s" + strconv.Itoa(slot) + ".f" + strconv.Itoa(frame)
+}
+
+// nextFrameID is the id of the command a slot's next frame is first issued
+// under, after the frame of command cmd.
+func nextFrameID(cmd *Command) string {
+	return commandID(frameBase(cmd.Run, cmd.Slot, cmd.Frame+1), 1)
+}
 
 // splitCommandID splits "base@attempt".
 func splitCommandID(id string) (base string, attempt int, ok bool) {
@@ -914,10 +927,25 @@ func decode(ev eventlog.Event, v any) error {
 	if len(ev.Payload) == 0 {
 		return nil
 	}
+	if md, ok := v.(memberDecoder); ok {
+		if jsonnum.Members(ev.Payload, md.decodeMember) == nil {
+			return nil
+		}
+		// Read it the ordinary way, which also words the error.
+		reflect.ValueOf(v).Elem().SetZero()
+	}
 	if err := unmarshal(ev.Payload, v); err != nil {
 		return fmt.Errorf("engine: event %d (%s) of %s: bad payload: %w", ev.Seq, ev.Type, ev.ExecutionID, err)
 	}
 	return nil
+}
+
+// memberDecoder is a payload that reads itself member by member from the
+// log's (valid) JSON, skipping unparsed the members it does not need: a
+// frame's recorded rows and row outcomes are most of its events' bytes,
+// and the fold needs neither.
+type memberDecoder interface {
+	decodeMember(key string, raw []byte) error
 }
 
 // unmarshal decodes JSON keeping integers integers (see jsonnum), so a

@@ -43,6 +43,13 @@ type Worker struct {
 	// It also reads the stored results a command's templates use. It
 	// must be the store the orchestrator uses (engine.Config.Results).
 	Results *resultstore.Store
+	// MaxChain bounds how many frames in a row a cursor slot runs here by
+	// chaining (see ChainReporter) before it reports a frame alone, so its
+	// next frame goes through the dispatcher and frames spread over
+	// workers that joined since. Zero means DefaultMaxChain; a negative
+	// value, no bound (the engine's own in-process workers, which share
+	// one queue).
+	MaxChain int
 
 	cancels cancels
 	resOnce sync.Once
@@ -282,6 +289,11 @@ func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, sco
 }
 
 func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ string, payload any) error {
+	return rep.Report(ctx, w.event(ctx, cmd, typ, payload))
+}
+
+// event is the report of cmd of type typ with payload, as it is sent.
+func (w *Worker) event(ctx context.Context, cmd *Command, typ string, payload any) eventlog.Event {
 	ev := eventlog.Event{
 		ExecutionID: cmd.ExecutionID, Type: typ, Step: cmd.Step, CommandID: cmd.ID,
 		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: reportJSON(ctx, payload),
@@ -296,7 +308,7 @@ func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ str
 	if limit <= 0 {
 		limit = DefaultMaxResultBytes
 	}
-	return rep.Report(ctx, limitResult(ev, limit))
+	return limitResult(ev, limit)
 }
 
 // heartbeat extends cmd's lease until the returned stop is called.

@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cursorflow/cursorflow/eventlog"
 )
 
 // Defaults of Config and WorkerOptions.
@@ -52,6 +55,7 @@ type Config struct {
 	// Prefix names everything this transport creates: subjects
 	// <prefix>.cmd.<pool>, <prefix>.cmd.<pool>.<worker id> (commands
 	// for one worker), <prefix>.evt, <prefix>.hb, <prefix>.check,
+	// <prefix>.chain (chained frame reports, request and reply),
 	// <prefix>.cancel and <prefix>.workers (capacity reports),
 	// streams <PREFIX>_COMMANDS and <PREFIX>_EVENTS and the key-value
 	// bucket <PREFIX>_PLAYBOOKS. Letters, digits, '-' and '_' only.
@@ -115,6 +119,8 @@ func (c Config) withDefaults() (Config, error) {
 type names struct {
 	cmdStream, evtStream, bucket      string
 	cmdPrefix, evt, hb, check, cancel string
+	// chain carries chained frame reports (request and reply, no stream).
+	chain string
 	// workers carries capacity reports; workersPing asks for one.
 	workers, workersPing string
 }
@@ -124,7 +130,7 @@ func namesOf(prefix string) names {
 	return names{
 		cmdStream: up + "_COMMANDS", evtStream: up + "_EVENTS", bucket: up + "_PLAYBOOKS",
 		cmdPrefix: prefix + ".cmd.", evt: prefix + ".evt", hb: prefix + ".hb", check: prefix + ".check", cancel: prefix + ".cancel",
-		workers: prefix + ".workers", workersPing: prefix + ".workers.ping",
+		chain: prefix + ".chain", workers: prefix + ".workers", workersPing: prefix + ".workers.ping",
 	}
 }
 
@@ -202,10 +208,14 @@ type heartbeatMsg struct {
 	CommandID   string `json:"c"`
 }
 
-// Verdicts the orchestrator side sends back.
+// Verdicts the orchestrator side sends back. A chained report's verdict
+// is one of these or the encoded command of the slot's next frame.
 const (
 	verdictOK    = "ok"
 	verdictStale = "stale"
+	// verdictRetry: a chained report was not recorded; the worker reports
+	// the frame.done alone.
+	verdictRetry = "retry"
 	// check answers
 	checkRun       = "run"
 	checkClaimed   = "claimed"
@@ -215,3 +225,10 @@ const (
 
 // headerReply carries the subject a report's verdict goes to.
 const headerReply = "Cf-Reply"
+
+// chainedReport is a frame.done with the frame.claimed payload of the rows
+// its worker claimed ahead for the slot's next frame (engine.ChainReporter).
+type chainedReport struct {
+	Done    eventlog.Event  `json:"done"`
+	Claimed json.RawMessage `json:"claimed"`
+}

@@ -350,6 +350,26 @@ func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
 	}
 	defer func() { _ = check.Unsubscribe() }() // as hb above
 
+	sem := make(chan struct{}, DefaultEventConcurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	chain, err := nc.Subscribe(d.n.chain, func(m *nats.Msg) {
+		// Recorded concurrently, like the stream's reports, so the engine
+		// folds many into one append.
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			d.recordChained(ctx, rep, m)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("natsjs: subscribe %s: %w", d.n.chain, err)
+	}
+	defer func() { _ = chain.Unsubscribe() }() // as hb above
 	cons, err := d.js.CreateOrUpdateConsumer(ctx, d.n.evtStream, jetstream.ConsumerConfig{
 		Durable: "orchestrator", AckPolicy: jetstream.AckExplicitPolicy, AckWait: d.cfg.EventAckWait,
 		MaxAckPending: 4 * DefaultEventConcurrency, DeliverPolicy: jetstream.DeliverAllPolicy,
@@ -357,8 +377,6 @@ func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
 	if err != nil {
 		return fmt.Errorf("natsjs: events consumer: %w", err)
 	}
-	sem := make(chan struct{}, DefaultEventConcurrency)
-	var wg sync.WaitGroup
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		select {
 		case sem <- struct{}{}:
@@ -423,6 +441,52 @@ func (d *Dispatcher) record(ctx context.Context, rep engine.Reporter, m jetstrea
 	if reply := m.Headers().Get(headerReply); reply != "" {
 		_ = d.cfg.Conn.Publish(reply, []byte(verdict))
 	}
+}
+
+// recordChained hands a chained report (a request on <prefix>.chain) to
+// the engine and answers with the slot's next command, verdictOK (the
+// frame.done is recorded, no next frame), verdictStale or verdictRetry.
+// Chained reports bypass the events stream: a worker that gets no answer
+// reports the frame.done alone, durably.
+func (d *Dispatcher) recordChained(ctx context.Context, rep engine.Reporter, m *nats.Msg) {
+	var r chainedReport
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		d.log.Error("natsjs: dropping undecodable chained report", "error", err)
+		_ = m.Respond([]byte(verdictRetry))
+		return
+	}
+	verdict := []byte(verdictRetry)
+	var cmd *engine.Command
+	var err error
+	if cr, ok := rep.(engine.ChainReporter); ok {
+		cmd, err = cr.ReportChained(ctx, r.Done, r.Claimed)
+	} else {
+		err = errors.New("natsjs: the reporter cannot chain frames")
+	}
+	switch {
+	case err == nil:
+		d.stats.Reports.Add(1)
+		d.accepted(r.Done)
+		verdict = []byte(verdictOK)
+		if cmd != nil {
+			if b, eerr := engine.EncodeCommand(cmd); eerr == nil {
+				verdict = b
+			} else {
+				// The next frame's claim is on record: it is re-issued with
+				// its rows once its lease runs out.
+				d.log.Error("natsjs: cannot encode a chained command", "command_id", cmd.ID, "error", eerr)
+			}
+		}
+	case errors.Is(err, engine.ErrStale), errors.Is(err, engine.ErrUnknownExecution):
+		d.stats.Stale.Add(1)
+		verdict = []byte(verdictStale)
+	default:
+		d.stats.Retried.Add(1)
+		if ctx.Err() == nil {
+			d.log.Warn("natsjs: chained report not recorded; the worker reports the frame alone", "command_id", r.Done.CommandID, "error", err)
+		}
+	}
+	_ = m.Respond(verdict)
 }
 
 // accepted notes a recorded report for staleness checks.

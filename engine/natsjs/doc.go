@@ -52,6 +52,13 @@
 //
 //   - p.check: request/reply staleness check of a redelivered command.
 //
+//   - p.chain: chained frame reports (core NATS request/reply, see
+//     engine.ChainReporter): a frame.done with the rows its worker claimed
+//     ahead for the slot's next frame; the answer is the next command
+//     (which never goes through p.cmd), "ok" (recorded, no next frame),
+//     "stale" or "retry" (not recorded: the worker reports the frame.done
+//     alone on p.evt).
+//
 //   - bucket P_PLAYBOOKS: playbook sources by SHA-256 (Command.PlaybookHash).
 //     The dispatcher stores a source once; workers fetch it and parse it
 //     once per hash.
@@ -106,6 +113,24 @@
 // verdict within Config.ReportTimeout the worker aborts the claim (if the
 // rows were recorded after all, the engine re-issues the frame with them
 // once its heartbeats stop).
+//
+// # Chained frames
+//
+// A worker that ran a frame of a transactional source claims the slot's
+// next rows and sends them with the frame.done on p.chain; the command
+// the orchestrator answers with runs at once on the same worker, so a
+// slot costs one request and one event-log append per frame instead of a
+// report, an append, a dispatch through P_COMMANDS, a claim report and a
+// second append. A request without an answer is sent again every two
+// seconds (the orchestrator answers a request it already recorded with
+// the same command, so an answer lost with a leader that died is made up
+// by the next), and meanwhile the worker heartbeats the command its rows
+// may already be recorded under, so it is not re-issued while the claim
+// is still the worker's. With no answer within Config.ReportTimeout the
+// worker rolls the claim back and reports the frame.done alone. A slot
+// chains at most engine.Worker.MaxChain frames (16) in a row on one
+// worker; then its next frame is dispatched again, so frames spread over
+// workers that joined since.
 //
 // # Stopping a worker
 //

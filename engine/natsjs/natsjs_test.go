@@ -136,15 +136,18 @@ func (b *bundle) worker(t *testing.T, id, pool string, grace time.Duration) (w *
 	return b.startWorker(t, id, natsjs.WorkerOptions{Pool: pool, Concurrency: 4, Grace: grace})
 }
 
-// startWorker starts a worker with opts (its Worker is made here).
+// startWorker starts a worker with opts (its Worker is made here unless
+// opts has one).
 func (b *bundle) startWorker(t *testing.T, id string, opts natsjs.WorkerOptions) (w *natsjs.Worker, stop func()) {
 	t.Helper()
-	treg := tools.NewRegistry()
-	treg.MustRegister("rec", b.calls.tool(id))
-	if b.tools != nil {
-		b.tools(treg)
+	if opts.Worker == nil {
+		treg := tools.NewRegistry()
+		treg.MustRegister("rec", b.calls.tool(id))
+		if b.tools != nil {
+			b.tools(treg)
+		}
+		opts.Worker = &engine.Worker{ID: id, Tools: treg, Results: b.results}
 	}
-	opts.Worker = &engine.Worker{ID: id, Tools: treg, Results: b.results}
 	w, err := natsjs.NewWorker(context.Background(), b.cfg, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -81,6 +81,10 @@ type WorkerStats struct {
 	// TooLarge counts results that did not fit a NATS message and were
 	// reported as the command's failure.
 	MaxReportBytes, TooLarge atomic.Int64
+	// Chained counts frames a slot ran on the command handed back with
+	// the report of the frame before (engine.ChainReporter);
+	// ChainRetries the chained reports sent again for want of an answer.
+	Chained, ChainRetries atomic.Int64
 }
 
 // Worker is the worker side of the transport: it pulls its pool's
@@ -552,42 +556,134 @@ func (r *reporter) Report(ctx context.Context, ev eventlog.Event) error {
 	for m := w.stats.MaxReportBytes.Load(); int64(len(b)) > m && !w.stats.MaxReportBytes.CompareAndSwap(m, int64(len(b))); m = w.stats.MaxReportBytes.Load() {
 	}
 	msg := &nats.Msg{Subject: w.n.evt, Data: b, Header: nats.Header{}}
-	var verdict chan string
 	if ev.Type == eventlog.TypeFrameClaimed {
-		subj := w.inbox + "." + strconv.FormatInt(w.vseq.Add(1), 36)
-		verdict = make(chan string, 1)
-		w.vmu.Lock()
-		w.verdicts[subj] = verdict
-		w.vmu.Unlock()
-		defer func() {
-			w.vmu.Lock()
-			delete(w.verdicts, subj)
-			w.vmu.Unlock()
-		}()
-		msg.Header.Set(headerReply, subj)
-	}
-	if _, err := w.js.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("natsjs: publish %s report: %w", ev.Type, err)
-	}
-	if verdict == nil {
-		if ev.Type != eventlog.TypeCallPartial {
-			r.finished.Store(true)
+		v, err := r.await(ctx, msg)
+		if err != nil {
+			return err
 		}
-		return nil
-	}
-	t := time.NewTimer(w.cfg.ReportTimeout)
-	defer t.Stop()
-	select {
-	case v := <-verdict:
 		if v == verdictStale {
 			return engine.ErrStale
 		}
 		r.claimed.Store(true)
 		return nil
+	}
+	if _, err := w.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("natsjs: publish %s report: %w", ev.Type, err)
+	}
+	if ev.Type != eventlog.TypeCallPartial {
+		r.finished.Store(true)
+	}
+	return nil
+}
+
+// ReportChained implements engine.ChainReporter: the frame.done and the
+// rows claimed ahead go to the orchestrator as one request on
+// <prefix>.chain, and its answer brings the slot's next command back. The
+// request bypasses the events stream: without an answer the worker gives
+// the rows back and reports the frame.done alone, durably.
+func (r *reporter) ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*engine.Command, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w := r.w
+	b, err := json.Marshal(chainedReport{Done: done, Claimed: claimed})
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: encode chained report: %w", err)
+	}
+	if int64(len(b)) > w.cfg.Conn.MaxPayload()-reportOverhead {
+		return nil, fmt.Errorf("natsjs: a chained report of %d bytes does not fit a NATS message", len(b))
+	}
+	reply, err := r.requestChain(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	switch v := string(reply.Data); v {
+	case verdictOK:
+		r.finished.Store(true)
+		return nil, nil
+	case verdictStale:
+		return nil, engine.ErrStale
+	case verdictRetry:
+		return nil, errChainNotRecorded
+	}
+	// The frame.done is recorded: the command the message carried has
+	// reported its end, whatever comes of the next frame.
+	r.finished.Store(true)
+	cmd, err := engine.DecodeCommand(reply.Data)
+	if err != nil {
+		// The claim is on record under a command we cannot run: it is
+		// re-issued with its rows once its lease runs out.
+		return nil, err
+	}
+	w.stats.Chained.Add(1)
+	return cmd, nil
+}
+
+// chainRetry is how long a worker waits for the answer to one chained
+// request before it sends the request again. The orchestrator answers a
+// request it recorded before with the same command, so an answer lost
+// with a leader that died is made up by the next leader.
+const chainRetry = 2 * time.Second
+
+// requestChain sends a chained report until an orchestrator answers it,
+// for at most ReportTimeout.
+func (r *reporter) requestChain(ctx context.Context, b []byte) (*nats.Msg, error) {
+	w := r.w
+	deadline := time.Now().Add(w.cfg.ReportTimeout)
+	for {
+		wait := min(chainRetry, time.Until(deadline))
+		rctx, cancel := context.WithTimeout(ctx, wait)
+		reply, err := w.cfg.Conn.RequestWithContext(rctx, w.n.chain, b)
+		cancel()
+		switch {
+		case err == nil:
+			return reply, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case time.Until(deadline) <= 0:
+			return nil, fmt.Errorf("%w: %w", ErrNoVerdict, err)
+		case errors.Is(err, nats.ErrNoResponders):
+			// No orchestrator serves now (a failover): wait for the next.
+			select {
+			case <-time.After(min(200*time.Millisecond, time.Until(deadline))):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		w.stats.ChainRetries.Add(1)
+	}
+}
+
+// errChainNotRecorded: the orchestrator could not record a chained report.
+var errChainNotRecorded = errors.New("natsjs: chained report not recorded")
+
+// await publishes msg to the events stream with a reply subject and waits
+// for the orchestrator's verdict.
+func (r *reporter) await(ctx context.Context, msg *nats.Msg) (string, error) {
+	w := r.w
+	subj := w.inbox + "." + strconv.FormatInt(w.vseq.Add(1), 36)
+	verdict := make(chan string, 1)
+	w.vmu.Lock()
+	w.verdicts[subj] = verdict
+	w.vmu.Unlock()
+	defer func() {
+		w.vmu.Lock()
+		delete(w.verdicts, subj)
+		w.vmu.Unlock()
+	}()
+	msg.Header.Set(headerReply, subj)
+	if _, err := w.js.PublishMsg(ctx, msg); err != nil {
+		return "", fmt.Errorf("natsjs: publish report: %w", err)
+	}
+	t := time.NewTimer(w.cfg.ReportTimeout)
+	defer t.Stop()
+	select {
+	case v := <-verdict:
+		return v, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return "", ctx.Err()
 	case <-t.C:
-		return ErrNoVerdict
+		return "", ErrNoVerdict
 	}
 }
 

@@ -25,6 +25,10 @@ const frameRows = 100
 //     the 100 rows' outcomes together with the command.issued of the
 //     slot's next frame (whose uniqueness the log checks). One op is one
 //     frame, 3 events.
+//   - frame-chained: one frame as a worker that chains frames writes it
+//     (engine.ChainReporter): one append holding the frame.done, the
+//     command.issued of the slot's next frame and that frame's
+//     frame.claimed with its 100 rows. One op is one frame, 3 events.
 //   - frame-group8: the same for 8 slots whose reports the orchestrator
 //     folds into one append each: 8 frame.claimed, then 8 frame.done and
 //     8 command.issued. One op is 8 frames, 24 events.
@@ -49,6 +53,16 @@ func Bench(b *testing.B, newLog func(b *testing.B) eventlog.Log) {
 		f := newFrames(ExecutionID("bench-frame"), 1)
 		for b.Loop() {
 			if !f.cycle(b, l) {
+				b.FailNow()
+			}
+		}
+		report(b, 3*int64(b.N))
+	})
+	b.Run("frame-chained", func(b *testing.B) {
+		l := newLog(b)
+		f := newFrames(ExecutionID("bench-chained"), 1)
+		for b.Loop() {
+			if !f.chainedCycle(b, l) {
 				b.FailNow()
 			}
 		}
@@ -185,6 +199,29 @@ func (f *frames) commandID(slot, frame int) string {
 	return f.run + "/s" + strconv.Itoa(slot) + ".f" + strconv.Itoa(frame) + "@1"
 }
 
+// chainedCycle appends, for every slot, its frame's outcome, the next
+// frame's command and that frame's claim, all in one append.
+func (f *frames) chainedCycle(b *testing.B, l eventlog.Log) bool {
+	f.frame++
+	batch := make([]eventlog.Event, 0, 3*f.slots)
+	for s := range f.slots {
+		id, next := f.commandID(s, f.frame), f.commandID(s, f.frame+1)
+		batch = append(batch,
+			eventlog.Event{ExecutionID: f.exec, Type: eventlog.TypeFrameDone, Step: "start", CommandID: id, LoopID: f.run,
+				Frame: f.frame, Attempt: 1, WorkerID: "w-bench", Payload: f.done},
+			eventlog.Event{ExecutionID: f.exec, Type: eventlog.TypeCommandIssued, Step: "start", CommandID: next, LoopID: f.run,
+				Frame: f.frame + 1, Attempt: 1, Payload: f.issued(s, next)},
+			eventlog.Event{ExecutionID: f.exec, Type: eventlog.TypeFrameClaimed, Step: "start", CommandID: next, LoopID: f.run,
+				Frame: f.frame + 1, Attempt: 1, WorkerID: "w-bench", Payload: f.claimed})
+	}
+	return appendOK(b, l, batch)
+}
+
+// issued is the command.issued payload of slot s's frame command id.
+func (f *frames) issued(s int, id string) json.RawMessage {
+	return json.RawMessage(`{"kind":"frame","run":"` + f.run + `","base":"` + strings.TrimSuffix(id, "@1") + `","slot":` + strconv.Itoa(s) + `}`)
+}
+
 // cycle appends one frame of every slot: the claims, then the outcomes
 // with the next frames' commands. It reports whether both appends stored
 // every event.
@@ -198,8 +235,7 @@ func (f *frames) cycle(b *testing.B, l eventlog.Log) bool {
 			Frame: f.frame, Attempt: 1, WorkerID: "w-bench", Payload: f.done}
 		next := f.commandID(s, f.frame+1)
 		f.doneB[2*s+1] = eventlog.Event{ExecutionID: f.exec, Type: eventlog.TypeCommandIssued, Step: "start", CommandID: next, LoopID: f.run,
-			Frame: f.frame + 1, Attempt: 1,
-			Payload: json.RawMessage(`{"kind":"frame","run":"` + f.run + `","base":"` + strings.TrimSuffix(next, "@1") + `","slot":` + strconv.Itoa(s) + `}`)}
+			Frame: f.frame + 1, Attempt: 1, Payload: f.issued(s, next)}
 	}
 	return appendOK(b, l, f.claimB) && appendOK(b, l, f.doneB)
 }

@@ -72,6 +72,7 @@ func run(args []string) int {
 		grace         = fs.Duration("grace", natsjs.DefaultGrace, "on SIGTERM, how long running commands may finish before they are handed back")
 		ackWait       = fs.Duration("ack-wait", natsjs.DefaultAckWait, "JetStream AckWait of command messages (as the server's)")
 		reportTimeout = fs.Duration("report-timeout", natsjs.DefaultReportTimeout, "how long to wait for the orchestrator to record a frame's claim")
+		maxChain      = fs.Int("max-chain", engine.DefaultMaxChain, "frames in a row a cursor slot runs here, each claimed with the report of the one before, before its next frame is dispatched again (spreads frames over workers that join); negative: no bound")
 		id            = fs.String("id", "", "worker id in events (default w-<host>-<random>)")
 		verbose       = fs.Bool("v", false, "log at debug level")
 		allowCode     = fs.Bool("allow-code", false, "enable the python, shell and duckdb tools: any playbook the server accepts may then run code and touch files here")
@@ -141,7 +142,7 @@ func run(args []string) int {
 	defer closer.Close()
 	w, err := natsjs.NewWorker(ctx, natsjs.Config{Conn: nc, Prefix: *prefix, AckWait: *ackWait, ReportTimeout: *reportTimeout, Logger: logger},
 		natsjs.WorkerOptions{
-			Worker: &engine.Worker{ID: *id, Tools: treg, Cursors: creg, Keychain: kc, Logger: logger, Results: results},
+			Worker: &engine.Worker{ID: *id, Tools: treg, Cursors: creg, Keychain: kc, Logger: logger, Results: results, MaxChain: *maxChain},
 			Pool:   *pool, Concurrency: *concurrency, Grace: *grace, Labels: labels, CapacityEvery: *capacityEvery,
 		})
 	if err != nil {

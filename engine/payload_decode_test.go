@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// TestMemberDecodersAgree: the fold's member-by-member reading of frame
+// payloads gives what decoding them whole gives, and malformed payloads
+// still fail.
+func TestMemberDecodersAgree(t *testing.T) {
+	t.Parallel()
+	for _, payload := range []string{
+		`{"rows":[{"key":"1","values":{"id":1,"payload":"a]}\""},"attempt":1}]}`,
+		`{"rows":[]}`, `{}`, `{"Rows":[1]}`, `{"rows":null}`,
+		`{"items":[{"key":"1","outcome":"ok","ms":2}],"counts":{"rows":1,"ok":1,"failed":0,"dead":0},"ctx":{"n":9007199254740993,"f":1.5},"fail":"x \"y\"","ms":3,"claim_open_us":12}`,
+		`{"drained":true,"counts":{"rows":0,"ok":0,"failed":0,"dead":0}}`,
+		`{"counts":{"rows":2,"ok":1,"failed":1,"dead":0},"fail":"","ctx":null}`,
+	} {
+		ev := eventlog.Event{Payload: []byte(payload)}
+		var fast, whole frameClaimedRaw
+		if err := decode(ev, &fast); err != nil {
+			t.Fatalf("%s: %v", payload, err)
+		}
+		if err := unmarshal(ev.Payload, &whole); err != nil {
+			t.Fatal(err)
+		}
+		if string(fast.Rows) != string(whole.Rows) {
+			t.Errorf("%s: rows %s, decoded whole %s", payload, fast.Rows, whole.Rows)
+		}
+		var fd, wd frameDoneSummary
+		if err := decode(ev, &fd); err != nil {
+			t.Fatalf("%s: %v", payload, err)
+		}
+		if err := unmarshal(ev.Payload, &wd); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fd, wd) {
+			t.Errorf("%s: summary %+v, decoded whole %+v", payload, fd, wd)
+		}
+	}
+	for _, bad := range []string{`[1]`, `{"counts":{"rows":"x"}}`, `{"drained":1}`} {
+		var fd frameDoneSummary
+		if err := decode(eventlog.Event{Payload: []byte(bad)}, &fd); err == nil {
+			t.Errorf("%s: decoded as %+v", bad, fd)
+		}
+	}
+}
+
+// TestPayloadAppendersAgree: frame.claimed and frame.done payloads encoded
+// without reflection are byte for byte what encoding/json makes of them.
+func TestPayloadAppendersAgree(t *testing.T) {
+	t.Parallel()
+	texts := []string{"", "a", `q"<&>\`, "ünï ✓ 😀", "\n\t\u2028\u2029", "\x00\x1f", "bad\xffx"}
+	r := rand.New(rand.NewPCG(7, 8))
+	text := func() string { return texts[r.IntN(len(texts))] }
+	value := func() any {
+		return []any{text(), int64(r.Int()), -r.Float64() * 1e21, 1e-9, nil, true, []any{text(), 1.5},
+			map[string]any{text(): text(), "n": int64(-3)}}[r.IntN(8)]
+	}
+	for range 2000 {
+		var rows []FrameRow
+		for range r.IntN(4) {
+			vals := map[string]any{}
+			for range r.IntN(4) {
+				vals[text()] = value()
+			}
+			rows = append(rows, FrameRow{Key: text(), Values: vals, Attempt: r.IntN(3), Token: []string{"", text()}[r.IntN(2)]})
+		}
+		claimed := frameClaimedPayload{Rows: rows}
+		if r.IntN(5) == 0 {
+			claimed.Rows = nil
+		}
+		var items []ItemOutcome
+		for range r.IntN(4) {
+			items = append(items, ItemOutcome{Key: text(), Outcome: []string{OutcomeOK, OutcomeError}[r.IntN(2)], Ms: int64(r.IntN(1000)), Error: []string{"", text()}[r.IntN(2)]})
+		}
+		done := frameDonePayload{Drained: r.IntN(2) == 0, Items: items, Counts: countOutcomes(items), Fail: []string{"", text()}[r.IntN(2)],
+			Ms: int64(r.IntN(3)), Released: r.IntN(2), Cancelled: r.IntN(2) == 0, ClaimOpenUs: int64(r.IntN(2) * 77)}
+		if r.IntN(2) == 0 {
+			done.Ctx = map[string]any{text(): value()}
+		}
+		if r.IntN(3) == 0 {
+			done.Abandoned = []string{text(), text()}
+		}
+		for _, p := range []any{claimed, done} {
+			want, err := json.Marshal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := p.(jsonAppender).appendJSON(nil)
+			if err != nil || string(got) != string(want) {
+				t.Fatalf("%T %+v:\n got %s (%v)\nwant %s", p, p, got, err, want)
+			}
+		}
+	}
+}
