@@ -57,7 +57,11 @@ type fault struct {
 	point string
 	// hits bounds the countdown: the point fires at a hit drawn from
 	// [lo, hi] (for a NATS worker, which sees about half the frames, half
-	// of it).
+	// of it). hi 0 is half the trial's frames: the orchestrator appends
+	// about once per frame (a frame's done and the next claim share an
+	// append, and reports arriving together share one), so a drain of 224
+	// rows on three slots made only 28 appends and a fixed bound of 40
+	// let the drain finish before its fault.
 	lo, hi int
 }
 
@@ -68,7 +72,7 @@ var faults = []fault{
 	{faultpoint.FrameRecorded, 2, 12},
 	{faultpoint.FrameRow, 10, 120},
 	{faultpoint.FrameRan, 2, 12},
-	{faultpoint.OrchestratorAppended, 6, 40},
+	{faultpoint.OrchestratorAppended, 4, 0},
 	{sigterm, 0, 0},
 }
 
@@ -118,6 +122,9 @@ func TestChaosDrain(t *testing.T) {
 				tr := trial{mode: mode, fault: f, rows: 200 + rng.IntN(201), maxInFlight: 2 + rng.IntN(3)}
 				if f.point != sigterm {
 					lo, hi := f.lo, f.hi
+					if hi == 0 {
+						hi = tr.rows / 10 / 2 // frames of 10 rows
+					}
 					if mode == "nats" && f.point != faultpoint.OrchestratorAppended {
 						lo, hi = max(1, lo/2), max(1, hi/2)
 					}
@@ -301,9 +308,27 @@ func chaosNATS(t *testing.T, tr trial, serverBin, workerBin string) outcome {
 	b := e.serverEnv(t, serverBin, "server-b", nil, fast...)
 	b.waitHealthy(ctx, t)
 	replicas := []*replica{a, b}
-	workerFlags := []string{"--report-timeout", "3s", "--grace", "1s"}
+	// A slot chains one frame at most on a worker before its next frame is
+	// dispatched again, so frames go to both workers (and the victim meets
+	// its fault) also in these short drains.
+	workerFlags := []string{"--report-timeout", "3s", "--grace", "1s", "--max-chain", "1", "--capacity-every", "200ms"}
 	w1 := e.workerEnv(t, workerBin, "worker-1", 4, workerEnv, workerFlags...)
 	e.workerEnv(t, workerBin, "worker-2", 4, nil, workerFlags...)
+	// Both workers pull before the drain starts.
+	for {
+		var list api.WorkerList
+		if _, err := a.do(ctx, http.MethodGet, "/v1/workers", nil, &list); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Workers) == 2 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("workers listed: %+v", list.Workers)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 
 	var started api.Started
 	if _, err := a.do(ctx, http.MethodPost, "/v1/executions", api.StartRequest{
