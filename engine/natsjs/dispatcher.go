@@ -377,6 +377,7 @@ func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
 	if err != nil {
 		return fmt.Errorf("natsjs: events consumer: %w", err)
 	}
+	var order commandOrder
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		select {
 		case sem <- struct{}{}:
@@ -384,10 +385,16 @@ func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
 			_ = m.Nak()
 			return
 		}
+		// Called in stream order: a command's reports are recorded in it.
+		prev, done := order.enter(m.Headers().Get(headerCommand))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			defer done()
+			if prev != nil {
+				<-prev
+			}
 			d.record(ctx, rep, m)
 		}()
 	}, jetstream.PullMaxMessages(DefaultEventConcurrency))

@@ -38,7 +38,9 @@
 //     command.completed, command.failed, call.partial), on stream P_EVENTS, consumed
 //     by the durable "orchestrator". Serve records up to
 //     DefaultEventConcurrency reports at once, so the engine appends them
-//     to the event log in batches; a report is acknowledged once the
+//     to the event log in batches, but one command's reports (header
+//     Cf-Command) one after another in stream order, so its partial
+//     results are on record before its end; a report is acknowledged once the
 //     engine recorded it or refused it as stale, and delivered again on any
 //     other error.
 //

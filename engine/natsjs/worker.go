@@ -556,6 +556,7 @@ func (r *reporter) Report(ctx context.Context, ev eventlog.Event) error {
 	for m := w.stats.MaxReportBytes.Load(); int64(len(b)) > m && !w.stats.MaxReportBytes.CompareAndSwap(m, int64(len(b))); m = w.stats.MaxReportBytes.Load() {
 	}
 	msg := &nats.Msg{Subject: w.n.evt, Data: b, Header: nats.Header{}}
+	msg.Header.Set(headerCommand, ev.CommandID)
 	if ev.Type == eventlog.TypeFrameClaimed {
 		v, err := r.await(ctx, msg)
 		if err != nil {
