@@ -217,6 +217,8 @@ func (h *chainHook) Heartbeat(ctx context.Context, e, c string) error {
 	return h.eng.Reporter().Heartbeat(ctx, e, c)
 }
 
+func (h *chainHook) MayChain() bool { return true }
+
 func (h *chainHook) ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*engine.Command, error) {
 	h.mu.Lock()
 	h.n++

@@ -125,8 +125,15 @@ type Reporter interface {
 //
 // Workers use it only with sources whose abort is a rollback
 // (cursor.Features.TransactionalClaim), where rows claimed ahead and given
-// back leave no trace.
+// back leave no trace, and only while MayChain is true: a chained report
+// must be recorded after every report its command made before it (a
+// frame's partial results), and a transport that carries it another way
+// than those (natsjs: a request beside the events stream) says no once
+// the command made any.
 type ChainReporter interface {
 	Reporter
+	// MayChain reports whether a chained report of the command this
+	// reporter serves would be recorded after the reports it made so far.
+	MayChain() bool
 	ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*Command, error)
 }

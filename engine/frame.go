@@ -340,7 +340,7 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 	fs dsl.FrameSpec, p frameDonePayload, cancelled <-chan struct{}, settle func(func(context.Context) error) error, start time.Time,
 ) (next *chainedFrame, reported bool, err error) {
 	cr, ok := rep.(ChainReporter)
-	if !ok || !driver.Features().TransactionalClaim || closed(cancelled) ||
+	if !ok || !cr.MayChain() || !driver.Features().TransactionalClaim || closed(cancelled) ||
 		p.Fail != "" || p.Cancelled || p.Released > 0 || len(p.Abandoned) > 0 || len(p.Ctx) > 0 {
 		// A frame that changed ctx is not chained either: the next claim
 		// may render with it.

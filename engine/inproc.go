@@ -123,6 +123,12 @@ func (r *retryingReporter) Report(ctx context.Context, ev eventlog.Event) error 
 	}
 }
 
+// MayChain implements ChainReporter: as the reporter it wraps.
+func (r *retryingReporter) MayChain() bool {
+	cr, ok := r.rep.(ChainReporter)
+	return ok && cr.MayChain()
+}
+
 // ReportChained forwards a chained report once: on an error the worker
 // reports the frame.done alone, and that report is retried.
 func (r *retryingReporter) ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*Command, error) {

@@ -66,6 +66,8 @@ func (d *dyingReporter) Report(ctx context.Context, ev eventlog.Event) error {
 	return nil
 }
 
+func (d *dyingReporter) MayChain() bool { return d.inner.MayChain() }
+
 // ReportChained dies as Report does on the victim's frame.done: the claim
 // made ahead is given back, as a dead process's transaction rolls back.
 func (d *dyingReporter) ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*engine.Command, error) {

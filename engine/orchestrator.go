@@ -549,6 +549,10 @@ func (o *orchestrator) Report(ctx context.Context, ev eventlog.Event) error {
 	return o.send(ctx, message{kind: msgReport, ev: ev})
 }
 
+// MayChain implements ChainReporter: reports reach the orchestrator in
+// the order they are made.
+func (o *orchestrator) MayChain() bool { return true }
+
 // ReportChained implements ChainReporter.
 func (o *orchestrator) ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*Command, error) {
 	ch := &chainRequest{claimed: claimed, slot: -1}

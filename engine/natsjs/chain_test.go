@@ -1,9 +1,11 @@
 package natsjs_test
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	_ "modernc.org/sqlite"
@@ -24,54 +26,12 @@ import (
 // none is left claimed.
 func TestChainedFramesOverNATS(t *testing.T) {
 	const n, maxRows, slots = 400, 10, 3
-	path := filepath.Join(t.TempDir(), "queue.db")
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
-		WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ` + fmt.Sprint(n) + `)
-		INSERT INTO jobs (id) SELECT i FROM g`); err != nil {
-		t.Fatal(err)
-	}
 	rec := logtest.NewRecorder(eventlog.NewMemory())
 	b := setupWith(t, 0, 0, func(c *engine.Config) { c.Log = rec })
 	b.log = rec
-	kc := tools.StaticURLs(map[string]string{"q": path})
-	cursors := cursor.NewRegistry()
-	drv := sqlitedriver.New(sqlitedriver.Config{})
-	t.Cleanup(func() { _ = drv.Close() }) // after the worker stops
-	_ = cursors.Register("sqlite", drv)
-	treg := tools.NewRegistry()
-	treg.MustRegister("rec", b.calls.tool("w1"))
-	w := &engine.Worker{ID: "w1", Tools: treg, Cursors: cursors, Keychain: kc, MaxChain: -1}
-	b.startWorker(t, "w1", natsjs.WorkerOptions{Worker: w, Concurrency: slots})
-	b.run(t, fmt.Sprintf(`
-workflow:
-  - step: start
-    loop:
-      cursor:
-        kind: sqlite
-        auth: q
-        claim: |
-          UPDATE jobs SET status = 'claimed'
-          WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }})
-          RETURNING id
-        ack: UPDATE jobs SET status = 'done' WHERE id IN ({{ keys | join(',') }})
-      iterator: job
-      spec: {mode: cursor, max_in_flight: %d, frame: {max_rows: %d}}
-    tool: {kind: rec, key: 'job{{ iter.job.id }}'}
-`, slots, maxRows))
-	for i := 1; i <= n; i++ {
-		if c := b.calls.count(fmt.Sprintf("job%d", i)); c != 1 {
-			t.Fatalf("row %d ran %d times, want once", i, c)
-		}
-	}
-	var left int
-	if err := db.QueryRow(`SELECT count(*) FROM jobs WHERE status <> 'done'`).Scan(&left); err != nil || left != 0 {
-		t.Fatalf("%d rows not done (%v)", left, err)
-	}
+	q := newJobQueue(t, b, n, slots, nil)
+	b.run(t, q.playbook(slots, maxRows, "{kind: rec, key: 'job{{ iter.job.id }}'}"))
+	q.checkDrained(t, b)
 	var chained, claims int
 	for _, batch := range rec.Batches() {
 		done := false
@@ -89,5 +49,113 @@ workflow:
 	}
 	if claims != n/maxRows || chained != claims-slots {
 		t.Fatalf("%d claims, %d recorded with a frame.done: want %d and %d", claims, chained, n/maxRows, n/maxRows-slots)
+	}
+}
+
+// jobQueue is a SQLite queue of n jobs and a remote worker (w1, chaining
+// without bound) that drains it over NATS.
+type jobQueue struct {
+	db *sql.DB
+	n  int
+}
+
+// newJobQueue makes the queue and starts its worker with slots slots;
+// more, if set, adds tools to the worker's registry.
+func newJobQueue(t *testing.T, b *bundle, n, slots int, more func(*tools.Registry)) *jobQueue {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if _, err := db.Exec(`CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
+		WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ` + fmt.Sprint(n) + `)
+		INSERT INTO jobs (id) SELECT i FROM g`); err != nil {
+		t.Fatal(err)
+	}
+	kc := tools.StaticURLs(map[string]string{"q": path})
+	cursors := cursor.NewRegistry()
+	drv := sqlitedriver.New(sqlitedriver.Config{})
+	t.Cleanup(func() { _ = drv.Close() }) // after the worker stops
+	_ = cursors.Register("sqlite", drv)
+	treg := tools.NewRegistry()
+	treg.MustRegister("rec", b.calls.tool("w1"))
+	if more != nil {
+		more(treg)
+	}
+	w := &engine.Worker{ID: "w1", Tools: treg, Cursors: cursors, Keychain: kc, MaxChain: -1}
+	b.startWorker(t, "w1", natsjs.WorkerOptions{Worker: w, Concurrency: slots})
+	return &jobQueue{db: db, n: n}
+}
+
+// playbook drains the queue with the natural claim, tool running per row.
+func (q *jobQueue) playbook(slots, maxRows int, tool string) string {
+	return fmt.Sprintf(`
+workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: sqlite
+        auth: q
+        claim: |
+          UPDATE jobs SET status = 'claimed'
+          WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }})
+          RETURNING id
+        ack: UPDATE jobs SET status = 'done' WHERE id IN ({{ keys | join(',') }})
+      iterator: job
+      spec: {mode: cursor, max_in_flight: %d, frame: {max_rows: %d}}
+    tool: %s
+`, slots, maxRows, tool)
+}
+
+// checkDrained checks that every job ran once (the rec tool) and is done.
+func (q *jobQueue) checkDrained(t *testing.T, b *bundle) {
+	t.Helper()
+	for i := 1; i <= q.n; i++ {
+		if c := b.calls.count(fmt.Sprintf("job%d", i)); c != 1 {
+			t.Fatalf("row %d ran %d times, want once", i, c)
+		}
+	}
+	var left int
+	if err := q.db.QueryRow(`SELECT count(*) FROM jobs WHERE status <> 'done'`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d rows not done (%v)", left, err)
+	}
+}
+
+// TestChainedFramesKeepTheirPartials: a frame whose rows hand on partial
+// results is not chained over NATS (its chained report would bypass the
+// events stream the partials travel, and could be recorded first, the
+// partials then refused as late): every row's partial is on record, and
+// in its frame's command before that frame's frame.done.
+func TestChainedFramesKeepTheirPartials(t *testing.T) {
+	const n, maxRows, slots = 200, 10, 3
+	b := setup(t, 0, 0)
+	blob := strings.Repeat("x", 8<<10) // slow to decode: a late partial's chance to fall behind
+	q := newJobQueue(t, b, n, slots, func(r *tools.Registry) {
+		r.MustRegister("part", tools.ToolFunc(func(_ context.Context, call *tools.Call) (tools.Output, error) {
+			call.EmitPartial(map[string]any{"job": call.Config["key"], "blob": blob})
+			return tools.Output{Status: tools.StatusSuccess}, nil
+		}))
+	})
+	_, evs := b.run(t, q.playbook(slots, maxRows, "{kind: part, key: 'job{{ iter.job.id }}'}"))
+	partials, done := map[string]int{}, map[string]bool{}
+	for _, ev := range evs {
+		switch ev.Type {
+		case eventlog.TypeCallPartial:
+			if done[ev.CommandID] {
+				t.Fatalf("a partial of %s recorded after its frame.done", ev.CommandID)
+			}
+			partials[ev.CommandID]++
+		case eventlog.TypeFrameDone:
+			done[ev.CommandID] = true
+		}
+	}
+	total := 0
+	for _, c := range partials {
+		total += c
+	}
+	if total != n {
+		t.Fatalf("%d partials recorded, want one per row (%d)", total, n)
 	}
 }

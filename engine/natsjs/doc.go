@@ -132,7 +132,10 @@
 // worker rolls the claim back and reports the frame.done alone. A slot
 // chains at most engine.Worker.MaxChain frames (16) in a row on one
 // worker; then its next frame is dispatched again, so frames spread over
-// workers that joined since.
+// workers that joined since. A frame whose rows handed on partial results
+// is not chained: the request would bypass the events stream its
+// partials travel, and could be recorded before them, which refuses them
+// as late; its frame.done goes on p.evt behind them.
 //
 // # Stopping a worker
 //

@@ -525,6 +525,10 @@ type reporter struct {
 	w        *Worker
 	claimed  atomic.Bool // frame.claimed was recorded
 	finished atomic.Bool // the command's final report is in the stream
+	// partials is set once a call.partial went to the events stream: a
+	// chained report, a request beside the stream, could then be recorded
+	// before it (and the partial refused), so the slot stops chaining.
+	partials atomic.Bool
 }
 
 // Report implements engine.Reporter. A report is durable once the events
@@ -568,6 +572,9 @@ func (r *reporter) Report(ctx context.Context, ev eventlog.Event) error {
 		r.claimed.Store(true)
 		return nil
 	}
+	if ev.Type == eventlog.TypeCallPartial {
+		r.partials.Store(true) // before it may be in the stream
+	}
 	if _, err := w.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("natsjs: publish %s report: %w", ev.Type, err)
 	}
@@ -576,6 +583,10 @@ func (r *reporter) Report(ctx context.Context, ev eventlog.Event) error {
 	}
 	return nil
 }
+
+// MayChain implements engine.ChainReporter: not once the command handed
+// on partial results, which travel the events stream.
+func (r *reporter) MayChain() bool { return !r.partials.Load() }
 
 // ReportChained implements engine.ChainReporter: the frame.done and the
 // rows claimed ahead go to the orchestrator as one request on
