@@ -56,9 +56,10 @@ bench: testenv
 	set -a; . ./.testenv.env; set +a; \
 	cd examples/bench && $(GO) run . $(BENCHFLAGS)
 
-## fuzz: fuzz the playbook parser for FUZZTIME
+## fuzz: fuzz the playbook parser, then the event logs' JSON check, for FUZZTIME each
 fuzz:
 	$(GO) test -run '^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./dsl/
+	$(GO) test -run '^$$' -fuzz=FuzzValid -fuzztime=$(FUZZTIME) ./internal/jsonvalid/
 
 ## fmt: gofmt every Go file in place
 fmt:

@@ -1,10 +1,11 @@
 package eventlog
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/cursorflow/cursorflow/internal/jsonvalid"
 )
 
 // ErrInvalidEvent is wrapped by the error Append returns when an event of
@@ -37,10 +38,10 @@ func Validate(e Event) error {
 			return fmt.Errorf("%w: execution %q: NUL byte in %s", ErrInvalidEvent, e.ExecutionID, f.name)
 		}
 	}
-	if len(e.Payload) > 0 && !json.Valid(e.Payload) {
+	if len(e.Payload) > 0 && !jsonvalid.Valid(e.Payload) {
 		return fmt.Errorf("%w: execution %q: %s payload is not valid JSON", ErrInvalidEvent, e.ExecutionID, e.Type)
 	}
-	if len(e.Meta) > 0 && !json.Valid(e.Meta) {
+	if len(e.Meta) > 0 && !jsonvalid.Valid(e.Meta) {
 		return fmt.Errorf("%w: execution %q: %s meta is not valid JSON", ErrInvalidEvent, e.ExecutionID, e.Type)
 	}
 	return nil
