@@ -2,7 +2,6 @@ package natsjs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/cursorflow/cursorflow/eventlog"
 )
 
 // Defaults of Config and WorkerOptions.
@@ -225,10 +222,3 @@ const (
 
 // headerReply carries the subject a report's verdict goes to.
 const headerReply = "Cf-Reply"
-
-// chainedReport is a frame.done with the frame.claimed payload of the rows
-// its worker claimed ahead for the slot's next frame (engine.ChainReporter).
-type chainedReport struct {
-	Done    eventlog.Event  `json:"done"`
-	Claimed json.RawMessage `json:"claimed"`
-}

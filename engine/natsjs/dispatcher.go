@@ -456,24 +456,23 @@ func (d *Dispatcher) record(ctx context.Context, rep engine.Reporter, m jetstrea
 // Chained reports bypass the events stream: a worker that gets no answer
 // reports the frame.done alone, durably.
 func (d *Dispatcher) recordChained(ctx context.Context, rep engine.Reporter, m *nats.Msg) {
-	var r chainedReport
-	if err := json.Unmarshal(m.Data, &r); err != nil {
+	done, claimed, err := decodeChained(m)
+	if err != nil {
 		d.log.Error("natsjs: dropping undecodable chained report", "error", err)
 		_ = m.Respond([]byte(verdictRetry))
 		return
 	}
 	verdict := []byte(verdictRetry)
 	var cmd *engine.Command
-	var err error
 	if cr, ok := rep.(engine.ChainReporter); ok {
-		cmd, err = cr.ReportChained(ctx, r.Done, r.Claimed)
+		cmd, err = cr.ReportChained(ctx, done, claimed)
 	} else {
 		err = errors.New("natsjs: the reporter cannot chain frames")
 	}
 	switch {
 	case err == nil:
 		d.stats.Reports.Add(1)
-		d.accepted(r.Done)
+		d.accepted(done)
 		verdict = []byte(verdictOK)
 		if cmd != nil {
 			if b, eerr := engine.EncodeCommand(cmd); eerr == nil {
@@ -490,7 +489,7 @@ func (d *Dispatcher) recordChained(ctx context.Context, rep engine.Reporter, m *
 	default:
 		d.stats.Retried.Add(1)
 		if ctx.Err() == nil {
-			d.log.Warn("natsjs: chained report not recorded; the worker reports the frame alone", "command_id", r.Done.CommandID, "error", err)
+			d.log.Warn("natsjs: chained report not recorded; the worker reports the frame alone", "command_id", done.CommandID, "error", err)
 		}
 	}
 	_ = m.Respond(verdict)

@@ -56,7 +56,9 @@
 //
 //   - p.chain: chained frame reports (core NATS request/reply, see
 //     engine.ChainReporter): a frame.done with the rows its worker claimed
-//     ahead for the slot's next frame; the answer is the next command
+//     ahead for the slot's next frame (the body is the frame.done without
+//     its payload as JSON, then that payload and the claim's as they are;
+//     header Cf-Chain gives the first two lengths); the answer is the next command
 //     (which never goes through p.cmd), "ok" (recorded, no next frame),
 //     "stale" or "retry" (not recorded: the worker reports the frame.done
 //     alone on p.evt).

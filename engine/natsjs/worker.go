@@ -598,14 +598,14 @@ func (r *reporter) ReportChained(ctx context.Context, done eventlog.Event, claim
 		return nil, err
 	}
 	w := r.w
-	b, err := json.Marshal(chainedReport{Done: done, Claimed: claimed})
+	msg, err := encodeChained(w.n.chain, done, claimed)
 	if err != nil {
-		return nil, fmt.Errorf("natsjs: encode chained report: %w", err)
+		return nil, err
 	}
-	if int64(len(b)) > w.cfg.Conn.MaxPayload()-reportOverhead {
-		return nil, fmt.Errorf("natsjs: a chained report of %d bytes does not fit a NATS message", len(b))
+	if int64(len(msg.Data)) > w.cfg.Conn.MaxPayload()-reportOverhead {
+		return nil, fmt.Errorf("natsjs: a chained report of %d bytes does not fit a NATS message", len(msg.Data))
 	}
-	reply, err := r.requestChain(ctx, b)
+	reply, err := r.requestChain(ctx, msg)
 	if err != nil {
 		return nil, err
 	}
@@ -639,13 +639,13 @@ const chainRetry = 2 * time.Second
 
 // requestChain sends a chained report until an orchestrator answers it,
 // for at most ReportTimeout.
-func (r *reporter) requestChain(ctx context.Context, b []byte) (*nats.Msg, error) {
+func (r *reporter) requestChain(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
 	w := r.w
 	deadline := time.Now().Add(w.cfg.ReportTimeout)
 	for {
 		wait := min(chainRetry, time.Until(deadline))
 		rctx, cancel := context.WithTimeout(ctx, wait)
-		reply, err := w.cfg.Conn.RequestWithContext(rctx, w.n.chain, b)
+		reply, err := w.cfg.Conn.RequestMsgWithContext(rctx, msg)
 		cancel()
 		switch {
 		case err == nil:
