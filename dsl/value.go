@@ -514,6 +514,9 @@ func pyFloatRepr(f float64) string {
 // prints with that many spaces.
 func marshalJSON(v any, indent int) (string, error) {
 	var b strings.Builder
+	if l, ok := v.([]any); ok {
+		b.Grow(48 * len(l)) // a frame's rows: one growth, not six
+	}
 	if err := writeJSON(&b, v, indent, 0, 0); err != nil {
 		return "", err
 	}

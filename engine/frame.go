@@ -264,8 +264,9 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			}
 		}
 	}
-	var ok, bad []cursor.Row
-	var items []ItemOutcome
+	var bad []cursor.Row
+	ok := make([]cursor.Row, 0, len(h.items))
+	items := make([]ItemOutcome, 0, len(h.items))
 	var cut []string // keys of interrupted rows
 	for i, it := range h.items {
 		switch {

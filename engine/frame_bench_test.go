@@ -40,7 +40,9 @@ func (s *frameSink) Heartbeat(context.Context, string, string) error { return ni
 // BenchmarkFrameRows runs the worker's row path for one frame of 100
 // rows claimed from PostgreSQL: claim, frame.claimed, each row's scope,
 // render and tool run (noop, or the postgres tool marking the row done as
-// the bench program does), ack and the frame.done payload. One op is one
+// the bench program does), ack and the frame.done payload; and, as
+// postgres-frame, the frame path (process: frame), one statement marking
+// the frame's rows done, as the bench program's frame mode does. One op is one
 // frame; the queue is reset between ops outside the timer.
 func BenchmarkFrameRows(b *testing.B) {
 	dsn := testenv.PostgresSchema(b)
@@ -61,14 +63,21 @@ func BenchmarkFrameRows(b *testing.B) {
 	bodies := map[string]string{
 		"noop":     "kind: noop, id: '{{ iter.job.id }}'",
 		"postgres": "kind: postgres, auth: pg, command: \"UPDATE q SET status = 'done', done_at = now() WHERE id = {{ iter.job.id }}\"",
+		// process: frame, one set-based statement for the frame's rows
+		"postgres-frame": "kind: postgres, auth: pg, command: \"UPDATE q SET status = 'done', done_at = now() " +
+			"FROM jsonb_to_recordset({{ iter.job | tojson | sql_literal }}::jsonb) AS r(id bigint) WHERE q.id = r.id\"",
 	}
-	for _, name := range []string{"noop", "postgres"} {
+	for _, name := range []string{"noop", "postgres", "postgres-frame"} {
+		process := "row"
+		if name == "postgres-frame" {
+			process = "frame"
+		}
 		b.Run(name, func(b *testing.B) {
 			claim := "WITH c AS (SELECT id FROM q WHERE status = 'pending' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT {{ __frame_max_rows }}) " +
 				"UPDATE q SET status = 'claimed', claimed_at = now() FROM c WHERE q.id = c.id RETURNING q.id, q.payload"
 			src := fmt.Sprintf("workflow:\n- step: start\n  loop:\n    cursor: {kind: postgres, auth: pg, claim: %q}\n"+
-				"    iterator: job\n    spec: {mode: cursor, frame: {max_rows: %d, row_concurrency: 4, process: row}}\n"+
-				"  tool: {%s}\n", claim, frameBenchRows, bodies[name])
+				"    iterator: job\n    spec: {mode: cursor, frame: {max_rows: %d, row_concurrency: 4, process: %s}}\n"+
+				"  tool: {%s}\n", claim, frameBenchRows, process, bodies[name])
 			pb, err := dsl.Parse("bench.yaml", []byte(src))
 			if err != nil {
 				b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -233,6 +234,7 @@ func (p frameClaimedPayload) appendJSON(b []byte) ([]byte, error) {
 	if p.Rows == nil {
 		return append(b, `{"rows":null}`...), nil
 	}
+	b = slices.Grow(b, 48*len(p.Rows)) // a row of a few values: one growth, not six
 	b = append(b, `{"rows":[`...)
 	for i, r := range p.Rows {
 		if i > 0 {
@@ -247,6 +249,7 @@ func (p frameClaimedPayload) appendJSON(b []byte) ([]byte, error) {
 }
 
 func (p frameDonePayload) appendJSON(b []byte) ([]byte, error) {
+	b = slices.Grow(b, 48*len(p.Items)+128)
 	b = append(b, '{')
 	if p.Drained {
 		b = append(b, `"drained":true,`...)

@@ -295,6 +295,7 @@ func (c *Cursor) rows(res Result) (live, dead []cursor.Row, err error) {
 	}
 	attIdx := AttemptColumn(res.Columns)
 	deadLetter := c.spec.MaxAttempts > 0 && attIdx >= 0 && c.opts.DeadLetter != nil
+	live = make([]cursor.Row, 0, len(res.Rows))
 	for _, vals := range res.Rows {
 		if len(vals) != len(res.Columns) {
 			return nil, nil, fmt.Errorf("row has %d values for %d columns", len(vals), len(res.Columns))
