@@ -513,9 +513,24 @@ func (f *frameRun) runFrameChain(ctx context.Context) {
 
 // runRows runs the chain per row (process: row), at most conc at once.
 func (f *frameRun) runRows(ctx context.Context, conc int) {
-	lp := f.step.Loop
 	sem := make(chan struct{}, conc)
+	// Rows run on conc goroutines that live as long as the frame: a
+	// goroutine per row started small and grew its stack through every
+	// row's tool chain again.
+	next := make(chan int)
 	var wg sync.WaitGroup
+	for range min(conc, len(f.rows)) {
+		wg.Go(func() {
+			for i := range next {
+				f.runRow(ctx, i)
+				<-sem
+			}
+		})
+	}
+	defer func() {
+		close(next)
+		wg.Wait()
+	}()
 	for i := range f.rows {
 		if !f.deadline.IsZero() && time.Now().After(f.deadline) {
 			f.setItem(i, ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeError, Error: "frame max_seconds reached before the row started"})
@@ -540,39 +555,38 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 			}
 			break
 		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			sc := copyMap(f.scope)
-			setIter(sc, lp.Iterator, f.rows[i].Values, i)
-			t0 := time.Now()
-			res := f.w.runChain(withPartials(ctx, f.part, f.rows[i].Key), f.cmd, f.step, sc, 0, 1, nil, false)
-			it := ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeOK, Ms: time.Since(t0).Milliseconds()}
-			if res.failed {
-				it.Outcome, it.Error = OutcomeError, res.err
-			}
-			cut := res.failed && cutShort(ctx)
-			if cut {
-				it.Error = errCancelGrace.Error()
-			}
-			f.mu.Lock()
-			f.items[i] = it
-			f.interrupted[i] = cut
-			if res.failed && res.explicit && f.fatal == "" {
-				f.fatal = fmt.Sprintf("row %s: %s", f.rows[i].Key, res.err)
-			}
-			if len(res.ctx) > 0 {
-				if f.ctxDelta == nil {
-					f.ctxDelta = map[string]any{}
-				}
-				merge(f.ctxDelta, res.ctx)
-			}
-			f.mu.Unlock()
-			faultpoint.Hit(faultpoint.FrameRow)
-		}(i)
+		next <- i
 	}
-	wg.Wait()
+}
+
+// runRow runs the chain for row i and records its outcome.
+func (f *frameRun) runRow(ctx context.Context, i int) {
+	sc := copyMap(f.scope)
+	setIter(sc, f.step.Loop.Iterator, f.rows[i].Values, i)
+	t0 := time.Now()
+	res := f.w.runChain(withPartials(ctx, f.part, f.rows[i].Key), f.cmd, f.step, sc, 0, 1, nil, false)
+	it := ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeOK, Ms: time.Since(t0).Milliseconds()}
+	if res.failed {
+		it.Outcome, it.Error = OutcomeError, res.err
+	}
+	cut := res.failed && cutShort(ctx)
+	if cut {
+		it.Error = errCancelGrace.Error()
+	}
+	f.mu.Lock()
+	f.items[i] = it
+	f.interrupted[i] = cut
+	if res.failed && res.explicit && f.fatal == "" {
+		f.fatal = fmt.Sprintf("row %s: %s", f.rows[i].Key, res.err)
+	}
+	if len(res.ctx) > 0 {
+		if f.ctxDelta == nil {
+			f.ctxDelta = map[string]any{}
+		}
+		merge(f.ctxDelta, res.ctx)
+	}
+	f.mu.Unlock()
+	faultpoint.Hit(faultpoint.FrameRow)
 }
 
 func (f *frameRun) setItem(i int, it ItemOutcome) {
