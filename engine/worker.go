@@ -410,6 +410,20 @@ func chainFromCarry(carry map[string]any) chainState {
 	return cs
 }
 
+// awaitOf returns the *tools.AwaitExecution in err's chain, if any.
+// Without an error nothing escapes to the heap: errors.As's target does,
+// once per row of a frame otherwise.
+func awaitOf(err error) *tools.AwaitExecution {
+	if err == nil {
+		return nil
+	}
+	var aw *tools.AwaitExecution
+	if errors.As(err, &aw) {
+		return aw
+	}
+	return nil
+}
+
 // tasksOf returns the tool chain of a step.
 func tasksOf(pb *dsl.Playbook, step *dsl.Step) []*dsl.Task {
 	if len(step.Tool) > 0 {
@@ -480,7 +494,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		}
 		addArgs(view, args)
 		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall, durable)
-		if aw := (*tools.AwaitExecution)(nil); durable && errors.As(err, &aw) {
+		if aw := awaitOf(err); durable && aw != nil {
 			return chainResult{await: &awaitingPayload{ExecutionID: aw.ExecutionID, StartTask: ti, TaskAttempt: taskAttempt, Carry: cs.carry(), NextCall: nextCall}}
 		}
 		if durable && errors.Is(err, ErrClosed) {
@@ -799,7 +813,7 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 		Revealed: revealed, Partial: partialFunc(ctx, task.Name, revealed),
 	}
 	out, err := tool.Execute(ctx, call)
-	if aw := (*tools.AwaitExecution)(nil); await && errors.As(err, &aw) || errors.Is(err, ErrClosed) {
+	if await && awaitOf(err) != nil || errors.Is(err, ErrClosed) {
 		return nil, "", err
 	}
 	if err != nil {
