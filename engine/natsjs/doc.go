@@ -40,7 +40,9 @@
 //     DefaultEventConcurrency reports at once, so the engine appends them
 //     to the event log in batches, but one command's reports (header
 //     Cf-Command) one after another in stream order, so its partial
-//     results are on record before its end; a report is acknowledged once the
+//     results are on record before its end (a report delivered again after
+//     an error can still come after later ones: a partial then refused is
+//     lost, its command's outcome is not); a report is acknowledged once the
 //     engine recorded it or refused it as stale, and delivered again on any
 //     other error.
 //
