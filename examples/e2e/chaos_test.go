@@ -315,20 +315,7 @@ func chaosNATS(t *testing.T, tr trial, serverBin, workerBin string) outcome {
 	w1 := e.workerEnv(t, workerBin, "worker-1", 4, workerEnv, workerFlags...)
 	e.workerEnv(t, workerBin, "worker-2", 4, nil, workerFlags...)
 	// Both workers pull before the drain starts.
-	for {
-		var list api.WorkerList
-		if _, err := a.do(ctx, http.MethodGet, "/v1/workers", nil, &list); err != nil {
-			t.Fatal(err)
-		}
-		if len(list.Workers) == 2 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("workers listed: %+v", list.Workers)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	a.waitWorkers(ctx, t, 2)
 
 	var started api.Started
 	if _, err := a.do(ctx, http.MethodPost, "/v1/executions", api.StartRequest{

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cursorflow/cursorflow/engine/api"
 )
 
 // binSet is a set of binaries compiled once per test binary into a
@@ -194,6 +196,26 @@ func (r *replica) waitHealthy(ctx context.Context, t testing.TB) {
 		case <-ctx.Done():
 			t.Fatalf("%s never served /healthz", r.name)
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitWorkers polls GET /v1/workers until it lists n workers and returns
+// that list.
+func (r *replica) waitWorkers(ctx context.Context, t testing.TB, n int) api.WorkerList {
+	t.Helper()
+	for {
+		var list api.WorkerList
+		if _, err := r.do(ctx, http.MethodGet, "/v1/workers", nil, &list); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Workers) == n {
+			return list
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("workers listed: %+v, want %d", list.Workers, n)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

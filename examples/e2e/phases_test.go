@@ -58,20 +58,7 @@ func TestLargeResultsLabelsAndPartials(t *testing.T) {
 	worker("plain-1")
 	worker("eu-1", "--label", "zone=eu")
 
-	var list api.WorkerList
-	for {
-		if _, err := srv.do(ctx, http.MethodGet, "/v1/workers", nil, &list); err != nil {
-			t.Fatal(err)
-		}
-		if len(list.Workers) == 2 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("workers listed: %+v", list.Workers)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	list := srv.waitWorkers(ctx, t, 2)
 	for _, w := range list.Workers {
 		if w.Slots != 2 || (w.ID == "eu-1") != (w.Labels["zone"] == "eu") {
 			t.Fatalf("worker %+v", w)
