@@ -3,6 +3,8 @@ package jsonnum
 import (
 	"bytes"
 	"errors"
+
+	"github.com/cursorflow/cursorflow/internal/jsonvalid"
 )
 
 // errNotPlain is Members' answer to input it does not read: the caller
@@ -19,13 +21,13 @@ var errNotPlain = errors.New("jsonnum: not a plain JSON object")
 // for a member it could not read whole. fn's error stops it and is
 // returned.
 func Members(data []byte, fn func(key string, value []byte) error) error {
-	i := skipSpace(data, 0)
+	i := jsonvalid.Space(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return errNotPlain
 	}
-	i = skipSpace(data, i+1)
+	i = jsonvalid.Space(data, i+1)
 	if i < len(data) && data[i] == '}' {
-		if skipSpace(data, i+1) != len(data) {
+		if jsonvalid.Space(data, i+1) != len(data) {
 			return errNotPlain
 		}
 		return nil
@@ -39,11 +41,11 @@ func Members(data []byte, fn func(key string, value []byte) error) error {
 			return errNotPlain
 		}
 		key := string(data[i+1 : i+1+end])
-		i = skipSpace(data, i+2+end)
+		i = jsonvalid.Space(data, i+2+end)
 		if i >= len(data) || data[i] != ':' {
 			return errNotPlain
 		}
-		i = skipSpace(data, i+1)
+		i = jsonvalid.Space(data, i+1)
 		j, ok := skipValue(data, i)
 		if !ok {
 			return errNotPlain
@@ -51,15 +53,15 @@ func Members(data []byte, fn func(key string, value []byte) error) error {
 		if err := fn(key, data[i:j]); err != nil {
 			return err
 		}
-		i = skipSpace(data, j)
+		i = jsonvalid.Space(data, j)
 		if i >= len(data) {
 			return errNotPlain
 		}
 		switch data[i] {
 		case ',':
-			i = skipSpace(data, i+1)
+			i = jsonvalid.Space(data, i+1)
 		case '}':
-			if skipSpace(data, i+1) != len(data) {
+			if jsonvalid.Space(data, i+1) != len(data) {
 				return errNotPlain
 			}
 			return nil
@@ -67,18 +69,6 @@ func Members(data []byte, fn func(key string, value []byte) error) error {
 			return errNotPlain
 		}
 	}
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) {
-		switch data[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
 }
 
 // skipValue returns the end of the JSON value at data[i:], matching

@@ -3,6 +3,8 @@ package jsonnum
 import (
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/cursorflow/cursorflow/internal/jsonvalid"
 )
 
 // decodePlain parses data as Decode does, without encoding/json's
@@ -30,16 +32,7 @@ type plainParser struct {
 // left to it.
 const maxPlainDepth = 500
 
-func (p *plainParser) space() {
-	for p.i < len(p.data) {
-		switch p.data[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+func (p *plainParser) space() { p.i = jsonvalid.Space(p.data, p.i) }
 
 func (p *plainParser) literal(word string, v any) (any, bool) {
 	if len(p.data)-p.i < len(word) || string(p.data[p.i:p.i+len(word)]) != word {

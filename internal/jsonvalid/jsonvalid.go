@@ -17,7 +17,7 @@ func Valid(data []byte) bool {
 	var buf [64]byte
 	stack := buf[:0] // the open containers: '{' or '['
 	n := len(data)
-	i := space(data, 0)
+	i := Space(data, 0)
 	for {
 		// A value starts at i.
 		if i >= n {
@@ -29,7 +29,7 @@ func Valid(data []byte) bool {
 				return false
 			}
 			stack = append(stack, c)
-			i = space(data, i+1)
+			i = Space(data, i+1)
 			if i < n && data[i] == c+2 { // '}' or ']'
 				stack = stack[:len(stack)-1]
 				i++
@@ -71,7 +71,7 @@ func Valid(data []byte) bool {
 		// A value ended at i: close what it ends, or go on to the next
 		// element.
 		for {
-			i = space(data, i)
+			i = Space(data, i)
 			if len(stack) == 0 {
 				return i == n
 			}
@@ -87,7 +87,7 @@ func Valid(data []byte) bool {
 			if data[i] != ',' {
 				return false
 			}
-			i = space(data, i+1)
+			i = Space(data, i+1)
 			if top == '{' {
 				var ok bool
 				if i, ok = member(data, i); !ok {
@@ -109,14 +109,16 @@ func member(data []byte, i int) (int, bool) {
 	if !ok {
 		return i, false
 	}
-	i = space(data, i)
+	i = Space(data, i)
 	if i >= len(data) || data[i] != ':' {
 		return i, false
 	}
-	return space(data, i+1), true
+	return Space(data, i+1), true
 }
 
-func space(data []byte, i int) int {
+// Space returns the index of the first byte of data at or after i that
+// is not JSON whitespace (len(data) if there is none).
+func Space(data []byte, i int) int {
 	for i < len(data) {
 		switch data[i] {
 		case ' ', '\t', '\n', '\r':
