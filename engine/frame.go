@@ -157,10 +157,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			if closed(cancelled) {
 				// Cancelled before the frame started: its rows go back
 				// uncommitted.
-				if err := settle(claim.Abort); err != nil {
-					w.logger().Warn("cursor: aborting a claim made ahead failed; the source's rollback takes the rows back",
-						"step", cmd.Step, "command_id", cmd.ID, "rows", len(rows), "error", err)
-				}
+				w.giveBack(settle, claim, cmd, len(rows), abortAheadFailed)
 				p.Cancelled, p.Released = true, len(rows)
 				return nil, done(p)
 			}
@@ -185,10 +182,8 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			// source undoes (rolled back, or handed back by its lease), and a
 			// re-issued frame resumes with exactly the recorded rows.
 			if err := w.report(ctx, rep, cmd, eventlog.TypeFrameClaimed, frameClaimedPayload{Rows: rows}); err != nil {
-				if aerr := settle(claim.Abort); aerr != nil {
-					w.logger().Warn("cursor: aborting a claim that could not be recorded failed; the source's rollback or lease takes the rows back",
-						"step", cmd.Step, "command_id", cmd.ID, "rows", len(rows), "error", aerr)
-				}
+				w.giveBack(settle, claim, cmd, len(rows),
+					"cursor: aborting a claim that could not be recorded failed; the source's rollback or lease takes the rows back")
 				return nil, err
 			}
 		}
@@ -321,6 +316,19 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	return nil, done(p)
 }
 
+// abortAheadFailed is the warning of a claim made ahead that could not be
+// aborted: only transactional sources chain, so their rollback takes the
+// rows back.
+const abortAheadFailed = "cursor: aborting a claim made ahead failed; the source's rollback takes the rows back"
+
+// giveBack aborts claim, n rows claimed for cmd, and logs warning if the
+// abort fails.
+func (w *Worker) giveBack(settle func(func(context.Context) error) error, claim *cursor.Claim, cmd *Command, n int, warning string) {
+	if err := settle(claim.Abort); err != nil {
+		w.logger().Warn(warning, "step", cmd.Step, "command_id", cmd.ID, "rows", n, "error", err)
+	}
+}
+
 // frameRowsOf is what a frame records of its claimed rows.
 func frameRowsOf(claimed []cursor.Row) []FrameRow {
 	rows := make([]FrameRow, len(claimed))
@@ -367,10 +375,7 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 	ncmd, err := cr.ReportChained(ctx, w.event(ctx, cmd, eventlog.TypeFrameDone, p), reportJSON(ctx, frameClaimedPayload{Rows: rows}))
 	stop()
 	if err != nil || ncmd == nil {
-		if aerr := settle(claim.Abort); aerr != nil {
-			w.logger().Warn("cursor: aborting a claim made ahead failed; the source's rollback takes the rows back",
-				"step", cmd.Step, "command_id", cmd.ID, "rows", len(rows), "error", aerr)
-		}
+		w.giveBack(settle, claim, cmd, len(rows), abortAheadFailed)
 		switch {
 		case err == nil:
 			return nil, true, nil // recorded; the slot has no next frame
