@@ -99,3 +99,22 @@ func TestPayloadAppendersAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestNextFrameAfter: the next frame's id read from a frame command's id
+// is the one nextFrameID builds from the command, at any attempt of it,
+// and an id that is not a frame's has none.
+func TestNextFrameAfter(t *testing.T) {
+	for _, c := range []*Command{{Run: "start#1", Slot: 0, Frame: 1}, {Run: "drain.f#12", Slot: 7, Frame: 41}} {
+		for _, attempt := range []int{1, 3} {
+			id := commandID(frameBase(c.Run, c.Slot, c.Frame), attempt)
+			if got, ok := nextFrameAfter(id, c.Frame); !ok || got != nextFrameID(c) {
+				t.Fatalf("nextFrameAfter(%q) = %q, %v; want %q", id, got, ok, nextFrameID(c))
+			}
+		}
+	}
+	for _, id := range []string{"start#1@1", "no-attempt"} {
+		if got, ok := nextFrameAfter(id, 1); ok {
+			t.Fatalf("nextFrameAfter(%q) = %q, want none", id, got)
+		}
+	}
+}

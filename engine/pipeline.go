@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -382,12 +380,10 @@ func (o *orchestrator) chainRecorded(ex *execution, done eventlog.Event, c *chai
 	if done.Type != eventlog.TypeFrameDone {
 		return false
 	}
-	base, _, ok := splitCommandID(done.CommandID)
-	i := strings.LastIndex(base, ".f")
-	if !ok || i < 0 {
+	next, ok := nextFrameAfter(done.CommandID, done.Frame)
+	if !ok {
 		return false
 	}
-	next := commandID(base[:i]+".f"+strconv.Itoa(done.Frame+1), 1)
 	cs := ex.state.current(eventlog.Event{CommandID: next})
 	var claimed frameClaimedRaw
 	if cs == nil || cs.Kind != KindFrame || len(cs.rows) == 0 || decode(eventlog.Event{Payload: c.claimed}, &claimed) != nil ||

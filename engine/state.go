@@ -190,6 +190,18 @@ func nextFrameID(cmd *Command) string {
 	return commandID(frameBase(cmd.Run, cmd.Slot, cmd.Frame+1), 1)
 }
 
+// nextFrameAfter is nextFrameID from a frame command's id (any attempt)
+// and its frame number, for a command no longer in the state; ok is false
+// for an id that is not a frame's.
+func nextFrameAfter(id string, frame int) (string, bool) {
+	base, _, ok := splitCommandID(id)
+	i := strings.LastIndex(base, ".f")
+	if !ok || i < 0 {
+		return "", false
+	}
+	return commandID(base[:i]+".f"+strconv.Itoa(frame+1), 1), true
+}
+
 // splitCommandID splits "base@attempt".
 func splitCommandID(id string) (base string, attempt int, ok bool) {
 	i := strings.LastIndexByte(id, '@')
