@@ -366,8 +366,11 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 		b.events = append(b.events, decided...)
 		touch(id)
 	}
-	for _, c := range chains {
-		o.chainClaim(b, from, c, now)
+	if len(chains) > 0 {
+		issued := issuedFrames(b.events[from:], from)
+		for _, c := range chains {
+			o.chainClaim(b, issued, c, now)
+		}
 	}
 	b.events = o.resumeAwaiting(b.events, from, now, touch)
 }
@@ -403,40 +406,66 @@ type pendingChain struct {
 	req  *chainRequest
 }
 
+// frameSlot names a cursor loop's slot in one execution.
+type frameSlot struct {
+	execution, loop string
+	slot            int
+}
+
+// issuedFrames indexes the fresh frame commands (to be claimed, not
+// settling recorded rows) that events, the fold's decisions starting at
+// index from of the batch, issue: by slot, the batch index of the first.
+// Each payload is decoded once, however many chained reports the fold
+// holds.
+func issuedFrames(events []eventlog.Event, from int) map[frameSlot]int {
+	out := map[frameSlot]int{}
+	for i, ev := range events {
+		if ev.Type != eventlog.TypeCommandIssued {
+			continue
+		}
+		var p issuedPayload
+		if decode(ev, &p) != nil || p.Kind != KindFrame || p.Settle != "" || len(p.Rows) > 0 {
+			continue
+		}
+		k := frameSlot{ev.ExecutionID, ev.LoopID, p.Slot}
+		if _, ok := out[k]; !ok {
+			out[k] = from + i
+		}
+	}
+	return out
+}
+
 // chainClaim records a worker's claim ahead (c) if the fold issued the
-// next frame of the reported frame's slot: a frame.claimed under that
-// command follows its command.issued in b, and the command goes to the
-// worker instead of the dispatcher once the batch is recorded. Otherwise
-// nothing is recorded and the worker gives the rows back.
-func (o *orchestrator) chainClaim(b *batch, from int, c pendingChain, now time.Time) {
+// next frame of the reported frame's slot (issued, see issuedFrames): a
+// frame.claimed under that command follows its command.issued in b, and
+// the command goes to the worker instead of the dispatcher once the batch
+// is recorded. Otherwise nothing is recorded and the worker gives the
+// rows back.
+func (o *orchestrator) chainClaim(b *batch, issued map[frameSlot]int, c pendingChain, now time.Time) {
 	ex := o.execs[c.done.ExecutionID]
 	if ex == nil || ex.state.Status != StatusRunning || c.req.slot < 0 {
 		return
 	}
-	for i := from; i < len(b.events); i++ {
-		ev := b.events[i]
-		if ev.Type != eventlog.TypeCommandIssued || ev.ExecutionID != c.done.ExecutionID || ev.LoopID != c.done.LoopID || b.chained[i] != nil {
-			continue
-		}
-		var p issuedPayload
-		if decode(ev, &p) != nil || p.Kind != KindFrame || p.Slot != c.req.slot || p.Settle != "" || len(p.Rows) > 0 {
-			continue
-		}
-		claimed := eventlog.Event{
-			ExecutionID: ev.ExecutionID, Type: eventlog.TypeFrameClaimed, Step: ev.Step, LoopID: ev.LoopID,
-			CommandID: ev.CommandID, Attempt: ev.Attempt, Frame: ev.Frame, WorkerID: c.done.WorkerID,
-			Time: now, Payload: c.req.claimed,
-		}
-		if !ex.state.Accepts(claimed) || ex.state.Apply(claimed) != nil {
-			return
-		}
-		b.events = append(b.events, claimed)
-		if b.chained == nil {
-			b.chained = map[int]*chainRequest{}
-		}
-		b.chained[i] = c.req
+	k := frameSlot{c.done.ExecutionID, c.done.LoopID, c.req.slot}
+	i, ok := issued[k]
+	if !ok {
 		return
 	}
+	delete(issued, k) // one claim per command
+	ev := b.events[i]
+	claimed := eventlog.Event{
+		ExecutionID: ev.ExecutionID, Type: eventlog.TypeFrameClaimed, Step: ev.Step, LoopID: ev.LoopID,
+		CommandID: ev.CommandID, Attempt: ev.Attempt, Frame: ev.Frame, WorkerID: c.done.WorkerID,
+		Time: now, Payload: c.req.claimed,
+	}
+	if !ex.state.Accepts(claimed) || ex.state.Apply(claimed) != nil {
+		return
+	}
+	b.events = append(b.events, claimed)
+	if b.chained == nil {
+		b.chained = map[int]*chainRequest{}
+	}
+	b.chained[i] = c.req
 }
 
 // seal sends the next batch to the log: the stored values its decisions
