@@ -48,36 +48,23 @@ func Bench(b *testing.B, newLog func(b *testing.B) eventlog.Log) {
 	report := func(b *testing.B, events int64) {
 		b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	}
-	b.Run("frame", func(b *testing.B) {
-		l := newLog(b)
-		f := newFrames(ExecutionID("bench-frame"), 1)
-		for b.Loop() {
-			if !f.cycle(b, l) {
-				b.FailNow()
+	// frameRuns runs cycle, which appends one frame of every one of slots
+	// slots (3 events each), once per op.
+	frameRuns := func(name, exec string, slots int, cycle func(*frames, *testing.B, eventlog.Log) bool) {
+		b.Run(name, func(b *testing.B) {
+			l := newLog(b)
+			f := newFrames(ExecutionID(exec), slots)
+			for b.Loop() {
+				if !cycle(f, b, l) {
+					b.FailNow()
+				}
 			}
-		}
-		report(b, 3*int64(b.N))
-	})
-	b.Run("frame-chained", func(b *testing.B) {
-		l := newLog(b)
-		f := newFrames(ExecutionID("bench-chained"), 1)
-		for b.Loop() {
-			if !f.chainedCycle(b, l) {
-				b.FailNow()
-			}
-		}
-		report(b, 3*int64(b.N))
-	})
-	b.Run("frame-group8", func(b *testing.B) {
-		l := newLog(b)
-		f := newFrames(ExecutionID("bench-group"), 8)
-		for b.Loop() {
-			if !f.cycle(b, l) {
-				b.FailNow()
-			}
-		}
-		report(b, 24*int64(b.N))
-	})
+			report(b, 3*int64(slots)*int64(b.N))
+		})
+	}
+	frameRuns("frame", "bench-frame", 1, (*frames).cycle)
+	frameRuns("frame-chained", "bench-chained", 1, (*frames).chainedCycle)
+	frameRuns("frame-group8", "bench-group", 8, (*frames).cycle)
 	b.Run("frame-exec8", func(b *testing.B) {
 		l := newLog(b)
 		const execs = 8
