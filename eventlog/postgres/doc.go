@@ -8,7 +8,9 @@
 // under a pg_advisory_lock, recording them in schema_version. The tables:
 //
 //   - events: one row per event, PRIMARY KEY (execution_id, seq), id from
-//     a sequence, payload and meta as jsonb, and UNIQUE partial indexes on
+//     a sequence, payload and meta as json (the bytes appended, returned
+//     as they were; compressed with lz4 where the server has it), and
+//     UNIQUE partial indexes on
 //     (execution_id, command_id) WHERE type = 'command.issued' and on
 //     (execution_id, loop_id) WHERE type = 'loop.done' and WHERE type =
 //     'loop.fanin.completed'.

@@ -16,14 +16,16 @@ import (
 var migrationFiles embed.FS
 
 // migrations returns the embedded migrations, ordered by version, with
-// {{schema}} replaced by the quoted schema name.
+// {{schema}} replaced by the quoted schema name and {{schema_literal}} by
+// that name as a string literal (for statements built in PL/pgSQL).
 func migrations(schema string) ([]sqllog.Migration, error) {
 	ms, err := sqllog.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
 	}
+	literal := "'" + strings.ReplaceAll(schema, "'", "''") + "'"
 	for i := range ms {
-		ms[i].SQL = strings.ReplaceAll(ms[i].SQL, "{{schema}}", schema)
+		ms[i].SQL = strings.NewReplacer("{{schema}}", schema, "{{schema_literal}}", literal).Replace(ms[i].SQL)
 	}
 	return ms, nil
 }

@@ -58,7 +58,7 @@ func newStatements(schema string) statements {
 			INSERT INTO %[1]s.events (execution_id, seq, type, step, command_id, loop_id, frame, attempt,
 				worker_id, payload, meta, time)
 			SELECT execution_id, seq, type, nullif(step, ''), nullif(command_id, ''), nullif(loop_id, ''),
-				frame, attempt, nullif(worker_id, ''), nullif(payload, '')::jsonb, nullif(meta, '')::jsonb, at
+				frame, attempt, nullif(worker_id, ''), nullif(payload, '')::json, nullif(meta, '')::json, at
 			FROM numbered WHERE NOT dup ORDER BY ord
 			RETURNING id, execution_id, seq, type, time
 		), agg AS (

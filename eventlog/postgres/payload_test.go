@@ -1,0 +1,152 @@
+package postgres_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
+)
+
+// The log hands back a payload's bytes as they were appended, as the
+// SQLite and in-memory logs do: key order, spacing, duplicate keys,
+// number spellings and \u0000 (which jsonb refused) survive.
+func TestPayloadComesBackVerbatim(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := testPool(t)
+	l := newLog(t, pool, randomSchema(t, pool))
+	exec := logtest.ExecutionID("verbatim")
+	payloads := []string{
+		`{"z":1,  "a":[1.50, 2e3, -0.0],"a":"twice"}`,
+		` {"nul":"a\u0000b", "esc":"\u00e9\n"} `,
+		`12.500`,
+	}
+	var batch []eventlog.Event
+	for _, p := range payloads {
+		batch = append(batch, eventlog.Event{ExecutionID: exec, Type: eventlog.TypeStepCompleted, Step: "s",
+			Payload: json.RawMessage(p), Meta: json.RawMessage(p)})
+	}
+	if _, err := l.Append(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := l.Read(ctx, exec, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != len(payloads) {
+		t.Fatalf("read %d events, want %d", len(evs), len(payloads))
+	}
+	for i, e := range evs {
+		if string(e.Payload) != payloads[i] || string(e.Meta) != payloads[i] {
+			t.Errorf("event %d: payload %q meta %q, want %q", i, e.Payload, e.Meta, payloads[i])
+		}
+	}
+}
+
+// A schema made by the migrations before 0004, with jsonb payloads and
+// events in it, upgrades in place when a log opens it: its events read
+// back as JSON of the same value, and new appends go on from its seq.
+func TestUpgradeFromJSONB(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := testPool(t)
+	schema := randomSchema(t, pool)
+	quoted := pgx.Identifier{schema}.Sanitize()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+quoted+"; CREATE TABLE "+quoted+
+		".schema_version (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+		pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	for v, name := range []string{"0001_init", "0002_snapshots", "0003_fanin"} {
+		b, err := os.ReadFile(filepath.Join("migrations", name+".sql"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, strings.ReplaceAll(string(b), "{{schema}}", quoted), pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := pool.Exec(ctx, "INSERT INTO "+quoted+".schema_version (version, name) VALUES ($1, $2)", v+1, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec := logtest.ExecutionID("upgrade")
+	if _, err := pool.Exec(ctx, "INSERT INTO "+quoted+`.events (execution_id, seq, type, payload, meta, time)
+		VALUES ($1, 1, 'execution.started', '{"b": [1, 2.50], "a": "x"}', '{"trace": "t"}', now());
+		`, exec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+quoted+".executions (execution_id, last_seq, started) VALUES ($1, 1, true)", exec); err != nil {
+		t.Fatal(err)
+	}
+
+	l := newLog(t, pool, schema)
+	var kind string
+	if err := pool.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attname = 'payload'`, quoted+".events").Scan(&kind); err != nil || kind != "json" {
+		t.Fatalf("payload column is %q (%v) after the upgrade, want json", kind, err)
+	}
+	res, err := l.Append(ctx, []eventlog.Event{{ExecutionID: exec, Type: eventlog.TypeStepStarted, Step: "s", Payload: json.RawMessage(`{"n": 1}`)}})
+	if err != nil || res[0].Seq != 2 {
+		t.Fatalf("append after the upgrade = %+v, %v; want seq 2", res, err)
+	}
+	evs, err := l.Read(ctx, exec, 0, 0)
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("read %d events, %v; want 2", len(evs), err)
+	}
+	var old, want any
+	if err := json.Unmarshal(evs[0].Payload, &old); err != nil {
+		t.Fatalf("old payload %q: %v", evs[0].Payload, err)
+	}
+	_ = json.Unmarshal([]byte(`{"a":"x","b":[1,2.5]}`), &want)
+	if !jsonSame(old, want) || !bytes.Equal(evs[1].Payload, []byte(`{"n": 1}`)) {
+		t.Fatalf("payloads after the upgrade: %s, %s", evs[0].Payload, evs[1].Payload)
+	}
+}
+
+// jsonSame compares two decoded JSON values.
+func jsonSame(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// Where the server has lz4, the migration sets it on payload and meta.
+func TestPayloadCompressionLZ4(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := testPool(t)
+	schema := randomSchema(t, pool)
+	newLog(t, pool, schema)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, lz4Err := tx.Exec(ctx, "SET LOCAL default_toast_compression = lz4")
+	_ = tx.Rollback(ctx)
+	if lz4Err != nil {
+		t.Skipf("this server has no lz4 (%v): the columns keep pglz", lz4Err)
+	}
+	rows, err := pool.Query(ctx, `SELECT attname, attcompression::text FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attname IN ('payload', 'meta') ORDER BY attname`, pgx.Identifier{schema}.Sanitize()+".events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var name, c string
+		err := r.Scan(&name, &c)
+		return name + ":" + c, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != "meta:l payload:l" {
+		t.Fatalf("column compression %v, want lz4 (l) on meta and payload", got)
+	}
+}
