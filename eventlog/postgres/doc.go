@@ -18,6 +18,10 @@
 //     id and time, whether it began with execution.started, and its
 //     terminal type; Append maintains it.
 //
+// Migration 0004 turned payload and meta from jsonb into json: on a log
+// made before it, the first Open of the new version rewrites events once,
+// holding its table lock meanwhile, so upgrade a large log at a quiet time.
+//
 // events can be hash- or range-partitioned by execution_id (or by time,
 // added to the keys) because every unique index includes execution_id;
 // the append statement does not change.
