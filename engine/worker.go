@@ -401,13 +401,18 @@ func (cs *chainState) carry() map[string]any {
 	return m
 }
 
+// chainFromCarry restores a pipeline's state from the carry of a retry or
+// an awaited sub-playbook (nil: a fresh pipeline).
 func chainFromCarry(carry map[string]any) chainState {
-	var cs chainState
-	if carry != nil {
-		b, _ := json.Marshal(carry)
-		_ = json.Unmarshal(b, &cs)
+	if carry == nil {
+		// Every row of a frame starts here without a carry; decoding into
+		// a local would move it to the heap for them too.
+		return chainState{}
 	}
-	return cs
+	cs := new(chainState)
+	b, _ := json.Marshal(carry)
+	_ = json.Unmarshal(b, cs)
+	return *cs
 }
 
 // awaitOf returns the *tools.AwaitExecution in err's chain, if any.
