@@ -23,9 +23,9 @@ func migrations(schema string) ([]sqllog.Migration, error) {
 	if err != nil {
 		return nil, err
 	}
-	literal := "'" + strings.ReplaceAll(schema, "'", "''") + "'"
+	fill := strings.NewReplacer("{{schema}}", schema, "{{schema_literal}}", "'"+strings.ReplaceAll(schema, "'", "''")+"'")
 	for i := range ms {
-		ms[i].SQL = strings.NewReplacer("{{schema}}", schema, "{{schema_literal}}", literal).Replace(ms[i].SQL)
+		ms[i].SQL = fill.Replace(ms[i].SQL)
 	}
 	return ms, nil
 }
