@@ -118,9 +118,9 @@ func seqRange(from, to int64) []int64 {
 	return out
 }
 
-// jsonEqual compares two JSON documents by value (key order and spacing do
+// JSONEqual compares two JSON documents by value (key order and spacing do
 // not matter); two empty documents are equal.
-func jsonEqual(a, b json.RawMessage) bool {
+func JSONEqual(a, b json.RawMessage) bool {
 	if len(a) == 0 || len(b) == 0 {
 		return len(a) == len(b)
 	}
@@ -189,10 +189,10 @@ func testRoundTrip(t *testing.T, l eventlog.Log) {
 			g.LoopID != w.LoopID || g.Frame != w.Frame || g.Attempt != w.Attempt || g.WorkerID != w.WorkerID {
 			t.Errorf("event %d fields = %+v, want %+v", i, g, w)
 		}
-		if !jsonEqual(g.Payload, w.Payload) {
+		if !JSONEqual(g.Payload, w.Payload) {
 			t.Errorf("event %d payload = %s, want %s", i, g.Payload, w.Payload)
 		}
-		if !jsonEqual(g.Meta, w.Meta) {
+		if !JSONEqual(g.Meta, w.Meta) {
 			t.Errorf("event %d meta = %s, want %s", i, g.Meta, w.Meta)
 		}
 		if !w.Time.IsZero() && !g.Time.Equal(w.Time) {
@@ -210,7 +210,7 @@ func testRoundTrip(t *testing.T, l eventlog.Log) {
 	if len(got[0].Payload) > 0 {
 		got[0].Payload[0] = 'X'
 		again := mustRead(t, l, exec, 0, 1)
-		if !jsonEqual(again[0].Payload, in[0].Payload) {
+		if !JSONEqual(again[0].Payload, in[0].Payload) {
 			t.Errorf("mutating a read payload changed the log: %s", again[0].Payload)
 		}
 	}
