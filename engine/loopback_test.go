@@ -2,15 +2,9 @@ package engine_test
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"testing"
 	"time"
 
-	_ "modernc.org/sqlite"
-
-	"github.com/cursorflow/cursorflow/cursor"
-	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/tools"
@@ -21,17 +15,9 @@ import (
 // loop.done, draining only what its own claim selects.
 func TestLoopBackStartsAFreshCursorLoop(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "queue.db")
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE jobs (id INTEGER PRIMARY KEY, round INTEGER, status TEXT DEFAULT 'pending', done_by TEXT);
+	db, path := sqliteQueue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, round INTEGER, status TEXT DEFAULT 'pending', done_by TEXT);
 		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 30)
-		INSERT INTO jobs (id, round) SELECT i, 1 + (i - 1) / 10 FROM s`); err != nil {
-		t.Fatal(err)
-	}
+		INSERT INTO jobs (id, round) SELECT i, 1 + (i - 1) / 10 FROM s`)
 	rec := &recorder{}
 	reg := tools.NewRegistry()
 	reg.MustRegister("rec", rec.tool())
@@ -43,16 +29,7 @@ func TestLoopBackStartsAFreshCursorLoop(t *testing.T) {
 		}
 		return out, nil
 	}))
-	cursors := cursor.NewRegistry()
-	_ = cursors.Register("sqlite", sqlitedriver.New(sqlitedriver.Config{}))
-	defer cursors.Close()
-	log := eventlog.NewMemory()
-	e, err := engine.New(engine.Config{Log: log, Tools: reg, Cursors: cursors, Tick: 5 * time.Millisecond,
-		Keychain: tools.StaticURLs(map[string]string{"q": path})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, log := sqliteEngine(t, path, reg)
 	src := header + `
 workflow:
   - step: start

@@ -2,18 +2,11 @@ package engine_test
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	_ "modernc.org/sqlite"
-
-	"github.com/cursorflow/cursorflow/cursor"
-	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/engine"
-	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -26,17 +19,9 @@ import (
 func TestRowConcurrencyBoundsTheRowsRunningAtOnce(t *testing.T) {
 	t.Parallel()
 	const rows, conc = 40, 3
-	path := filepath.Join(t.TempDir(), "queue.db")
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
+	db, path := sqliteQueue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
 		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 40)
-		INSERT INTO jobs (id) SELECT i FROM s`); err != nil {
-		t.Fatal(err)
-	}
+		INSERT INTO jobs (id) SELECT i FROM s`)
 	var (
 		mu                 sync.Mutex
 		running, peak, ran int
@@ -64,16 +49,7 @@ func TestRowConcurrencyBoundsTheRowsRunningAtOnce(t *testing.T) {
 		}
 		return tools.Output{Status: tools.StatusSuccess}, nil
 	}))
-	cursors := cursor.NewRegistry()
-	_ = cursors.Register("sqlite", sqlitedriver.New(sqlitedriver.Config{}))
-	defer cursors.Close()
-	log := eventlog.NewMemory()
-	e, err := engine.New(engine.Config{Log: log, Tools: reg, Cursors: cursors, Tick: 5 * time.Millisecond,
-		Keychain: tools.StaticURLs(map[string]string{"q": path})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, _ := sqliteEngine(t, path, reg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	id, err := e.Start(ctx, []byte(header+`

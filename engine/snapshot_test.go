@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,8 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/cursorflow/cursorflow/clock"
-	"github.com/cursorflow/cursorflow/cursor"
-	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/logtest"
@@ -150,28 +147,11 @@ workflow:`+paginatedStep("start", "append", ""), nil)
 	}
 	out["stored"] = h
 
-	path := filepath.Join(t.TempDir(), "queue.db")
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
-		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 25) INSERT INTO jobs (id) SELECT i FROM s`); err != nil {
-		t.Fatal(err)
-	}
-	cursors := cursor.NewRegistry()
-	_ = cursors.Register("sqlite", sqlitedriver.New(sqlitedriver.Config{}))
-	defer cursors.Close()
+	_, path := sqliteQueue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
+		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 25) INSERT INTO jobs (id) SELECT i FROM s`)
 	reg := tools.NewRegistry()
 	reg.MustRegister("rec", (&recorder{}).tool())
-	log := eventlog.NewMemory()
-	e, err := engine.New(engine.Config{Log: log, Tools: reg, Cursors: cursors, Tick: 5 * time.Millisecond,
-		Keychain: tools.StaticURLs(map[string]string{"q": path})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e, log := sqliteEngine(t, path, reg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id, err := e.Start(ctx, []byte(header+`
