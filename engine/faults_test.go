@@ -145,6 +145,64 @@ func TestFailedReloadKeepsNoUnsavedDecision(t *testing.T) {
 	}
 }
 
+// TestStoredIssueReportedFailedIsDispatchedOnReload: the append that
+// issues the second step stores it but answers with an error, every time
+// it is tried (a connection dropped before the reply). The execution is
+// reloaded from the log, finds the command in flight and sends it to its
+// worker at once, as the append would have: the step runs once, as its
+// first attempt, with no lease to wait out. Before, the stored command
+// waited for its lease to expire, each expiry counted against the step as
+// if a worker had lost it, and three such appends failed the step with
+// "lease expired 3 times" although no worker ever saw it.
+func TestStoredIssueReportedFailedIsDispatchedOnReload(t *testing.T) {
+	t.Parallel()
+	issuesSecond := func(c faultlog.Call) bool {
+		for _, ev := range c.Events {
+			if ev.Type == eventlog.TypeCommandIssued && ev.Step == "second" {
+				return true
+			}
+		}
+		return false
+	}
+	// In process, and through a durable dispatcher whose worker runs what
+	// it is sent once (the lease does not time out in a NATS consumer).
+	for _, durable := range []bool{false, true} {
+		t.Run(map[bool]string{false: "inproc", true: "durable"}[durable], func(t *testing.T) {
+			t.Parallel()
+			fl := faultlog.New(eventlog.NewMemory())
+			fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Match: issuesSecond, AfterCommit: true})
+			// The lease outlasts the run: only the reload can get the
+			// command to its worker.
+			cfg := engine.Config{Log: fl, CommandLease: time.Hour}
+			var d *onceDispatcher
+			var eng *engine.Engine
+			if durable {
+				d = &onceDispatcher{eng: func() *engine.Engine { return eng }}
+				cfg.Dispatcher = d
+			}
+			b := setupWith(t, cfg)
+			eng = b.eng
+			sum, evs := runPlaybook(t, b.eng, fl, twoSteps, engine.StartOptions{}, 20*time.Second)
+			defer dumpOnFail(t, evs)
+			if sum.Status != engine.StatusCompleted || b.rec.count("second") != 1 {
+				t.Fatalf("status %s, second ran %d times: %s", sum.Status, b.rec.count("second"), sum.Error)
+			}
+			var issued []string
+			for _, ev := range evs {
+				if ev.Type == eventlog.TypeCommandIssued && ev.Step == "second" {
+					issued = append(issued, ev.CommandID)
+				}
+			}
+			if len(issued) != 1 || fl.Hits(faultlog.OpAppend) != 1 {
+				t.Fatalf("second issued as %v after %d failed appends; want its first attempt only, one failed append", issued, fl.Hits(faultlog.OpAppend))
+			}
+			if d != nil && !reflect.DeepEqual(d.dispatched(), []string{"start#1@1", issued[0]}) {
+				t.Fatalf("dispatched %v, want start#1@1 and %s, once each", d.dispatched(), issued[0])
+			}
+		})
+	}
+}
+
 // TestExecutionsUnderLogFaults runs the engine's replay playbooks, a
 // parallel loop and a retry policy through a log that fails appends
 // (before and after they are stored), fails reads and is slow, and checks

@@ -135,6 +135,11 @@ const (
 type reload struct {
 	due     time.Time
 	backoff time.Duration
+	// issued holds the commands whose command.issued was in the failed
+	// append. None was dispatched; the log may hold them all the same (an
+	// append can fail after its commit), and the reload sends those it
+	// finds in flight, as the append would have.
+	issued []*Command
 }
 
 // orchestrator appends, folds, decides and dispatches. One goroutine runs
@@ -245,7 +250,11 @@ func (o *orchestrator) unload(id string, now time.Time, backoff time.Duration) {
 		return
 	}
 	delete(o.execs, id)
-	o.reloading[id] = &reload{due: now.Add(backoff), backoff: max(backoff, minReloadBackoff)}
+	r := &reload{due: now.Add(backoff), backoff: max(backoff, minReloadBackoff)}
+	if prev := o.reloading[id]; prev != nil {
+		r.issued = prev.issued
+	}
+	o.reloading[id] = r
 }
 
 // reloadDue loads again, from the log, the executions whose reload fell
@@ -266,7 +275,7 @@ func (o *orchestrator) reloadDue(ctx context.Context, now time.Time, touch func(
 		if err != nil {
 			next := min(r.backoff*2, maxReloadBackoff)
 			o.logger.Error("reload from the event log failed; retrying", "execution_id", id, "error", err, "retry_in", r.backoff)
-			o.reloading[id] = &reload{due: now.Add(r.backoff), backoff: next}
+			o.reloading[id] = &reload{due: now.Add(r.backoff), backoff: next, issued: r.issued}
 			continue
 		}
 		delete(o.reloading, id)
@@ -283,6 +292,11 @@ func (o *orchestrator) reloadDue(ctx context.Context, now time.Time, touch func(
 		lease := func(x *execution) { o.leaseInFlight(x, now); touch(x.state.ExecutionID) }
 		out = append(out, o.loadAwaited(ctx, ex, now, lease)...)
 		lease(ex)
+		for _, cmd := range r.issued {
+			if _, inFlight := ex.leases[cmd.ID]; inFlight {
+				o.dispatch.Dispatch(cmd)
+			}
+		}
 		o.logger.Info("execution reloaded from the event log", "execution_id", id, "in_flight", len(ex.leases))
 	}
 	return out

@@ -546,6 +546,14 @@ func (o *orchestrator) complete(b *batch) {
 			"error", b.err, "events", len(b.events), "executions", b.order)
 		err := fmt.Errorf("%w: event log: %w", ErrUnavailable, b.err)
 		o.abandon(b, err)
+		for i := range b.events {
+			// A chained command's worker holds its rows and sends its
+			// report again; the others wait for the reload.
+			sc := b.cmds[i]
+			if r := o.reloading[b.events[i].ExecutionID]; r != nil && sc.cmd != nil && b.chained[i] == nil {
+				r.issued = append(r.issued, sc.cmd)
+			}
+		}
 		if len(o.next.order) > 0 || !o.next.idle() {
 			o.logger.Warn("dropping the decisions made on the failed append", "executions", o.next.order)
 			o.abandon(o.next, err)
