@@ -269,7 +269,7 @@ func viaEngine(ctx context.Context, c config, logSchema, table string, m mode) (
 	}
 	src := []byte(playbook(c, table, m.kind))
 	var id string
-	r, err := measure(func() (int64, error) {
+	r, err := measure(c, func() (int64, error) {
 		var err error
 		if id, err = e.Start(ctx, src, engine.StartOptions{File: "bench.yaml"}); err != nil {
 			return 0, err

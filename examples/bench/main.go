@@ -70,6 +70,9 @@ type config struct {
 	nats         bool
 	heap         bool
 	heapSizes    []int
+	// server is the PostgreSQL server's CPU meter when it runs on this
+	// machine (else its zero value, which measures nothing).
+	server server
 }
 
 func main() {
@@ -177,11 +180,15 @@ func envOr(k, def string) string {
 
 // result is one mode's one run.
 type result struct {
-	n        int
-	seconds  float64
-	cpu      time.Duration
-	events   int64
-	peakHeap uint64
+	n       int
+	seconds float64
+	cpu     time.Duration
+	// serverCPU is the PostgreSQL server's CPU time over the run, when
+	// measured (serverOK).
+	serverCPU time.Duration
+	serverOK  bool
+	events    int64
+	peakHeap  uint64
 	// claimOpen holds each frame's claim-to-commit window in microseconds
 	// (engine runs: frame.done's claim_open_us).
 	claimOpen []int64
@@ -256,6 +263,12 @@ func open(ctx context.Context, c config) (*bench, func(), error) {
 		pool.Close()
 		return nil, nil, err
 	}
+	var pid int
+	if err := pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	c.server, _ = findServer(pid)
 	return &bench{c: c, pool: pool, schema: schema}, func() {
 		_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 		pool.Close()
@@ -281,7 +294,7 @@ func (b *bench) runOne(ctx context.Context, m mode, n int) (result, error) {
 	switch m.kind {
 	case "baseline-claim", "baseline-row", "baseline-frame":
 		body := strings.TrimPrefix(m.kind, "baseline-")
-		r, err = measure(func() (int64, error) { return 0, baseline(ctx, b.c, table, body) })
+		r, err = measure(b.c, func() (int64, error) { return 0, baseline(ctx, b.c, table, body) })
 	default:
 		r, err = viaEngine(ctx, b.c, b.schema+"_ev_"+tag, table, m)
 	}
@@ -311,6 +324,11 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "river: %s MaxWorkers=%d FetchCooldown=%s, river's defaults otherwise\n", riverVersion(), c.riverWorkers, cool)
 	}
+	if b.c.server.postmaster != 0 {
+		fmt.Fprintf(out, "PostgreSQL CPU: measured from /proc (postmaster pid %d and its processes)\n", b.c.server.postmaster)
+	} else {
+		fmt.Fprintln(out, "PostgreSQL CPU: not measured (the server is not a process this one can see in /proc)")
+	}
 	if c.nats {
 		fmt.Fprintf(out, "nats-frame: orchestrator over JetStream at %s, 2 workers of concurrency 8, each with its own registries and connections\n", c.natsURL)
 	}
@@ -328,8 +346,8 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 					return fmt.Errorf("%s N=%d run %d: %w", m.name, n, run+1, err)
 				}
 				res[m.name] = append(res[m.name], r)
-				fmt.Fprintf(out, "  run %d/%d N=%d %-20s %10s items/s %7.2fs cpu %6.1f µs/item peak live %6.1f MB\n",
-					run+1, c.runs, n, m.name, rateText(r.rate()), r.seconds, cpuPerItem(r), mb(r.peakHeap))
+				fmt.Fprintf(out, "  run %d/%d N=%d %-20s %10s items/s %7.2fs cpu %6.1f µs/item pg %6s µs/item peak live %6.1f MB\n",
+					run+1, c.runs, n, m.name, rateText(r.rate()), r.seconds, cpuPerItem(r), serverText(r), mb(r.peakHeap))
 			}
 		}
 		fmt.Fprintln(out)
@@ -339,24 +357,28 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 	fmt.Fprintln(out, "items/s, ratios, CPU: median [min–max] over the runs; every ratio is taken within one run, then summarised.")
 	fmt.Fprintln(out, "vs base: items/s over the same run's base (noop: baseline-claim; row: baseline-row; frame: baseline-frame;")
 	fmt.Fprintln(out, "         nats-frame: the in-process frame with the same event log). vs river: items/s over river's jobs/s.")
-	fmt.Fprintln(out, "CPU: this process's user+system time per item (PostgreSQL's own CPU is not in it). Peak live: largest")
-	fmt.Fprintln(out, "live heap after a GC over the runs. Claim open: per frame, from the claim returning rows to its commit.")
+	fmt.Fprintln(out, "CPU: this process's user+system time per item. PG CPU: the PostgreSQL server's, all its processes, per")
+	fmt.Fprintln(out, "item (whatever else the server did meanwhile included). Peak live: largest live heap after a GC over the")
+	fmt.Fprintln(out, "runs. Claim open: per frame, from the claim returning rows to its commit.")
 	return nil
 }
 
 func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]result) {
 	fmt.Fprintf(out, "N=%d, %d runs\n", n, c.runs)
-	fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %9s %11s %14s\n",
-		"mode", "items/s", "base", "vs base", "vs river", "CPU µs/item", "peak MB", "events/item", "claim open µs")
+	fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %9s %11s %14s\n",
+		"mode", "items/s", "base", "vs base", "vs river", "CPU µs/item", "PG CPU µs/item", "peak MB", "events/item", "claim open µs")
 	for _, m := range modes {
 		rs := res[m.name]
-		var rates, cpus, vsBase, vsRiver []float64
+		var rates, cpus, pgCPUs, vsBase, vsRiver []float64
 		var peak uint64
 		var events int64
 		var p50, p99 []float64
 		for i, r := range rs {
 			rates = append(rates, r.rate())
 			cpus = append(cpus, cpuPerItem(r))
+			if r.serverOK {
+				pgCPUs = append(pgCPUs, serverPerItem(r))
+			}
 			peak = max(peak, r.peakHeap)
 			events += r.events
 			if m.base != "" && len(res[m.base]) > i {
@@ -381,9 +403,9 @@ func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]r
 		if len(p50) > 0 {
 			claim = fmt.Sprintf("%.0f/%.0f", spreadOf(p50).med, spreadOf(p99).med)
 		}
-		fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %9.1f %11s %14s\n", m.name,
+		fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %9.1f %11s %14s\n", m.name,
 			spreadOf(rates).format(rateText), base, spreadOf(vsBase).format(ratioText), spreadOf(vsRiver).format(ratioText),
-			spreadOf(cpus).format(oneDecimal), mb(peak), epi, claim)
+			spreadOf(cpus).format(oneDecimal), spreadOf(pgCPUs).format(oneDecimal), mb(peak), epi, claim)
 	}
 }
 
@@ -440,11 +462,24 @@ func cpuPerItem(r result) float64 {
 	return float64(r.cpu.Microseconds()) / float64(max(r.n, 1))
 }
 
+// serverPerItem is the PostgreSQL server's CPU time per item of r.
+func serverPerItem(r result) float64 {
+	return float64(r.serverCPU.Microseconds()) / float64(max(r.n, 1))
+}
+
+// serverText is serverPerItem for a run line, "-" when not measured.
+func serverText(r result) string {
+	if !r.serverOK {
+		return "-"
+	}
+	return oneDecimal(serverPerItem(r))
+}
+
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // measure runs f, timing it, taking the process's CPU time and sampling the
 // peak live heap.
-func measure(f func() (int64, error)) (result, error) {
+func measure(c config, f func() (int64, error)) (result, error) {
 	runtime.GC()
 	var peak atomic.Uint64
 	stop := make(chan struct{})
@@ -469,12 +504,14 @@ func measure(f func() (int64, error)) (result, error) {
 			}
 		}
 	}()
+	srv0, ok0 := c.server.cpu()
 	cpu0 := cpuTime()
 	start := time.Now()
 	events, err := f()
 	secs := time.Since(start).Seconds()
 	cpu := cpuTime() - cpu0
+	srv1, ok1 := c.server.cpu()
 	close(stop)
 	wg.Wait()
-	return result{seconds: secs, cpu: cpu, events: events, peakHeap: peak.Load()}, err
+	return result{seconds: secs, cpu: cpu, serverCPU: srv1 - srv0, serverOK: ok0 && ok1, events: events, peakHeap: peak.Load()}, err
 }

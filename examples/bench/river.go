@@ -75,7 +75,7 @@ func riverBurnDown(ctx context.Context, c config, schema string, n int) (result,
 	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: n + 1,
 		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed}})
 	defer cancel()
-	r, err := measure(func() (int64, error) {
+	r, err := measure(c, func() (int64, error) {
 		if err := client.Start(ctx); err != nil {
 			return 0, err
 		}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"math"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -73,4 +77,91 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// server measures the CPU time of a PostgreSQL server that runs on this
+// machine: its postmaster and every process the postmaster forked,
+// running or already reaped. The zero value measures nothing.
+type server struct{ postmaster int }
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on Linux.
+const clockTicks = 100
+
+// findServer returns the server of the backend whose pid the server
+// reported (pg_backend_pid), if that backend is a postgres process on
+// this machine, as seen in this process's /proc. On another host, in
+// another pid namespace or without /proc, ok is false.
+func findServer(backendPID int) (s server, ok bool) {
+	st, ok := procStat(backendPID)
+	if !ok || st.comm != "postgres" {
+		return server{}, false
+	}
+	pm, ok := procStat(st.ppid)
+	if !ok || pm.comm != "postgres" {
+		return server{}, false
+	}
+	return server{postmaster: st.ppid}, true
+}
+
+// cpu returns the server's CPU time so far: the postmaster's own, that of
+// its reaped children, and that of its live ones.
+func (s server) cpu() (time.Duration, bool) {
+	if s.postmaster == 0 {
+		return 0, false
+	}
+	pm, ok := procStat(s.postmaster)
+	if !ok {
+		return 0, false
+	}
+	ticks := pm.utime + pm.stime + pm.cutime + pm.cstime
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, false
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := procStat(pid); ok && st.ppid == s.postmaster {
+			ticks += st.utime + st.stime
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, true
+}
+
+// stat is what the bench reads of /proc/<pid>/stat.
+type stat struct {
+	comm                         string
+	ppid                         int
+	utime, stime, cutime, cstime int64
+}
+
+func procStat(pid int) (stat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return stat{}, false
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses, so
+	// the fields are counted from its last ')'.
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return stat{}, false
+	}
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 15 {
+		return stat{}, false
+	}
+	var st stat
+	st.comm = string(b[open+1 : end])
+	st.ppid, _ = strconv.Atoi(f[1])
+	nums := []*int64{&st.utime, &st.stime, &st.cutime, &st.cstime}
+	for i, p := range nums {
+		v, err := strconv.ParseInt(f[11+i], 10, 64)
+		if err != nil {
+			return stat{}, false
+		}
+		*p = v
+	}
+	return st, true
 }
