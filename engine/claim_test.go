@@ -607,9 +607,49 @@ func TestCancelSettlesAVanishedFrame(t *testing.T) {
 // %(__worker_slot_id)s gets a per-slot id that is the same for every
 // frame of the slot, differs between slots and between executions, and
 // fits in 53 bits; __worker_slot_index is the slot's index.
+//
+// Slot 0 reports its first frame.done only once slot 1 has claimed: on a
+// loaded machine slot 0 could otherwise drain the queue before slot 1's
+// first claim, and there would be no second slot's id to check.
 func TestWorkerSlotIDInClaims(t *testing.T) {
 	const n = 40
-	b := newClaimBench(t, n, func(_ context.Context, _ context.CancelFunc, _ *engine.Command, rep engine.Reporter) engine.Reporter {
+	var mu sync.Mutex
+	slot1Claimed := map[string]chan struct{}{} // by execution
+	claimedCh := func(executionID string) chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		if slot1Claimed[executionID] == nil {
+			slot1Claimed[executionID] = make(chan struct{})
+		}
+		return slot1Claimed[executionID]
+	}
+	var closeOnce sync.Map // execution id -> *sync.Once
+	b := newClaimBench(t, n, func(_ context.Context, _ context.CancelFunc, cmd *engine.Command, rep engine.Reporter) engine.Reporter {
+		ch := claimedCh(cmd.ExecutionID)
+		switch {
+		case strings.Contains(cmd.ID, "/s1."):
+			return reporterFunc{inner: rep, report: func(ctx context.Context, ev eventlog.Event) error {
+				err := rep.Report(ctx, ev)
+				// A frame.done too: a slot 1 that claimed nothing fails the
+				// test below instead of holding slot 0 forever.
+				if ev.Type == eventlog.TypeFrameDone || ev.Type == eventlog.TypeFrameClaimed && err == nil {
+					once, _ := closeOnce.LoadOrStore(cmd.ExecutionID, &sync.Once{})
+					once.(*sync.Once).Do(func() { close(ch) })
+				}
+				return err
+			}}
+		case strings.Contains(cmd.ID, "/s0."):
+			return reporterFunc{inner: rep, report: func(ctx context.Context, ev eventlog.Event) error {
+				if ev.Type == eventlog.TypeFrameDone {
+					select {
+					case <-ch:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				return rep.Report(ctx, ev)
+			}}
+		}
 		return rep
 	})
 	if _, err := b.pool.Exec(context.Background(), "ALTER TABLE "+b.table+" ADD COLUMN owner bigint"); err != nil {
