@@ -153,30 +153,50 @@ func TestFailedReloadKeepsNoUnsavedDecision(t *testing.T) {
 // first attempt, with no lease to wait out. Before, the stored command
 // waited for its lease to expire, each expiry counted against the step as
 // if a worker had lost it, and three such appends failed the step with
-// "lease expired 3 times" although no worker ever saw it.
+// "lease expired 3 times" although no worker ever saw it. The command
+// still goes out when the reloads themselves fail first.
 func TestStoredIssueReportedFailedIsDispatchedOnReload(t *testing.T) {
 	t.Parallel()
-	issuesSecond := func(c faultlog.Call) bool {
-		for _, ev := range c.Events {
-			if ev.Type == eventlog.TypeCommandIssued && ev.Step == "second" {
-				return true
-			}
-		}
-		return false
-	}
 	// In process, and through a durable dispatcher whose worker runs what
-	// it is sent once (the lease does not time out in a NATS consumer).
-	for _, durable := range []bool{false, true} {
-		t.Run(map[bool]string{false: "inproc", true: "durable"}[durable], func(t *testing.T) {
+	// it is sent once (the lease does not time out in a NATS consumer);
+	// failedReloads reads of the reload fail before one succeeds.
+	for _, tc := range []struct {
+		name          string
+		durable       bool
+		failedReloads int
+	}{{"inproc", false, 0}, {"durable", true, 0}, {"inproc, reloads fail", false, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			var issued sync.Once
+			appendFailed := make(chan struct{})
+			issuesSecond := func(c faultlog.Call) bool {
+				for _, ev := range c.Events {
+					if ev.Type == eventlog.TypeCommandIssued && ev.Step == "second" {
+						issued.Do(func() { close(appendFailed) })
+						return true
+					}
+				}
+				return false
+			}
+			afterAppendFailed := func(faultlog.Call) bool {
+				select {
+				case <-appendFailed:
+					return true
+				default:
+					return false
+				}
+			}
 			fl := faultlog.New(eventlog.NewMemory())
 			fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Match: issuesSecond, AfterCommit: true})
+			if tc.failedReloads > 0 {
+				fl.Inject(faultlog.Fault{Op: faultlog.OpRead, Match: afterAppendFailed, Times: tc.failedReloads})
+			}
 			// The lease outlasts the run: only the reload can get the
 			// command to its worker.
 			cfg := engine.Config{Log: fl, CommandLease: time.Hour}
 			var d *onceDispatcher
 			var eng *engine.Engine
-			if durable {
+			if tc.durable {
 				d = &onceDispatcher{eng: func() *engine.Engine { return eng }}
 				cfg.Dispatcher = d
 			}
@@ -187,17 +207,20 @@ func TestStoredIssueReportedFailedIsDispatchedOnReload(t *testing.T) {
 			if sum.Status != engine.StatusCompleted || b.rec.count("second") != 1 {
 				t.Fatalf("status %s, second ran %d times: %s", sum.Status, b.rec.count("second"), sum.Error)
 			}
-			var issued []string
+			var ids []string
 			for _, ev := range evs {
 				if ev.Type == eventlog.TypeCommandIssued && ev.Step == "second" {
-					issued = append(issued, ev.CommandID)
+					ids = append(ids, ev.CommandID)
 				}
 			}
-			if len(issued) != 1 || fl.Hits(faultlog.OpAppend) != 1 {
-				t.Fatalf("second issued as %v after %d failed appends; want its first attempt only, one failed append", issued, fl.Hits(faultlog.OpAppend))
+			if len(ids) != 1 || fl.Hits(faultlog.OpAppend) != 1 {
+				t.Fatalf("second issued as %v after %d failed appends; want its first attempt only, one failed append", ids, fl.Hits(faultlog.OpAppend))
 			}
-			if d != nil && !reflect.DeepEqual(d.dispatched(), []string{"start#1@1", issued[0]}) {
-				t.Fatalf("dispatched %v, want start#1@1 and %s, once each", d.dispatched(), issued[0])
+			if got := fl.Hits(faultlog.OpRead); got != tc.failedReloads {
+				t.Fatalf("%d reloads failed, want %d", got, tc.failedReloads)
+			}
+			if d != nil && !reflect.DeepEqual(d.dispatched(), []string{"start#1@1", ids[0]}) {
+				t.Fatalf("dispatched %v, want start#1@1 and %s, once each", d.dispatched(), ids[0])
 			}
 		})
 	}
