@@ -105,13 +105,13 @@ func TestUpgradeFromJSONB(t *testing.T) {
 	}
 }
 
-// Where the server has lz4, the migration sets it on payload and meta.
+// Where the server has lz4, the migration sets it on payload and meta,
+// also in a schema whose name holds quotes (the migration quotes it into
+// a string literal, and a mistake there would only skip lz4 silently).
 func TestPayloadCompressionLZ4(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	pool := testPool(t)
-	schema := randomSchema(t, pool)
-	newLog(t, pool, schema)
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -121,20 +121,24 @@ func TestPayloadCompressionLZ4(t *testing.T) {
 	if lz4Err != nil {
 		t.Skipf("this server has no lz4 (%v): the columns keep pglz", lz4Err)
 	}
-	rows, err := pool.Query(ctx, `SELECT attname, attcompression::text FROM pg_attribute
-		WHERE attrelid = $1::regclass AND attname IN ('payload', 'meta') ORDER BY attname`, pgx.Identifier{schema}.Sanitize()+".events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-		var name, c string
-		err := r.Scan(&name, &c)
-		return name + ":" + c, err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(got, " ") != "meta:l payload:l" {
-		t.Fatalf("column compression %v, want lz4 (l) on meta and payload", got)
+	for _, suffix := range []string{"", `_it's "odd"`} {
+		schema := randomSchemaEnding(t, pool, suffix)
+		newLog(t, pool, schema)
+		rows, err := pool.Query(ctx, `SELECT attname, attcompression::text FROM pg_attribute
+			WHERE attrelid = $1::regclass AND attname IN ('payload', 'meta') ORDER BY attname`, pgx.Identifier{schema}.Sanitize()+".events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+			var name, c string
+			err := r.Scan(&name, &c)
+			return name + ":" + c, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got, " ") != "meta:l payload:l" {
+			t.Fatalf("schema %q: column compression %v, want lz4 (l) on meta and payload", schema, got)
+		}
 	}
 }

@@ -30,9 +30,15 @@ func testPool(t testing.TB) *pgxpool.Pool {
 // randomSchema returns a fresh schema name that is dropped on cleanup.
 func randomSchema(t testing.TB, pool *pgxpool.Pool) string {
 	t.Helper()
+	return randomSchemaEnding(t, pool, "")
+}
+
+// randomSchemaEnding is randomSchema with suffix at the end of the name.
+func randomSchemaEnding(t testing.TB, pool *pgxpool.Pool, suffix string) string {
+	t.Helper()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	schema := "eventlog_test_" + hex.EncodeToString(b[:])
+	schema := "eventlog_test_" + hex.EncodeToString(b[:]) + suffix
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
