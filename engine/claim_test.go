@@ -613,28 +613,32 @@ func TestCancelSettlesAVanishedFrame(t *testing.T) {
 // first claim, and there would be no second slot's id to check.
 func TestWorkerSlotIDInClaims(t *testing.T) {
 	const n = 40
+	// One gate per execution (the test runs the playbook twice), opened
+	// once by slot 1.
+	type gate struct {
+		open chan struct{}
+		once sync.Once
+	}
 	var mu sync.Mutex
-	slot1Claimed := map[string]chan struct{}{} // by execution
-	claimedCh := func(executionID string) chan struct{} {
+	gates := map[string]*gate{}
+	gateOf := func(executionID string) *gate {
 		mu.Lock()
 		defer mu.Unlock()
-		if slot1Claimed[executionID] == nil {
-			slot1Claimed[executionID] = make(chan struct{})
+		if gates[executionID] == nil {
+			gates[executionID] = &gate{open: make(chan struct{})}
 		}
-		return slot1Claimed[executionID]
+		return gates[executionID]
 	}
-	var closeOnce sync.Map // execution id -> *sync.Once
 	b := newClaimBench(t, n, func(_ context.Context, _ context.CancelFunc, cmd *engine.Command, rep engine.Reporter) engine.Reporter {
-		ch := claimedCh(cmd.ExecutionID)
+		g := gateOf(cmd.ExecutionID)
 		switch {
 		case strings.Contains(cmd.ID, "/s1."):
 			return reporterFunc{inner: rep, report: func(ctx context.Context, ev eventlog.Event) error {
 				err := rep.Report(ctx, ev)
 				// A frame.done too: a slot 1 that claimed nothing fails the
 				// test below instead of holding slot 0 forever.
-				if ev.Type == eventlog.TypeFrameDone || ev.Type == eventlog.TypeFrameClaimed && err == nil {
-					once, _ := closeOnce.LoadOrStore(cmd.ExecutionID, &sync.Once{})
-					once.(*sync.Once).Do(func() { close(ch) })
+				if ev.Type == eventlog.TypeFrameDone || (ev.Type == eventlog.TypeFrameClaimed && err == nil) {
+					g.once.Do(func() { close(g.open) })
 				}
 				return err
 			}}
@@ -642,7 +646,7 @@ func TestWorkerSlotIDInClaims(t *testing.T) {
 			return reporterFunc{inner: rep, report: func(ctx context.Context, ev eventlog.Event) error {
 				if ev.Type == eventlog.TypeFrameDone {
 					select {
-					case <-ch:
+					case <-g.open:
 					case <-ctx.Done():
 						return ctx.Err()
 					}
