@@ -268,7 +268,7 @@ func open(ctx context.Context, c config) (*bench, func(), error) {
 		pool.Close()
 		return nil, nil, err
 	}
-	c.server, _ = findServer(pid)
+	c.server = findServer(pid)
 	return &bench{c: c, pool: pool, schema: schema}, func() {
 		_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 		pool.Close()

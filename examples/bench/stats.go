@@ -90,17 +90,16 @@ const clockTicks = 100
 // findServer returns the server of the backend whose pid the server
 // reported (pg_backend_pid), if that backend is a postgres process on
 // this machine, as seen in this process's /proc. On another host, in
-// another pid namespace or without /proc, ok is false.
-func findServer(backendPID int) (s server, ok bool) {
+// another pid namespace or without /proc, it returns the zero server.
+func findServer(backendPID int) server {
 	st, ok := procStat(backendPID)
 	if !ok || st.comm != "postgres" {
-		return server{}, false
+		return server{}
 	}
-	pm, ok := procStat(st.ppid)
-	if !ok || pm.comm != "postgres" {
-		return server{}, false
+	if pm, ok := procStat(st.ppid); !ok || pm.comm != "postgres" {
+		return server{}
 	}
-	return server{postmaster: st.ppid}, true
+	return server{postmaster: st.ppid}
 }
 
 // cpu returns the server's CPU time so far: the postmaster's own, that of
