@@ -161,28 +161,58 @@ func withMaxInFlight(src string, n int) string {
 	return strings.Replace(src, at, at+fmt.Sprintf("        max_in_flight: %d\n", n), 1)
 }
 
+// chainedClaim matches the appends that record a chained claim: a
+// frame.done followed by a frame.claimed.
+func chainedClaim(c faultlog.Call) bool {
+	done := false
+	for _, ev := range c.Events {
+		done = done || ev.Type == eventlog.TypeFrameDone
+		if done && ev.Type == eventlog.TypeFrameClaimed {
+			return true
+		}
+	}
+	return false
+}
+
 // TestChainedAppendFailureGivesTheClaimBack: the appends that would record
-// a chained claim fail. The worker gives the rows it claimed ahead back
-// (rolled back, never run) and reports its frame alone, which is retried:
-// the drain completes with every row run exactly once and none claimed.
+// a chained claim fail. The worker holds the rows it claimed ahead and
+// sends its chained report again until it is recorded: the drain
+// completes with every row run exactly once and none claimed.
 func TestChainedAppendFailureGivesTheClaimBack(t *testing.T) {
 	const n = 1000
 	fl := faultlog.New(eventlog.NewMemory())
-	chainedClaim := func(c faultlog.Call) bool {
-		done := false
-		for _, ev := range c.Events {
-			done = done || ev.Type == eventlog.TypeFrameDone
-			if done && ev.Type == eventlog.TypeFrameClaimed {
-				return true
-			}
-		}
-		return false
-	}
 	fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Times: 3, Match: chainedClaim})
 	b := newChainBench(t, n, fl)
 	sum, _ := b.run(t, withMaxInFlight(b.playbook("", "max_rows: 25", ""), 3))
 	if sum.Status != engine.StatusCompleted || fl.Hits(faultlog.OpAppend) != 3 {
 		t.Fatalf("status %s after %d injected failures: %s", sum.Status, fl.Hits(faultlog.OpAppend), sum.Error)
+	}
+	counts, maxRuns := b.counts(t)
+	if counts["done"] != n || maxRuns != 1 {
+		t.Fatalf("statuses %v (most runs %d): want all %d done exactly once", counts, maxRuns, n)
+	}
+}
+
+// TestChainedAppendStoredButReportedFailed: the append of a chained
+// claim stores it but answers with an error (a connection dropped before
+// the reply). The worker, holding the rows it claimed ahead, sends its
+// report again; the reloaded execution finds it recorded and hands it the
+// slot's next frame: that frame runs its first attempt at once, with the
+// held rows. Before, the worker gave the rows back and the recorded frame
+// waited out its lease (an hour here) with nobody running it.
+func TestChainedAppendStoredButReportedFailed(t *testing.T) {
+	const n = 200
+	fl := faultlog.New(eventlog.NewMemory())
+	fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Times: 1, Match: chainedClaim, AfterCommit: true})
+	b := newChainBench(t, n, fl)
+	sum, evs := b.run(t, withMaxInFlight(b.playbook("", "max_rows: 25, lease_seconds: 3600", ""), 2))
+	if sum.Status != engine.StatusCompleted || fl.Hits(faultlog.OpAppend) != 1 {
+		t.Fatalf("status %s after %d injected failures: %s", sum.Status, fl.Hits(faultlog.OpAppend), sum.Error)
+	}
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeCommandIssued && ev.Attempt != 1 {
+			t.Fatalf("%s issued again: a recorded frame was re-issued instead of run by the worker holding its rows", ev.CommandID)
+		}
 	}
 	counts, maxRuns := b.counts(t)
 	if counts["done"] != n || maxRuns != 1 {

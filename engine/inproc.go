@@ -104,9 +104,15 @@ const (
 )
 
 func (r *retryingReporter) Report(ctx context.Context, ev eventlog.Event) error {
+	return r.retry(ctx, ev, func() error { return r.rep.Report(ctx, ev) })
+}
+
+// retry calls send, the sending of ev, until the orchestrator records it
+// or refuses it for good.
+func (r *retryingReporter) retry(ctx context.Context, ev eventlog.Event, send func() error) error {
 	backoff := minReportBackoff
 	for attempt := 1; ; attempt++ {
-		err := r.rep.Report(ctx, ev)
+		err := send()
 		if err == nil || !errors.Is(err, ErrUnavailable) {
 			return err
 		}
@@ -129,14 +135,22 @@ func (r *retryingReporter) MayChain() bool {
 	return ok && cr.MayChain()
 }
 
-// ReportChained forwards a chained report once: on an error the worker
-// reports the frame.done alone, and that report is retried.
+// ReportChained is retried as Report is, the worker holding its claim
+// ahead meanwhile: the append that failed may have stored the report (it
+// failed after its commit), and then only the report sent again gets the
+// recorded next frame to this worker, which holds its rows. Given up
+// instead, that frame would wait out its lease with nobody running it.
 func (r *retryingReporter) ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*Command, error) {
 	cr, ok := r.rep.(ChainReporter)
 	if !ok {
 		return nil, errNoChain
 	}
-	return cr.ReportChained(ctx, done, claimed)
+	var next *Command
+	err := r.retry(ctx, done, func() (err error) {
+		next, err = cr.ReportChained(ctx, done, claimed)
+		return err
+	})
+	return next, err
 }
 
 // errNoChain: the reporter cannot record a claim ahead; the worker reports
