@@ -163,16 +163,7 @@ func withMaxInFlight(src string, n int) string {
 
 // chainedClaim matches the appends that record a chained claim: a
 // frame.done followed by a frame.claimed.
-func chainedClaim(c faultlog.Call) bool {
-	done := false
-	for _, ev := range c.Events {
-		done = done || ev.Type == eventlog.TypeFrameDone
-		if done && ev.Type == eventlog.TypeFrameClaimed {
-			return true
-		}
-	}
-	return false
-}
+var chainedClaim = faultlog.AppendsInOrder(eventlog.TypeFrameDone, eventlog.TypeFrameClaimed)
 
 // TestChainedAppendFailureGivesTheClaimBack: the appends that would record
 // a chained claim fail. The worker holds the rows it claimed ahead and

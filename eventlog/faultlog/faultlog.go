@@ -56,6 +56,22 @@ type Call struct {
 	ExecutionID string
 }
 
+// AppendsInOrder returns a Fault.Match for the appends whose batch holds
+// events of the given types in that order (others may come between): a
+// chained frame's append, say, with eventlog.TypeFrameDone then
+// eventlog.TypeFrameClaimed.
+func AppendsInOrder(types ...string) func(Call) bool {
+	return func(c Call) bool {
+		next := 0
+		for _, ev := range c.Events {
+			if next < len(types) && ev.Type == types[next] {
+				next++
+			}
+		}
+		return len(types) > 0 && next == len(types)
+	}
+}
+
 // Fault is one injected behaviour. A call meets the first fault (in the
 // order injected) that has Op, matches and has Times left.
 type Fault struct {

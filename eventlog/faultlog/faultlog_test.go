@@ -97,3 +97,32 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("rate 0.25 hit %d and %d of 1000", a, b)
 	}
 }
+
+func TestAppendsInOrder(t *testing.T) {
+	match := faultlog.AppendsInOrder(eventlog.TypeFrameDone, eventlog.TypeFrameClaimed)
+	batch := func(types ...string) faultlog.Call {
+		c := faultlog.Call{Op: faultlog.OpAppend}
+		for _, ty := range types {
+			c.Events = append(c.Events, eventlog.Event{Type: ty})
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		types []string
+		want  bool
+	}{
+		{[]string{eventlog.TypeFrameDone, eventlog.TypeCommandIssued, eventlog.TypeFrameClaimed}, true},
+		{[]string{eventlog.TypeFrameDone, eventlog.TypeFrameClaimed}, true},
+		{[]string{eventlog.TypeFrameClaimed, eventlog.TypeFrameDone}, false},
+		{[]string{eventlog.TypeFrameClaimed}, false},
+		{[]string{eventlog.TypeFrameDone}, false},
+		{nil, false},
+	} {
+		if got := match(batch(tc.types...)); got != tc.want {
+			t.Errorf("%v: %v, want %v", tc.types, got, tc.want)
+		}
+	}
+	if faultlog.AppendsInOrder()(batch(eventlog.TypeFrameDone)) {
+		t.Error("AppendsInOrder() matched an append; it names no event")
+	}
+}
