@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/faultlog"
 	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/tools"
 )
@@ -50,6 +52,33 @@ func TestChainedFramesOverNATS(t *testing.T) {
 	if claims != n/maxRows || chained != claims-slots {
 		t.Fatalf("%d claims, %d recorded with a frame.done: want %d and %d", claims, chained, n/maxRows, n/maxRows-slots)
 	}
+}
+
+// TestChainedAppendStoredButReportedFailedOverNATS: the append of a
+// chained claim stores it but answers with an error. The remote worker,
+// holding the rows it claimed ahead, sends its chained report again; the
+// reloaded execution finds it recorded and answers with the slot's next
+// frame, which runs its first attempt with the held rows. Before, the
+// worker gave the rows back and the recorded frame waited out its lease
+// (an hour here) with nobody running it.
+func TestChainedAppendStoredButReportedFailedOverNATS(t *testing.T) {
+	const n, maxRows, slots = 200, 10, 2
+	fl := faultlog.New(eventlog.NewMemory())
+	fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Times: 1, AfterCommit: true,
+		Match: faultlog.AppendsInOrder(eventlog.TypeFrameDone, eventlog.TypeFrameClaimed)})
+	b := setupWith(t, time.Hour, 0, func(c *engine.Config) { c.Log = fl })
+	b.log = fl
+	q := newJobQueue(t, b, n, slots, nil)
+	_, evs := b.run(t, q.playbook(slots, maxRows, "{kind: rec, key: 'job{{ iter.job.id }}'}"))
+	if fl.Hits(faultlog.OpAppend) != 1 {
+		t.Fatalf("the fault fired %d times, want once", fl.Hits(faultlog.OpAppend))
+	}
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeCommandIssued && ev.Attempt != 1 {
+			t.Fatalf("%s issued again: a recorded frame was re-issued instead of run by the worker holding its rows", ev.CommandID)
+		}
+	}
+	q.checkDrained(t, b)
 }
 
 // jobQueue is a SQLite queue of n jobs and a remote worker (w1, chaining

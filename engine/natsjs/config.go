@@ -210,8 +210,8 @@ type heartbeatMsg struct {
 const (
 	verdictOK    = "ok"
 	verdictStale = "stale"
-	// verdictRetry: a chained report was not recorded; the worker reports
-	// the frame.done alone.
+	// verdictRetry: a chained report was not recorded; the worker sends
+	// it again until ReportTimeout, then reports the frame.done alone.
 	verdictRetry = "retry"
 	// check answers
 	checkRun       = "run"

@@ -83,7 +83,8 @@ type WorkerStats struct {
 	MaxReportBytes, TooLarge atomic.Int64
 	// Chained counts frames a slot ran on the command handed back with
 	// the report of the frame before (engine.ChainReporter);
-	// ChainRetries the chained reports sent again for want of an answer.
+	// ChainRetries the chained reports sent again for want of an answer
+	// or after an answer that they were not recorded.
 	Chained, ChainRetries atomic.Int64
 }
 
@@ -592,7 +593,10 @@ func (r *reporter) MayChain() bool { return !r.partials.Load() }
 // rows claimed ahead go to the orchestrator as one request on
 // <prefix>.chain, and its answer brings the slot's next command back. The
 // request bypasses the events stream: without an answer the worker gives
-// the rows back and reports the frame.done alone, durably.
+// the rows back and reports the frame.done alone, durably. An answer that
+// the report was not recorded (the append failed, perhaps after its
+// commit) has the request sent again, the rows held meanwhile: recorded
+// after all, the report gets the slot's next frame back with them.
 func (r *reporter) ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*engine.Command, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -605,9 +609,25 @@ func (r *reporter) ReportChained(ctx context.Context, done eventlog.Event, claim
 	if int64(len(msg.Data)) > w.cfg.Conn.MaxPayload()-reportOverhead {
 		return nil, fmt.Errorf("natsjs: a chained report of %d bytes does not fit a NATS message", len(msg.Data))
 	}
-	reply, err := r.requestChain(ctx, msg)
-	if err != nil {
-		return nil, err
+	deadline := time.Now().Add(w.cfg.ReportTimeout)
+	var reply *nats.Msg
+	for backoff := minChainResend; ; backoff = min(2*backoff, maxChainResend) {
+		if reply, err = r.requestChain(ctx, msg, deadline); err != nil {
+			return nil, err
+		}
+		if string(reply.Data) != verdictRetry {
+			break
+		}
+		wait := min(backoff, time.Until(deadline))
+		if wait <= 0 {
+			return nil, errChainNotRecorded
+		}
+		w.stats.ChainRetries.Add(1)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	switch v := string(reply.Data); v {
 	case verdictOK:
@@ -615,8 +635,6 @@ func (r *reporter) ReportChained(ctx context.Context, done eventlog.Event, claim
 		return nil, nil
 	case verdictStale:
 		return nil, engine.ErrStale
-	case verdictRetry:
-		return nil, errChainNotRecorded
 	}
 	// The frame.done is recorded: the command the message carried has
 	// reported its end, whatever comes of the next frame.
@@ -637,11 +655,17 @@ func (r *reporter) ReportChained(ctx context.Context, done eventlog.Event, claim
 // with a leader that died is made up by the next leader.
 const chainRetry = 2 * time.Second
 
+// Bounds of the backoff between the sendings of a chained report the
+// orchestrator answered it could not record.
+const (
+	minChainResend = 10 * time.Millisecond
+	maxChainResend = time.Second
+)
+
 // requestChain sends a chained report until an orchestrator answers it,
-// for at most ReportTimeout.
-func (r *reporter) requestChain(ctx context.Context, msg *nats.Msg) (*nats.Msg, error) {
+// until deadline.
+func (r *reporter) requestChain(ctx context.Context, msg *nats.Msg, deadline time.Time) (*nats.Msg, error) {
 	w := r.w
-	deadline := time.Now().Add(w.cfg.ReportTimeout)
 	for {
 		wait := min(chainRetry, time.Until(deadline))
 		rctx, cancel := context.WithTimeout(ctx, wait)
