@@ -279,9 +279,10 @@ workflow:
 			fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Rate: 0.15, AfterCommit: true, Err: boom})
 			fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Rate: 0.3, Delay: 2 * time.Millisecond})
 			fl.Inject(faultlog.Fault{Op: faultlog.OpRead, Rate: 0.3})
-			// A short command lease: a command whose issue was stored
-			// but reported failed is re-issued when its lease runs out.
-			// Not shorter: after a heartbeat the deadline is three beats
+			// A short command lease, so that a command left without a
+			// worker is re-issued within the test (a command whose issue
+			// was stored but reported failed no longer waits for it: the
+			// reload dispatches it). Not shorter: after a heartbeat the deadline is three beats
 			// (lease/10 each) away, and a race-enabled run on a loaded
 			// two-core machine can miss 90 ms of beats (lease 300 ms
 			// failed "work" with "lease expired 3 times" at load 19).
