@@ -120,8 +120,12 @@ type Reporter interface {
 // as if it had been dispatched and claimed. With a nil command and a nil
 // error the frame.done is recorded and no next frame is issued for the
 // slot (the loop is stopping, the execution cancelled, ...): the worker
-// gives the rows back. On an error nothing is known to be recorded: the
-// worker gives the rows back and reports the frame.done alone.
+// gives the rows back. A report the orchestrator could not record
+// (ErrUnavailable) is sent again by the reporter, the claim held
+// meanwhile: the append that failed may have stored it after all, and
+// then the report sent again gets the recorded next frame. On an error
+// ReportChained returns, the worker gives the rows back and reports the
+// frame.done alone.
 //
 // Workers use it only with sources whose abort is a rollback
 // (cursor.Features.TransactionalClaim), where rows claimed ahead and given

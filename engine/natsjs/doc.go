@@ -132,8 +132,11 @@
 // the same command, so an answer lost with a leader that died is made up
 // by the next), and meanwhile the worker heartbeats the command its rows
 // may already be recorded under, so it is not re-issued while the claim
-// is still the worker's. With no answer within Config.ReportTimeout the
-// worker rolls the claim back and reports the frame.done alone. A slot
+// is still the worker's. An answer that the report was not recorded (an
+// append that failed, perhaps after its commit) has it sent again too,
+// with backoff. With no answer, or none but that, within
+// Config.ReportTimeout the worker rolls the claim back and reports the
+// frame.done alone. A slot
 // chains at most engine.Worker.MaxChain frames (16) in a row on one
 // worker; then its next frame is dispatched again, so frames spread over
 // workers that joined since. A frame whose rows handed on partial results
