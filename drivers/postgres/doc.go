@@ -39,6 +39,15 @@
 // a fresh connection after resetting the pool; a dropped connection never
 // commits.
 //
+// A pending claim holds more than the rows it returns. Under READ
+// COMMITTED, a row that another claim committed while this claim's scan
+// was on its way to it is locked, re-checked against the WHERE clause and
+// skipped, and PostgreSQL keeps that lock until the transaction ends. A
+// write to such a row (the other frame's body marking its rows done)
+// waits until this claim commits: once the engine's log has recorded the
+// claimed rows, one append later. A slower log therefore slows the bodies
+// of other slots too; it costs throughput, never correctness.
+//
 // Guarantee: at least once. A row's body runs again only when a frame is
 // re-issued (its worker died or went silent after the record) or when the
 // claim's COMMIT failed after the record (the engine runs the recorded

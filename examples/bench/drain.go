@@ -228,14 +228,15 @@ workflow:
 // viaEngine drains table through an engine with m's event log (and, for
 // nats-frame, NATS workers), timing from Start to the execution's end;
 // the setup before and the reading of the log after are not timed. It
-// returns the run with the events the execution wrote and every frame's
-// claim-to-commit window (µs).
+// returns the run with the events the execution wrote, every frame's
+// claim-to-commit window and every append's latency (µs).
 func viaEngine(ctx context.Context, c config, logSchema, table string, m mode) (result, error) {
-	log, closeLog, err := openLog(ctx, c, m.log, logSchema)
+	inner, closeLog, err := openLog(ctx, c, m.log, logSchema)
 	if err != nil {
 		return result{}, err
 	}
 	defer closeLog()
+	log := &timedLog{Log: inner, delay: c.logDelay}
 	kc := tools.StaticURLs(map[string]string{"pg": c.dsn})
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ecfg := engine.Config{Log: log, Keychain: kc, Logger: logger}
@@ -289,6 +290,7 @@ func viaEngine(ctx context.Context, c config, logSchema, table string, m mode) (
 	if err != nil {
 		return r, err
 	}
+	r.appendLat = log.latencies()
 	r.events, r.claimOpen, err = countEvents(ctx, log, id)
 	return r, err
 }

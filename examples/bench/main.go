@@ -25,6 +25,11 @@
 // baseline or river) and then summarised over the runs: median [min–max].
 // Every drain is checked: the queue must be empty (and every row done
 // where the body marks rows), river's table must hold N completed jobs.
+//
+// -log-delay D holds every append of the engine's log D longer than it
+// took (a diagnostic): a frame's claim commits only once its rows are on
+// record, so it shows what the log's latency alone, with no extra CPU,
+// costs a drain.
 package main
 
 import (
@@ -70,6 +75,9 @@ type config struct {
 	nats         bool
 	heap         bool
 	heapSizes    []int
+	// logDelay holds every append of the engine's log this long after it
+	// returned (diagnostics only).
+	logDelay time.Duration
 	// server is the PostgreSQL server's CPU meter when it runs on this
 	// machine (else its zero value, which measures nothing).
 	server server
@@ -99,6 +107,7 @@ func main() {
 	flag.StringVar(&heapSizes, "heap-sizes", "10000,1000000", "queue sizes of -heap")
 	flag.StringVar(&heapProfile, "heapprofile", "", "write a heap profile taken -heapprofile-after into each engine run")
 	flag.DurationVar(&heapProfileAfter, "heapprofile-after", 5*time.Second, "when to take the heap profile")
+	flag.DurationVar(&c.logDelay, "log-delay", 0, "hold every append of the engine's event log this long after it returned (diagnostics: what the log's latency costs a drain)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	var err error
@@ -192,6 +201,9 @@ type result struct {
 	// claimOpen holds each frame's claim-to-commit window in microseconds
 	// (engine runs: frame.done's claim_open_us).
 	claimOpen []int64
+	// appendLat holds the latency of each append to the engine's event
+	// log in microseconds (engine runs).
+	appendLat []int64
 }
 
 func (r result) rate() float64 { return float64(r.n) / r.seconds }
@@ -359,20 +371,24 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 	fmt.Fprintln(out, "         nats-frame: the in-process frame with the same event log). vs river: items/s over river's jobs/s.")
 	fmt.Fprintln(out, "CPU: this process's user+system time per item. PG CPU: the PostgreSQL server's, all its processes, per")
 	fmt.Fprintln(out, "item (whatever else the server did meanwhile included). Peak live: largest live heap after a GC over the")
-	fmt.Fprintln(out, "runs. Claim open: per frame, from the claim returning rows to its commit.")
+	fmt.Fprintln(out, "runs. Claim open: per frame, from the claim returning rows to its commit (p50/p99). Append: p50 latency of")
+	fmt.Fprintln(out, "an append to the engine's event log (the claim commits only once its rows are on record).")
+	if c.logDelay > 0 {
+		fmt.Fprintf(out, "-log-delay %s: every append of the engine's log was held %s after it returned (in the append column too).\n", c.logDelay, c.logDelay)
+	}
 	return nil
 }
 
 func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]result) {
 	fmt.Fprintf(out, "N=%d, %d runs\n", n, c.runs)
-	fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %9s %11s %14s\n",
-		"mode", "items/s", "base", "vs base", "vs river", "CPU µs/item", "PG CPU µs/item", "peak MB", "events/item", "claim open µs")
+	fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %9s %11s %14s %10s\n",
+		"mode", "items/s", "base", "vs base", "vs river", "CPU µs/item", "PG CPU µs/item", "peak MB", "events/item", "claim open µs", "append µs")
 	for _, m := range modes {
 		rs := res[m.name]
 		var rates, cpus, pgCPUs, vsBase, vsRiver []float64
 		var peak uint64
 		var events int64
-		var p50, p99 []float64
+		var p50, p99, appendP50 []float64
 		for i, r := range rs {
 			rates = append(rates, r.rate())
 			cpus = append(cpus, cpuPerItem(r))
@@ -392,8 +408,12 @@ func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]r
 				p50 = append(p50, float64(percentile(r.claimOpen, 50)))
 				p99 = append(p99, float64(percentile(r.claimOpen, 99)))
 			}
+			if len(r.appendLat) > 0 {
+				slices.Sort(r.appendLat)
+				appendP50 = append(appendP50, float64(percentile(r.appendLat, 50)))
+			}
 		}
-		base, epi, claim := "-", "-", "-"
+		base, epi, claim, appendLat := "-", "-", "-", "-"
 		if m.base != "" {
 			base = m.base
 		}
@@ -403,9 +423,12 @@ func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]r
 		if len(p50) > 0 {
 			claim = fmt.Sprintf("%.0f/%.0f", spreadOf(p50).med, spreadOf(p99).med)
 		}
-		fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %9.1f %11s %14s\n", m.name,
+		if len(appendP50) > 0 {
+			appendLat = fmt.Sprintf("%.0f", spreadOf(appendP50).med)
+		}
+		fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %9.1f %11s %14s %10s\n", m.name,
 			spreadOf(rates).format(rateText), base, spreadOf(vsBase).format(ratioText), spreadOf(vsRiver).format(ratioText),
-			spreadOf(cpus).format(oneDecimal), spreadOf(pgCPUs).format(oneDecimal), mb(peak), epi, claim)
+			spreadOf(cpus).format(oneDecimal), spreadOf(pgCPUs).format(oneDecimal), mb(peak), epi, claim, appendLat)
 	}
 }
 
