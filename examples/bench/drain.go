@@ -236,7 +236,7 @@ func viaEngine(ctx context.Context, c config, logSchema, table string, m mode) (
 		return result{}, err
 	}
 	defer closeLog()
-	log := &timedLog{Log: inner, delay: c.logDelay}
+	log := &timedLog{Log: inner, timed: !c.heap, delay: c.logDelay}
 	kc := tools.StaticURLs(map[string]string{"pg": c.dsn})
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ecfg := engine.Config{Log: log, Keychain: kc, Logger: logger}

@@ -8,12 +8,15 @@ import (
 	"github.com/cursorflow/cursorflow/eventlog"
 )
 
-// timedLog is the engine's event log as the bench hands it over: it times
-// every Append (the latency a frame's claim waits for before it commits)
-// and, with delay set, holds every Append that long after it returned (a
-// diagnostic: what a slower log costs a drain, with no extra CPU).
+// timedLog is the engine's event log as the bench hands it over: with
+// timed set it records every Append's latency (the time a frame's claim
+// waits for before it commits), and with delay set it holds every Append
+// that long after it returned (a diagnostic: what a slower log costs a
+// drain, with no extra CPU). -heap leaves timed unset: the latencies grow
+// with the rows drained, and would count in the peak heap it measures.
 type timedLog struct {
 	eventlog.Log
+	timed bool
 	delay time.Duration
 
 	mu   sync.Mutex
@@ -28,6 +31,9 @@ func (t *timedLog) Append(ctx context.Context, events []eventlog.Event) ([]event
 		case <-time.After(t.delay):
 		case <-ctx.Done():
 		}
+	}
+	if !t.timed {
+		return res, err
 	}
 	lat := time.Since(start)
 	t.mu.Lock()
