@@ -181,13 +181,13 @@ func openLog(ctx context.Context, c config, name, logSchema string) (eventlog.Lo
 		}
 		return l, func() { _ = l.Close(); _ = os.RemoveAll(dir) }, nil
 	default:
-		l, err := pglog.Open(ctx, c.dsn, pglog.Config{Schema: logSchema})
+		l, err := pglog.Open(ctx, c.logDSN, pglog.Config{Schema: logSchema})
 		if err != nil {
 			return nil, nil, err
 		}
 		return l, func() {
 			_ = l.Close()
-			if p, err := poolOf(context.Background(), c.dsn, 1); err == nil {
+			if p, err := poolOf(context.Background(), c.logDSN, 1); err == nil {
 				_, _ = p.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+logSchema+" CASCADE")
 				p.Close()
 			}

@@ -62,6 +62,7 @@ var (
 
 type config struct {
 	dsn          string
+	logDSN       string // the postgres event log's database
 	sizes        []int
 	runs         int
 	slots        int
@@ -87,6 +88,7 @@ func main() {
 	var c config
 	var sizes, logs, natsMode, heapSizes string
 	flag.StringVar(&c.dsn, "dsn", envOr("CURSORFLOW_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN for the queues, river and the postgres event log")
+	flag.StringVar(&c.logDSN, "eventlog-dsn", "", "PostgreSQL DSN for the postgres event log (default: -dsn, the queues' database)")
 	flag.StringVar(&sizes, "n", "100000", "comma-separated queue sizes")
 	flag.IntVar(&c.runs, "runs", 3, "runs of every mode (interleaved)")
 	flag.IntVar(&c.slots, "slots", 8, "max_in_flight: frame slots (and baseline claimers)")
@@ -111,6 +113,9 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	var err error
+	if c.logDSN == "" {
+		c.logDSN = c.dsn
+	}
 	if c.sizes, err = parseSizes(sizes); err == nil {
 		c.heapSizes, err = parseSizes(heapSizes)
 	}
