@@ -7,6 +7,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/sqlitetest"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -15,7 +16,7 @@ import (
 // loop.done, draining only what its own claim selects.
 func TestLoopBackStartsAFreshCursorLoop(t *testing.T) {
 	t.Parallel()
-	db, path := sqliteQueue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, round INTEGER, status TEXT DEFAULT 'pending', done_by TEXT);
+	db, path := sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, round INTEGER, status TEXT DEFAULT 'pending', done_by TEXT);
 		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 30)
 		INSERT INTO jobs (id, round) SELECT i, 1 + (i - 1) / 10 FROM s`)
 	rec := &recorder{}

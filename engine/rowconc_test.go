@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/internal/sqlitetest"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestRowConcurrencyBoundsTheRowsRunningAtOnce(t *testing.T) {
 	t.Parallel()
 	const rows, conc = 40, 3
-	db, path := sqliteQueue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
+	db, path := sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
 		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 40)
 		INSERT INTO jobs (id) SELECT i FROM s`)
 	var (

@@ -1,12 +1,8 @@
 package engine_test
 
 import (
-	"database/sql"
-	"path/filepath"
 	"testing"
 	"time"
-
-	_ "modernc.org/sqlite"
 
 	"github.com/cursorflow/cursorflow/cursor"
 	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
@@ -14,22 +10,6 @@ import (
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/tools"
 )
-
-// sqliteQueue makes a queue in a temporary SQLite file set up by schema
-// and returns it with the file's path. It is closed when the test ends.
-func sqliteQueue(t *testing.T, schema string) (*sql.DB, string) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "queue.db")
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if _, err := db.Exec(schema); err != nil {
-		t.Fatal(err)
-	}
-	return db, path
-}
 
 // sqliteEngine returns an engine on an in-memory log, with reg's tools,
 // that claims from the SQLite file at path through the sqlite cursor

@@ -4,12 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	_ "modernc.org/sqlite"
 
 	"github.com/cursorflow/cursorflow/cursor"
 	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
@@ -18,6 +15,7 @@ import (
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/faultlog"
 	"github.com/cursorflow/cursorflow/eventlog/logtest"
+	"github.com/cursorflow/cursorflow/internal/sqlitetest"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -92,17 +90,9 @@ type jobQueue struct {
 // more, if set, adds tools to the worker's registry.
 func newJobQueue(t *testing.T, b *bundle, n, slots int, more func(*tools.Registry)) *jobQueue {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "queue.db")
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if _, err := db.Exec(`CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
-		WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < ` + fmt.Sprint(n) + `)
-		INSERT INTO jobs (id) SELECT i FROM g`); err != nil {
-		t.Fatal(err)
-	}
+	db, path := sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
+		WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < `+fmt.Sprint(n)+`)
+		INSERT INTO jobs (id) SELECT i FROM g`)
 	kc := tools.StaticURLs(map[string]string{"q": path})
 	cursors := cursor.NewRegistry()
 	drv := sqlitedriver.New(sqlitedriver.Config{})
