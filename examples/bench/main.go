@@ -87,7 +87,7 @@ type config struct {
 func main() {
 	var c config
 	var sizes, logs, natsMode, heapSizes string
-	flag.StringVar(&c.dsn, "dsn", envOr("CURSORFLOW_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN for the queues, river and the postgres event log")
+	flag.StringVar(&c.dsn, "dsn", envOr("CURSORFLOW_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL DSN for the queues, river and (unless -eventlog-dsn) the postgres event log")
 	flag.StringVar(&c.logDSN, "eventlog-dsn", "", "PostgreSQL DSN for the postgres event log (default: -dsn, the queues' database)")
 	flag.StringVar(&sizes, "n", "100000", "comma-separated queue sizes")
 	flag.IntVar(&c.runs, "runs", 3, "runs of every mode (interleaved)")
