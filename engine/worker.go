@@ -793,10 +793,21 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 	// The configuration is this task's own, as rendered: it is revealed in
 	// a copy only when it holds a reference or a paginating retry's values
 	// (which are the command's). The args are shared by the chain's tasks:
-	// each gets its copy.
+	// a tool that takes secrets gets its revealed copy, the others read
+	// them as they are, references unrevealed (no tool changes its Call).
 	kc := w.keychain(ctx)
 	var revealed []tools.Revealed
-	if len(nextCall) > 0 || tools.HoldsSecretRef(cfg) {
+	takes := tools.TakesSecrets(tool)
+	if !takes {
+		// Its results come back to the playbook, and a secret with them
+		// (tools.SecretTaker).
+		if k := secretRefKey(cfg); k != "" {
+			return nil, k, fmt.Errorf("%w: a %s task cannot be given a secret (%s holds a secret reference): what it returns comes back to the playbook, "+
+				"and the secret, or anything computed from it, would come with it; give %s a credential with auth: instead, or use the secret in an http task",
+				tools.ErrSecretNotTaken, task.Kind, k, task.Kind)
+		}
+	}
+	if len(nextCall) > 0 || (takes && tools.HoldsSecretRef(cfg)) {
 		revealedCfg, r, err := tools.RevealSecrets(ctx, kc, cfg)
 		if err != nil {
 			return nil, "secret", err
@@ -804,7 +815,7 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 		cfg, _ = revealedCfg.(map[string]any)
 		revealed = r
 	}
-	if args != nil {
+	if args != nil && takes {
 		revealedArgs, moreRevealed, err := tools.RevealSecrets(ctx, kc, args)
 		if err != nil {
 			return nil, "secret", err
@@ -833,6 +844,18 @@ func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task
 		m, _ = tools.ConcealSecrets(m, revealed).(map[string]any)
 	}
 	return m, "", nil
+}
+
+// secretRefKey returns the first key of cfg, in sorted order, whose value
+// holds a secret reference, or "".
+func secretRefKey(cfg map[string]any) string {
+	var found string
+	for k, v := range cfg {
+		if (found == "" || k < found) && tools.HoldsSecretRef(v) {
+			found = k
+		}
+	}
+	return found
 }
 
 // applyNextCall puts a paginating retry's next_call overrides into a

@@ -34,7 +34,10 @@
 // A secret a playbook needs as a value (a token in a header) is read with
 // the secrets tool, which returns a reference (SecretRef) instead of the
 // secret: results and the event log hold only the reference. The engine's
-// worker reveals references in the configuration it hands a tool
-// (RevealSecrets) and conceals them again in what the tool returns
-// (ConcealSecrets).
+// worker reveals references in the configuration it hands a tool that
+// takes secrets (SecretTaker; RevealSecrets) and conceals them again in
+// what the tool returns (ConcealSecrets). Any other tool's task that names
+// a reference fails with ErrSecretNotTaken: concealing catches exact
+// copies only, and a playbook could compute anything from a secret it
+// could pass to a SELECT.
 package tools

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -95,6 +96,33 @@ func RevealSecrets(ctx context.Context, kc Keychain, v any) (any, []Revealed, er
 	}
 	return out, revealed, nil
 }
+
+// SecretTaker is implemented by a tool that may receive secrets revealed
+// from the secret references in its configuration: one that sends a
+// secret no further than its keychain entry allows (http, see
+// Credential.AllowsHost), or one that runs code with the worker's rights
+// anyway and is therefore opt-in (python, shell, duckdb). The engine
+// refuses a secret reference in the configuration of any other tool
+// (ErrSecretNotTaken): what such a tool returns becomes the playbook's
+// result and events, and the secret, or anything the playbook computes
+// from it (reversed, encoded), would come back with it — a postgres
+// command can SELECT it, a noop echoes it, a sub-playbook records it. The
+// step's args reach such a tool with their references unrevealed.
+type SecretTaker interface {
+	// TakesSecrets reports whether the tool may receive revealed secrets.
+	TakesSecrets() bool
+}
+
+// TakesSecrets reports whether t may receive revealed secrets: it
+// implements SecretTaker and says so.
+func TakesSecrets(t Tool) bool {
+	st, ok := t.(SecretTaker)
+	return ok && st.TakesSecrets()
+}
+
+// ErrSecretNotTaken is the error of a task whose configuration holds a
+// secret reference while its tool does not take secrets (SecretTaker).
+var ErrSecretNotTaken = errors.New("tools: this tool kind does not take secrets")
 
 // HoldsSecretRef reports whether v (a plain value, as RevealSecrets takes)
 // holds a secret reference RevealSecrets would resolve: when it does not,

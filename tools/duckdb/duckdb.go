@@ -86,6 +86,12 @@ func (t *Tool) Close() error {
 	return errors.Join(errs...)
 }
 
+// TakesSecrets implements tools.SecretTaker: DuckDB SQL reads and writes
+// local files with the worker's rights (a CREATE SECRET for S3 is the
+// usual reason to reveal one), and the tool is opt-in
+// (builtin.Options.EnableDuckDB) for that reason.
+func (t *Tool) TakesSecrets() bool { return true }
+
 // Execute runs the task's SQL.
 func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
 	query, ok := conv.String(call.Config, "command", "query", "sql")

@@ -41,10 +41,23 @@ func Abort(err error) error {
 }
 
 // Tool adapts a Func to tools.Tool.
-type Tool struct{ f Func }
+type Tool struct {
+	f       Func
+	secrets bool
+}
 
-// New returns a tool that calls f.
+// New returns a tool that calls f. It takes no secrets (see WithSecrets).
 func New(f Func) Tool { return Tool{f: f} }
+
+// WithSecrets returns the tool taking secrets (tools.SecretTaker): secret
+// references in its configuration reach the function revealed, and its
+// step args do too. Use it for a function that sends a secret no further
+// than its keychain entry allows and returns nothing computed from it; the
+// engine conceals only exact copies of a secret in what it returns.
+func (t Tool) WithSecrets() Tool { t.secrets = true; return t }
+
+// TakesSecrets implements tools.SecretTaker.
+func (t Tool) TakesSecrets() bool { return t.secrets }
 
 // Execute calls the function. A panic in it is recovered and returned as
 // an error naming the kind, so one faulty function cannot take the

@@ -100,6 +100,11 @@ func New(cfg Config) *Tool {
 // configuration cannot make a request (no url, unreadable timeout, ...).
 var ErrBadConfig = errors.New("http: bad task configuration")
 
+// TakesSecrets implements tools.SecretTaker: the tool sends a revealed
+// secret only to the hosts its keychain entry allows, also across
+// redirects, and redacts it from the response.
+func (t *Tool) TakesSecrets() bool { return true }
+
 // Execute sends the request the task describes. Transport failures,
 // timeouts and non-2xx responses are Outputs with Status "error"; only a
 // configuration that cannot make a request or an unknown auth alias is a

@@ -116,6 +116,11 @@ func Input(call *tools.Call) map[string]any {
 	return in
 }
 
+// TakesSecrets implements tools.SecretTaker: the tool runs code with the
+// worker's rights, which could read the keychain anyway, and is opt-in
+// (builtin.Options.EnablePython) for that reason.
+func (t *Tool) TakesSecrets() bool { return true }
+
 // Execute runs the task's code in a fresh interpreter. An exception, a
 // non-zero exit or a timeout is an error Output; only a task without code
 // or with unencodable input is a returned error.

@@ -16,10 +16,14 @@
 // that secret_value is a reference (tools.SecretRef, "${secret:alias}")
 // and not the secret: step results, the event log and logs only ever hold
 // the reference. When a later step's configuration renders the reference
-// ({{ get_token.secret_value }} in a header, a DSN, a python input), the
+// ({{ get_token.secret_value }} in an http header, a python input), the
 // worker replaces it with the secret just before calling that tool, and
 // replaces the secret with the reference again in whatever the tool
-// returns. The call checks that the alias resolves, so a missing secret
+// returns. Only tools that take secrets (tools.SecretTaker: http, and the
+// opt-in python, shell and duckdb) get it revealed; a postgres command, a
+// noop or a sub-playbook that names one fails instead, since what they
+// return comes back to the playbook with the secret, or anything computed
+// from it, inside. The call checks that the alias resolves, so a missing secret
 // fails here, naming the alias. The http tool sends a revealed secret only
 // to the hosts its keychain entry allows (tools.Credential.AllowsHost),
 // as it does an auth credential.

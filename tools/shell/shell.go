@@ -59,6 +59,11 @@ func New(cfg Config) *Tool {
 	return &Tool{cfg: cfg, env: proc.Environ()}
 }
 
+// TakesSecrets implements tools.SecretTaker: the tool runs commands with
+// the worker's rights, which could read the keychain anyway, and is
+// opt-in (builtin.Options.EnableShell) for that reason.
+func (t *Tool) TakesSecrets() bool { return true }
+
 // Execute runs the command. A non-zero exit, a signal or a timeout is an
 // error Output; Data is {stdout, stderr, exit_code} either way (exit_code
 // -1 when the process did not exit normally).
