@@ -333,10 +333,11 @@ func (p *frameClaimedRaw) decodeMember(key string, raw []byte) error {
 
 // frameDoneSummary is what the fold reads of a frame.done.
 type frameDoneSummary struct {
-	Drained bool           `json:"drained,omitempty"`
-	Counts  frameCounts    `json:"counts"`
-	Ctx     map[string]any `json:"ctx,omitempty"`
-	Fail    string         `json:"fail,omitempty"`
+	Drained  bool           `json:"drained,omitempty"`
+	Counts   frameCounts    `json:"counts"`
+	Ctx      map[string]any `json:"ctx,omitempty"`
+	Fail     string         `json:"fail,omitempty"`
+	Released int            `json:"released,omitempty"`
 }
 
 func (p *frameDoneSummary) decodeMember(key string, raw []byte) error {
@@ -349,6 +350,8 @@ func (p *frameDoneSummary) decodeMember(key string, raw []byte) error {
 		return unmarshal(raw, &p.Ctx)
 	case "fail":
 		return unmarshal(raw, &p.Fail)
+	case "released":
+		return unmarshal(raw, &p.Released)
 	}
 	return nil
 }

@@ -238,6 +238,10 @@ type loopState struct {
 	OK     int
 	Failed int
 	Dead   int
+	// HandedBack counts, by row key, the failures of rows that went back
+	// to the source afterwards (released) to be claimed again; see
+	// State.countHandedBack.
+	HandedBack map[string]int `json:",omitempty"`
 	// Fail is the first unhandled failure; the loop stops issuing work.
 	Fail string
 	// StartedAt is loop.started's time and ProgressAt the time of the
@@ -567,6 +571,9 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		if p.Fail != "" && l.Fail == "" {
 			l.Fail = p.Fail
 		}
+		if p.Released > 0 && p.Counts.Failed > 0 && l.Fail == "" {
+			s.countHandedBack(l, ev)
+		}
 		s.checkLoop(l)
 	case eventlog.TypeCancelRequested:
 		s.cancelRequested = true
@@ -747,6 +754,42 @@ func (s *State) frameOf(st *dsl.Step) dsl.FrameSpec {
 		return r
 	}
 	return fs
+}
+
+// countHandedBack counts the failed rows of a frame.done whose frame handed
+// rows back to the source, and stops the loop (l.Fail) once a row has
+// failed more often than the loop's max_attempts. A source that counts its
+// deliveries sets such a row aside by then (a SQL cursor whose claim
+// returns attempts dead-letters it when it claims attempt max_attempts+1);
+// one that does not would hand the row out again forever, each time as a
+// first attempt.
+func (s *State) countHandedBack(l *loopState, ev eventlog.Event) {
+	var p frameDonePayload
+	if decode(ev, &p) != nil {
+		return
+	}
+	limit := dsl.DefaultFrameMaxAttempts
+	if run := s.Runs[l.Run]; run != nil && s.Playbook != nil {
+		if st := s.Playbook.Step(run.Step); st != nil && st.Loop != nil {
+			if fs := s.frameOf(st); fs.MaxAttempts > 0 {
+				limit = fs.MaxAttempts
+			}
+		}
+	}
+	for _, it := range p.Items {
+		if it.Outcome != OutcomeError {
+			continue
+		}
+		if l.HandedBack == nil {
+			l.HandedBack = map[string]int{}
+		}
+		l.HandedBack[it.Key]++
+		if n := l.HandedBack[it.Key]; n > limit && l.Fail == "" {
+			l.Fail = fmt.Sprintf("row %s failed %d times, more than max_attempts (%d), and went back to the source each time "+
+				"without being set aside (a SQL cursor sets such rows aside when its claim returns an attempts column and it has a "+
+				"dead_letter statement); the loop stops rather than run it forever. Last error: %s", it.Key, n, limit, it.Error)
+		}
+	}
 }
 
 // Accepts reports whether a worker's report for commandID would be applied:

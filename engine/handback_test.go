@@ -1,0 +1,120 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/testenv"
+)
+
+// handBackPlaybook drains table with the natural claim (no attempts column
+// returned) and a release statement, so that failed rows go back to the
+// queue, as a user writes it to let cancels hand rows back. returning is
+// the claim's RETURNING list, cursorExtra more cursor statements; body
+// fails for row 7 (process: row) or for the frame holding it (frame).
+func handBackPlaybook(table, returning, cursorExtra, process string) string {
+	body := `SELECT CASE WHEN {{ iter.job.id }} = 7 THEN 1/0 END; UPDATE ` + table + ` SET status = 'done', done_count = done_count + 1 WHERE id = {{ iter.job.id }}`
+	if process == "frame" {
+		body = `SELECT CASE WHEN {{ iter.job | map(attribute='id') | list | tojson | sql_literal }}::jsonb @> '7' THEN 1/0 END; ` +
+			`UPDATE ` + table + ` q SET status = 'done', done_count = q.done_count + 1 FROM jsonb_to_recordset({{ iter.job | tojson | sql_literal }}::jsonb) AS r(id int) WHERE q.id = r.id`
+	}
+	return header + fmt.Sprintf(`workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: postgres
+        auth: pg
+        claim: |
+          WITH c AS (SELECT id FROM %[1]s WHERE status = 'pending' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT {{ __frame_max_rows }})
+          UPDATE %[1]s q SET status = 'claimed', attempts = q.attempts + 1 FROM c WHERE q.id = c.id RETURNING %[2]s
+        release: UPDATE %[1]s SET status = 'pending' WHERE status = 'claimed' AND id IN ({{ keys | join(',') }})%[3]s
+      iterator: job
+      spec:
+        mode: cursor
+        max_in_flight: 4
+        frame: {max_rows: 20, process: %[4]s}
+    tool:
+      kind: postgres
+      auth: pg
+      command: %[5]q
+`, table, returning, cursorExtra, process, body)
+}
+
+// TestRowFailingForeverStopsTheLoop: a row whose body always fails, in a
+// loop whose source hands failed rows back but does not count their
+// deliveries, used to be claimed and failed again forever, each time as a
+// first attempt. The loop now stops once the row has failed more often
+// than max_attempts (3 by default): the step fails naming the row and
+// the fix, nothing stays claimed, and row 7 never ran to completion.
+func TestRowFailingForeverStopsTheLoop(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	for _, process := range []string{"row", "frame"} {
+		t.Run(process, func(t *testing.T) {
+			t.Parallel()
+			pool, table := pgQueue(t, dsn, 200)
+			e, log := cursorEngine(t, dsn)
+			sum, evs := runPlaybook(t, e, log, handBackPlaybook(table, "q.id, q.payload", "", process), engine.StartOptions{}, time.Minute)
+			t.Cleanup(func() { dumpOnFail(t, evs) })
+			// Process frame: every row of row 7's frame fails with it, and
+			// whichever crosses the limit first is named.
+			want := "row 7 failed 4 times, more than max_attempts (3)"
+			if process == "frame" {
+				want = " failed 4 times, more than max_attempts (3)"
+			}
+			if sum.Status != engine.StatusFailed || sum.Step != "start" || sum.Field != "loop" ||
+				!strings.Contains(sum.Error, want) || !strings.Contains(sum.Error, "division by zero") {
+				t.Fatalf("summary %+v: want the loop stopped on a row of %q", sum, want)
+			}
+			frames := 0
+			for _, ev := range evs {
+				if ev.Type == eventlog.TypeFrameDone {
+					frames++
+				}
+			}
+			// 200 rows in frames of 20, plus row 7's (or its frame's) three
+			// more tries, one per slot at most in flight meanwhile.
+			if frames > 40 {
+				t.Errorf("%d frames ran: the failing row went round more than max_attempts", frames)
+			}
+			var claimed, done7 int
+			var status7 string
+			if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE status = 'claimed'),
+				max(done_count) FILTER (WHERE id = 7), max(status) FILTER (WHERE id = 7) FROM `+table).Scan(&claimed, &done7, &status7); err != nil {
+				t.Fatal(err)
+			}
+			if claimed != 0 || done7 != 0 || status7 != "pending" {
+				t.Fatalf("%d rows left claimed; row 7 %s, done %d times: want none claimed and row 7 pending, never done", claimed, status7, done7)
+			}
+		})
+	}
+}
+
+// TestRowSetAsideByTheSourceGoesOn: with a claim that returns attempts and
+// a dead_letter statement, the source sets row 7 aside after max_attempts
+// and the loop drains the rest: the engine's own count does not stop it.
+func TestRowSetAsideByTheSourceGoesOn(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	pool, table := pgQueue(t, dsn, 200)
+	e, log := cursorEngine(t, dsn)
+	deadLetter := "\n        dead_letter: UPDATE " + table + " SET status = 'dead' WHERE id IN ({{ keys | join(',') }})"
+	sum, evs := runPlaybook(t, e, log, handBackPlaybook(table, "q.id, q.payload, q.attempts", deadLetter, "row"), engine.StartOptions{}, time.Minute)
+	t.Cleanup(func() { dumpOnFail(t, evs) })
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("summary %+v: want completed", sum)
+	}
+	var done, dead, other int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'dead' AND id = 7),
+		count(*) FILTER (WHERE status NOT IN ('done', 'dead')) FROM `+table).Scan(&done, &dead, &other); err != nil {
+		t.Fatal(err)
+	}
+	if done != 199 || dead != 1 || other != 0 {
+		t.Fatalf("%d done, row 7 dead: %d, %d other: want 199 done and row 7 dead", done, dead, other)
+	}
+}
