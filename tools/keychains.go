@@ -94,15 +94,27 @@ func (k EnvKeychain) Resolve(_ context.Context, alias string) (Credential, error
 	if !ok || v == "" {
 		return Credential{}, notFound(alias)
 	}
-	if strings.HasPrefix(strings.TrimSpace(v), "{") {
-		var raw map[string]any
-		if err := json.Unmarshal([]byte(v), &raw); err != nil {
-			// The value is a secret: report the variable, never its content.
-			return Credential{}, fmt.Errorf("tools: credential %q: %s holds invalid JSON", alias, name)
-		}
-		return credentialFromMap(alias, raw), nil
+	c, err := ParseCredential(alias, v)
+	if err != nil {
+		// The value is a secret: report the variable, never its content.
+		return Credential{}, fmt.Errorf("tools: credential %q: %s holds invalid JSON", alias, name)
 	}
-	return Credential{Alias: alias, URL: v}, nil
+	return c, nil
+}
+
+// ParseCredential reads alias's credential from value as EnvKeychain does:
+// the URL, or, when value starts with '{', a JSON object {"url": ...,
+// "token": ..., "hosts": [...], ...} whose other string fields become
+// Credential.Fields. Its error names neither the value nor any part of it.
+func ParseCredential(alias, value string) (Credential, error) {
+	if !strings.HasPrefix(strings.TrimSpace(value), "{") {
+		return Credential{Alias: alias, URL: value}, nil
+	}
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(value), &raw); err != nil {
+		return Credential{}, fmt.Errorf("tools: credential %q: invalid JSON", alias)
+	}
+	return credentialFromMap(alias, raw), nil
 }
 
 // FileKeychain holds the credentials of a YAML or JSON file read once, at

@@ -26,6 +26,10 @@
 // reference to each. resume must see the store run used. --result-store
 // inline keeps every result in the event log.
 //
+// run and resume lock their execution while the process lives (a file
+// lock beside a SQLite log, an advisory lock on a PostgreSQL log's
+// server): a resume of an execution another process still drives exits 1.
+//
 // On a terminal, run and resume draw live progress on stderr while the
 // execution runs: one line for the execution (status, elapsed, events,
 // commands in flight) and one per running loop (rows done, failed and

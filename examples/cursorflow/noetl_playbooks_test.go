@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,8 +179,23 @@ func TestNoETLFormsEndToEnd(t *testing.T) {
 		}
 		const token = "tok-" + "9f8e7d6c"
 		db := filepath.Join(t.TempDir(), "demo.duckdb")
-		code, _, evs, out := runPlaybook(t, "tools_nats_secrets_duckdb.yaml", "--credential", "nats_local="+natsURL,
-			"--credential", "api_token="+token, "--set", "subject="+subject, "--set", "bucket="+bucket, "--set", "db="+db)
+		u, err := url.Parse(natsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The token's entry must allow the NATS server its header goes to.
+		args := []string{"--credential", "nats_local=" + natsURL, "--set", "subject=" + subject, "--set", "bucket=" + bucket, "--set", "db=" + db}
+		code, sum, refused, out := runPlaybook(t, "tools_nats_secrets_duckdb.yaml", append(args, "--credential", "api_token="+token)...)
+		if code != exitInvalid || sum["failed_step"] != "announce" || !strings.Contains(out, "may not be sent to "+u.Host) {
+			t.Fatalf("without hosts: exit %d, want the secret refused for %s\n%s", code, u.Host, out)
+		}
+		for _, ev := range refused {
+			if strings.Contains(string(ev.Payload), token) {
+				t.Fatalf("refused run: event %d (%s) holds the secret", ev.Seq, ev.Type)
+			}
+		}
+		code, _, evs, out := runPlaybook(t, "tools_nats_secrets_duckdb.yaml",
+			append(args, "--credential", `api_token={"url": "`+token+`", "hosts": ["`+u.Hostname()+`"]}`)...)
 		if code != exitOK {
 			t.Fatalf("exit %d\n%s", code, out)
 		}

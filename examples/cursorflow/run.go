@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cursorflow/cursorflow/dsl"
@@ -51,7 +52,7 @@ func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
 	if withSet {
 		fs.Var(&f.sets, "set", "override a workload key: key=value (value read as a YAML scalar); repeatable")
 	}
-	fs.Var(&f.credentials, "credential", "map a keychain alias to a connection URL: alias=URL; repeatable")
+	fs.Var(&f.credentials, "credential", "map a keychain alias to a connection URL: alias=URL, or alias={\"url\": ..., \"hosts\": [...], ...} as in CURSORFLOW_CREDENTIAL_<ALIAS>; repeatable")
 	fs.StringVar(&f.eventlog, "eventlog", "", "event log: sqlite:PATH (default under the user's state directory), postgres://... or memory:")
 	fs.BoolVar(&f.json, "json", false, "end with one JSON summary object")
 	fs.IntVar(&f.workers, "workers", engine.DefaultWorkers, "in-process workers")
@@ -165,8 +166,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		workload[k] = normalizeYAML(x)
 	}
-	return withEngine(f, stdout, stderr, func(ctx context.Context, e *engine.Engine) (string, error) {
-		return e.Start(ctx, src, engine.StartOptions{File: file, Workload: workload})
+	// The id is chosen here so that the execution is locked (see
+	// lockExecution) before it starts.
+	u, err := uuid.NewV7()
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitInvalid
+	}
+	id := u.String()
+	return withEngine(f, stdout, stderr, id, func(ctx context.Context, e *engine.Engine) (string, error) {
+		return e.Start(ctx, src, engine.StartOptions{File: file, Workload: workload, ExecutionID: id})
 	})
 }
 
@@ -184,15 +193,15 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	id := pos[0]
-	return withEngine(f, stdout, stderr, func(ctx context.Context, e *engine.Engine) (string, error) {
+	return withEngine(f, stdout, stderr, id, func(ctx context.Context, e *engine.Engine) (string, error) {
 		return id, e.Resume(ctx, id)
 	})
 }
 
-// withEngine opens the event log, builds an engine with the standard
-// tools and drivers, starts (or resumes) an execution with begin, waits
-// for it and prints the outcome.
-func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context, *engine.Engine) (string, error)) int {
+// withEngine opens the event log, locks execution id for this process,
+// builds an engine with the standard tools and drivers, starts (or
+// resumes) the execution with begin, waits for it and prints the outcome.
+func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(context.Context, *engine.Engine) (string, error)) int {
 	if !validProgress(f.progress) {
 		fmt.Fprintf(stderr, "cursorflow: --progress %q: want auto, always or never\n", f.progress)
 		return exitUsage
@@ -205,16 +214,21 @@ func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	static := map[string]string{}
+	static := tools.StaticKeychain{}
 	for _, kv := range f.credentials {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			fmt.Fprintf(stderr, "cursorflow: --credential %q: want alias=URL\n", k)
 			return exitUsage
 		}
-		static[k] = v
+		c, err := tools.ParseCredential(k, v)
+		if err != nil {
+			fmt.Fprintf(stderr, "cursorflow: --credential %s: %v\n", k, err)
+			return exitUsage
+		}
+		static[k] = c
 	}
-	kc := tools.ChainKeychain{tools.StaticURLs(static), tools.EnvKeychain{}}
+	kc := tools.ChainKeychain{static, tools.EnvKeychain{}}
 
 	logURL := f.eventlog
 	if logURL == "" {
@@ -229,6 +243,12 @@ func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context
 		return exitUsage
 	}
 	defer log.Close()
+	release, err := lockExecution(ctx, logURL, log, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitInvalid
+	}
+	defer release()
 
 	results, err := openResultStore(ctx, f.resultStore, f.threshold)
 	if err != nil {
@@ -252,7 +272,7 @@ func withEngine(f runFlags, stdout, stderr io.Writer, begin func(context.Context
 	_ = treg.Register("playbook", playbook.New(e))
 
 	started := time.Now()
-	id, err := begin(ctx, e)
+	id, err = begin(ctx, e)
 	if err != nil {
 		var list dsl.ErrorList
 		if errors.As(err, &list) {

@@ -38,6 +38,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"path"
 	"strings"
 	"sync"
@@ -95,6 +96,11 @@ func (t *Tool) Close() error {
 	}
 	return nil
 }
+
+// TakesSecrets implements tools.SecretTaker: a secret revealed in a task
+// (a header, the data) is sent only to NATS servers its keychain entry
+// allows (tools.Credential.AllowsHost), as the http tool sends one.
+func (t *Tool) TakesSecrets() bool { return true }
 
 // Execute runs the task's operation.
 func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
@@ -162,6 +168,16 @@ func (t *Tool) conn(ctx context.Context, call *tools.Call) (*natsgo.Conn, *tools
 	if serverURL == "" {
 		return nil, nil, fmt.Errorf("%w: auth (a keychain alias) or url naming the server is required", ErrBadConfig)
 	}
+	// Secrets a playbook put in the message through secret references go
+	// to no server their keychain entries do not allow, as with http.
+	for _, r := range call.Revealed {
+		for _, host := range serverHosts(serverURL) {
+			if !r.Credential.AllowsHost(host) {
+				return nil, nil, fmt.Errorf("nats: secret %q may not be sent to %s: %w (list the host under hosts: in its keychain entry)",
+					r.Credential.Alias, host, tools.ErrHostNotAllowed)
+			}
+		}
+	}
 	key := serverURL
 	if cred != nil {
 		key = "alias:" + cred.Alias + "|" + serverURL
@@ -185,6 +201,29 @@ func (t *Tool) conn(ctx context.Context, call *tools.Call) (*natsgo.Conn, *tools
 	}
 	t.conns[key] = nc
 	return nc, cred, nil
+}
+
+// serverHosts returns the host (name:port) of every server of a NATS URL
+// list ("nats://a:4222,nats://b:4222"); a server it cannot parse is
+// returned as written, which no keychain entry allows unless it says "*".
+func serverHosts(servers string) []string {
+	var hosts []string
+	for _, s := range strings.Split(servers, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !strings.Contains(s, "://") {
+			s = "nats://" + s
+		}
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" {
+			hosts = append(hosts, s)
+			continue
+		}
+		hosts = append(hosts, u.Host)
+	}
+	return hosts
 }
 
 func first(m map[string]string, keys ...string) string {
