@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -198,7 +200,15 @@ func New(cfg Config) http.Handler {
 	public := map[string]bool{}
 	for _, rt := range table() {
 		h := rt.handle
-		var hf http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(s, w, r) })
+		var hf http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if id := r.PathValue("id"); id != "" && !validID(id) {
+				// No execution has such an id, and a database would refuse it
+				// (PostgreSQL text holds no NUL byte) with a 500.
+				executionNotFound(w, id)
+				return
+			}
+			h(s, w, r)
+		})
 		if !rt.Public {
 			hf = s.authenticate(hf)
 		}
@@ -234,6 +244,20 @@ func New(cfg Config) http.Handler {
 		}))
 	}
 	return s.logRequests(mux)
+}
+
+// validID reports whether id can name an execution: valid UTF-8 without
+// control characters.
+func validID(id string) bool {
+	if !utf8.ValidString(id) {
+		return false
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 func headIfGet(methods []string) []string {
