@@ -54,6 +54,10 @@ type Dispatcher struct {
 	// reg knows the live workers, for commands of labelled steps.
 	reg *Registry
 
+	// rep is Serve's reporter, through which a command no worker can ever
+	// receive is failed at once (refuse); nil before Serve.
+	rep atomic.Pointer[engine.Reporter]
+
 	stop   chan struct{}
 	done   chan struct{}
 	closed atomic.Bool
@@ -229,13 +233,22 @@ func (d *Dispatcher) publishBatch(batch []*engine.Command) {
 		var failed []*engine.Command
 		for _, cmd := range batch {
 			msg, err := d.message(ctx, cmd)
+			if errors.Is(err, nats.ErrMaxPayload) {
+				d.refuse(ctx, cmd, fmt.Sprintf("its playbook is %d bytes", len(cmd.PlaybookSource)))
+				continue
+			}
 			if err != nil {
 				d.log.Error("natsjs: cannot publish command", "command_id", cmd.ID, "execution_id", cmd.ExecutionID, "error", err)
 				failed = append(failed, cmd)
 				continue
 			}
 			f, err := d.js.PublishMsgAsync(msg, jetstream.WithMsgID(cmd.ExecutionID+"/"+cmd.ID))
+			if errors.Is(err, nats.ErrMaxPayload) {
+				d.refuse(ctx, cmd, fmt.Sprintf("the command is %d bytes", len(msg.Data)))
+				continue
+			}
 			if err != nil {
+				d.log.Warn("natsjs: command publish failed", "command_id", cmd.ID, "error", err)
 				failed = append(failed, cmd)
 				continue
 			}
@@ -266,6 +279,25 @@ func (d *Dispatcher) publishBatch(batch []*engine.Command) {
 		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
 		case <-ctx.Done():
 		}
+	}
+}
+
+// refuse fails a command larger than the server takes in one message:
+// no worker can ever receive it, so waiting for its lease to run out
+// max_attempts times would only delay the failure and hide its cause.
+// Before Serve there is no reporter to fail it through: its lease does.
+func (d *Dispatcher) refuse(ctx context.Context, cmd *engine.Command, what string) {
+	d.stats.PublishFailed.Add(1)
+	msg := fmt.Sprintf("natsjs: %s, more than the NATS server takes in one message (max_payload %d), "+
+		"so no worker can receive the command: keep large values out of the playbook, the workload and the step results "+
+		"(engine.Config.Results stores large results apart) or raise the server's max_payload", what, d.cfg.Conn.MaxPayload())
+	d.log.Error(msg, "command_id", cmd.ID, "execution_id", cmd.ExecutionID)
+	rep := d.rep.Load()
+	if rep == nil {
+		return
+	}
+	if err := (&engine.Worker{ID: "natsjs-dispatcher"}).Fail(ctx, cmd, *rep, msg); err != nil {
+		d.log.Warn("natsjs: failing a command too large to publish; its lease re-issues it", "command_id", cmd.ID, "error", err)
 	}
 }
 
@@ -317,6 +349,8 @@ func (d *Dispatcher) subject(cmd *engine.Command) string {
 // ErrStale (stale reports are dropped) and negatively acknowledged on any
 // other error, to be delivered again.
 func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
+	d.rep.Store(&rep)
+	defer d.rep.Store(nil)
 	nc := d.cfg.Conn
 	hb, err := nc.Subscribe(d.n.hb, func(m *nats.Msg) {
 		var h heartbeatMsg
