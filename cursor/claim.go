@@ -36,6 +36,11 @@ var ErrClaimSettled = errors.New("cursor: claim already settled")
 type Claim struct {
 	// Rows are the claimed rows, at most the max passed to Claim.
 	Rows []Row
+	// Dead are rows the driver set aside while claiming instead of
+	// returning them (dead-lettered, past the spec's MaxAttempts), so that
+	// the engine reports them dead. Whether or not Rows is empty, they are
+	// not to run. Optional: a driver may leave it empty.
+	Dead []Row
 
 	mu      sync.Mutex
 	settled bool

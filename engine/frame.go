@@ -149,6 +149,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	p := frameDonePayload{}
 	rows := cmd.Rows
 	var claimed []cursor.Row
+	var buried []ItemOutcome // rows the source set aside while claiming
 	if rows == nil {
 		var claim *cursor.Claim
 		var claimedAt time.Time
@@ -173,7 +174,9 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			}
 			claimedAt = time.Now()
 			if len(claim.Rows) == 0 {
-				return nil, done(frameDonePayload{Drained: true})
+				dp := frameDonePayload{Drained: true, Items: deadItems(claim.Dead)}
+				dp.Counts = countOutcomes(dp.Items)
+				return nil, done(dp)
 			}
 			faultpoint.Hit(faultpoint.FrameClaimed)
 			rows = frameRowsOf(claim.Rows)
@@ -197,6 +200,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		}
 		p.ClaimOpenUs = time.Since(claimedAt).Microseconds()
 		claimed = claim.Rows
+		buried = deadItems(claim.Dead)
 		if keep := w.limitBytes(claimed, fs.MaxBytes); keep < len(claimed) {
 			// The rows past max_bytes are recorded too: hand them back now
 			// (a re-issue runs every recorded row), or run them where the
@@ -301,12 +305,13 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	}
 	p.Released += h.nReleased
 	p.Cancelled = p.Cancelled || h.nReleased > 0
+	items = append(items, buried...)
 	p.Items, p.Counts, p.Ctx, p.Fail = items, countOutcomes(items), h.ctxDelta, h.fatal
 	faultpoint.Hit(faultpoint.FrameRan)
 	if !mayChain {
 		return nil, done(p)
 	}
-	next, reported, err := w.chainNext(ctx, cmd, rep, cur, driver, fs, p, cancelled, settle, start)
+	next, reported, err := w.chainNext(ctx, cmd, rep, cur, driver, fs, &p, cancelled, settle, start)
 	if reported {
 		return next, err
 	}
@@ -329,6 +334,19 @@ func (w *Worker) giveBack(settle func(func(context.Context) error) error, claim 
 	}
 }
 
+// deadItems are the outcomes of rows a source set aside while claiming
+// (cursor.Claim.Dead).
+func deadItems(rows []cursor.Row) []ItemOutcome {
+	if len(rows) == 0 {
+		return nil
+	}
+	items := make([]ItemOutcome, len(rows))
+	for i, r := range rows {
+		items[i] = ItemOutcome{Key: r.Key, Outcome: OutcomeDead, Error: "set aside by the source when claimed: past max_attempts"}
+	}
+	return items
+}
+
 // frameRowsOf is what a frame records of its claimed rows.
 func frameRowsOf(claimed []cursor.Row) []FrameRow {
 	rows := make([]FrameRow, len(claimed))
@@ -346,7 +364,7 @@ func frameRowsOf(claimed []cursor.Row) []FrameRow {
 // run, the source is drained, or the chained report was not recorded
 // (err then says why; the claim made ahead was given back).
 func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur cursor.Cursor, driver cursor.Driver,
-	fs dsl.FrameSpec, p frameDonePayload, cancelled <-chan struct{}, settle func(func(context.Context) error) error, start time.Time,
+	fs dsl.FrameSpec, p *frameDonePayload, cancelled <-chan struct{}, settle func(func(context.Context) error) error, start time.Time,
 ) (next *chainedFrame, reported bool, err error) {
 	cr, ok := rep.(ChainReporter)
 	if !ok || !cr.MayChain() || !driver.Features().TransactionalClaim || closed(cancelled) ||
@@ -361,7 +379,14 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 		return nil, false, err
 	}
 	if len(claim.Rows) == 0 {
-		return nil, false, nil // drained: the next frame finds it so
+		// Drained: the next frame finds it so. What the source set aside
+		// meanwhile (committed with the empty claim) is this frame's to
+		// report.
+		if len(claim.Dead) > 0 {
+			p.Items = append(p.Items, deadItems(claim.Dead)...)
+			p.Counts = countOutcomes(p.Items)
+		}
+		return nil, false, nil
 	}
 	claimedAt := time.Now()
 	faultpoint.Hit(faultpoint.FrameClaimed)
@@ -372,7 +397,7 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 	// died): keep its lease alive, so that it is not re-issued while the
 	// claim is still ours, uncommitted.
 	stop := w.heartbeat(ctx, &Command{ExecutionID: cmd.ExecutionID, ID: nextFrameID(cmd), Lease: cmd.Lease, Heartbeat: cmd.Heartbeat}, rep)
-	ncmd, err := cr.ReportChained(ctx, w.event(ctx, cmd, eventlog.TypeFrameDone, p), reportJSON(ctx, frameClaimedPayload{Rows: rows}))
+	ncmd, err := cr.ReportChained(ctx, w.event(ctx, cmd, eventlog.TypeFrameDone, *p), reportJSON(ctx, frameClaimedPayload{Rows: rows}))
 	stop()
 	if err != nil || ncmd == nil {
 		w.giveBack(settle, claim, cmd, len(rows), abortAheadFailed)

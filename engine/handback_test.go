@@ -117,4 +117,20 @@ func TestRowSetAsideByTheSourceGoesOn(t *testing.T) {
 	if done != 199 || dead != 1 || other != 0 {
 		t.Fatalf("%d done, row 7 dead: %d, %d other: want 199 done and row 7 dead", done, dead, other)
 	}
+	// The loop's result counts the row the source set aside, as the
+	// table does: set aside when claimed, it is reported by the frame
+	// that claimed.
+	data, _ := sum.Results["start"].(map[string]any)["data"].(map[string]any)
+	if fmt.Sprint(data["dead"]) != "1" || fmt.Sprint(data["ok"]) != "199" {
+		t.Fatalf("loop result %v: want 199 ok and 1 dead", data)
+	}
+	var deadItems int
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeFrameDone && strings.Contains(string(ev.Payload), `"key":"7","outcome":"dead"`) {
+			deadItems++
+		}
+	}
+	if deadItems != 1 {
+		t.Fatalf("row 7 reported dead by %d frames, want 1", deadItems)
+	}
 }

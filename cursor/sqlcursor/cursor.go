@@ -203,6 +203,7 @@ func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 	}
 	vars["__frame_max_rows"] = max
 	SlotVars(vars, c.spec)
+	var buried []cursor.Row // set aside by this claim's rounds
 	for round := 0; ; round++ {
 		stmt, err := Render(c.spec.Claim, vars, c.exec.Dialect())
 		if err != nil {
@@ -227,14 +228,19 @@ func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 		if len(live) > max {
 			c.log.Warn("sql cursor: claim returned more rows than __frame_max_rows", "max", max, "rows", len(live))
 		}
+		buried = append(buried, dead...)
 		if len(live) > 0 {
-			return c.hold(live, tx), nil
+			claim := c.hold(live, tx)
+			claim.Dead = buried
+			return claim, nil
 		}
 		if err := tx.Commit(ctx); err != nil {
 			return nil, c.fail("claim", fmt.Errorf("commit: %w", err))
 		}
 		if len(dead) == 0 {
-			return cursor.NewClaim(nil, nil, nil), nil
+			claim := cursor.NewClaim(nil, nil, nil)
+			claim.Dead = buried
+			return claim, nil
 		}
 		if round+1 >= maxDeadLetterRounds {
 			return nil, c.fail("claim", fmt.Errorf("the claim returned only dead-lettered rows %d times in a row; does the dead_letter statement make them unclaimable?", maxDeadLetterRounds))
