@@ -315,6 +315,9 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 	}
 	if len(knobs) > 0 && slices.Contains(statementCursorKinds, c.Kind) && !hasKey(ps, "dead_letter") {
 		d.warnf(knobs[0].k, "%s: cursor.%s without a dead_letter statement: rows the engine gives up on cannot be moved and stay claimed in the table", what, knobs[0].key)
+	} else if slices.Contains(statementCursorKinds, c.Kind) && !hasKey(ps, "release") && !hasKey(ps, "dead_letter") {
+		d.warnf(n, "%s: a %s cursor without a release or dead_letter statement: rows whose body fails, and rows a failed or cancelled frame did not run, "+
+			"stay claimed in the table unless the claim itself takes stale claims back; add release: to hand them back or dead_letter: to set them aside", what, c.Kind)
 	}
 	return c
 }
