@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -310,10 +312,14 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 		fmt.Fprintf(stderr, "cursorflow: %v (resume with: cursorflow resume %s --eventlog %s)\n", err, id, logURL)
 		return exitInvalid
 	}
+	rows := cursorRows(ctx, proj, id)
 	if f.json {
 		out := map[string]any{
 			"execution_id": sum.ExecutionID, "status": sum.Status, "steps": sum.Steps,
 			"events": countEvents(ctx, proj, id, sum.Events), "seconds": time.Since(started).Seconds(), "eventlog": logURL,
+		}
+		if len(rows) > 0 {
+			out["cursor_loops"] = rows
 		}
 		if sum.Status == engine.StatusFailed {
 			out["failed_step"], out["failed_field"], out["error"] = sum.Step, sum.Field, sum.Error
@@ -322,6 +328,14 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 		fmt.Fprintln(stdout, string(b))
 	} else {
 		fmt.Fprintf(stdout, "%s in %s (%d events)\n", sum.Status, time.Since(started).Round(time.Millisecond), countEvents(ctx, proj, id, sum.Events))
+		for _, run := range slices.Sorted(maps.Keys(rows)) {
+			// A completed execution may still have rows that failed or
+			// went to the dead letter: say so, with where to look.
+			if r := rows[run]; r.Failed > 0 || r.Dead > 0 {
+				fmt.Fprintf(stdout, "loop %s: %d rows: %d ok, %d failed, %d dead (cursorflow events %s --eventlog %s)\n",
+					run, r.Rows, r.OK, r.Failed, r.Dead, id, logURL)
+			}
+		}
 		if sum.Status == engine.StatusFailed {
 			fmt.Fprintf(stdout, "failed at step %s (%s): %s\n", sum.Step, sum.Field, sum.Error)
 		}
@@ -330,6 +344,30 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 		return exitInvalid
 	}
 	return exitOK
+}
+
+// loopRows are a cursor loop's row outcomes, as run and resume print them.
+type loopRows struct {
+	Rows   int `json:"rows"`
+	OK     int `json:"ok"`
+	Failed int `json:"failed"`
+	Dead   int `json:"dead"`
+}
+
+// cursorRows returns the row outcomes of the execution's cursor loops by
+// loop run ("step#n"); none when the log cannot be read.
+func cursorRows(ctx context.Context, proj *engine.Projection, id string) map[string]loopRows {
+	st, err := proj.Status(ctx, id)
+	if err != nil {
+		return nil
+	}
+	out := map[string]loopRows{}
+	for run, l := range st.Loops {
+		if l.Mode == dsl.ModeCursor {
+			out[run] = loopRows{Rows: l.Rows, OK: l.OK, Failed: l.Failed, Dead: l.Dead}
+		}
+	}
+	return out
 }
 
 // countEvents returns the number of events the log holds for the
