@@ -642,6 +642,14 @@ func summarize(s *State) *Summary {
 			sum.Steps[r.Step] = r.Status
 		}
 	}
+	if s.Status == StatusCancelled {
+		// What ran when the execution was cancelled stopped with it.
+		for step, st := range sum.Steps {
+			if st == runRunning {
+				sum.Steps[step] = StatusCancelled
+			}
+		}
+	}
 	if s.Status == StatusFailed {
 		sum.Step, sum.Field, sum.Error = s.Failure.Step, s.Failure.Field, s.Failure.Message
 	}

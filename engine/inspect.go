@@ -100,7 +100,7 @@ func (s *State) loopStatus(id string, l *loopState) LoopStatus {
 	ls := LoopStatus{Mode: l.Mode, InFlight: s.loopInFlight(l), StartedAt: l.StartedAt}
 	if r := s.Runs[id]; r != nil {
 		ls.Step = r.Step
-		ls.Finished = r.Status != runRunning
+		ls.Finished = r.Status != runRunning || s.Status != StatusRunning
 	}
 	switch l.Mode {
 	case dsl.ModeCursor:

@@ -65,6 +65,18 @@ workflow:
 	if n := len(b.rec.calls); n > 100 {
 		t.Fatalf("%d items ran after cancel", n)
 	}
+	// The loop's step stopped with the execution: neither the summary nor
+	// the status says it is still running.
+	if sum.Steps["start"] != engine.StatusCancelled {
+		t.Errorf("summary steps %v, want start cancelled", sum.Steps)
+	}
+	st, err := engine.Inspect(ctx, b.log, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Steps["start"] != engine.StatusCancelled || !st.Loops["start#1"].Finished {
+		t.Errorf("status steps %v, loops %+v: want start cancelled and its loop finished", st.Steps, st.Loops)
+	}
 }
 
 func TestSubPlaybook(t *testing.T) {
