@@ -366,12 +366,24 @@ func parseSets(sets []string) (map[string]any, error) {
 func oneID(name, extra string, fs *flag.FlagSet, f *remoteFlags, args []string, stderr io.Writer) (*apiClient, string, bool) {
 	fs.SetOutput(stderr)
 	f.register(fs)
+	// Either reads from the log instead (cmdStatusLocal, cmdEventsLocal).
+	local := ""
+	switch name {
+	case "status":
+		local = "\n   or: cursorflow status EXECUTION_ID --eventlog URL   (JSON, read from the event log itself: sqlite:PATH, postgres://...)"
+	case "events":
+		local = "\n   or: cursorflow events EXECUTION_ID --eventlog URL" + extra + " [--json]   (read from the event log itself: sqlite:PATH, postgres://...)"
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: cursorflow %s EXECUTION_ID --server URL [--token TOKEN]%s [--json]%s\n", name, extra, local)
+		fs.PrintDefaults()
+	}
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return nil, "", false
 	}
 	if len(pos) != 1 || pos[0] == "" {
-		fmt.Fprintf(stderr, "usage: cursorflow %s EXECUTION_ID --server URL [--token TOKEN]%s [--json]\n", name, extra)
+		fmt.Fprintf(stderr, "usage: cursorflow %s EXECUTION_ID --server URL [--token TOKEN]%s [--json]%s\n", name, extra, local)
 		return nil, "", false
 	}
 	c, ok := f.client(stderr)
