@@ -39,7 +39,9 @@
 //
 // With --server URL, run starts the execution on a cursorflow server
 // instead of in this process and follows its events until it ends (exit 0
-// completed, 1 otherwise, 2 on a usage error or an invalid playbook).
+// completed, 1 otherwise, 2 on a usage error or an invalid playbook). With
+// --json, stdout holds only the final summary object and the execution id
+// goes to stderr as soon as the server answers.
 // A local run or resume executes the playbook's python, shell and duckdb
 // steps on this machine, with this user's rights (the playbook is the
 // operator's own); --no-code turns those tools off. Servers' workers keep them off

@@ -296,7 +296,11 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	id := out.ExecutionID
-	if !f.json {
+	if f.json {
+		// stdout carries the one summary object; the id goes to stderr at
+		// once, so the execution can be followed or cancelled meanwhile.
+		fmt.Fprintf(stderr, "execution %s\n", id)
+	} else {
 		fmt.Fprintf(stdout, "execution %s\n", id)
 	}
 	stopProgress := func() {}

@@ -89,6 +89,10 @@ func TestRemoteRun(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sum); err != nil || sum["status"] != "completed" {
 		t.Fatalf("--json output %q: %v", out, err)
 	}
+	// The id went to stderr as soon as the server answered.
+	if id, _ := sum["execution_id"].(string); id == "" || !strings.Contains(errOut, "execution "+id+"\n") {
+		t.Fatalf("--json: stderr %q lacks the execution id %v", errOut, sum["execution_id"])
+	}
 
 	// A failing execution exits 1 and says where it failed.
 	failing := writeFile(t, "fail.yaml", remotePlaybook)
