@@ -427,6 +427,7 @@ func (d *decoder) step(n *yaml.Node) *Step {
 			s.Loop.Mode = ModeFanout
 		}
 	}
+	d.lintIterRefs(s, what)
 	return s
 }
 

@@ -891,3 +891,38 @@ func TestFanoutLoop(t *testing.T) {
 		}
 	}
 }
+
+// TestIterTypoWarns: a loop body that reads iter.<name> where name is not
+// the iterator (a typo: iter.jb for job) renders it empty and would
+// quietly match nothing; validate says so at the template. Names the loop
+// sets (the iterator, _index, <iterator>_rows) and a pipeline's set: of
+// iter.<name> are not flagged, nor is a step without a loop.
+func TestIterTypoWarns(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  loop:
+    in: [1, 2]
+    iterator: job
+  tool:
+    - name: a
+      kind: noop
+      x: '{{ iter.jb.id }} {{ iter.job.id }} {{ iter._index }} {{ iter.job_rows }}'
+      set:
+        iter.page: '{{ 1 }}'
+    - name: b
+      kind: noop
+      y: '{{ iter.page }} {{ iter.jb }}'
+  next: [plain]
+- step: plain
+  tool: {kind: noop, z: '{{ iter.whatever }}'}
+`))
+	var got []string
+	for _, w := range p.Warnings {
+		if strings.Contains(w.Message, "iter.") {
+			got = append(got, w.Error())
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "iter.jb is not set by the loop (its iterator is job: iter.job)") || !strings.Contains(got[0], "t.yaml:13:") {
+		t.Fatalf("iter warnings %q: want one, for iter.jb where task a reads it", got)
+	}
+}

@@ -61,6 +61,8 @@ type Template struct {
 	limits *limitsRef
 	// names are the variable names the template reads, for Refs.
 	names []string
+	// iterAttrs are the attributes of iter it reads, for the loop lint.
+	iterAttrs []string
 	// fast renders the template without gonja when it is text plus
 	// simple expressions (fastpath.go); nil otherwise.
 	fast *fastTemplate
@@ -270,6 +272,7 @@ func compileTemplate(src string, pos Pos, lim *limitsRef) (t *Template, err erro
 	}
 	t.needsBudget = w.needsBudget
 	t.names = sortedKeys(w.names)
+	t.iterAttrs = sortedKeys(w.iterAttrs)
 	t.tpl = tpl
 	t.kind = kindText
 	if out := singleOutput(root); out != nil {
@@ -639,6 +642,8 @@ type guardWalker struct {
 	unknown     *unknownName
 	needsBudget bool
 	names       map[string]bool
+	// iterAttrs are the attributes read of iter ({{ iter.job.id }}: job).
+	iterAttrs map[string]bool
 }
 
 func (w *guardWalker) noteUnknown(what, name string, at *tokens.Token) {
@@ -715,6 +720,12 @@ func (w *guardWalker) walk(v reflect.Value, setTarget bool) {
 			}
 		case typeGetAttribute:
 			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.GetAttribute)
+			if name, ok := n.Node.(*nodes.Name); ok && name.Name != nil && name.Name.Val == "iter" && n.Attribute != "" {
+				if w.iterAttrs == nil {
+					w.iterAttrs = map[string]bool{}
+				}
+				w.iterAttrs[n.Attribute] = true
+			}
 			n.Node = orEmptyList(n.Node)
 		case typeGetItem:
 			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.GetItem)
