@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +121,67 @@ func TestRepeatedDecisionFoldsOnce(t *testing.T) {
 	}
 	if n := fresh.rec.count("second"); n != 1 {
 		t.Fatalf("second ran %d times", n)
+	}
+}
+
+// TestLateLeaseReissueFoldsAsStale: a lease re-issue of a command whose
+// outcome is already on record (another orchestrator's late decision, as
+// when two processes drove one execution) does not bring the command back
+// in flight: the execution still ends, in the fold and when resumed.
+func TestLateLeaseReissueFoldsAsStale(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, twoSteps, nil)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s", sum.Status)
+	}
+	var cut []eventlog.Event
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeExecutionCompleted {
+			break
+		}
+		cut = append(cut, ev)
+	}
+	var late eventlog.Event
+	for _, ev := range cut {
+		if ev.Type == eventlog.TypeCommandIssued && ev.Step == "start" {
+			late = ev
+			break
+		}
+	}
+	var p map[string]any
+	if err := json.Unmarshal(late.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	p["reason"] = "lease"
+	late.Payload, _ = json.Marshal(p)
+	late.CommandID = strings.Replace(late.CommandID, "@1", "@2", 1)
+	late.Attempt, late.Seq = 2, cut[len(cut)-1].Seq+1
+	cut = append(cut, late)
+
+	st, err := engine.Fold(evs[0].ExecutionID, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inflight := st.InFlight(); len(inflight) != 0 {
+		t.Fatalf("in flight after a late re-issue: %v", inflight)
+	}
+	out := st.Decide(time.Now(), nil, "")
+	if len(out) != 1 || out[0].Type != eventlog.TypeExecutionCompleted {
+		t.Fatalf("decided %v, want execution.completed", out)
+	}
+	log := eventlog.NewMemory()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := log.Append(ctx, cut); err != nil {
+		t.Fatal(err)
+	}
+	fresh := setup(t, log)
+	if err := fresh.eng.Resume(ctx, evs[0].ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := fresh.eng.Wait(ctx, evs[0].ExecutionID)
+	if err != nil || got.Status != engine.StatusCompleted {
+		t.Fatalf("%v %+v", err, got)
 	}
 }

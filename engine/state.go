@@ -413,6 +413,15 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			return err
 		}
 		c := s.Commands[p.Base]
+		if (p.Reason == reasonLease || p.Reason == reasonResume) && (c == nil || c.Status == cmdCompleted || c.Status == cmdFailed) {
+			// Re-issued for its lease, or on a resume, after its outcome
+			// is on record (a finished command may be gone from the state
+			// already): a late decision of another orchestrator, as when
+			// two drove the execution. Revived, the command would stay in
+			// flight for a step that is over, and the execution would
+			// never end.
+			return nil
+		}
 		if c == nil {
 			c = &commandState{Base: p.Base, Run: p.Run, Kind: p.Kind}
 			s.Commands[p.Base] = c
