@@ -105,20 +105,7 @@ func TestRepeatedDecisionFoldsOnce(t *testing.T) {
 		t.Fatalf("decided %d command.issued after a repeated step.completed, want 1: %v", issued, out)
 	}
 	// And through a live engine: resume the doubled history.
-	log := eventlog.NewMemory()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := log.Append(ctx, cut); err != nil {
-		t.Fatal(err)
-	}
-	fresh := setup(t, log)
-	if err := fresh.eng.Resume(ctx, evs[0].ExecutionID); err != nil {
-		t.Fatal(err)
-	}
-	got, err := fresh.eng.Wait(ctx, evs[0].ExecutionID)
-	if err != nil || got.Status != engine.StatusCompleted {
-		t.Fatalf("%v %+v", err, got)
-	}
+	fresh := resumeToCompletion(t, cut)
 	if n := fresh.rec.count("second"); n != 1 {
 		t.Fatalf("second ran %d times", n)
 	}
@@ -170,18 +157,27 @@ func TestLateLeaseReissueFoldsAsStale(t *testing.T) {
 	if len(out) != 1 || out[0].Type != eventlog.TypeExecutionCompleted {
 		t.Fatalf("decided %v, want execution.completed", out)
 	}
+	resumeToCompletion(t, cut)
+}
+
+// resumeToCompletion appends history to a fresh log, resumes its
+// execution on a fresh engine and waits for it to complete.
+func resumeToCompletion(t *testing.T, history []eventlog.Event) *bundle {
+	t.Helper()
 	log := eventlog.NewMemory()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := log.Append(ctx, cut); err != nil {
+	if _, err := log.Append(ctx, history); err != nil {
 		t.Fatal(err)
 	}
 	fresh := setup(t, log)
-	if err := fresh.eng.Resume(ctx, evs[0].ExecutionID); err != nil {
+	id := history[0].ExecutionID
+	if err := fresh.eng.Resume(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	got, err := fresh.eng.Wait(ctx, evs[0].ExecutionID)
+	got, err := fresh.eng.Wait(ctx, id)
 	if err != nil || got.Status != engine.StatusCompleted {
 		t.Fatalf("%v %+v", err, got)
 	}
+	return fresh
 }
