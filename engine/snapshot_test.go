@@ -179,6 +179,37 @@ workflow:
 	if out["cursor"], err = log.Read(ctx, id, 0, 0); err != nil {
 		t.Fatal(err)
 	}
+
+	// The same drain with a release statement: row 7 goes back after each
+	// failure until the loop stops it (the counts the fold keeps by row).
+	_, path = sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
+		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 25) INSERT INTO jobs (id) SELECT i FROM s`)
+	e, log = sqliteEngine(t, path, reg)
+	id, err = e.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: sqlite
+        auth: q
+        claim: |
+          UPDATE jobs SET status = 'claimed'
+          WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' LIMIT {{ __frame_max_rows }})
+          RETURNING id
+        release: UPDATE jobs SET status = 'pending' WHERE status = 'claimed' AND id IN ({{ keys | join(',') }})
+      iterator: job
+      spec: {mode: cursor, max_in_flight: 2, frame: {max_rows: 4}}
+    tool: {kind: rec, key: 'job{{ iter.job.id }}', fail: '{{ 9 if iter.job.id == 7 else 0 }}'}
+`), engine.StartOptions{File: "handback.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := e.Wait(ctx, id); err != nil || sum.Status != engine.StatusFailed || !strings.Contains(sum.Error, "row 7 failed 4 times") {
+		t.Fatalf("hand-back history: %v %+v", err, sum)
+	}
+	if out["handback"], err = log.Read(ctx, id, 0, 0); err != nil {
+		t.Fatal(err)
+	}
 	for _, h := range out {
 		for i := range h {
 			h[i].Time = h[i].Time.UTC().Round(0)
