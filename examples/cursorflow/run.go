@@ -312,11 +312,16 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 		fmt.Fprintf(stderr, "cursorflow: %v (resume with: cursorflow resume %s --eventlog %s)\n", err, id, logURL)
 		return exitInvalid
 	}
-	rows := cursorRows(ctx, proj, id)
+	// The log's view of the execution: its event count (the summary's own
+	// covers only what this process saw) and its cursor loops' rows.
+	events, rows := sum.Events, map[string]loopRows(nil)
+	if st, err := proj.Status(ctx, id); err == nil {
+		events, rows = st.Events, cursorRows(st)
+	}
 	if f.json {
 		out := map[string]any{
 			"execution_id": sum.ExecutionID, "status": sum.Status, "steps": sum.Steps,
-			"events": countEvents(ctx, proj, id, sum.Events), "seconds": time.Since(started).Seconds(), "eventlog": logURL,
+			"events": events, "seconds": time.Since(started).Seconds(), "eventlog": logURL,
 		}
 		if len(rows) > 0 {
 			out["cursor_loops"] = rows
@@ -327,7 +332,7 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(stdout, string(b))
 	} else {
-		fmt.Fprintf(stdout, "%s in %s (%d events)\n", sum.Status, time.Since(started).Round(time.Millisecond), countEvents(ctx, proj, id, sum.Events))
+		fmt.Fprintf(stdout, "%s in %s (%d events)\n", sum.Status, time.Since(started).Round(time.Millisecond), events)
 		for _, run := range slices.Sorted(maps.Keys(rows)) {
 			// A completed execution may still have rows that failed or
 			// went to the dead letter: say so, with where to look.
@@ -355,12 +360,8 @@ type loopRows struct {
 }
 
 // cursorRows returns the row outcomes of the execution's cursor loops by
-// loop run ("step#n"); none when the log cannot be read.
-func cursorRows(ctx context.Context, proj *engine.Projection, id string) map[string]loopRows {
-	st, err := proj.Status(ctx, id)
-	if err != nil {
-		return nil
-	}
+// loop run ("step#n").
+func cursorRows(st *engine.Status) map[string]loopRows {
 	out := map[string]loopRows{}
 	for run, l := range st.Loops {
 		if l.Mode == dsl.ModeCursor {
@@ -368,16 +369,6 @@ func cursorRows(ctx context.Context, proj *engine.Projection, id string) map[str
 		}
 	}
 	return out
-}
-
-// countEvents returns the number of events the log holds for the
-// execution (the summary's own count only covers what this process saw).
-func countEvents(ctx context.Context, proj *engine.Projection, id string, fallback int64) int64 {
-	st, err := proj.Status(ctx, id)
-	if err != nil {
-		return fallback
-	}
-	return st.Events
 }
 
 // normalizeYAML turns yaml.v3's decoded values into JSON-friendly ones.
