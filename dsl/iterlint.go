@@ -110,10 +110,9 @@ func walkStep(x reflect.Value, seen map[uintptr]bool, value func(*Value), assign
 			walkStep(x.Index(i), seen, value, assign)
 		}
 	case reflect.Map:
-		keys := x.MapKeys()
-		sort.Slice(keys, func(i, j int) bool { return fmt.Sprint(keys[i]) < fmt.Sprint(keys[j]) })
-		for _, k := range keys {
-			walkStep(x.MapIndex(k), seen, value, assign)
+		// In any order: lintIterRefs reports by position.
+		for it := x.MapRange(); it.Next(); {
+			walkStep(it.Value(), seen, value, assign)
 		}
 	case reflect.Interface:
 		if !x.IsNil() {
