@@ -99,8 +99,8 @@ func RevealSecrets(ctx context.Context, kc Keychain, v any) (any, []Revealed, er
 
 // SecretTaker is implemented by a tool that may receive secrets revealed
 // from the secret references in its configuration: one that sends a
-// secret no further than its keychain entry allows (http, see
-// Credential.AllowsHost), or one that runs code with the worker's rights
+// secret no further than its keychain entry allows (http, nats: see
+// Credential.AllowsHost, DisallowedSecret), or one that runs code with the worker's rights
 // anyway and is therefore opt-in (python, shell, duckdb). The engine
 // refuses a secret reference in the configuration of any other tool
 // (ErrSecretNotTaken): what such a tool returns becomes the playbook's
@@ -118,6 +118,18 @@ type SecretTaker interface {
 func TakesSecrets(t Tool) bool {
 	st, ok := t.(SecretTaker)
 	return ok && st.TakesSecrets()
+}
+
+// DisallowedSecret returns the first of revealed whose keychain entry
+// does not allow host (Credential.AllowsHost), if any: a tool that takes
+// secrets checks every host it sends a configuration to with it.
+func DisallowedSecret(revealed []Revealed, host string) (Revealed, bool) {
+	for _, r := range revealed {
+		if !r.Credential.AllowsHost(host) {
+			return r, true
+		}
+	}
+	return Revealed{}, false
 }
 
 // ErrSecretNotTaken is the error of a task whose configuration holds a

@@ -396,11 +396,9 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 	}
 	// Secrets a playbook put in the request through secret references go
 	// no further than their keychain entries allow, like auth's.
-	for _, r := range call.Revealed {
-		if !r.Credential.AllowsHost(u.Host) {
-			return nil, nil, nil, 0, false, fmt.Errorf("http: secret %q may not be sent to %s: %w (list the host under hosts: in its keychain entry)",
-				r.Credential.Alias, u.Host, tools.ErrHostNotAllowed)
-		}
+	if r, bad := tools.DisallowedSecret(call.Revealed, u.Host); bad {
+		return nil, nil, nil, 0, false, fmt.Errorf("http: secret %q may not be sent to %s: %w (list the host under hosts: in its keychain entry)",
+			r.Credential.Alias, u.Host, tools.ErrHostNotAllowed)
 	}
 	return req, cred, authHeaders, timeout, follow, nil
 }
@@ -416,10 +414,8 @@ func (t *Tool) guardRedirects(cred *tools.Credential, authHeaders []string, reve
 	c := *t.client
 	next := t.client.CheckRedirect
 	c.CheckRedirect = func(req *nethttp.Request, via []*nethttp.Request) error {
-		for _, r := range revealed {
-			if !r.Credential.AllowsHost(req.URL.Host) {
-				return nethttp.ErrUseLastResponse
-			}
+		if _, bad := tools.DisallowedSecret(revealed, req.URL.Host); bad {
+			return nethttp.ErrUseLastResponse
 		}
 		if cred != nil && !cred.AllowsHost(req.URL.Host) {
 			for _, h := range authHeaders {

@@ -170,12 +170,10 @@ func (t *Tool) conn(ctx context.Context, call *tools.Call) (*natsgo.Conn, *tools
 	}
 	// Secrets a playbook put in the message through secret references go
 	// to no server their keychain entries do not allow, as with http.
-	for _, r := range call.Revealed {
-		for _, host := range serverHosts(serverURL) {
-			if !r.Credential.AllowsHost(host) {
-				return nil, nil, fmt.Errorf("nats: secret %q may not be sent to %s: %w (list the host under hosts: in its keychain entry)",
-					r.Credential.Alias, host, tools.ErrHostNotAllowed)
-			}
+	for _, host := range serverHosts(serverURL) {
+		if r, bad := tools.DisallowedSecret(call.Revealed, host); bad {
+			return nil, nil, fmt.Errorf("nats: secret %q may not be sent to %s: %w (list the host under hosts: in its keychain entry)",
+				r.Credential.Alias, host, tools.ErrHostNotAllowed)
 		}
 	}
 	key := serverURL

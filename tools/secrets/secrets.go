@@ -19,14 +19,14 @@
 // ({{ get_token.secret_value }} in an http header, a python input), the
 // worker replaces it with the secret just before calling that tool, and
 // replaces the secret with the reference again in whatever the tool
-// returns. Only tools that take secrets (tools.SecretTaker: http, and the
-// opt-in python, shell and duckdb) get it revealed; a postgres command, a
+// returns. Only tools that take secrets (tools.SecretTaker: http and nats,
+// and the opt-in python, shell and duckdb) get it revealed; a postgres command, a
 // noop or a sub-playbook that names one fails instead, since what they
 // return comes back to the playbook with the secret, or anything computed
 // from it, inside. The call checks that the alias resolves, so a missing secret
-// fails here, naming the alias. The http tool sends a revealed secret only
-// to the hosts its keychain entry allows (tools.Credential.AllowsHost),
-// as it does an auth credential.
+// fails here, naming the alias. The http and nats tools send a revealed
+// secret only to the hosts its keychain entry allows
+// (tools.Credential.AllowsHost), as they do an auth credential.
 package secrets
 
 import (
