@@ -339,7 +339,11 @@ func JSONHoldsSecret(b []byte, creds ...Credential) bool {
 			return true
 		}
 	}
-	// A string with escapes has to be decoded to be searched.
+	// A string with escapes has to be decoded to be searched; text
+	// without a backslash has none.
+	if bytes.IndexByte(b, '\\') < 0 {
+		return false
+	}
 	for i := 0; i < len(b); i++ {
 		if b[i] != '"' {
 			continue
