@@ -1,15 +1,18 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -665,4 +668,48 @@ func TestWorkers(t *testing.T) {
 	if w.Pool != engine.LocalPool || w.Slots != apitest.Workers || w.Free != apitest.Workers || w.ID == "" || w.SeenAt.IsZero() {
 		t.Fatalf("worker %+v", w)
 	}
+}
+
+// TestStartLogNamesPlaybook: the "execution started" line names a
+// registered playbook and its version, and source sent inline by its file
+// alone (no empty playbook attribute).
+func TestStartLogNamesPlaybook(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
+	b := setup(t, func(c *api.Config) { c.Logger = logger })
+	want(t, b.do(t, http.MethodPost, "/v1/playbooks", echoPlaybook), http.StatusCreated)
+	byName := b.start(t, api.StartRequest{Playbook: "echo"})
+	inline := b.start(t, api.StartRequest{Source: echoPlaybook, File: "mine.yaml"})
+	mu.Lock()
+	defer mu.Unlock()
+	lines := map[string]string{}
+	for line := range strings.Lines(buf.String()) {
+		if strings.Contains(line, `msg="execution started"`) {
+			for _, id := range []string{byName, inline} {
+				if strings.Contains(line, "execution_id="+id) {
+					lines[id] = line
+				}
+			}
+		}
+	}
+	if l := lines[byName]; !strings.Contains(l, "playbook=echo") || !strings.Contains(l, "version=1") || !strings.Contains(l, "file=echo.yaml") {
+		t.Errorf("registered playbook's start logged as %q", l)
+	}
+	if l := lines[inline]; !strings.Contains(l, "file=mine.yaml") || strings.Contains(l, "playbook=") {
+		t.Errorf("inline source's start logged as %q", l)
+	}
+}
+
+// lockedWriter serialises writes to a buffer the test reads.
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
 }

@@ -100,7 +100,11 @@ func (s *server) startExecution(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out.ExecutionID = id
-	s.log.InfoContext(r.Context(), "execution started", "execution_id", id, "playbook", out.Playbook, "file", file)
+	attrs := []any{"execution_id", id, "file", file}
+	if out.Playbook != "" { // a registered playbook, not source sent inline
+		attrs = append(attrs, "playbook", out.Playbook, "version", out.Version)
+	}
+	s.log.InfoContext(r.Context(), "execution started", attrs...)
 	w.Header().Set("Location", "/v1/executions/"+id)
 	writeJSON(w, http.StatusCreated, out)
 }
