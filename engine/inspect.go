@@ -43,7 +43,9 @@ type LoopStatus struct {
 	Items int `json:"items,omitempty"`
 	Done  int `json:"done"`
 	// Cursor loops: frames issued, frames in flight, rows seen and their
-	// outcomes.
+	// outcomes. They count runs of rows: a row that failed, went back to
+	// the source (release) and was claimed again counts in Rows, and in
+	// OK or Failed, once per run.
 	Frames   int  `json:"frames,omitempty"`
 	InFlight int  `json:"in_flight"`
 	Rows     int  `json:"rows,omitempty"`
