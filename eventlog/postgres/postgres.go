@@ -181,14 +181,17 @@ func (l *Log) append(ctx context.Context, events []eventlog.Event, guard *Append
 	n := len(events)
 	var (
 		execIDs, types, steps, commands, loops = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		workers, payloads, metas               = make([]string, n), make([]string, n), make([]string, n)
-		frames, attempts                       = make([]int64, n), make([]int64, n)
-		times                                  = make([]time.Time, n)
+		workers                                = make([]string, n)
+		// Payloads and metas go as their bytes (text's binary form),
+		// without a copy into strings; nil is NULL.
+		payloads, metas  = make([][]byte, n), make([][]byte, n)
+		frames, attempts = make([]int64, n), make([]int64, n)
+		times            = make([]time.Time, n)
 	)
 	now := time.Now()
 	for i, e := range events {
 		execIDs[i], types[i], steps[i], commands[i], loops[i] = e.ExecutionID, e.Type, e.Step, e.CommandID, e.LoopID
-		workers[i], payloads[i], metas[i] = e.WorkerID, string(e.Payload), string(e.Meta)
+		workers[i], payloads[i], metas[i] = e.WorkerID, nilIfEmpty(e.Payload), nilIfEmpty(e.Meta)
 		frames[i], attempts[i] = int64(e.Frame), int64(e.Attempt)
 		times[i] = e.Time
 		if e.Time.IsZero() {
@@ -227,6 +230,14 @@ func (l *Log) append(ctx context.Context, events []eventlog.Event, guard *Append
 		l.state.Notify(id)
 	}
 	return results, nil
+}
+
+// nilIfEmpty returns b, or nil (NULL) when it is empty.
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
 }
 
 func readAppend(br pgx.BatchResults, n int) ([]eventlog.Result, error) {
