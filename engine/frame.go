@@ -263,23 +263,30 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			}
 		}
 	}
-	var bad []cursor.Row
-	ok := make([]cursor.Row, 0, len(h.items))
-	items := make([]ItemOutcome, 0, len(h.items))
-	var cut []string // keys of interrupted rows
-	for i, it := range h.items {
-		switch {
-		case h.released[i]:
-			continue
-		case it.Outcome == OutcomeOK:
-			ok = append(ok, claimed[i])
-		default:
-			bad = append(bad, claimed[i])
-			if h.interrupted[i] {
-				cut = append(cut, it.Key)
+	var (
+		bad, ok []cursor.Row
+		items   []ItemOutcome
+		cut     []string // keys of interrupted rows
+	)
+	if len(h.released) == 0 && allOK(h.items) {
+		// The common frame: every row acked and recorded as it ran.
+		ok, items = claimed, h.items
+	} else {
+		ok, items = make([]cursor.Row, 0, len(h.items)), make([]ItemOutcome, 0, len(h.items))
+		for i, it := range h.items {
+			switch {
+			case h.released[i]:
+				continue
+			case it.Outcome == OutcomeOK:
+				ok = append(ok, claimed[i])
+			default:
+				bad = append(bad, claimed[i])
+				if h.interrupted[i] {
+					cut = append(cut, it.Key)
+				}
 			}
+			items = append(items, it)
 		}
-		items = append(items, it)
 	}
 	if len(ok) > 0 {
 		if err := settle(func(sctx context.Context) error { return cur.Ack(sctx, ok) }); err != nil {
@@ -345,6 +352,16 @@ func deadItems(rows []cursor.Row) []ItemOutcome {
 		items[i] = ItemOutcome{Key: r.Key, Outcome: OutcomeDead, Error: "set aside by the source when claimed: past max_attempts"}
 	}
 	return items
+}
+
+// allOK reports whether every row's outcome is ok.
+func allOK(items []ItemOutcome) bool {
+	for i := range items {
+		if items[i].Outcome != OutcomeOK {
+			return false
+		}
+	}
+	return true
 }
 
 // frameRowsOf is what a frame records of its claimed rows.
