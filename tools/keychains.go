@@ -407,7 +407,7 @@ func credentialSecrets(c Credential) []string {
 	if c.URL != "" {
 		if u, err := url.Parse(c.URL); err == nil && u.User != nil {
 			if p, ok := u.User.Password(); ok {
-				out = append(out, p, url.QueryEscape(p), url.PathEscape(p))
+				out = append(out, p)
 			}
 		}
 		// key=value DSNs: "host=db password=secret" and URL query
@@ -425,6 +425,16 @@ func credentialSecrets(c Credential) []string {
 			if strings.Contains(lk, w) {
 				out = append(out, v)
 				break
+			}
+		}
+	}
+	// A secret sent in a URL (a query parameter, a path segment) comes
+	// back percent-encoded from an endpoint that echoes its request or a
+	// next-page link that carries it.
+	for _, v := range out {
+		for _, e := range [...]string{url.QueryEscape(v), url.PathEscape(v)} {
+			if e != v && !slices.Contains(out, e) {
+				out = append(out, e)
 			}
 		}
 	}

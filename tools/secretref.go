@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 )
@@ -193,8 +194,13 @@ func ConcealSecrets(v any, revealed []Revealed) any {
 	switch t := v.(type) {
 	case string:
 		for _, r := range revealed {
-			if r.Secret != "" {
-				t = strings.ReplaceAll(t, r.Secret, r.Ref)
+			if r.Secret == "" {
+				continue
+			}
+			// A secret sent in a URL comes back percent-encoded from an
+			// endpoint that echoes its request, or in a next-page link.
+			for _, form := range [...]string{url.QueryEscape(r.Secret), url.PathEscape(r.Secret), r.Secret} {
+				t = strings.ReplaceAll(t, form, r.Ref)
 			}
 		}
 		return t

@@ -487,3 +487,38 @@ func TestStreamedPages(t *testing.T) {
 		t.Fatalf("a plain JSON body is not streamed, yet: %v", got)
 	}
 }
+
+// TestEchoedQuerySecretRedacted: a secret sent as a query parameter comes
+// back percent-encoded from an endpoint that echoes its request (or in a
+// next-page link); once concealed, as the worker records it, the output
+// holds no form of it, only its reference.
+func TestEchoedQuerySecretRedacted(t *testing.T) {
+	t.Parallel()
+	const token = "dGhpc2lzYXNlY3JldA+/k==" // base64: '+', '/' and '=' escape in a URL
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"path": r.URL.RequestURI(), "next": "/page/2/" + url.PathEscape(r.URL.Query().Get("api_key"))})
+	}))
+	t.Cleanup(srv.Close)
+	revealed := []tools.Revealed{{Ref: "${secret:api#token}", Secret: token,
+		Credential: tools.Credential{Alias: "api", Hosts: []string{"127.0.0.1"}, Fields: map[string]string{"token": token}}}}
+	out, err := cfhttp.New(cfhttp.Config{NoPacing: true}).Execute(context.Background(), &tools.Call{Revealed: revealed,
+		Config: map[string]any{"url": srv.URL + "/json", "params": map[string]any{"api_key": token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the worker records: the output with the revealed secrets
+	// concealed again.
+	b, err := json.Marshal(tools.ConcealSecrets(out.Data, revealed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, form := range []string{token, url.QueryEscape(token), url.PathEscape(token)} {
+		if strings.Contains(string(b), form) {
+			t.Errorf("the output holds the secret as %q: %s", form, b)
+		}
+	}
+	if !strings.Contains(string(b), "/json?api_key=${secret:api#token}") {
+		t.Fatalf("the echo did not come back with the reference: %s", b)
+	}
+}
