@@ -296,8 +296,22 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				// lease ran out: their bodies ran here, and will run there
 				// again; nothing to stop the loop for.
 				w.logger().Warn("cursor refused an ack: rows were re-issued", "step", cmd.Step, "command_id", cmd.ID, "error", err)
-			case h.fatal == "":
-				h.fatal = fmt.Sprintf("loop.cursor: ack: %v", err)
+			default:
+				if h.fatal == "" {
+					h.fatal = fmt.Sprintf("loop.cursor: ack: %v", err)
+				}
+				// The rows ran, but the source still holds them claimed and
+				// the loop stops: hand them back rather than strand them
+				// (they run again, at least once, in a later drain).
+				if rerr := settle(func(sctx context.Context) error { return cur.Release(sctx, ok) }); rerr == nil {
+					p.Released += len(ok)
+				} else {
+					for _, r := range ok {
+						p.Abandoned = append(p.Abandoned, r.Key)
+					}
+					w.logger().Error("cursor: rows whose ack failed could not be handed back; they stay claimed in the source",
+						"step", cmd.Step, "command_id", cmd.ID, "rows", len(ok), "error", rerr)
+				}
 			}
 		}
 	}
@@ -305,7 +319,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		if err := settle(func(sctx context.Context) error { return cur.Release(sctx, bad) }); err == nil {
 			p.Released += len(bad)
 		} else if len(cut) > 0 {
-			p.Abandoned = cut
+			p.Abandoned = append(p.Abandoned, cut...)
 			w.logger().Error("cursor: rows a cancel interrupted could not be handed back; they stay claimed in the source",
 				"step", cmd.Step, "command_id", cmd.ID, "keys", cut, "error", err)
 		}
