@@ -341,8 +341,10 @@ type FrameSpec struct {
 	// misses about three heartbeats is re-issued before its lease ends.
 	// Defaults to LeaseSeconds/HeartbeatsPerLease.
 	HeartbeatSeconds float64
-	// MaxSeconds bounds a frame's run time; rows not started by then are
-	// released. Zero means no bound.
+	// MaxSeconds bounds a frame's run time (process: row); rows not
+	// started by then go back to the source (release) for a later frame,
+	// neither run nor failed; the first row always starts. Zero means no
+	// bound.
 	MaxSeconds float64
 	// MaxBytes bounds the claimed rows' encoded size; zero means no bound.
 	MaxBytes int64

@@ -263,6 +263,26 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			}
 		}
 	}
+	if len(h.late) > 0 {
+		// Out of time before they started: back to the source for a later
+		// frame, neither run nor failed. A source that cannot take them
+		// back keeps them claimed: they are recorded as failed.
+		rest := make([]cursor.Row, len(h.late))
+		for n, i := range h.late {
+			rest[n] = claimed[i]
+		}
+		if err := settle(func(sctx context.Context) error { return cur.Release(sctx, rest) }); err == nil {
+			for _, i := range h.late {
+				h.released[i] = true
+			}
+			p.Released += len(rest)
+		} else {
+			for _, i := range h.late {
+				h.items[i] = ItemOutcome{Key: rows[i].Key, Outcome: OutcomeError,
+					Error: fmt.Sprintf("frame max_seconds reached before the row started, and the source could not take it back: %v", err)}
+			}
+		}
+	}
 	var (
 		bad, ok []cursor.Row
 		items   []ItemOutcome
@@ -474,7 +494,9 @@ type frameRun struct {
 	finish bool
 	// unstarted lists the rows not started when the cancel grace ran out;
 	// interrupted marks the rows it cut short (or left unstarted).
-	unstarted   []int
+	unstarted []int
+	// late lists the rows not started by the frame's max_seconds.
+	late        []int
 	interrupted map[int]bool
 }
 
@@ -593,8 +615,10 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 		wg.Wait()
 	}()
 	for i := range f.rows {
-		if !f.deadline.IsZero() && time.Now().After(f.deadline) {
-			f.setItem(i, ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeError, Error: "frame max_seconds reached before the row started"})
+		// The first row always starts, so that every frame makes progress
+		// however slow the claim was.
+		if i > 0 && !f.deadline.IsZero() && time.Now().After(f.deadline) {
+			f.late = append(f.late, i)
 			continue
 		}
 		f.mu.Lock()

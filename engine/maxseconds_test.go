@@ -1,0 +1,95 @@
+package engine_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/internal/sqlitetest"
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+// TestMaxSecondsDefersRowsWithoutFailingThem: rows a frame did not start
+// before its max_seconds go back to the source for a later frame; they
+// are neither failures nor attempts, so a drain whose every frame runs
+// out of time still runs every row exactly once and fails none, even with
+// max_attempts 1 (a row counted as failed each time would stop the loop).
+func TestMaxSecondsDefersRowsWithoutFailingThem(t *testing.T) {
+	t.Parallel()
+	const rows = 12
+	db, path := sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT NOT NULL DEFAULT 'pending');
+		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 12)
+		INSERT INTO jobs (id) SELECT i FROM s`)
+	var mu sync.Mutex
+	ran := map[any]int{}
+	reg := tools.NewRegistry()
+	// Each row's body takes longer than the frame's max_seconds, so a
+	// frame starts one row and defers the rest.
+	reg.MustRegister("slow", tools.ToolFunc(func(ctx context.Context, call *tools.Call) (tools.Output, error) {
+		mu.Lock()
+		ran[call.Config["id"]]++
+		mu.Unlock()
+		select {
+		case <-time.After(30 * time.Millisecond):
+		case <-ctx.Done():
+			return tools.Output{}, ctx.Err()
+		}
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	e, log := sqliteEngine(t, path, reg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	id, err := e.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: sqlite
+        auth: q
+        claim: |
+          UPDATE jobs SET status = 'claimed'
+          WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }})
+          RETURNING id
+        ack: UPDATE jobs SET status = 'done' WHERE id IN ({{ keys | join(',') }})
+        release: UPDATE jobs SET status = 'pending' WHERE id IN ({{ keys | join(',') }})
+      iterator: job
+      spec:
+        mode: cursor
+        max_in_flight: 1
+        frame: {max_rows: 4, row_concurrency: 1, process: row, max_seconds: 0.01, max_attempts: 1}
+    tool: {kind: slow, id: '{{ iter.job.id }}'}
+`), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := e.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	var done int
+	if err := db.QueryRow(`SELECT count(*) FROM jobs WHERE status = 'done'`).Scan(&done); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if done != rows || len(ran) != rows {
+		t.Fatalf("%d rows done, %d ran; want %d", done, len(ran), rows)
+	}
+	for k, n := range ran {
+		if n != 1 {
+			t.Errorf("row %v ran %d times", k, n)
+		}
+	}
+	st, err := engine.Inspect(ctx, log, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := st.Loops["start#1"]; l.Rows != rows || l.OK != rows || l.Failed != 0 {
+		t.Fatalf("loop counts %+v; want %d rows, all ok, none failed", l, rows)
+	}
+}
