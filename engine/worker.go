@@ -572,7 +572,12 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		}
 		// NoETL's _prev: the previous task's result data, for the next.
 		cs.Locals["_prev"] = out["data"]
+		// The task's own rules, else the loop's for its items, else the
+		// step's for its single tool.
 		policy := eff.Policy
+		if policy == nil && step.Loop != nil {
+			policy = step.Loop.Policy
+		}
 		if policy == nil && !step.Pipeline {
 			policy = step.Spec.Policy
 		}
