@@ -116,6 +116,44 @@ workflow:
 			},
 		},
 		{
+			name: "a kind: workbook step's args meet the action's assert.expects",
+			src: `
+workbook:
+  - name: double
+    assert: {expects: [n]}
+    tool: {kind: rec, key: double, twice: '{{ n * 2 }}'}
+workflow:
+  - step: start
+    kind: workbook
+    name: double
+    input: {m: 4}
+`,
+			check: func(t *testing.T, b *bundle, sum *engine.Summary) {
+				if sum.Status != engine.StatusFailed || !strings.Contains(sum.Error, `expects input "n"`) || b.rec.count("double") != 0 {
+					t.Fatalf("summary %+v, ran %d times", sum, b.rec.count("double"))
+				}
+			},
+		},
+		{
+			name: "a kind: workbook step's result meets the action's assert.returns",
+			src: `
+workbook:
+  - name: double
+    assert: {expects: [n], returns: [doubled]}
+    tool: {kind: rec, key: double, twice: '{{ n * 2 }}'}
+workflow:
+  - step: start
+    kind: workbook
+    name: double
+    input: {n: 4}
+`,
+			check: func(t *testing.T, b *bundle, sum *engine.Summary) {
+				if sum.Status != engine.StatusFailed || !strings.Contains(sum.Error, `result has no "doubled"`) || b.rec.count("double") != 1 {
+					t.Fatalf("summary %+v, ran %d times", sum, b.rec.count("double"))
+				}
+			},
+		},
+		{
 			name: "a workbook call's input overrides the action's defaults",
 			src: `
 workbook:

@@ -759,9 +759,27 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 //
 // await says whether the command can be parked (see tools.Call.Await).
 func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any, await bool) (map[string]any, string, error) {
-	if task.Kind == "workbook" && task.Target != nil {
+	switch {
+	case task.Kind == "workbook" && task.Target != nil:
 		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt, nextCall, await)
+	case step.Kind == "workbook" && len(step.Tool) == 0 && task.Assert != nil:
+		// A kind: workbook step runs the action itself; its args are the
+		// action's inputs, held to the same assert as a tool call's.
+		if err := expectInputs(task, args); err != nil {
+			return nil, "input", err
+		}
+		out, field, err := w.runTool(ctx, cmd, step, task, view, args, attempt, nextCall, await)
+		if err != nil {
+			return out, field, err
+		}
+		return checkReturns(task, out), "", nil
 	}
+	return w.runTool(ctx, cmd, step, task, view, args, attempt, nextCall, await)
+}
+
+// runTool renders one task's configuration and runs its tool (runTask
+// without the workbook call forms).
+func (w *Worker) runTool(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any, await bool) (map[string]any, string, error) {
 	cfg := make(map[string]any, len(task.Config))
 	// When several fields fail, the one reported is the smallest key's.
 	var badKey string
@@ -890,12 +908,8 @@ func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, ta
 		}
 		inputs, _ = x.(map[string]any)
 	}
-	if a := target.Assert; a != nil {
-		for _, name := range a.Expects {
-			if inputs[name] == nil {
-				return nil, "input", fmt.Errorf("workbook action %s expects input %q (assert.expects)", target.Action, name)
-			}
-		}
+	if err := expectInputs(target, inputs); err != nil {
+		return nil, "input", err
 	}
 	actView := copyMap(view)
 	for k, v := range inputs {
@@ -914,20 +928,51 @@ func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, ta
 	for k, v := range inputs {
 		callArgs[k] = v
 	}
-	out, field, err := w.runTask(ctx, cmd, step, &plain, actView, callArgs, attempt, nextCall, await)
-	if err != nil || target.Assert == nil || out["status"] != tools.StatusSuccess {
+	out, field, err := w.runTool(ctx, cmd, step, &plain, actView, callArgs, attempt, nextCall, await)
+	if err != nil {
 		return out, field, err
 	}
+	return checkReturns(target, out), "", nil
+}
+
+// actionName is how errors name a workbook action: by the action a call
+// targets, else by its own name (a kind: workbook step runs it directly).
+func actionName(t *dsl.Task) string {
+	if t.Action != "" {
+		return t.Action
+	}
+	return t.Name
+}
+
+// expectInputs checks an action's inputs against its assert.expects.
+func expectInputs(t *dsl.Task, inputs map[string]any) error {
+	if t.Assert == nil {
+		return nil
+	}
+	for _, name := range t.Assert.Expects {
+		if inputs[name] == nil {
+			return fmt.Errorf("workbook action %s expects input %q (assert.expects)", actionName(t), name)
+		}
+	}
+	return nil
+}
+
+// checkReturns turns a successful output whose data lacks a key of the
+// action's assert.returns into an error output.
+func checkReturns(t *dsl.Task, out map[string]any) map[string]any {
+	if t.Assert == nil || out["status"] != tools.StatusSuccess {
+		return out
+	}
 	data, _ := out["data"].(map[string]any)
-	for _, key := range target.Assert.Returns {
+	for _, key := range t.Assert.Returns {
 		if _, ok := data[key]; !ok {
 			out = copyMap(out)
 			out["status"] = tools.StatusError
-			out["error"] = fmt.Sprintf("workbook action %s: result has no %q (assert.returns)", target.Action, key)
+			out["error"] = fmt.Sprintf("workbook action %s: result has no %q (assert.returns)", actionName(t), key)
 			break
 		}
 	}
-	return out, "", nil
+	return out
 }
 
 func (w *Worker) logger() *slog.Logger {
