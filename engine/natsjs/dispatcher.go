@@ -548,7 +548,8 @@ func (d *Dispatcher) accepted(ev eventlog.Event) {
 	}
 }
 
-// check answers a worker that received a redelivered command.
+// check answers a worker that received a redelivered command, or one
+// that waited in the stream half its lease or more.
 func (d *Dispatcher) check(executionID, commandID string) string {
 	base, attempt := splitID(commandID)
 	d.cmdMu.Lock()

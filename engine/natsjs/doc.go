@@ -54,7 +54,8 @@
 //     execution are in flight): every worker stops that execution's
 //     commands (engine.Worker.Cancel).
 //
-//   - p.check: request/reply staleness check of a redelivered command.
+//   - p.check: request/reply staleness check of a redelivered command,
+//     or of one that waited in the stream half its lease or more.
 //
 //   - p.chain: chained frame reports (core NATS request/reply, see
 //     engine.ChainReporter): a frame.done with the rows its worker claimed
@@ -110,8 +111,17 @@
 // be left behind; the engine's re-issue brings them instead). A message
 // of an execution being cancelled runs knowing it, so it settles at once.
 // A message the orchestrator does not vouch for is dropped: if it was
-// current after all, the engine's lease re-issues it. The first delivery
-// of a message needs no check.
+// current after all, the engine's lease re-issues it.
+//
+// The first delivery of a message is checked the same way when the
+// message waited in the stream half its command's lease or more (by the
+// server's timestamp and the worker's clock): with no worker taking the
+// pool's commands, the engine re-issued the command once per lease, and
+// every attempt waits in the stream as a message of its own; run on first
+// delivery, each superseded attempt would run its body (a frame's
+// recorded rows) before its reports were refused. A younger message
+// cannot have been re-issued yet (the engine waits a whole lease) and
+// runs without the round trip.
 //
 // A frame.claimed report waits for the orchestrator's verdict, because the
 // rows must be on record before the claim commits and the frame's body

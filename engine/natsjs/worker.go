@@ -50,9 +50,10 @@ type WorkerOptions struct {
 	// commands finish before cancelling them. Defaults to DefaultGrace
 	// (30s).
 	Grace time.Duration
-	// CheckTimeout bounds the staleness check of a redelivered command; a
-	// command the orchestrator does not vouch for in time is dropped (the
-	// engine re-issues it when its lease runs out). Defaults to
+	// CheckTimeout bounds the staleness check of a redelivered command (or
+	// of one that waited in the stream half its lease or more); a command
+	// the orchestrator does not vouch for in time is dropped (the engine
+	// re-issues it when its lease runs out). Defaults to
 	// DefaultCheckTimeout (2s).
 	CheckTimeout time.Duration
 	// Labels describe the worker (gpu: "a100", region: "eu", ...): steps
@@ -70,9 +71,12 @@ type WorkerOptions struct {
 // WorkerStats counts what a Worker did (read with Stats).
 type WorkerStats struct {
 	// Executed counts commands run to the end; Redelivered the messages
-	// delivered more than once, of which Dropped were not run because the
-	// orchestrator called them stale (or could not vouch for them).
-	Executed, Redelivered, Dropped atomic.Int64
+	// delivered more than once; Aged the messages delivered for the first
+	// time after waiting in the stream half their command's lease or more
+	// (their command may have been re-issued meanwhile). Both are checked
+	// with the orchestrator: Dropped counts those not run because it
+	// called them stale (or could not vouch for them).
+	Executed, Redelivered, Aged, Dropped atomic.Int64
 	// Abandoned counts commands handed back at the end of the grace
 	// period; Failed those reported failed without running (playbook
 	// source missing or invalid, a panic).
@@ -115,6 +119,10 @@ type Worker struct {
 	// (nil without Labels).
 	direct  jetstream.Consumer
 	started time.Time
+	// now is the worker's clock, read against the NATS server's timestamps
+	// of command messages (so the wall clock, not engine.Worker.Clock,
+	// which a test may fake).
+	now func() time.Time
 	// running counts the commands running now.
 	running atomic.Int64
 }
@@ -168,7 +176,7 @@ func NewWorker(ctx context.Context, cfg Config, opts WorkerOptions) (*Worker, er
 	w := &Worker{
 		cfg: cfg, opts: opts, n: n, js: js, kv: kv, cons: cons, log: cfg.Logger,
 		playbooks: map[string]*dsl.Playbook{}, inbox: cfg.Conn.NewRespInbox(), verdicts: map[string]chan string{},
-		started: time.Now(),
+		started: time.Now(), now: time.Now,
 	}
 	if len(opts.Labels) > 0 {
 		// Commands for this worker alone. The consumer goes away a while
@@ -370,9 +378,17 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Term()
 		return
 	}
-	if meta, err := msg.Metadata(); err == nil && meta.NumDelivered > 1 {
-		w.stats.Redelivered.Add(1)
-		if !w.vouched(ctx, cmd) {
+	if meta, err := msg.Metadata(); err == nil {
+		check := false
+		switch {
+		case meta.NumDelivered > 1:
+			w.stats.Redelivered.Add(1)
+			check = true
+		case w.aged(cmd, meta.Timestamp):
+			w.stats.Aged.Add(1)
+			check = true
+		}
+		if check && !w.vouched(ctx, cmd) {
 			w.stats.Dropped.Add(1)
 			_ = msg.Term()
 			return
@@ -444,16 +460,38 @@ func (w *Worker) execute(ctx context.Context, cmd *engine.Command, rep *reporter
 	}
 }
 
-// vouched asks the orchestrator whether a redelivered command should run:
-// only if its attempt is still current and, for a frame without rows, no
-// claim of it is on record.
+// agedShare is the share of its lease a command's message may wait in the
+// stream and still run on its first delivery without the orchestrator's
+// word. The engine re-issues a command no sooner than a whole lease after
+// it issued it, so a younger message cannot have been superseded yet; the
+// other half absorbs the time between issue and publication and the skew
+// between the NATS server's clock and the worker's.
+const agedShare = 2
+
+// aged reports whether a command whose message the stream stored at
+// stored may have been re-issued while it waited (its workers down, or
+// busy): its first delivery is then checked like a redelivery, since the
+// engine fences only the reports of a superseded attempt, not its body.
+// A fresh message, the usual case, runs without the round trip.
+func (w *Worker) aged(cmd *engine.Command, stored time.Time) bool {
+	if cmd.Lease <= 0 {
+		// No lease to measure against: it may have been re-issued at any
+		// time.
+		return true
+	}
+	return w.now().Sub(stored) >= cmd.Lease/agedShare
+}
+
+// vouched asks the orchestrator whether a redelivered (or aged) command
+// should run: only if its attempt is still current and, for a frame
+// without rows, no claim of it is on record.
 func (w *Worker) vouched(ctx context.Context, cmd *engine.Command) bool {
 	b, _ := json.Marshal(heartbeatMsg{ExecutionID: cmd.ExecutionID, CommandID: cmd.ID})
 	cctx, cancel := context.WithTimeout(ctx, w.opts.CheckTimeout)
 	defer cancel()
 	reply, err := w.cfg.Conn.RequestWithContext(cctx, w.n.check, b)
 	if err != nil {
-		w.log.Info("natsjs: no answer on a redelivered command; dropping it", "command_id", cmd.ID, "error", err)
+		w.log.Info("natsjs: no answer on a redelivered or aged command; dropping it", "command_id", cmd.ID, "error", err)
 		return false
 	}
 	switch string(reply.Data) {
@@ -467,7 +505,7 @@ func (w *Worker) vouched(ctx context.Context, cmd *engine.Command) bool {
 		w.opts.Worker.Cancel(cmd.ExecutionID)
 		return true
 	}
-	w.log.Info("natsjs: dropping a redelivered command", "command_id", cmd.ID, "verdict", string(reply.Data))
+	w.log.Info("natsjs: dropping a redelivered or aged command", "command_id", cmd.ID, "verdict", string(reply.Data))
 	return false
 }
 
