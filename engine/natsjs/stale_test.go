@@ -1,0 +1,121 @@
+package natsjs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// watchCommands returns the commands published to the default pool from
+// now on, as the stream receives them (a core subscription to the
+// stream's subject sees every publication).
+func watchCommands(t *testing.T, b *bundle) <-chan *engine.Command {
+	t.Helper()
+	ch := make(chan *engine.Command, 64)
+	sub, err := b.cfg.Conn.Subscribe(b.cfg.Prefix+".cmd.default", func(m *nats.Msg) {
+		cmd, err := engine.DecodeCommand(m.Data)
+		if err != nil {
+			t.Errorf("decode a published command: %v", err)
+			return
+		}
+		select {
+		case ch <- cmd:
+		default:
+			t.Errorf("more commands published than the test expects: %s", cmd.ID)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flush so the subscription is in place before the test publishes.
+	if err := b.cfg.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return ch
+}
+
+// awaitAttempt waits for the publication of attempt n of a command and
+// returns it.
+func awaitAttempt(ctx context.Context, t *testing.T, published <-chan *engine.Command, n int) *engine.Command {
+	t.Helper()
+	for {
+		select {
+		case cmd := <-published:
+			if cmd.Attempt == n {
+				return cmd
+			}
+		case <-ctx.Done():
+			t.Fatalf("attempt %d was never published", n)
+		}
+	}
+}
+
+// commandOf returns the command id of the execution's last report of
+// type typ ("" if none).
+func commandOf(evs []eventlog.Event, typ string) string {
+	id := ""
+	for _, ev := range evs {
+		if ev.Type == typ {
+			id = ev.CommandID
+		}
+	}
+	return id
+}
+
+// TestSupersededAttemptNeverRunsOnFirstDelivery: with no worker in the
+// pool, the engine re-issues a command once per lease, and each attempt
+// waits in the commands stream as a message of its own. The worker that
+// comes back gets every one of them delivered for the first time; it must
+// run the current attempt alone, not the superseded ones' bodies too
+// (their reports would be refused as stale, but the work would be done).
+func TestSupersededAttemptNeverRunsOnFirstDelivery(t *testing.T) {
+	t.Parallel()
+	// The lease is what the worker has to run the current attempt before
+	// it too is re-issued; three expiries fail the command.
+	const lease = time.Second
+	b := setup(t, lease, 30*time.Second)
+	published := watchCommands(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool: {kind: rec, key: once}
+`), engine.StartOptions{File: "t.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Attempts 1 and 2 expire unclaimed; 3 is the current one.
+	current := awaitAttempt(ctx, t, published, 3)
+
+	w, stop := b.worker(t, "w-back", "", time.Second)
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil || sum.Status != engine.StatusCompleted {
+		t.Fatalf("wait: %v %+v", err, sum)
+	}
+	stop() // every message handled: the counters are final
+	evs, err := b.log.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := commandOf(evs, eventlog.TypeCommandCompleted); got != current.ID {
+		t.Fatalf("completed by %q, want the current attempt %s", got, current.ID)
+	}
+	// A tool call knows its command's base id, not the attempt: the body
+	// that ran once is the current attempt's because the two superseded
+	// ones were dropped unrun.
+	if n := b.calls.count("once"); n != 1 {
+		t.Errorf("the step's body ran %d times, want once", n)
+	}
+	st := w.Stats()
+	if st.Dropped.Load() != 2 || st.Aged.Load() < 2 || st.Redelivered.Load() != 0 {
+		t.Errorf("dropped %d, aged %d, redelivered %d: want the 2 superseded attempts dropped as aged on their first delivery",
+			st.Dropped.Load(), st.Aged.Load(), st.Redelivered.Load())
+	}
+}
