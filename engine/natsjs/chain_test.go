@@ -79,37 +79,55 @@ func TestChainedAppendStoredButReportedFailedOverNATS(t *testing.T) {
 	q.checkDrained(t, b)
 }
 
-// jobQueue is a SQLite queue of n jobs and a remote worker (w1, chaining
-// without bound) that drains it over NATS.
+// jobQueue is a SQLite queue of n jobs, drained over NATS by remote
+// workers (chaining without bound) with the rec tool.
 type jobQueue struct {
-	db *sql.DB
-	n  int
+	db      *sql.DB
+	n       int
+	kc      tools.Keychain
+	cursors *cursor.Registry
 }
 
-// newJobQueue makes the queue and starts its worker with slots slots;
+// newJobQueue makes the queue and starts its worker (w1) with slots slots;
 // more, if set, adds tools to the worker's registry.
 func newJobQueue(t *testing.T, b *bundle, n, slots int, more func(*tools.Registry)) *jobQueue {
+	t.Helper()
+	q := newJobDB(t, n)
+	b.startWorker(t, "w1", natsjs.WorkerOptions{Worker: q.worker(b, "w1", more), Concurrency: slots})
+	return q
+}
+
+// newJobDB makes the queue of n jobs, with no worker yet.
+func newJobDB(t *testing.T, n int) *jobQueue {
 	t.Helper()
 	db, path := sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
 		WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < `+fmt.Sprint(n)+`)
 		INSERT INTO jobs (id) SELECT i FROM g`)
-	kc := tools.StaticURLs(map[string]string{"q": path})
 	cursors := cursor.NewRegistry()
 	drv := sqlitedriver.New(sqlitedriver.Config{})
-	t.Cleanup(func() { _ = drv.Close() }) // after the worker stops
+	t.Cleanup(func() { _ = drv.Close() }) // after the workers stop
 	_ = cursors.Register("sqlite", drv)
+	return &jobQueue{db: db, n: n, kc: tools.StaticURLs(map[string]string{"q": path}), cursors: cursors}
+}
+
+// worker returns the engine side of a worker id of the queue; more, if
+// set, adds tools to its registry.
+func (q *jobQueue) worker(b *bundle, id string, more func(*tools.Registry)) *engine.Worker {
 	treg := tools.NewRegistry()
-	treg.MustRegister("rec", b.calls.tool("w1"))
+	treg.MustRegister("rec", b.calls.tool(id))
 	if more != nil {
 		more(treg)
 	}
-	w := &engine.Worker{ID: "w1", Tools: treg, Cursors: cursors, Keychain: kc, MaxChain: -1}
-	b.startWorker(t, "w1", natsjs.WorkerOptions{Worker: w, Concurrency: slots})
-	return &jobQueue{db: db, n: n}
+	return &engine.Worker{ID: id, Tools: treg, Cursors: q.cursors, Keychain: q.kc, MaxChain: -1}
 }
 
 // playbook drains the queue with the natural claim, tool running per row.
 func (q *jobQueue) playbook(slots, maxRows int, tool string) string {
+	return q.playbookFrame(slots, fmt.Sprintf("{max_rows: %d}", maxRows), tool)
+}
+
+// playbookFrame is playbook with the loop's frame spec given whole.
+func (q *jobQueue) playbookFrame(slots int, frame, tool string) string {
 	return fmt.Sprintf(`
 workflow:
   - step: start
@@ -123,9 +141,9 @@ workflow:
           RETURNING id
         ack: UPDATE jobs SET status = 'done' WHERE id IN ({{ keys | join(',') }})
       iterator: job
-      spec: {mode: cursor, max_in_flight: %d, frame: {max_rows: %d}}
+      spec: {mode: cursor, max_in_flight: %d, frame: %s}
     tool: %s
-`, slots, maxRows, tool)
+`, slots, frame, tool)
 }
 
 // checkDrained checks that every job ran once (the rec tool) and is done.
