@@ -2,12 +2,14 @@ package natsjs_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/eventlog"
 )
 
@@ -117,5 +119,69 @@ workflow:
 	if st.Dropped.Load() != 2 || st.Aged.Load() < 2 || st.Redelivered.Load() != 0 {
 		t.Errorf("dropped %d, aged %d, redelivered %d: want the 2 superseded attempts dropped as aged on their first delivery",
 			st.Dropped.Load(), st.Aged.Load(), st.Redelivered.Load())
+	}
+}
+
+// TestSupersededFrameAttemptsLeaveItsRowsAlone is the cursor loop whose
+// workers were killed: a frame's rows are on record, its worker dies in
+// the middle of them, and while no worker is up the engine re-issues the
+// frame with those rows once per lease. The worker that comes back must
+// run the rows once more, under the current attempt, not once per
+// superseded attempt waiting in the stream.
+func TestSupersededFrameAttemptsLeaveItsRowsAlone(t *testing.T) {
+	t.Parallel()
+	const n, maxRows = 6, 3
+	b := setup(t, 0, 30*time.Second)
+	b.calls.block = "job1" // the first worker dies running it
+	q := newJobDB(t, n)
+	published := watchCommands(t, b)
+	_, kill := b.startWorker(t, "w1", natsjs.WorkerOptions{Worker: q.worker(b, "w1", nil), Concurrency: 1, Grace: time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// lease_seconds is what the second worker has to start the current
+	// attempt in; max_attempts leaves room for the expiries while no
+	// worker is up.
+	id, err := b.eng.Start(ctx, []byte(header+q.playbookFrame(1,
+		fmt.Sprintf("{max_rows: %d, lease_seconds: 1, max_attempts: 10}", maxRows),
+		"{kind: rec, key: 'job{{ iter.job.id }}'}")), engine.StartOptions{File: "t.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.calls.blocked:
+	case <-ctx.Done():
+		t.Fatal("the first frame never ran")
+	}
+	// Cancelled past its grace, the worker reports nothing more and
+	// terminates the frame's message (its claim is on record): to the
+	// engine, it died.
+	kill()
+	before := map[int]int{}
+	for i := 1; i <= n; i++ {
+		before[i] = b.calls.count(fmt.Sprintf("job%d", i))
+	}
+	// The frame's attempt 2 expires with no worker up; 3 is current.
+	current := awaitAttempt(ctx, t, published, 3)
+	if len(current.Rows) != maxRows {
+		t.Fatalf("attempt 3 carries %d rows, want the %d on record", len(current.Rows), maxRows)
+	}
+
+	w, stop := b.startWorker(t, "w2", natsjs.WorkerOptions{Worker: q.worker(b, "w2", nil), Concurrency: 4})
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil || sum.Status != engine.StatusCompleted {
+		t.Fatalf("wait: %v %+v", err, sum)
+	}
+	stop()
+	for i := 1; i <= n; i++ {
+		if ran := b.calls.count(fmt.Sprintf("job%d", i)) - before[i]; ran != 1 {
+			t.Errorf("row %d ran %d times after the first worker died, want once", i, ran)
+		}
+	}
+	if st := w.Stats(); st.Dropped.Load() != 1 {
+		t.Errorf("dropped %d, want attempt 2", st.Dropped.Load())
+	}
+	var left int
+	if err := q.db.QueryRow(`SELECT count(*) FROM jobs WHERE status <> 'done'`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d rows not done (%v)", left, err)
 	}
 }
