@@ -86,6 +86,14 @@ func startRun(t *testing.T, cmd *exec.Cmd) (string, *bufio.Reader) {
 // occurrences of mark, failing the test if that takes longer than within.
 func killWhen(t *testing.T, cmd *exec.Cmd, side, mark string, n int, within time.Duration) {
 	t.Helper()
+	signalWhen(t, cmd, syscall.SIGKILL, side, mark, n, within)
+}
+
+// signalWhen sends sig to cmd once the side-effect file side holds n
+// occurrences of mark (failing the test if that takes longer than
+// within), and waits for cmd to exit.
+func signalWhen(t *testing.T, cmd *exec.Cmd, sig os.Signal, side, mark string, n int, within time.Duration) {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		b, _ := os.ReadFile(side)
@@ -97,7 +105,7 @@ func killWhen(t *testing.T, cmd *exec.Cmd, side, mark string, n int, within time
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()

@@ -309,6 +309,9 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 	sum, err := e.Wait(ctx, id)
 	stopProgress()
 	if err != nil {
+		if ctx.Err() != nil {
+			stopGracefully(e, stderr)
+		}
 		fmt.Fprintf(stderr, "cursorflow: %v (resume with: cursorflow resume %s --eventlog %s)\n", err, id, logURL)
 		return exitInvalid
 	}
@@ -349,6 +352,24 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 		return exitInvalid
 	}
 	return exitOK
+}
+
+// interruptGrace is how long an interrupted run lets its running commands
+// finish.
+const interruptGrace = 30 * time.Second
+
+// stopGracefully stops an interrupted run's engine so that what its
+// running commands did is on record, the rows a cursor frame hands back
+// included: a resume then runs none of them again. A second signal, or
+// interruptGrace, cuts the commands short (their unstarted rows are still
+// handed back and recorded).
+func stopGracefully(e *engine.Engine, stderr io.Writer) {
+	fmt.Fprintf(stderr, "cursorflow: interrupted: letting the running commands finish (up to %s; interrupt again to stop now)\n", interruptGrace)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, interruptGrace)
+	defer cancel()
+	_ = e.Shutdown(ctx)
 }
 
 // loopRows are a cursor loop's row outcomes, as run and resume print them.
