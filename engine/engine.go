@@ -572,7 +572,9 @@ func (e *Engine) markClosed() bool {
 // cancels what still runs. Whatever is left — commands issued and not
 // run, successors not yet decided — stays in the log for Resume (here or
 // in another process) to take up. It returns ctx's error if it had to
-// cancel running commands.
+// cancel running commands. Either way the workers' last reports (a cursor
+// frame cut short says which rows it handed back) are recorded before it
+// returns, waiting up to 5s more for the log.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	if !e.markClosed() {
 		return nil
@@ -593,10 +595,19 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		<-finished
 	}
 	e.stopWork()
+	// The workers' last reports (frames cut short hand their rows back and
+	// say so) are recorded before the orchestrator stops.
+	fctx, cancel := context.WithTimeout(context.Background(), shutdownFlush)
+	_ = e.orch.send(fctx, message{kind: msgFlush})
+	cancel()
 	e.stopOrch()
 	e.orchWG.Wait()
 	return err
 }
+
+// shutdownFlush bounds how long Shutdown waits, once the workers
+// stopped, for the log to record their last reports.
+const shutdownFlush = 5 * time.Second
 
 // Close stops the orchestrator and the workers at once. Running commands
 // are cancelled; their executions can be resumed from the log. Calls

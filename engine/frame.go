@@ -100,7 +100,13 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	lp := step.Loop
 	done := func(p frameDonePayload) error {
 		p.Ms = time.Since(start).Milliseconds()
-		return w.report(ctx, rep, cmd, eventlog.TypeFrameDone, p)
+		// The frame's outcome goes out even when its context ended (a
+		// shutdown cut it short): the source has settled its rows (acked,
+		// handed back), and the log must say so, or a resume runs them
+		// again.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		return w.report(rctx, rep, cmd, eventlog.TypeFrameDone, p)
 	}
 	fail := func(msg string) error { return done(frameDonePayload{Fail: msg}) }
 	// Templated frame fields are rendered here as the orchestrator renders
@@ -633,7 +639,9 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 			<-sem
 			break
 		}
-		if cutShort(ctx) {
+		// Cut short by a cancel's grace, or by the worker stopping (an
+		// engine shutdown): the rest never starts, and goes back.
+		if cutShort(ctx) || ctx.Err() != nil {
 			<-sem
 			for j := i; j < len(f.rows); j++ {
 				f.unstarted = append(f.unstarted, j)

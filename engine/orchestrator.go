@@ -62,6 +62,8 @@ const (
 	msgCancel
 	msgList
 	msgDrain
+	// msgFlush is answered once everything folded before it is recorded.
+	msgFlush
 )
 
 type message struct {

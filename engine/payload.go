@@ -217,8 +217,9 @@ type frameDonePayload struct {
 	Fail     string         `json:"fail,omitempty"`
 	Ms       int64          `json:"ms,omitempty"`
 	Released int            `json:"released,omitempty"`
-	// Cancelled: the worker saw the execution being cancelled and stopped
-	// before running every row (the rest were released).
+	// Cancelled: the worker saw the execution being cancelled (or was
+	// stopped itself) and stopped before running every row (the rest
+	// were released).
 	Cancelled bool `json:"cancelled,omitempty"`
 	// ClaimOpenUs is how long, in microseconds, the frame's claim stayed
 	// pending between the claim and its commit: the record's round trip.

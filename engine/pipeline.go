@@ -330,6 +330,9 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 		case msgDrain:
 			o.draining = true
 			m.reply <- nil
+		case msgFlush:
+			// Answered once what came before it is recorded.
+			b.replies = append(b.replies, pendingReply{ch: m.reply})
 		}
 	}
 	b.events = append(b.events, o.reloadDue(ctx, now, touch)...)

@@ -87,11 +87,11 @@ func startRun(t *testing.T, cmd *exec.Cmd) (string, *bufio.Reader) {
 func killWhen(t *testing.T, cmd *exec.Cmd, side, mark string, n int, within time.Duration) {
 	t.Helper()
 	signalWhen(t, cmd, syscall.SIGKILL, side, mark, n, within)
+	_ = cmd.Wait()
 }
 
 // signalWhen sends sig to cmd once the side-effect file side holds n
-// occurrences of mark (failing the test if that takes longer than
-// within), and waits for cmd to exit.
+// occurrences of mark, failing the test if that takes longer than within.
 func signalWhen(t *testing.T, cmd *exec.Cmd, sig os.Signal, side, mark string, n int, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -108,7 +108,6 @@ func signalWhen(t *testing.T, cmd *exec.Cmd, sig os.Signal, side, mark string, n
 	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
-	_ = cmd.Wait()
 }
 
 // recorded returns what the SQLite event log at path holds for execution

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"fmt"
@@ -15,12 +16,30 @@ import (
 )
 
 // TestInterruptedRunRecordsWhatItDid: a run interrupted (SIGINT) in the
-// middle of a cursor loop lets its running frames finish and records
-// them before it exits, so that rows another run drains meanwhile are
-// not run again when the interrupted execution is resumed: every row runs
-// exactly once across the three runs.
+// middle of a cursor loop records what its running frames did before it
+// exits, so that rows another run drains meanwhile are not run again when
+// the interrupted execution is resumed: every row runs exactly once
+// across the three runs. Interrupted once, the frames finish their rows;
+// interrupted twice, they are cut short and hand back the rows they did
+// not finish, and that is on record too.
 func TestInterruptedRunRecordsWhatItDid(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		twice bool
+		sleep string // each row's run time
+	}{
+		{"once", false, "0.05"},
+		{"twice", true, "0.5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			interruptedDrain(t, tc.twice, tc.sleep)
+		})
+	}
+}
+
+func interruptedDrain(t *testing.T, twice bool, sleep string) {
 	bin := cliBinary(t)
 	dir := t.TempDir()
 	queue, side := filepath.Join(dir, "queue.db"), filepath.Join(dir, "side.txt")
@@ -52,20 +71,47 @@ workflow:
         release: UPDATE jobs SET status = 'pending' WHERE id IN ({{ keys | join(',') }})
       iterator: job
       spec: {mode: cursor, max_in_flight: 2, frame: {max_rows: 10, process: row}}
-    tool: {kind: shell, command: "sleep 0.05; echo row-{{ iter.job.id }}. >> `+side+`"}
+    tool: {kind: shell, command: "sleep `+sleep+` && echo row-{{ iter.job.id }}. >> `+side+`"}
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	logURL := "sqlite:" + filepath.Join(dir, "events.db")
 	cred := "q=" + queue
 	first := exec.Command(bin, "run", pb, "--eventlog", logURL, "--credential", cred)
+	if !twice {
+		id, _ := startRun(t, first)
+		signalWhen(t, first, os.Interrupt, side, "row-", 5, 60*time.Second)
+		_ = first.Wait()
+		drainAndResume(t, bin, pb, logURL, cred, id, side, rows)
+		return
+	}
+	stderr, err := first.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	id, _ := startRun(t, first)
-	signalWhen(t, first, os.Interrupt, side, "row-", 5, 60*time.Second)
+	// Interrupt once rows run, and again once the run said it took the
+	// first interrupt: the rows still running are cut short.
+	signalWhen(t, first, os.Interrupt, side, "row-", 2, 60*time.Second)
+	lines := bufio.NewScanner(stderr)
+	for lines.Scan() && !strings.Contains(lines.Text(), "interrupted:") {
+	}
+	if err := first.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for lines.Scan() {
+	}
+	_ = first.Wait()
+	drainAndResume(t, bin, pb, logURL, cred, id, side, rows)
+}
 
+// drainAndResume drains what the interrupted execution id left with
+// another run, resumes id (it finds nothing more to run) and checks that
+// every row ran exactly once.
+func drainAndResume(t *testing.T, bin, pb, logURL, cred, id, side string, rows int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	// Another execution drains what the interrupted one left, then the
-	// interrupted one is resumed: it finds nothing more to run.
 	if out, err := exec.CommandContext(ctx, bin, "run", pb, "--eventlog", logURL, "--credential", cred).CombinedOutput(); err != nil {
 		t.Fatalf("second run: %v\n%s", err, out)
 	}
