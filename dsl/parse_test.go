@@ -926,3 +926,61 @@ func TestIterTypoWarns(t *testing.T) {
 		t.Fatalf("iter warnings %q: want one, for iter.jb where task a reads it", got)
 	}
 }
+
+// TestEndlessCycleWarns: validate warns about steps that every run goes
+// round for ever (each arc of the cycle taken without a when), and not
+// about cycles a condition can leave.
+func TestEndlessCycleWarns(t *testing.T) {
+	t.Parallel()
+	const warning = "go round for ever"
+	for _, tc := range []struct {
+		name, steps string
+		warn        bool
+	}{
+		{"self", `- step: start
+  tool: {kind: noop}
+  next: [start]
+`, true},
+		{"through another step", `- step: start
+  tool: {kind: noop}
+  next: [poll]
+- step: poll
+  tool: {kind: noop}
+  next: [{step: start}]
+`, true},
+		{"inclusive", `- step: start
+  tool: {kind: noop}
+  next:
+    spec: {mode: inclusive}
+    arcs: [{step: done, when: '{{ false }}'}, {step: start}]
+- step: done
+  tool: {kind: noop}
+`, true},
+		{"a guarded arc", `- step: start
+  tool: {kind: noop}
+  next: [poll]
+- step: poll
+  tool: {kind: noop}
+  next: [{step: start, when: '{{ poll.data.more }}'}]
+`, false},
+		{"a guarded arc first", `- step: start
+  tool: {kind: noop}
+  next: [{step: done, when: '{{ start.data.ready }}'}, {step: start}]
+- step: done
+  tool: {kind: noop}
+`, false},
+		{"a guarded step", `- step: start
+  tool: {kind: noop}
+  next: [poll]
+- step: poll
+  when: '{{ workload.again }}'
+  tool: {kind: noop}
+  next: [start]
+`, false},
+	} {
+		p := mustParse(t, pb(tc.steps))
+		if got := hasWarning(p, warning); got != tc.warn {
+			t.Errorf("%s: warned %v, want %v (%v)", tc.name, got, tc.warn, p.Warnings)
+		}
+	}
+}

@@ -1,6 +1,10 @@
 package dsl
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // StartStep is the name of the step every workflow begins with.
 const StartStep = "start"
@@ -93,6 +97,7 @@ func (d *decoder) validate(pb *Playbook) {
 		d.checkJumps(pb, t.Policy, nil, "task "+t.Name)
 	}
 	d.checkReachable(pb)
+	d.checkEndlessCycles(pb)
 }
 
 func (d *decoder) checkJumps(pb *Playbook, pol *Policy, pipeline []string, what string) {
@@ -111,6 +116,72 @@ func (d *decoder) checkJumps(pb *Playbook, pol *Policy, pipeline []string, what 
 			d.errorAt(r.Then.Pos, "%s: jump target %q is neither a task of this pipeline nor a step", what, to)
 		} else {
 			d.errorAt(r.Then.Pos, "%s: jump target %q is not a step", what, to)
+		}
+	}
+}
+
+// checkEndlessCycles warns about a cycle of steps that every run goes
+// round for ever: each step of it always takes the arc to the next (an
+// exclusive next whose first arc has no when, an inclusive one's arc
+// without a when) and none is guarded (when, admit). Only a failing step
+// ends such an execution, which meanwhile writes events without bound.
+func (d *decoder) checkEndlessCycles(pb *Playbook) {
+	always := func(s *Step) []string {
+		if s.Next == nil || len(s.Next.Arcs) == 0 || s.When != nil || s.Spec.Admit != nil {
+			return nil
+		}
+		var out []string
+		for _, a := range s.Next.Arcs {
+			if a.When != nil {
+				if s.Next.Mode == NextInclusive {
+					continue
+				}
+				break // exclusive: a guarded arc first may win
+			}
+			out = append(out, a.Step)
+			if s.Next.Mode != NextInclusive {
+				break
+			}
+		}
+		return out
+	}
+	// Depth-first search over the always-taken arcs; a step met again on
+	// the current path closes a cycle.
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	state := map[*Step]int{}
+	var path []*Step
+	var walk func(s *Step)
+	walk = func(s *Step) {
+		state[s] = onPath
+		path = append(path, s)
+		for _, name := range always(s) {
+			next := pb.steps[name]
+			switch {
+			case next == nil:
+			case state[next] == onPath:
+				i := slices.Index(path, next)
+				names := make([]string, 0, len(path)-i+1)
+				for _, p := range path[i:] {
+					names = append(names, p.Name)
+				}
+				names = append(names, next.Name)
+				d.warns = append(d.warns, Diagnostic{Pos: next.Pos, Warning: true, Message: fmt.Sprintf(
+					"steps %s go round for ever: every arc on the way is taken without a when, so only a failing step ends the execution",
+					strings.Join(names, " → "))})
+			case state[next] == unseen:
+				walk(next)
+			}
+		}
+		path = path[:len(path)-1]
+		state[s] = done
+	}
+	for _, s := range pb.Workflow {
+		if s.Name != "" && pb.steps[s.Name] == s && state[s] == unseen {
+			walk(s)
 		}
 	}
 }
