@@ -132,7 +132,7 @@ var Fields = []Field{
 	{"loop.spec.max_shard_retries", Honoured, "fan-out: times a failed shard is issued again before it counts as failed (default 0)"},
 	{"loop.spec.allow_partial", Honoured, "fan-out: the step completes and routes when some shards failed (default: a failed shard fails the step)"},
 	{"loop.spec.frame", Honoured, "cursor frame bounds: max_rows, row_concurrency, lease_seconds, heartbeat_seconds (default lease_seconds/10; a frame missing about three is re-issued), max_seconds, max_bytes, max_attempts, process; numbers may be templates"},
-	{"loop.spec.policy", Honoured, "rules for the loop's items"},
+	{"loop.spec.policy", Honoured, "rules for the loop's items (rows, frames): decide a task's outcome when the task has no spec.policy of its own, before step.spec.policy"},
 	{"loop.spec.policy.exec", Hint, "where NoETL runs the loop (local or distributed); here items are commands any worker may run"},
 	{"loop.aggregate", Refused, "NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order"},
 	{"loop.sink", Honoured, "saves each iteration's result with another tool, atomically with the iteration"},
