@@ -207,6 +207,11 @@ func New(cfg Config) http.Handler {
 				executionNotFound(w, id)
 				return
 			}
+			if name := r.PathValue("name"); name != "" && !validID(name) {
+				// Likewise for a playbook name (see registerPlaybook).
+				playbookNotFound(w, name, 0)
+				return
+			}
 			h(s, w, r)
 		})
 		if !rt.Public {
@@ -246,8 +251,8 @@ func New(cfg Config) http.Handler {
 	return s.logRequests(mux)
 }
 
-// validID reports whether id can name an execution: valid UTF-8 without
-// control characters.
+// validID reports whether id can name an execution or a playbook: valid
+// UTF-8 without control characters.
 func validID(id string) bool {
 	if !utf8.ValidString(id) {
 		return false

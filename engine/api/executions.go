@@ -64,7 +64,12 @@ func (s *server) startExecution(w http.ResponseWriter, r *http.Request) {
 	out := Started{}
 	src, file := []byte(req.Source), req.File
 	if req.Playbook != "" {
-		pb, err := s.cfg.Playbooks.Get(r.Context(), req.Playbook, req.Version)
+		pb, err := Playbook{}, ErrPlaybookNotFound
+		if validID(req.Playbook) && req.Version <= MaxPlaybookVersion {
+			// Otherwise no store holds it, and a database would refuse
+			// the query with a 500.
+			pb, err = s.cfg.Playbooks.Get(r.Context(), req.Playbook, req.Version)
+		}
 		if errors.Is(err, ErrPlaybookNotFound) {
 			msg := fmt.Sprintf("playbook %q is not registered", req.Playbook)
 			if req.Version > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -68,8 +69,13 @@ func NewPostgresStore(ctx context.Context, pool *pgxpool.Pool, schema string) (*
 }
 
 // Put implements Store. Two replicas registering the same name at once
-// both succeed, one version after the other.
+// both succeed, one version after the other. A name with a control
+// character or invalid UTF-8 is refused: PostgreSQL text holds no NUL
+// byte, and Get could not find it.
 func (p *PostgresStore) Put(ctx context.Context, name, source string) (Playbook, bool, error) {
+	if !validID(name) {
+		return Playbook{}, false, fmt.Errorf("api: playbook store: name %s: want UTF-8 text without control characters", strconv.QuoteToASCII(name))
+	}
 	for attempt := 0; ; attempt++ {
 		latest, err := p.Get(ctx, name, 0)
 		switch {
@@ -96,6 +102,12 @@ func (p *PostgresStore) Put(ctx context.Context, name, source string) (Playbook,
 
 // Get implements Store.
 func (p *PostgresStore) Get(ctx context.Context, name string, version int) (Playbook, error) {
+	if !validID(name) || version > MaxPlaybookVersion {
+		// No row holds either, and the database would refuse the query
+		// (a NUL byte, invalid UTF-8, an int4 overflow) rather than find
+		// nothing.
+		return Playbook{}, ErrPlaybookNotFound
+	}
 	pb := Playbook{Name: name}
 	var err error
 	if version == 0 {

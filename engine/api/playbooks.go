@@ -39,6 +39,12 @@ func (s *server) registerPlaybook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "playbook has no metadata.name to register it under")
 		return
 	}
+	if !validID(name) {
+		// It could never be asked for by name (GET /v1/playbooks/{name}
+		// answers 404 for it), and PostgreSQL text holds no NUL byte.
+		writeError(w, http.StatusBadRequest, "metadata.name "+strconv.QuoteToASCII(name)+": want UTF-8 text without control characters")
+		return
+	}
 	stored, created, err := s.cfg.Playbooks.Put(r.Context(), name, string(src))
 	if err != nil {
 		s.fail(w, r, err)
@@ -79,18 +85,20 @@ func (s *server) listPlaybooks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) getPlaybook(w http.ResponseWriter, r *http.Request) {
-	version := 0
-	if v := r.URL.Query().Get("version"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "query parameter version: want a positive integer, got "+strconv.Quote(v))
-			return
-		}
-		version = n
+	version, err := queryInt(r, "version", 0, 1)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	pb, err := s.cfg.Playbooks.Get(r.Context(), r.PathValue("name"), version)
+	name := r.PathValue("name")
+	if version > MaxPlaybookVersion {
+		// No store holds one (PostgreSQL's would refuse the number).
+		playbookNotFound(w, name, version)
+		return
+	}
+	pb, err := s.cfg.Playbooks.Get(r.Context(), name, int(version))
 	if errors.Is(err, ErrPlaybookNotFound) {
-		writeError(w, http.StatusNotFound, "playbook "+strconv.Quote(r.PathValue("name"))+" not found")
+		playbookNotFound(w, name, version)
 		return
 	}
 	if err != nil {

@@ -191,3 +191,13 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 func executionNotFound(w http.ResponseWriter, id string) {
 	writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
 }
+
+// playbookNotFound answers 404 for a playbook name, or a version of it
+// (version > 0), the store does not hold.
+func playbookNotFound(w http.ResponseWriter, name string, version int64) {
+	msg := "playbook " + strconv.Quote(name) + " not found"
+	if version > 0 {
+		msg = "playbook " + strconv.Quote(name) + " has no version " + strconv.FormatInt(version, 10)
+	}
+	writeError(w, http.StatusNotFound, msg)
+}

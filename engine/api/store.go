@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -11,6 +12,11 @@ import (
 // ErrPlaybookNotFound is returned by a Store for an unknown name or
 // version.
 var ErrPlaybookNotFound = errors.New("api: playbook not found")
+
+// MaxPlaybookVersion is the highest version a Store holds (PostgresStore
+// keeps versions in an integer column). Get of a higher one, like that of a
+// name with a control character or invalid UTF-8, is ErrPlaybookNotFound.
+const MaxPlaybookVersion = math.MaxInt32
 
 // Playbook is one registered version of a playbook.
 type Playbook struct {
