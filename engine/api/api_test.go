@@ -576,26 +576,38 @@ func TestEventStream(t *testing.T) {
 		t.Fatalf("stream ends with %s", last.event)
 	}
 
-	// Resuming from Last-Event-ID sends the rest; from the terminal event
-	// it ends at once.
+	// Resuming from Last-Event-ID or ?after= sends the rest; from the
+	// terminal event, or past it, it ends at once (it used to send
+	// keepalives forever past it).
+	lastSeq, _ := strconv.Atoi(last.id)
 	for _, tc := range []struct {
-		lastID string
-		want   int
-	}{{"2", len(got.events) - 2}, {last.id, 0}} {
-		req, _ := http.NewRequest(http.MethodGet, b.HTTP.URL+"/v1/executions/"+id+"/events/stream", nil)
+		lastID, after string
+		want          int
+	}{
+		{"2", "", len(got.events) - 2},
+		{last.id, "", 0},
+		{strconv.Itoa(lastSeq + 1), "", 0},
+		{"", strconv.Itoa(lastSeq + 1), 0},
+		{"", "1000000", 0},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, b.HTTP.URL+"/v1/executions/"+id+"/events/stream?after="+tc.after, nil)
 		req.Header.Set("Authorization", "Bearer "+testToken)
-		req.Header.Set("Last-Event-ID", tc.lastID)
+		if tc.lastID != "" {
+			req.Header.Set("Last-Event-ID", tc.lastID)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		res, err := b.HTTP.Client().Do(req.WithContext(ctx))
 		if err != nil {
 			cancel()
 			t.Fatal(err)
 		}
-		evs, _ := readSSE(t, res.Body)
+		evs, comments := readSSE(t, res.Body)
 		res.Body.Close()
+		ended := ctx.Err() == nil
 		cancel()
-		if len(evs) != tc.want {
-			t.Errorf("Last-Event-ID %s: %d events, want %d", tc.lastID, len(evs), tc.want)
+		if len(evs) != tc.want || !ended || comments > 0 {
+			t.Errorf("Last-Event-ID %q after %q: %d events, %d keepalives, ended before the timeout %v; want %d events and an end at once",
+				tc.lastID, tc.after, len(evs), comments, ended, tc.want)
 		}
 	}
 	want(t, b.do(t, http.MethodGet, "/v1/executions/nope/events/stream", nil), http.StatusNotFound)

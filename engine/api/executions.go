@@ -364,17 +364,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log := s.log.With("execution_id", id)
-	// A client resuming right after the terminal event gets an empty,
-	// finished stream rather than one that waits forever.
 	ended := false
-	if after > 0 {
-		last, err := s.cfg.Log.Read(ctx, id, after-1, 1)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		ended = len(last) == 1 && last[0].Seq == after && eventlog.IsTerminal(last[0].Type)
-	}
 	rc := http.NewResponseController(w)
 	// A server-wide WriteTimeout would cut long streams; lift it here.
 	_ = rc.SetWriteDeadline(time.Time{})
@@ -415,6 +405,20 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		if ended || len(evs) == streamBatch {
 			continue
 		}
+		if len(evs) == 0 {
+			// Caught up with nothing sent: a client resuming at or past
+			// the terminal event (a Last-Event-ID, an ?after= beyond the
+			// end) would otherwise wait forever for one that never comes.
+			if ended, err = s.endedBy(ctx, id, after); err != nil {
+				if ctx.Err() == nil {
+					log.ErrorContext(ctx, "event stream: status failed", "error", err)
+				}
+				return
+			}
+			if ended {
+				break
+			}
+		}
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.KeepAlive)
 		err = s.cfg.Log.Wait(wctx, id, after)
 		cancel()
@@ -435,6 +439,16 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	log.DebugContext(ctx, "event stream ended", "after", after)
+}
+
+// endedBy reports whether the execution has ended with its last event at
+// or before seq after, so that a stream from there has nothing to wait for.
+func (s *server) endedBy(ctx context.Context, id string, after int64) (bool, error) {
+	st, err := s.cfg.Projection.Status(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	return st.Status != engine.StatusRunning && st.LastSeq <= after, nil
 }
 
 func mustMarshal(v any) []byte {
