@@ -11,28 +11,36 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cursorflow/cursorflow/cursor"
+	pgdriver "github.com/cursorflow/cursorflow/drivers/postgres"
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/internal/apitest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/tools"
 )
 
-// TestRunSaysWhichRowsFailed: a cursor loop whose body fails for some rows
-// completes (the rows' failures are theirs, not the step's), and run says
-// so: how many rows failed, on the terminal and in --json, rather than a
-// bare "completed" that hides them.
-func TestRunSaysWhichRowsFailed(t *testing.T) {
+// rowQueue creates the table q of 50 pending rows in a fresh schema and
+// returns the schema's DSN and a connection to it.
+func rowQueue(t *testing.T) (string, *pgx.Conn) {
+	t.Helper()
 	dsn := testenv.PostgresSchema(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `CREATE TABLE q (id int PRIMARY KEY, status text NOT NULL DEFAULT 'pending');
+	// t.Context is cancelled before cleanups run.
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	if _, err := conn.Exec(t.Context(), `CREATE TABLE q (id int PRIMARY KEY, status text NOT NULL DEFAULT 'pending');
 		INSERT INTO q (id) SELECT generate_series(1, 50)`); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	pb := filepath.Join(dir, "drain.yaml")
-	src := `apiVersion: noetl.io/v2
+	return dsn, conn
+}
+
+// drainPlaybook drains q with a cursor loop whose body is tool (the YAML
+// after "tool:").
+func drainPlaybook(tool string) string {
+	return `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: drain}
 workflow:
@@ -46,11 +54,22 @@ workflow:
           UPDATE q SET status = 'claimed' FROM c WHERE q.id = c.id RETURNING q.id
       iterator: job
       spec: {mode: cursor, max_in_flight: 2, frame: {max_rows: 10}}
-    tool:
+    tool:` + tool + "\n"
+}
+
+// TestRunSaysWhichRowsFailed: a cursor loop whose body fails for some rows
+// completes (the rows' failures are theirs, not the step's), and run says
+// so: how many rows failed, on the terminal and in --json, rather than a
+// bare "completed" that hides them.
+func TestRunSaysWhichRowsFailed(t *testing.T) {
+	ctx := context.Background()
+	dsn, conn := rowQueue(t)
+	dir := t.TempDir()
+	pb := filepath.Join(dir, "drain.yaml")
+	src := drainPlaybook(`
       kind: postgres
       auth: pg
-      command: "UPDATE q SET status = CASE WHEN id % 7 = 0 THEN (1/(id - id))::text ELSE 'done' END WHERE id = {{ iter.job.id }}"
-`
+      command: "UPDATE q SET status = CASE WHEN id % 7 = 0 THEN (1/(id - id))::text ELSE 'done' END WHERE id = {{ iter.job.id }}"`)
 	if err := os.WriteFile(pb, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +101,55 @@ workflow:
 		}
 		if code != exitOK || !strings.Contains(out.String(), "loop start#1: 50 rows: 43 ok, 7 failed, 0 dead") {
 			t.Fatalf("exit %d, output lacks the loop's failed rows:\n%s%s", code, out.String(), errOut.String())
+		}
+	}
+}
+
+// TestRemoteRunSaysWhichRowsFailed: run --server says which cursor rows
+// failed too, from the server's status of the execution, where it used to
+// print a bare "completed" and a --json summary without cursor_loops.
+func TestRemoteRunSaysWhichRowsFailed(t *testing.T) {
+	ctx := context.Background()
+	dsn, conn := rowQueue(t)
+	cursors := cursor.NewRegistry()
+	t.Cleanup(func() { _ = cursors.Close() })
+	if err := cursors.Register("postgres", pgdriver.New(pgdriver.Config{})); err != nil {
+		t.Fatal(err)
+	}
+	r := apitest.Start(t, apitest.Config{Token: remoteToken, Engine: func(c *engine.Config) {
+		c.Cursors, c.Keychain = cursors, tools.StaticURLs(map[string]string{"pg": dsn})
+	}})
+	// The echo tool fails the rows whose id is a multiple of 7; they stay
+	// claimed (no release statement) and the execution completes.
+	pb := writeFile(t, "drain.yaml", drainPlaybook(` {kind: echo, msg: "{{ '`+apitest.FailMsg+`' if iter.job.id % 7 == 0 else 'ok' }}"}`))
+	for _, asJSON := range []bool{false, true} {
+		if _, err := conn.Exec(ctx, `UPDATE q SET status = 'pending'`); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"run", pb, "--server", r.URL(), "--token", remoteToken, "--progress", "never"}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		code, out, errOut := cli(args...)
+		if asJSON {
+			var sum struct {
+				Status string                    `json:"status"`
+				Server string                    `json:"server"`
+				Loops  map[string]map[string]int `json:"cursor_loops"`
+			}
+			if err := json.Unmarshal([]byte(out), &sum); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if l := sum.Loops["start#1"]; code != exitOK || sum.Status != "completed" || sum.Server != r.URL() ||
+				l["rows"] != 50 || l["ok"] != 43 || l["failed"] != 7 || l["dead"] != 0 {
+				t.Fatalf("exit %d, %+v: want 43 ok and 7 failed rows\n%s%s", code, sum, out, errOut)
+			}
+			continue
+		}
+		id := executionID(t, out)
+		line := "loop start#1: 50 rows: 43 ok, 7 failed, 0 dead (cursorflow events " + id + " --server " + r.URL() + ")"
+		if code != exitOK || !strings.Contains(out, line) {
+			t.Fatalf("exit %d, output lacks %q:\n%s%s", code, line, out, errOut)
 		}
 	}
 }

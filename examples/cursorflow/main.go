@@ -43,7 +43,9 @@
 //
 // With --server URL, run starts the execution on a cursorflow server
 // instead of in this process and follows its events until it ends (exit 0
-// completed, 1 otherwise, 2 on a usage error or an invalid playbook). With
+// completed, 1 otherwise, 2 on a usage error or an invalid playbook). Like
+// a local run it ends with a line for each cursor loop whose rows failed
+// or went to the dead letter, read from the server's status. With
 // --json, stdout holds only the final summary object and the execution id
 // goes to stderr as soon as the server answers.
 // A local run or resume executes the playbook's python, shell and duckdb

@@ -317,38 +317,62 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 	}
 	// The log's view of the execution: its event count (the summary's own
 	// covers only what this process saw) and its cursor loops' rows.
-	events, rows := sum.Events, map[string]loopRows(nil)
+	o := outcome{id: sum.ExecutionID, status: sum.Status, steps: sum.Steps, events: sum.Events,
+		elapsed: time.Since(started), failedStep: sum.Step, failedField: sum.Field, err: sum.Error,
+		whereKey: "eventlog", where: logURL}
 	if st, err := proj.Status(ctx, id); err == nil {
-		events, rows = st.Events, cursorRows(st)
+		o.events, o.rows = st.Events, cursorRows(st)
 	}
-	if f.json {
+	return o.report(stdout, f.json)
+}
+
+// outcome is how an execution ended, as run (local or on a server) and
+// resume print it.
+type outcome struct {
+	id, status string
+	steps      map[string]string
+	events     int64
+	elapsed    time.Duration
+	// rows are the cursor loops' row outcomes (see cursorRows).
+	rows                         map[string]loopRows
+	failedStep, failedField, err string
+	// whereKey and where say where the execution's events are: "eventlog"
+	// and the log's URL, or "server" and the server's. whereKey is both the
+	// --json key and the flag `cursorflow events` needs to read them.
+	whereKey, where string
+}
+
+// report prints the outcome on stdout, as text or as one JSON object, and
+// returns run's exit code.
+func (o outcome) report(stdout io.Writer, asJSON bool) int {
+	if asJSON {
 		out := map[string]any{
-			"execution_id": sum.ExecutionID, "status": sum.Status, "steps": sum.Steps,
-			"events": events, "seconds": time.Since(started).Seconds(), "eventlog": logURL,
+			"execution_id": o.id, "status": o.status, "steps": o.steps,
+			"events": o.events, "seconds": o.elapsed.Seconds(), o.whereKey: o.where,
 		}
-		if len(rows) > 0 {
-			out["cursor_loops"] = rows
+		if len(o.rows) > 0 {
+			out["cursor_loops"] = o.rows
 		}
-		if sum.Status == engine.StatusFailed {
-			out["failed_step"], out["failed_field"], out["error"] = sum.Step, sum.Field, sum.Error
+		if o.status == engine.StatusFailed {
+			out["failed_step"], out["failed_field"], out["error"] = o.failedStep, o.failedField, o.err
 		}
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(stdout, string(b))
 	} else {
-		fmt.Fprintf(stdout, "%s in %s (%d events)\n", sum.Status, time.Since(started).Round(time.Millisecond), events)
-		for _, run := range slices.Sorted(maps.Keys(rows)) {
+		fmt.Fprintf(stdout, "%s in %s (%d events)\n", o.status, o.elapsed.Round(time.Millisecond), o.events)
+		for _, run := range slices.Sorted(maps.Keys(o.rows)) {
 			// A completed execution may still have rows that failed or
 			// went to the dead letter: say so, with where to look.
-			if r := rows[run]; r.Failed > 0 || r.Dead > 0 {
-				fmt.Fprintf(stdout, "loop %s: %d rows: %d ok, %d failed, %d dead (cursorflow events %s --eventlog %s)\n",
-					run, r.Rows, r.OK, r.Failed, r.Dead, id, logURL)
+			if r := o.rows[run]; r.Failed > 0 || r.Dead > 0 {
+				fmt.Fprintf(stdout, "loop %s: %d rows: %d ok, %d failed, %d dead (cursorflow events %s --%s %s)\n",
+					run, r.Rows, r.OK, r.Failed, r.Dead, o.id, o.whereKey, o.where)
 			}
 		}
-		if sum.Status == engine.StatusFailed {
-			fmt.Fprintf(stdout, "failed at step %s (%s): %s\n", sum.Step, sum.Field, sum.Error)
+		if o.status == engine.StatusFailed {
+			fmt.Fprintf(stdout, "failed at step %s (%s): %s\n", o.failedStep, o.failedField, o.err)
 		}
 	}
-	if sum.Status != engine.StatusCompleted {
+	if o.status != engine.StatusCompleted {
 		return exitInvalid
 	}
 	return exitOK

@@ -326,24 +326,13 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cursorflow: status of %s: %v\n", id, err)
 		return exitInvalid
 	}
-	if f.json {
-		res := map[string]any{"execution_id": st.ExecutionID, "status": st.Status, "steps": st.Steps,
-			"events": st.Events, "seconds": time.Since(started).Seconds(), "server": c.base}
-		if st.Status == engine.StatusFailed {
-			res["failed_step"], res["failed_field"], res["error"] = st.FailedStep, st.FailedField, st.Error
-		}
-		b, _ := json.Marshal(res)
-		fmt.Fprintln(stdout, string(b))
-	} else {
-		fmt.Fprintf(stdout, "%s in %s (%d events)\n", st.Status, time.Since(started).Round(time.Millisecond), st.Events)
-		if st.Status == engine.StatusFailed {
-			fmt.Fprintf(stdout, "failed at step %s (%s): %s\n", st.FailedStep, st.FailedField, st.Error)
-		}
-	}
-	if st.Status != engine.StatusCompleted {
-		return exitInvalid
-	}
-	return exitOK
+	// The server's view: its event count and its cursor loops' rows, which
+	// may have failed or gone to the dead letter in a completed execution.
+	o := outcome{id: st.ExecutionID, status: st.Status, steps: st.Steps, events: st.Events,
+		elapsed: time.Since(started), rows: cursorRows(&st),
+		failedStep: st.FailedStep, failedField: st.FailedField, err: st.Error,
+		whereKey: "server", where: c.base}
+	return o.report(stdout, f.json)
 }
 
 // parseSets reads --set key=value pairs, each value as a YAML scalar.

@@ -41,6 +41,10 @@ type Config struct {
 	// Configure, if set, adjusts the API's configuration before the
 	// server starts.
 	Configure func(*api.Config)
+	// Engine, if set, adjusts the engine's configuration before the engine
+	// is built: a test adds cursor drivers and a keychain, say. The test
+	// closes what it adds.
+	Engine func(*engine.Config)
 }
 
 // Server is an API server on an in-process engine. Its tools:
@@ -72,7 +76,11 @@ func Start(t testing.TB, cfg Config) *Server {
 	reg := tools.NewRegistry()
 	reg.MustRegister("echo", tools.ToolFunc(s.echo))
 	reg.MustRegister("gate", tools.ToolFunc(s.gate))
-	e, err := engine.New(engine.Config{Log: s.Log, Tools: reg, Workers: Workers, Tick: Tick, Logger: cfg.Logger})
+	ecfg := engine.Config{Log: s.Log, Tools: reg, Workers: Workers, Tick: Tick, Logger: cfg.Logger}
+	if cfg.Engine != nil {
+		cfg.Engine(&ecfg)
+	}
+	e, err := engine.New(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
