@@ -312,6 +312,11 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 		if ctx.Err() != nil {
 			stopGracefully(e, stderr)
 		}
+		if strings.HasPrefix(logURL, "memory:") {
+			// The log, and with it the execution, ends with this process.
+			fmt.Fprintf(stderr, "cursorflow: %v (the in-memory event log is gone with this process, so %s cannot be resumed; run with --eventlog sqlite:PATH or postgres://... to be able to resume)\n", err, id)
+			return exitInvalid
+		}
 		fmt.Fprintf(stderr, "cursorflow: %v (resume with: cursorflow resume %s --eventlog %s)\n", err, id, logURL)
 		return exitInvalid
 	}
@@ -369,7 +374,7 @@ func (o outcome) report(stdout io.Writer, asJSON bool) int {
 			}
 		}
 		if o.status == engine.StatusFailed {
-			fmt.Fprintf(stdout, "failed at step %s (%s): %s\n", o.failedStep, o.failedField, o.err)
+			fmt.Fprintln(stdout, failureLine(o.failedStep, o.failedField, o.err))
 		}
 	}
 	if o.status != engine.StatusCompleted {
@@ -394,6 +399,15 @@ func stopGracefully(e *engine.Engine, stderr io.Writer) {
 	ctx, cancel := context.WithTimeout(ctx, interruptGrace)
 	defer cancel()
 	_ = e.Shutdown(ctx)
+}
+
+// failureLine says where an execution failed: the step, the field of its
+// spec that failed when the failure has one, and the error.
+func failureLine(step, field, err string) string {
+	if field == "" {
+		return fmt.Sprintf("failed at step %s: %s", step, err)
+	}
+	return fmt.Sprintf("failed at step %s (%s): %s", step, field, err)
 }
 
 // loopRows are a cursor loop's row outcomes, as run and resume print them.

@@ -409,7 +409,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 func printStatus(w io.Writer, st *engine.Status) {
 	fmt.Fprintf(w, "execution %s (%s): %s, %d events\n", st.ExecutionID, st.Playbook, st.Status, st.Events)
 	if st.Status == engine.StatusFailed {
-		fmt.Fprintf(w, "failed at step %s (%s): %s\n", st.FailedStep, st.FailedField, st.Error)
+		fmt.Fprintln(w, failureLine(st.FailedStep, st.FailedField, st.Error))
 	}
 	steps := make([]string, 0, len(st.Steps))
 	for s := range st.Steps {
