@@ -77,3 +77,17 @@ func TestInterruptedMemoryRun(t *testing.T) {
 		t.Fatalf("stderr %q: want that the in-memory log is gone and a log to use instead", msg)
 	}
 }
+
+// TestCredentialNeverEchoed: run refuses a --credential value without an
+// alias, or a URL whose query holds '=' and no alias before it, saying
+// what form it wants, and prints no part of the value.
+func TestCredentialNeverEchoed(t *testing.T) {
+	t.Parallel()
+	pb := writeFile(t, "echo.yaml", shellPlaybook("true"))
+	for _, value := range []string{"postgres://app:pw@db/app", "postgres://u:pw@h/db?sslmode=disable"} {
+		code, out, errOut := cli("run", pb, "--credential", value, "--eventlog", "memory:", "--progress", "never")
+		if code != exitUsage || !strings.Contains(errOut, "want alias=URL") || strings.Contains(out+errOut, "pw") || strings.Contains(out+errOut, "postgres") {
+			t.Errorf("--credential %q: exit %d\nstdout %s\nstderr %s", value, code, out, errOut)
+		}
+	}
+}

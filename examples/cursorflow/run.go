@@ -23,6 +23,7 @@ import (
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog/eventlogurl"
+	"github.com/cursorflow/cursorflow/examples/internal/credflag"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
@@ -54,7 +55,7 @@ func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
 	if withSet {
 		fs.Var(&f.sets, "set", "override a workload key: key=value (value read as a YAML scalar); repeatable")
 	}
-	fs.Var(&f.credentials, "credential", "map a keychain alias to a connection URL: alias=URL, or alias={\"url\": ..., \"hosts\": [...], ...} as in CURSORFLOW_CREDENTIAL_<ALIAS>; repeatable")
+	fs.Var(&f.credentials, "credential", "map a keychain alias (letters, digits, _ - .) to a connection URL: "+credflag.Form+" as in CURSORFLOW_CREDENTIAL_<ALIAS>; repeatable")
 	fs.StringVar(&f.eventlog, "eventlog", "", "event log: sqlite:PATH (default under the user's state directory), postgres://... or memory:")
 	fs.BoolVar(&f.json, "json", false, "end with one JSON summary object")
 	fs.IntVar(&f.workers, "workers", engine.DefaultWorkers, "in-process workers")
@@ -216,19 +217,10 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	static := tools.StaticKeychain{}
-	for _, kv := range f.credentials {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			fmt.Fprintf(stderr, "cursorflow: --credential %q: want alias=URL\n", k)
-			return exitUsage
-		}
-		c, err := tools.ParseCredential(k, v)
-		if err != nil {
-			fmt.Fprintf(stderr, "cursorflow: --credential %s: %v\n", k, err)
-			return exitUsage
-		}
-		static[k] = c
+	static, err := credflag.Keychain(f.credentials)
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitUsage
 	}
 	kc := tools.ChainKeychain{static, tools.EnvKeychain{}}
 

@@ -6,8 +6,10 @@
 //	worker --nats nats://127.0.0.1:4222 --pool default --concurrency 8 \
 //	       --credential pg=postgres://app@db/app
 //
-// Credentials: --credential alias=URL (repeatable), then the environment
-// (CURSORFLOW_CREDENTIAL_<ALIAS>=URL). They never leave the worker.
+// Credentials: --credential alias=URL or alias={"url": ..., ...}
+// (repeatable; the alias is letters, digits, _ - .), then the environment
+// (CURSORFLOW_CREDENTIAL_<ALIAS>=URL). They never leave the worker, and
+// the worker never prints them, not even in an error about their form.
 //
 // The python and shell tools run whatever code a playbook carries, and
 // duckdb reads and writes local files, with this process's rights: they
@@ -33,6 +35,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -45,6 +48,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/natsjs"
+	"github.com/cursorflow/cursorflow/examples/internal/credflag"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
@@ -58,11 +62,12 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
-func run(args []string) int {
+func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var (
 		credentials   multiFlag
 		natsURL       = fs.String("nats", envOr("CURSORFLOW_NATS", nats.DefaultURL), "NATS URL; env CURSORFLOW_NATS")
@@ -77,7 +82,7 @@ func run(args []string) int {
 		verbose       = fs.Bool("v", false, "log at debug level")
 		allowCode     = fs.Bool("allow-code", false, "enable the python, shell and duckdb tools: any playbook the server accepts may then run code and touch files here")
 	)
-	fs.Var(&credentials, "credential", "map a keychain alias to a connection URL: alias=URL; repeatable")
+	fs.Var(&credentials, "credential", "map a keychain alias (letters, digits, _ - .) to a connection URL: "+credflag.Form+" as in CURSORFLOW_CREDENTIAL_<ALIAS>; repeatable")
 	var labelFlags multiFlag
 	fs.Var(&labelFlags, "label", "label this worker for steps with spec.worker_labels: key=value; repeatable")
 	capacityEvery := fs.Duration("capacity-every", natsjs.DefaultCapacityEvery, "how often the worker reports its capacity")
@@ -90,27 +95,23 @@ func run(args []string) int {
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	static := map[string]string{}
-	for _, kv := range credentials {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			// Never echo the value: it is a connection URL with a password.
-			fmt.Fprintf(os.Stderr, "worker: --credential %q: want alias=URL\n", k)
-			return 2
-		}
-		static[k] = v
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// The values are secrets: credflag's errors never quote them.
+	static, err := credflag.Keychain(credentials)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+		return 2
 	}
 	labels := map[string]string{}
 	for _, kv := range labelFlags {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			fmt.Fprintf(os.Stderr, "worker: --label %q: want key=value\n", kv)
+			fmt.Fprintf(stderr, "worker: --label %q: want key=value\n", kv)
 			return 2
 		}
 		labels[k] = v
 	}
-	kc := tools.ChainKeychain{tools.StaticURLs(static), tools.EnvKeychain{}}
+	kc := tools.ChainKeychain{static, tools.EnvKeychain{}}
 	if *id == "" {
 		host, _ := os.Hostname()
 		// The id names the worker's own subject: keep it a subject token.

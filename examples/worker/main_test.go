@@ -1,0 +1,26 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestCredentialNeverEchoed: a --credential value without an alias, or
+// with a URL whose query holds '=' and no alias before it, is refused
+// (exit 2) with the form wanted, and the value, password included, never
+// reaches stderr. The worker used to print the whole value, and took
+// "postgres://u:p@h/db?sslmode" as the alias of the second.
+func TestCredentialNeverEchoed(t *testing.T) {
+	for _, value := range []string{"postgres://app:pw@db/app", "postgres://u:pw@h/db?sslmode=disable"} {
+		var stderr bytes.Buffer
+		// The flags are checked before the worker connects to NATS; a
+		// value wrongly accepted fails on the unreachable NATS (exit 1)
+		// rather than running a worker.
+		code := run([]string{"--nats", "nats://127.0.0.1:1", "--credential", value}, &stderr)
+		msg := stderr.String()
+		if code != 2 || !strings.Contains(msg, "want alias=URL") || strings.Contains(msg, "pw") || strings.Contains(msg, "postgres") {
+			t.Errorf("--credential %q: exit %d, stderr %q", value, code, msg)
+		}
+	}
+}
