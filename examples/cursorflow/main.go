@@ -58,7 +58,9 @@
 // straight from that event log, and so does events with --eventlog. A
 // command's partial results (call.partial: output lines, row batches,
 // streamed records) show in events as they are recorded. The bearer token
-// comes from --token or $CURSORFLOW_TOKEN.
+// comes from --token, $CURSORFLOW_TOKEN or else $CURSORFLOW_API_TOKEN (the
+// name the server reads its token from), trimmed of surrounding white
+// space.
 package main
 
 import (
@@ -128,7 +130,7 @@ commands:
                           (both run python, shell and duckdb steps here; --no-code turns them off)
 
 on a server (--server URL, for status/events/cancel also $CURSORFLOW_SERVER;
---token TOKEN or $CURSORFLOW_TOKEN):
+--token TOKEN, $CURSORFLOW_TOKEN or the server's $CURSORFLOW_API_TOKEN):
   run FILE --server URL   start the playbook on the server and follow it until it ends
   status EXECUTION_ID     print an execution's status per step and loop
                           (--eventlog URL reads a local event log instead)

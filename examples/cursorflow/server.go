@@ -35,6 +35,9 @@ import (
 const (
 	envServer = "CURSORFLOW_SERVER" // default of --server
 	envToken  = "CURSORFLOW_TOKEN"  // default of --token
+	// envAPIToken is the server's name for its token (examples/server),
+	// read when envToken is unset so that one variable can serve both.
+	envAPIToken = "CURSORFLOW_API_TOKEN"
 )
 
 // requestTimeout bounds one API call (streams excepted).
@@ -62,7 +65,7 @@ type remoteFlags struct {
 
 func (f *remoteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.server, "server", os.Getenv(envServer), "cursorflow server base URL (default $"+envServer+")")
-	fs.StringVar(&f.token, "token", "", "bearer token (default $"+envToken+")")
+	fs.StringVar(&f.token, "token", "", "bearer token (default $"+envToken+", else $"+envAPIToken+", the server's name for it)")
 	fs.BoolVar(&f.json, "json", false, "print JSON")
 }
 
@@ -78,9 +81,15 @@ func (f *remoteFlags) client(stderr io.Writer) (*apiClient, bool) {
 		return nil, false
 	}
 	token := f.token
-	if token == "" {
-		token = os.Getenv(envToken)
+	for _, name := range []string{envToken, envAPIToken} {
+		if token == "" {
+			token = os.Getenv(name)
+		}
 	}
+	// A token read from a file or a mounted secret often ends in a
+	// newline, which no HTTP header may hold; the server trims the token
+	// it is shown.
+	token = strings.TrimSpace(token)
 	return &apiClient{base: strings.TrimSuffix(f.server, "/"), token: token, http: &http.Client{}}, true
 }
 

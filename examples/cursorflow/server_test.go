@@ -109,7 +109,28 @@ func TestRemoteRun(t *testing.T) {
 	}
 }
 
+// TestRemoteTokenFromServerVariable: with $CURSORFLOW_TOKEN unset, the
+// CLI reads the server's $CURSORFLOW_API_TOKEN, trimmed like the server
+// trims it (a trailing newline used to make every request fail).
+func TestRemoteTokenFromServerVariable(t *testing.T) {
+	r := startRemote(t)
+	file := writeFile(t, "remote.yaml", remotePlaybook)
+	t.Setenv(envToken, "")
+	t.Setenv(envAPIToken, remoteToken+"\n")
+	if code, _, errOut := cli("run", file, "--server", r.URL(), "--progress", "never"); code != exitOK {
+		t.Fatalf("token from $%s: exit %d, %s", envAPIToken, code, errOut)
+	}
+	t.Setenv(envToken, " "+remoteToken+"\n")
+	t.Setenv(envAPIToken, "other")
+	if code, _, errOut := cli("run", file, "--server", r.URL(), "--progress", "never"); code != exitOK {
+		t.Fatalf("token from $%s first: exit %d, %s", envToken, code, errOut)
+	}
+}
+
 func TestRemoteToken(t *testing.T) {
+	// No token from the environment the tests run in.
+	t.Setenv(envToken, "")
+	t.Setenv(envAPIToken, "")
 	r := startRemote(t)
 	file := writeFile(t, "remote.yaml", remotePlaybook)
 	code, _, errOut := cli("run", file, "--server", r.URL())

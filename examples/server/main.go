@@ -13,8 +13,10 @@
 //
 // Safe by default: the server listens on 127.0.0.1:8080 (--listen to bind
 // elsewhere) and refuses to start without a bearer token (--token,
-// --token-file or CURSORFLOW_API_TOKEN) unless --insecure says that an
-// open API is what you want.
+// --token-file or CURSORFLOW_API_TOKEN, else CURSORFLOW_TOKEN, the name
+// the cursorflow CLI reads) unless --insecure says that an open API is
+// what you want. The token is trimmed of surrounding white space, like the
+// tokens clients present.
 //
 // Results larger than --result-threshold (64 KiB) go to --result-store
 // (s3://..., or file:// on a directory every machine shares), which the
@@ -90,8 +92,8 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.schema, "schema", pglog.DefaultSchema, "schema of the event log, the leader lease and the playbook store")
 	fs.StringVar(&o.natsURL, "nats", envOr("CURSORFLOW_NATS", nats.DefaultURL), "NATS URL; env CURSORFLOW_NATS")
 	fs.StringVar(&o.prefix, "prefix", natsjs.DefaultPrefix, "prefix of the NATS subjects, streams and bucket")
-	fs.StringVar(&o.token, "token", "", "API bearer token (default: env CURSORFLOW_API_TOKEN)")
-	fs.StringVar(&o.tokenFile, "token-file", "", "read the API bearer token from this file")
+	fs.StringVar(&o.token, "token", "", "API bearer token, trimmed of surrounding white space (default: env "+envAPIToken+", else "+envCLIToken+", the name the cursorflow CLI reads)")
+	fs.StringVar(&o.tokenFile, "token-file", "", "read the API bearer token from this file (trimmed of surrounding white space)")
 	fs.BoolVar(&o.insecure, "insecure", false, "serve the API and dashboard without a token (anyone who can connect may run playbooks)")
 	fs.StringVar(&o.id, "id", "", "this replica's id in the leader lease (default hostname-pid-random)")
 	fs.DurationVar(&o.lease, "lease", leader.DefaultTTL, "leader lease TTL: a dead leader is replaced within about this long")
@@ -128,9 +130,20 @@ func run(args []string, stderr io.Writer) int {
 	return 0
 }
 
-// resolveToken fills o.token from --token-file or the environment and
-// refuses an empty one unless --insecure.
+// The environment variables the API token is read from, in this order:
+// the server's own name, then the one the cursorflow CLI reads, so that
+// one variable can serve both.
+const (
+	envAPIToken = "CURSORFLOW_API_TOKEN"
+	envCLIToken = "CURSORFLOW_TOKEN"
+)
+
+// resolveToken fills o.token from --token-file or the environment, trims
+// it, and refuses an empty one unless --insecure. Presented tokens are
+// trimmed too, so a configured one that is not (a secret mounted as an
+// environment variable with a trailing newline) would shut everyone out.
 func (o *options) resolveToken() error {
+	source := "--token"
 	if o.tokenFile != "" {
 		if o.token != "" {
 			return errors.New("--token and --token-file exclude each other")
@@ -139,16 +152,23 @@ func (o *options) resolveToken() error {
 		if err != nil {
 			return fmt.Errorf("--token-file: %w", err)
 		}
-		o.token = strings.TrimSpace(string(b))
+		o.token, source = string(b), "--token-file "+o.tokenFile
 	}
-	if o.token == "" {
-		o.token = os.Getenv("CURSORFLOW_API_TOKEN")
+	for _, name := range []string{envAPIToken, envCLIToken} {
+		if o.token != "" {
+			break
+		}
+		o.token, source = os.Getenv(name), name
 	}
+	given := o.token != ""
+	o.token = strings.TrimSpace(o.token)
 	switch {
+	case given && o.token == "":
+		return fmt.Errorf("%s holds only white space: want the token", source)
 	case o.token != "" && o.insecure:
 		return errors.New("--insecure with a token: drop one of them")
 	case o.token == "" && !o.insecure:
-		return errors.New("no API token: pass --token-file, --token or CURSORFLOW_API_TOKEN, or --insecure to serve without authentication")
+		return errors.New("no API token: pass --token-file, --token or " + envAPIToken + " (or " + envCLIToken + "), or --insecure to serve without authentication")
 	}
 	return nil
 }

@@ -12,7 +12,8 @@ import (
 // The server refuses to start with an open API unless told --insecure,
 // and says how to give it a token; it never gets as far as the database.
 func TestRefusesToStartWithoutToken(t *testing.T) {
-	t.Setenv("CURSORFLOW_API_TOKEN", "")
+	t.Setenv(envAPIToken, "")
+	t.Setenv(envCLIToken, "")
 	var stderr bytes.Buffer
 	code := run([]string{"--eventlog", "postgres://127.0.0.1:1/none"}, &stderr)
 	if code != 2 {
@@ -30,16 +31,31 @@ func TestTokenFlags(t *testing.T) {
 	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	blank := filepath.Join(t.TempDir(), "blank")
+	if err := os.WriteFile(blank, []byte(" \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name      string
 		o         options
 		env       string
+		cliEnv    string // CURSORFLOW_TOKEN, the CLI's name
 		wantToken string
 		wantErr   string
 	}{
 		{name: "token", o: options{token: "t"}, wantToken: "t"},
 		{name: "file, trimmed", o: options{tokenFile: file}, wantToken: "s3cret"},
 		{name: "environment", env: "from-env", wantToken: "from-env"},
+		// A secret mounted as an environment variable often ends in a
+		// newline; presented tokens are trimmed, so this one must be.
+		{name: "environment, trimmed", env: "from-env\n", wantToken: "from-env"},
+		{name: "token, trimmed", o: options{token: " t\r\n"}, wantToken: "t"},
+		{name: "the CLI's variable", cliEnv: "from-cli-env\n", wantToken: "from-cli-env"},
+		{name: "the server's variable first", env: "api", cliEnv: "cli", wantToken: "api"},
+		{name: "blank token", o: options{token: " \n"}, wantErr: "--token holds only white space"},
+		{name: "blank environment", env: "\n", wantErr: envAPIToken + " holds only white space"},
+		{name: "blank file", o: options{tokenFile: blank}, wantErr: "holds only white space"},
+		{name: "blank token, insecure", o: options{token: "\n", insecure: true}, wantErr: "holds only white space"},
 		{name: "insecure", o: options{insecure: true}},
 		{name: "none", wantErr: "no API token"},
 		{name: "insecure with a token", o: options{insecure: true, token: "t"}, wantErr: "--insecure with a token"},
@@ -48,7 +64,8 @@ func TestTokenFlags(t *testing.T) {
 		{name: "missing file", o: options{tokenFile: file + ".missing"}, wantErr: "--token-file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("CURSORFLOW_API_TOKEN", tc.env)
+			t.Setenv(envAPIToken, tc.env)
+			t.Setenv(envCLIToken, tc.cliEnv)
 			o := tc.o
 			err := o.resolveToken()
 			if tc.wantErr != "" {
