@@ -29,10 +29,11 @@
 // run and resume lock their execution while the process lives (a file
 // lock beside a SQLite log, an advisory lock on a PostgreSQL log's
 // server): a resume of an execution another process still drives exits 1.
-// Interrupted (SIGINT, SIGTERM), they let the running commands finish for
-// up to 30s and record them before exiting 1 with the resume command to
-// run; a second interrupt stops them at once (a cursor frame then still
-// hands back and records its unstarted rows).
+// Interrupted (SIGINT, SIGTERM) with a log that outlives the process, they
+// let the running commands finish for up to 30s and record them before
+// exiting 1 with the resume command to run; a second interrupt stops them
+// at once (a cursor frame then still hands back and records its unstarted
+// rows).
 //
 // On a terminal, run and resume draw live progress on stderr while the
 // execution runs: one line for the execution (status, elapsed, events,

@@ -301,13 +301,14 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 	sum, err := e.Wait(ctx, id)
 	stopProgress()
 	if err != nil {
-		if ctx.Err() != nil {
-			stopGracefully(e, stderr)
-		}
 		if strings.HasPrefix(logURL, "memory:") {
-			// The log, and with it the execution, ends with this process.
+			// The log, and with it the execution, ends with this process:
+			// nothing to record for a resume.
 			fmt.Fprintf(stderr, "cursorflow: %v (the in-memory event log is gone with this process, so %s cannot be resumed; run with --eventlog sqlite:PATH or postgres://... to be able to resume)\n", err, id)
 			return exitInvalid
+		}
+		if ctx.Err() != nil {
+			stopGracefully(e, stderr)
 		}
 		fmt.Fprintf(stderr, "cursorflow: %v (resume with: cursorflow resume %s --eventlog %s)\n", err, id, logURL)
 		return exitInvalid
