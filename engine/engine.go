@@ -663,6 +663,11 @@ func summarize(s *State) *Summary {
 	}
 	if s.Status == StatusFailed {
 		sum.Step, sum.Field, sum.Error = s.Failure.Step, s.Failure.Field, s.Failure.Message
+		// A step whose routing failed (a next template, on_no_match:
+		// error) ran, but never ended: it is where the execution failed.
+		if sum.Steps[sum.Step] == runRunning {
+			sum.Steps[sum.Step] = runFailed
+		}
 	}
 	return sum
 }

@@ -55,3 +55,24 @@ workflow:
 			sum.Status, sum.Error, b.rec.count("cont-2"), b.rec.count("cont-3"))
 	}
 }
+
+// TestFailedRoutingMarksTheStepFailed: an execution that fails routing out
+// of a step (on_no_match: error) reports that step failed, not running.
+func TestFailedRoutingMarksTheStepFailed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    tool: {kind: rec, key: start}
+    next:
+      spec: {on_no_match: error}
+      arcs: [{step: end, when: '{{ false }}'}]
+  - step: end
+    tool: {kind: rec, key: end}
+`, nil)
+	if sum.Status != engine.StatusFailed || sum.Step != "start" || sum.Steps["start"] != "failed" {
+		dumpOnFail(t, evs)
+		t.Fatalf("status %s at %q, steps %v; want failed at start, start failed", sum.Status, sum.Step, sum.Steps)
+	}
+}
