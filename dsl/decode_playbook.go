@@ -3,6 +3,7 @@ package dsl
 import (
 	"fmt"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -132,6 +133,10 @@ func (d *decoder) metadata(pb *Playbook, n *yaml.Node) {
 		switch p.key {
 		case "name":
 			pb.Metadata.Name, _ = d.str(p.v, "metadata.name")
+			// The name is a key in registries, URLs and logs.
+			if strings.ContainsFunc(pb.Metadata.Name, unicode.IsControl) {
+				d.errorf(p.v, "metadata.name: %q holds a control character", pb.Metadata.Name)
+			}
 		case "path":
 			pb.Metadata.Path, _ = d.str(p.v, "metadata.path")
 		case "description":

@@ -984,3 +984,17 @@ func TestEndlessCycleWarns(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataNameWithoutControlCharacters: a playbook name is a key in
+// registries, URLs and logs; one holding a control character (a NUL, a
+// newline) is refused at its position.
+func TestMetadataNameWithoutControlCharacters(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{`"a\0b"`, `"two\nlines"`} {
+		el := parseErrors(t, "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata:\n  name: "+name+"\nworkflow:\n  - step: start\n    tool: {kind: noop}\n")
+		if len(el) != 1 || !strings.Contains(el[0].Error(), "t.yaml:4:9: metadata.name") {
+			t.Errorf("name %s: errors %v", name, el)
+		}
+	}
+	mustParse(t, pb("- step: start\n  tool: {kind: noop}\n")) // and a plain name passes
+}
