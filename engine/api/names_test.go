@@ -77,8 +77,13 @@ func TestPlaybookInputNoStoreCanHold(t *testing.T) {
 				src := strings.Replace(echoPlaybook, "name: echo", "name: "+name, 1)
 				r := b.do(t, http.MethodPost, "/v1/playbooks", src)
 				want(t, r, http.StatusBadRequest)
-				if e := r.errorBody(t); !strings.Contains(e.Error, "metadata.name") {
-					t.Errorf("name %s: %q does not name the field", name, e.Error)
+				e := r.errorBody(t)
+				said := e.Error
+				for _, p := range e.Problems {
+					said += "\n" + p.Position + ": " + p.Message
+				}
+				if !strings.Contains(said, "metadata.name") {
+					t.Errorf("name %s: %q does not name the field", name, said)
 				}
 			}
 			var list api.PlaybookList
