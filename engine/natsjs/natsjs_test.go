@@ -45,6 +45,9 @@ type calls struct {
 	// time.
 	block   string
 	blocked chan struct{}
+	// hang, if set, is what the blocked call waits for instead of ctx: a
+	// worker that died mid-call, from which nothing more comes.
+	hang chan struct{}
 }
 
 func newCalls() *calls {
@@ -79,6 +82,10 @@ func (c *calls) tool(id string) tools.Tool {
 		c.mu.Unlock()
 		if key == c.block && n == 1 {
 			c.blocked <- struct{}{}
+			if c.hang != nil {
+				<-c.hang
+				return tools.Output{Status: tools.StatusError, Error: "the worker died"}, nil
+			}
 			<-ctx.Done()
 			return tools.Output{Status: tools.StatusError, Error: ctx.Err().Error()}, nil
 		}

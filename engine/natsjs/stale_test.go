@@ -133,9 +133,13 @@ func TestSupersededFrameAttemptsLeaveItsRowsAlone(t *testing.T) {
 	const n, maxRows = 6, 3
 	b := setup(t, 0, 30*time.Second)
 	b.calls.block = "job1" // the first worker dies running it
+	b.calls.hang = make(chan struct{})
 	q := newJobDB(t, n)
 	published := watchCommands(t, b)
 	_, kill := b.startWorker(t, "w1", natsjs.WorkerOptions{Worker: q.worker(b, "w1", nil), Concurrency: 1, Grace: time.Millisecond})
+	// The dead worker's call ends when the test does (before the worker's
+	// own cleanup, which waits for it).
+	t.Cleanup(func() { close(b.calls.hang) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// lease_seconds is what the second worker has to start the current
@@ -152,10 +156,9 @@ func TestSupersededFrameAttemptsLeaveItsRowsAlone(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the first frame never ran")
 	}
-	// Cancelled past its grace, the worker reports nothing more and
-	// terminates the frame's message (its claim is on record): to the
-	// engine, it died.
-	kill()
+	// The worker stops fetching and heartbeating, and its call never
+	// returns: to the engine, it died. (Its Run waits for the call.)
+	go kill()
 	before := map[int]int{}
 	for i := 1; i <= n; i++ {
 		before[i] = b.calls.count(fmt.Sprintf("job%d", i))
