@@ -97,6 +97,12 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			_ = held.claim.Abort(sctx)
 		}()
 	}
+	// The lease runs from dispatch: heartbeat through opening the cursor
+	// and the claim too, which can be slow on a loaded source. The first
+	// beat goes at once: it says a worker took the attempt (see
+	// Worker.heartbeat); a chained frame's rows say so already.
+	stop := w.heartbeat(ctx, cmd, rep, held == nil)
+	defer stop()
 	lp := step.Loop
 	done := func(p frameDonePayload) error {
 		p.Ms = time.Since(start).Milliseconds()
@@ -134,10 +140,6 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		*curp = c
 	}
 	cur := *curp
-	// The lease runs from dispatch: heartbeat through the claim too, which
-	// can be slow on a loaded source.
-	stop := w.heartbeat(ctx, cmd, rep)
-	defer stop()
 	// Settling calls (commit, abort, ack, release) must happen even when
 	// the frame's context ended, and must not hang: each gets its own
 	// bounded context.
@@ -453,7 +455,7 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 	// these rows on record (an answer lost with an orchestrator that
 	// died): keep its lease alive, so that it is not re-issued while the
 	// claim is still ours, uncommitted.
-	stop := w.heartbeat(ctx, &Command{ExecutionID: cmd.ExecutionID, ID: nextFrameID(cmd), Lease: cmd.Lease, Heartbeat: cmd.Heartbeat}, rep)
+	stop := w.heartbeat(ctx, &Command{ExecutionID: cmd.ExecutionID, ID: nextFrameID(cmd), Lease: cmd.Lease, Heartbeat: cmd.Heartbeat}, rep, false)
 	ncmd, err := cr.ReportChained(ctx, w.event(ctx, cmd, eventlog.TypeFrameDone, *p), reportJSON(ctx, frameClaimedPayload{Rows: rows}))
 	stop()
 	if err != nil || ncmd == nil {

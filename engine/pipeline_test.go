@@ -131,7 +131,9 @@ func TestGroupCommitWhileAnAppendIsInFlight(t *testing.T) {
 	for _, cmd := range cmds[1:] {
 		answers = append(answers, runAsync(e, cmd))
 	}
-	waitFor(ctx, t, "the other reports to be folded", func() bool { return e.orch.folded.Load() >= folded0+n })
+	// Each command is two messages: its worker's first heartbeat, sent as
+	// it starts, and its report.
+	waitFor(ctx, t, "the other reports to be folded", func() bool { return e.orch.folded.Load() >= folded0+2*n })
 	for i, ch := range answers {
 		select {
 		case err := <-ch:
@@ -200,7 +202,8 @@ func TestFailedAppendDropsTheBatchDecidedOnIt(t *testing.T) {
 	first := runAsync(e, cmds[0])
 	waitFor(ctx, t, "the first report's append", func() bool { return fl.Hits(faultlog.OpAppend) == 1 })
 	second := runAsync(e, cmds[1])
-	waitFor(ctx, t, "the second report to be folded", func() bool { return e.orch.folded.Load() >= folded0+2 })
+	// Two messages per command: the first heartbeat and the report.
+	waitFor(ctx, t, "the second report to be folded", func() bool { return e.orch.folded.Load() >= folded0+4 })
 	close(gate)
 	for i, ch := range []<-chan error{first, second} {
 		if err := <-ch; !errors.Is(err, ErrUnavailable) {
@@ -292,7 +295,8 @@ func TestDuplicateDropsTheBatchDecidedOnIt(t *testing.T) {
 	waitFor(ctx, t, "b's append", func() bool { return flB.Hits(faultlog.OpAppend) == 1 })
 	cancelled := make(chan error, 1)
 	go func() { cancelled <- b.Cancel(ctx, id) }()
-	waitFor(ctx, t, "the cancel to be folded", func() bool { return b.orch.folded.Load() >= folded0+2 })
+	// The first heartbeat and the report of first, then the cancel.
+	waitFor(ctx, t, "the cancel to be folded", func() bool { return b.orch.folded.Load() >= folded0+3 })
 	close(gate)
 	if err := <-stale; err != nil {
 		t.Fatalf("b's report: %v", err)

@@ -101,7 +101,7 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 	if cmd.Kind == KindFrame {
 		return w.runFrame(ctx, cmd, step, rep, cancelled)
 	}
-	stop := w.heartbeat(ctx, cmd, rep)
+	stop := w.heartbeat(ctx, cmd, rep, true)
 	defer stop()
 	// A cancel interrupts the tools; the report still goes out on ctx.
 	runCtx, interrupt := context.WithCancel(ctx)
@@ -311,14 +311,23 @@ func (w *Worker) event(ctx context.Context, cmd *Command, typ string, payload an
 	return limitResult(ev, limit)
 }
 
-// heartbeat extends cmd's lease until the returned stop is called.
-func (w *Worker) heartbeat(ctx context.Context, cmd *Command, rep Reporter) (stop func()) {
+// heartbeat extends cmd's lease until the returned stop is called. With
+// first it beats at once too: that beat tells the orchestrator a worker
+// took the attempt, which then counts toward max_attempts when its lease
+// runs out (an attempt nobody took does not), so a command that kills
+// its worker as it starts still reaches its limit.
+func (w *Worker) heartbeat(ctx context.Context, cmd *Command, rep Reporter, first bool) (stop func()) {
 	every := cmd.Heartbeat
 	if every <= 0 {
 		every = cmd.Lease / dsl.HeartbeatsPerLease
 	}
 	if every <= 0 {
 		return func() {}
+	}
+	if first {
+		// Sent before the work starts, not from the goroutine: a command
+		// that ends its worker at once must not outrun it.
+		_ = rep.Heartbeat(ctx, cmd.ExecutionID, cmd.ID)
 	}
 	hctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
