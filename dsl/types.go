@@ -350,8 +350,11 @@ type FrameSpec struct {
 	MaxBytes int64
 	// Process is row (default) or frame.
 	Process string
-	// MaxAttempts is how many times a frame may be issued before its rows
-	// are dead-lettered. Defaults to the cursor's max_attempts, else 3.
+	// MaxAttempts is how many attempts of a frame may be lost before its
+	// rows are dead-lettered. Only attempts a worker took count: one whose
+	// lease ran out before any worker took it (workers or transport down)
+	// is issued again uncounted. Defaults to the cursor's max_attempts,
+	// else 3.
 	MaxAttempts int
 	// Templates holds the fields written as templates, by key
 	// (lease_seconds, max_rows, ...), rendered at run by Resolve.

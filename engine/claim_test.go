@@ -283,7 +283,8 @@ func crashAfterClaim(ctx context.Context, cancel context.CancelFunc, rep engine.
 }
 
 // TestFrameGivenUpIsDeadLettered: frame 1's worker dies after its claim
-// in every attempt; after cursor.max_attempts expiries the engine issues
+// in its first attempt, and as it takes each later one; after
+// cursor.max_attempts expiries the engine issues
 // an attempt that only dead-letters the recorded rows, so they reach the
 // table's dead letter instead of staying claimed, and the loop counts
 // them dead. When that attempt is lost too, the rows are recorded dead
@@ -302,7 +303,10 @@ func TestFrameGivenUpIsDeadLettered(t *testing.T) {
 				case cmd.Attempt == 1:
 					return crashAfterClaim(ctx, cancel, rep)
 				}
-				return nil // dies on receipt
+				// Takes it (its first heartbeat goes out) and dies at once:
+				// a lost attempt that counts toward max_attempts.
+				_ = rep.Heartbeat(ctx, cmd.ExecutionID, cmd.ID)
+				return nil
 			})
 			deadLetter := `
         dead_letter: UPDATE {{ table }} SET status = 'dead' WHERE id IN ({{ keys | join(',') }})

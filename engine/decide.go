@@ -16,16 +16,25 @@ import (
 
 // Reasons a command is issued again.
 const (
-	reasonRetry  = "retry"
-	reasonLease  = "lease"
-	reasonResume = "resume"
-	reasonAwait  = "await"
+	reasonRetry = "retry"
+	// reasonLease: the lease of an attempt a worker took (it heartbeated
+	// or reported) ran out. Counts toward the command's max_attempts.
+	reasonLease = "lease"
+	// reasonUntaken: the lease of an attempt no worker took ran out (the
+	// workers or the transport were down, or every worker was busy). It
+	// does not count toward max_attempts: nothing ran, so nothing failed.
+	// Logs written before it existed hold reasonLease for such attempts
+	// and fold as they always did.
+	reasonUntaken = "lease_untaken"
+	reasonResume  = "resume"
+	reasonAwait   = "await"
 )
 
 // Default bounds for work whose playbook says nothing.
 const (
 	// DefaultMaxAttempts bounds lease expiries of one frame or command
-	// before its rows are dead-lettered or the command fails.
+	// before its rows are dead-lettered or the command fails. Only
+	// attempts a worker took count (see reasonUntaken).
 	DefaultMaxAttempts = 3
 )
 
@@ -44,29 +53,46 @@ func (s *State) loopItemsLimit() int {
 //
 // expired lists command ids whose lease ran out (reported by the
 // orchestrator's reaper; leases are kept outside the fold so heartbeats do
-// not write events). Commands listed with reason resume are re-issued
-// without counting toward their attempt limit.
+// not write events), all for reason (lease when empty: attempts a worker
+// took). Commands listed with reason resume are re-issued without
+// counting toward their attempt limit.
 func (s *State) Decide(now time.Time, expired []string, reason string) []eventlog.Event {
+	if reason == "" {
+		reason = reasonLease
+	}
+	exps := make([]expiry, len(expired))
+	for i, id := range expired {
+		exps[i] = expiry{id: id, reason: reason}
+	}
+	return s.decide(now, exps)
+}
+
+// expiry is a command id whose lease ran out, with the reason it is
+// issued again: reasonLease (a worker took the attempt), reasonUntaken
+// (none did) or reasonResume (the process that drove it is gone).
+type expiry struct {
+	id, reason string
+}
+
+// decide is Decide with a reason per expired command.
+func (s *State) decide(now time.Time, expired []expiry) []eventlog.Event {
 	d := &decider{s: s, now: now}
 	if s.Status != StatusRunning || s.Playbook == nil {
 		return nil
 	}
-	if reason == "" {
-		reason = reasonLease
-	}
 	if s.cancelRequested {
 		// Nothing new starts; the execution ends once the commands in
 		// flight have reported (their workers were told) or were given up.
-		for _, id := range expired {
-			d.expireCancelling(id, reason)
+		for _, x := range expired {
+			d.expireCancelling(x.id, x.reason)
 		}
 		if s.inflight == 0 {
 			d.emit(eventlog.Event{Type: eventlog.TypeExecutionCancelled, Payload: mustJSON(finishedPayload{Reason: "cancel requested"})})
 		}
 		return d.out
 	}
-	for _, id := range expired {
-		d.expire(id, reason)
+	for _, x := range expired {
+		d.expire(x.id, x.reason)
 	}
 	for guard := 0; guard < 1_000_000 && s.Status == StatusRunning; guard++ {
 		n := len(d.out)
@@ -361,7 +387,10 @@ func (d *decider) expired(id string) *commandState {
 // expire re-issues a command whose lease ran out, or gives it up. A frame
 // given up with recorded rows gets one more attempt that only hands them
 // to the source's dead letter; if that attempt is lost too, the rows are
-// recorded dead without it (and logged as abandoned).
+// recorded dead without it (and logged as abandoned). Only attempts a
+// worker took count toward the limit: one that no worker took is issued
+// again as it was, however often, so an outage of the workers or of the
+// transport, however long, costs no attempt (and gives up no row).
 func (d *decider) expire(id, reason string) {
 	c := d.expired(id)
 	if c == nil {
@@ -369,8 +398,14 @@ func (d *decider) expire(id, reason string) {
 	}
 	p := c.Issued
 	p.Reason = reason
-	if reason == reasonResume {
+	switch reason {
+	case reasonResume:
 		// The process died, not the worker: run the same attempt again.
+		d.reissue(c, p)
+		return
+	case reasonUntaken:
+		// Nothing ran: the same work again, uncounted (a dead-letter
+		// attempt stays one: its rows still go to the dead letter).
 		d.reissue(c, p)
 		return
 	}
@@ -402,7 +437,8 @@ func (d *decider) expire(id, reason string) {
 
 // expireCancelling handles a lease that ran out while the execution is
 // being cancelled: a frame with recorded rows gets one attempt that only
-// releases them (SettleRelease); anything else is given up.
+// releases them (SettleRelease); anything else is given up. An attempt no
+// worker took is given up like any other here: a cancel is bounded.
 func (d *decider) expireCancelling(id, reason string) {
 	c := d.expired(id)
 	if c == nil {

@@ -82,6 +82,24 @@
 // and reports them dead; if that attempt is lost too the rows are recorded
 // dead without it and listed as abandoned in frame.done.
 //
+// An attempt counts toward max_attempts (frame.max_attempts for frames,
+// DefaultMaxAttempts for steps and items) only if a worker took it: it
+// heartbeated or reported anything (a worker heartbeats once as it starts
+// a command, in process and over engine/natsjs; a chained frame's worker
+// holds its rows and so took it). An attempt whose lease ran out before
+// any worker took it — the workers or the transport were down, or every
+// worker was busy — is re-issued as often as its lease runs out, without
+// counting and with its rows and settle unchanged, so an outage of any
+// length dead-letters nothing and the work resumes once a worker is
+// back. The re-issue records why (reason "lease" for an attempt taken
+// and lost, "lease_untaken" for one nobody took, in command.issued), and
+// the fold counts only "lease": the count is a function of the log, and
+// logs written before the distinction fold as they always did. Whether an
+// attempt was taken is known from the heartbeats this process saw: an
+// attempt in flight when the orchestrator restarts is untaken until its
+// worker heartbeats again. While the execution is being cancelled an
+// expiry gives up as before, taken or not: a cancel stays bounded.
+//
 // # Cancel
 //
 // Engine.Cancel records cancel.requested; nothing new starts, and every

@@ -235,7 +235,7 @@ func New(cfg Config) (*Engine, error) {
 		log: cfg.Log, dispatch: dispatch, clock: cfg.Clock, logger: cfg.Logger,
 		lease: cfg.CommandLease, missed: cfg.MissedHeartbeats, tick: cfg.Tick, maxBatch: cfg.MaxBatch, observer: cfg.Observer,
 		maxResultBytes: cfg.MaxResultBytes, maxLoopItems: cfg.MaxLoopItems, renderLimits: cfg.RenderLimits,
-		decide: (*State).Decide, res: res,
+		decide: (*State).decide, res: res,
 		inbox: make(chan message, cfg.MaxBatch), ticker: cfg.Clock.NewTicker(cfg.Tick), done: make(chan struct{}),
 		execs: map[string]*execution{}, reloading: map[string]*reload{}, ended: map[string][]endedExecution{},
 		driving: map[string]bool{}, finished: newSummaryCache(cfg.MaxFinished, cfg.FinishedTTL), waiters: map[string]*waiter{},

@@ -110,10 +110,26 @@ type lease struct {
 	deadline time.Time
 	lease    time.Duration
 	beat     time.Duration
+	// taken is set once a worker showed it runs the attempt (a heartbeat,
+	// which workers send as they start, or a frame.claimed), or holds its
+	// rows (a chained frame). Only a taken attempt's expiry counts toward
+	// max_attempts: one nobody took is re-issued uncounted
+	// (reasonUntaken). Kept in memory only, like the deadline; what it
+	// decided is recorded in the re-issue's reason.
+	taken bool
+}
+
+// expiry is the reason l's attempt is issued again once it ran out.
+func (l *lease) expiry() string {
+	if l.taken {
+		return reasonLease
+	}
+	return reasonUntaken
 }
 
 // alive moves the deadline after a sign of life from the worker.
 func (l *lease) alive(now time.Time, missed int) {
+	l.taken = true
 	d := l.lease
 	if l.beat > 0 && time.Duration(missed)*l.beat < d {
 		d = time.Duration(missed) * l.beat
@@ -162,8 +178,8 @@ type orchestrator struct {
 	observer       Observer
 	// onFinish, if set, is called with an execution's id when it ends.
 	onFinish func(executionID string)
-	// decide is (*State).Decide; a test may wrap it.
-	decide func(s *State, now time.Time, expired []string, reason string) []eventlog.Event
+	// decide is (*State).decide; a test may wrap it.
+	decide func(s *State, now time.Time, expired []expiry) []eventlog.Event
 	// res writes and reads stored results (a nil store keeps them inline).
 	res *results
 
@@ -328,7 +344,7 @@ func (o *orchestrator) resumeAwaiting(pending []eventlog.Event, from int, now ti
 			continue
 		}
 		pending = append(pending, done)
-		pending = append(pending, o.decideSafe(parent, now, nil, "")...)
+		pending = append(pending, o.decideSafe(parent, now, nil)...)
 		touch(parent.state.ExecutionID)
 	}
 	return pending
@@ -410,7 +426,7 @@ func (o *orchestrator) loadAwaited(ctx context.Context, ex *execution, now time.
 
 // decideSafe decides for one execution; a panic in decision code fails
 // that execution, not the process.
-func (o *orchestrator) decideSafe(ex *execution, now time.Time, expired []string, reason string) (out []eventlog.Event) {
+func (o *orchestrator) decideSafe(ex *execution, now time.Time, expired []expiry) (out []eventlog.Event) {
 	defer func() {
 		if r := recover(); r != nil {
 			o.logger.Error("decision panicked; failing the execution", "execution_id", ex.state.ExecutionID,
@@ -418,7 +434,7 @@ func (o *orchestrator) decideSafe(ex *execution, now time.Time, expired []string
 			out = append(out, ex.state.failInternal(now, fmt.Sprintf("decision panicked: %v", r)))
 		}
 	}()
-	return o.decide(ex.state, now, expired, reason)
+	return o.decide(ex.state, now, expired)
 }
 
 // commandSafe builds the command an issued event stands for; a panic fails

@@ -254,10 +254,12 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 				b.answer(m.reply, err, id)
 				continue
 			}
-			if ev.Type == eventlog.TypeFrameClaimed {
-				// A sign of life; the lease itself goes only once the
+			if l := ex.leases[ev.CommandID]; l != nil {
+				// Any report says a worker took the attempt. A claim is a
+				// sign of life too; the lease itself goes only once the
 				// command's outcome is on record (after the append).
-				if l := ex.leases[ev.CommandID]; l != nil {
+				l.taken = true
+				if ev.Type == eventlog.TypeFrameClaimed {
 					l.alive(now, o.missed)
 				}
 			}
@@ -345,26 +347,25 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 	}
 	for _, id := range sortedKeys(o.execs) {
 		ex := o.execs[id]
-		var expired []string
-		reason := reasonLease
-		if l, ok := loaded[id]; ok {
-			expired, reason = l, reasonResume
+		var expired []expiry
+		for _, cid := range loaded[id] {
+			expired = append(expired, expiry{id: cid, reason: reasonResume})
 		}
 		for cid, l := range ex.leases {
 			if now.After(l.deadline) {
-				expired = append(expired, cid)
+				expired = append(expired, expiry{id: cid, reason: l.expiry()})
 				delete(ex.leases, cid)
 			}
 		}
-		sort.Strings(expired)
+		sort.Slice(expired, func(i, j int) bool { return expired[i].id < expired[j].id })
 		due := ex.state.NextDue()
 		if !touched[id] && len(expired) == 0 && (due.IsZero() || due.After(now)) {
 			continue
 		}
-		if len(expired) > 0 {
-			o.logger.Info("re-issuing commands", "execution_id", id, "commands", expired, "reason", reason)
+		for _, x := range expired {
+			o.logger.Info("re-issuing a command", "execution_id", id, "command_id", x.id, "reason", x.reason)
 		}
-		decided := o.decideSafe(ex, now, expired, reason)
+		decided := o.decideSafe(ex, now, expired)
 		o.warnAbandoned(decided)
 		b.events = append(b.events, decided...)
 		touch(id)
@@ -589,7 +590,9 @@ func (o *orchestrator) complete(b *batch) {
 		case eventlog.TypeCommandIssued:
 			if sc := b.cmds[i]; sc.ex == ex && sc.cmd != nil {
 				cmd := sc.cmd
-				ex.leases[cmd.ID] = &lease{deadline: now.Add(cmd.Lease), lease: cmd.Lease, beat: cmd.Heartbeat}
+				// A chained frame's worker holds its rows: it took the
+				// command before it was issued.
+				ex.leases[cmd.ID] = &lease{deadline: now.Add(cmd.Lease), lease: cmd.Lease, beat: cmd.Heartbeat, taken: b.chained[i] != nil}
 				if ch := b.chained[i]; ch != nil {
 					// The worker holds the rows: it goes on with the command
 					// (answered below, with the batch's replies).

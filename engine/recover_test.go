@@ -53,12 +53,12 @@ func TestPanicInDecisionFailsTheExecution(t *testing.T) {
 	t.Parallel()
 	e := testEngine(t, Config{})
 	decide := e.orch.decide
-	e.orch.decide = func(s *State, now time.Time, expired []string, reason string) []eventlog.Event {
+	e.orch.decide = func(s *State, now time.Time, expired []expiry) []eventlog.Event {
 		if s.Workload["poison"] == true && len(s.Results) > 0 {
 			slots := make([]slotState, 1)
 			_ = slots[s.Workload["slot"].(int64)] // a bad slot index, as a decision bug would use
 		}
-		return decide(s, now, expired, reason)
+		return decide(s, now, expired)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

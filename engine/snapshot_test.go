@@ -27,7 +27,8 @@ import (
 // fold reads: the golden replays (a join among them), a collection loop
 // with retries and a failure, a chunked loop, a paginating retry, a
 // cursor loop over SQLite, a cursor loop whose frames are settled by the
-// engine (dead-lettered after max_attempts, released on cancel), a loop
+// engine (dead-lettered after max_attempts, released on cancel), a cursor
+// loop whose frame was re-issued while no worker was up, a loop
 // step entered again and again (compacted runs and loops), sub-playbooks
 // parked and resumed, a fan-out loop with shard retries, and results,
 // collections and loop aggregates kept in a result store.
@@ -95,6 +96,13 @@ workflow:`+paginatedStep("start", "append", ""), nil)
 	}
 	out["paging"] = h
 	out["settle"] = settleHistory(t)
+	// An outage: attempts no worker took, re-issued uncounted, and the
+	// worker back.
+	ob := newOutageBench(t)
+	if sum := ob.runBack(t, ob.outage(t, 2)); sum.Status != engine.StatusCompleted {
+		t.Fatalf("the outage history ended %s: %s", sum.Status, sum.Error)
+	}
+	out["outage"] = ob.events(t)
 
 	// A loop step entered three times: finished runs and loops compacted,
 	// the older loops' counts dropped.
@@ -220,7 +228,8 @@ workflow:
 
 // settleHistory plays the worker of a two-slot cursor loop by hand on a
 // fake clock: slot 1 runs a frame and drains; slot 0's first frame
-// records its claim and then its worker goes silent twice, so the engine
+// records its claim and then its worker goes silent; the second attempt's
+// worker takes it (a heartbeat) and goes silent too, so the engine
 // issues an attempt that dead-letters the recorded rows; slot 0's second
 // frame records its claim, the execution is cancelled and that worker
 // goes silent too, so the engine issues an attempt that releases them.
@@ -276,7 +285,10 @@ workflow:
 
 	report(command("start#1/s0.f1@1"), eventlog.TypeFrameClaimed, `{"rows":[{"key":"1","values":{"id":1}},{"key":"2","values":{"id":2}}]}`)
 	clk.Advance(lapse)
-	command("start#1/s0.f1@2")
+	if err := e.Reporter().Heartbeat(ctx, id, command("start#1/s0.f1@2").ID); err != nil {
+		t.Fatal(err)
+	}
+	settle()
 	clk.Advance(lapse)
 	dl := command("start#1/s0.f1@3")
 	if dl.Settle != engine.SettleDeadLetter || len(dl.Rows) != 2 {

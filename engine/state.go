@@ -155,7 +155,9 @@ type commandState struct {
 	Await *awaitingPayload
 	// Pages are the contributions of a paginating retry's pages so far.
 	Pages []any
-	// Expiries counts re-issues after a lease expired.
+	// Expiries counts re-issues after the lease of an attempt a worker
+	// took expired (reason lease); re-issues of attempts no worker took
+	// (reason lease_untaken) are not counted.
 	Expiries int
 	// ShardRetries counts a fan-out shard's re-issues after it failed.
 	ShardRetries int
@@ -413,7 +415,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			return err
 		}
 		c := s.Commands[p.Base]
-		if (p.Reason == reasonLease || p.Reason == reasonResume) && (c == nil || c.Status == cmdCompleted || c.Status == cmdFailed) {
+		if (p.Reason == reasonLease || p.Reason == reasonUntaken || p.Reason == reasonResume) && (c == nil || c.Status == cmdCompleted || c.Status == cmdFailed) {
 			// Re-issued for its lease, or on a resume, after its outcome
 			// is on record (a finished command may be gone from the state
 			// already): a late decision of another orchestrator, as when
@@ -452,6 +454,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		c.IssuedAt = ev.Time
 		c.Retry = nil
 		c.Await = nil
+		// Only attempts a worker took count (reasonUntaken does not).
 		if p.Reason == reasonLease {
 			c.Expiries++
 		}

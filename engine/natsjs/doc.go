@@ -47,7 +47,10 @@
 //     other error.
 //
 //   - p.hb: heartbeats (core NATS, at most once): they extend a command's
-//     engine lease.
+//     engine lease. A worker sends one as it starts a command (not a
+//     chained one), so the engine knows the attempt was taken: only such
+//     attempts count toward max_attempts once their lease runs out, and
+//     an outage of the workers or of NATS, however long, costs none.
 //
 //   - p.cancel: cancel announcements (core NATS, at most once; the
 //     orchestrator repeats them every few seconds while commands of the

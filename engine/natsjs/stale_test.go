@@ -79,7 +79,7 @@ func commandOf(evs []eventlog.Event, typ string) string {
 func TestSupersededAttemptNeverRunsOnFirstDelivery(t *testing.T) {
 	t.Parallel()
 	// The lease is what the worker has to run the current attempt before
-	// it too is re-issued; three expiries fail the command.
+	// it too is re-issued (expiries of attempts nobody took fail nothing).
 	const lease = time.Second
 	b := setup(t, lease, 30*time.Second)
 	published := watchCommands(t, b)
