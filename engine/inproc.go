@@ -20,6 +20,12 @@ type localQueue struct {
 	mu    sync.Mutex
 	cond  chan struct{}
 	items []*Command
+	// latest is the newest attempt queued of each command still queued.
+	// An attempt whose lease ran out while every worker was busy is
+	// re-issued, uncounted, once per lease (reasonUntaken); the older
+	// attempts still queued are superseded and dropped when their turn
+	// comes, so the work runs once, not once per lease it waited.
+	latest map[queuedCommand]int
 	// cancel tells this engine's workers of a cancel (Worker.Cancel).
 	cancel func(executionID string)
 	// stopped is closed by close: workers take nothing more.
@@ -27,8 +33,11 @@ type localQueue struct {
 	closeOnce sync.Once
 }
 
+// queuedCommand names a command (all its attempts) in the local queue.
+type queuedCommand struct{ execution, base string }
+
 func newLocalQueue() *localQueue {
-	return &localQueue{cond: make(chan struct{}, 1), stopped: make(chan struct{})}
+	return &localQueue{cond: make(chan struct{}, 1), stopped: make(chan struct{}), latest: map[queuedCommand]int{}}
 }
 
 // close makes next return false from now on: the commands still queued
@@ -39,6 +48,9 @@ func (q *localQueue) close() { q.closeOnce.Do(func() { close(q.stopped) }) }
 func (q *localQueue) Dispatch(cmd *Command) {
 	q.mu.Lock()
 	q.items = append(q.items, cmd)
+	if k := (queuedCommand{cmd.ExecutionID, cmd.Base}); cmd.Attempt > q.latest[k] {
+		q.latest[k] = cmd.Attempt
+	}
 	q.mu.Unlock()
 	select {
 	case q.cond <- struct{}{}:
@@ -65,6 +77,15 @@ func (q *localQueue) next(ctx context.Context) (*Command, bool) {
 			cmd := q.items[0]
 			q.items[0] = nil
 			q.items = q.items[1:]
+			k := queuedCommand{cmd.ExecutionID, cmd.Base}
+			if latest := q.latest[k]; cmd.Attempt < latest {
+				// Superseded while queued: its reports would be refused,
+				// but its body would run.
+				q.mu.Unlock()
+				continue
+			} else if cmd.Attempt == latest {
+				delete(q.latest, k)
+			}
 			more := len(q.items) > 0
 			q.mu.Unlock()
 			if more {
