@@ -13,6 +13,11 @@
 // could not be made at all (unknown credential alias, missing required
 // config).
 //
+// A tool whose configuration keys are a closed set lists them
+// (ConfigKeyLister), so that a key it would ignore — a typo such as parms
+// for params — is reported before the run (engine.Lint) instead of being
+// dropped in silence.
+//
 // The built-in tools live in subpackages — http, postgres, duckdb, nats,
 // secrets, noop, python, shell — and package builtin registers them all. Package fn turns a
 // host's Go function into a Tool:

@@ -85,14 +85,14 @@ func Register(r *tools.Registry, opts Options) (io.Closer, error) {
 	nc := nats.New(nats.Config{Keychain: opts.Keychain})
 	closer := closers{pg, nc}
 	set := map[string]tools.Tool{
-		"duckdb":   disabled("duckdb", "reads and writes local files", "EnableDuckDB"),
+		"duckdb":   disabled("duckdb", "reads and writes local files", "EnableDuckDB", new(duckdb.Tool)),
 		"http":     http.New(http.Config{Client: opts.HTTPClient, Keychain: opts.Keychain, Logger: logger}),
 		"nats":     nc,
 		"noop":     noop.New(),
 		"postgres": pg,
-		"python":   disabled("python", "runs code on the worker", "EnablePython"),
+		"python":   disabled("python", "runs code on the worker", "EnablePython", new(python.Tool)),
 		"secrets":  secrets.New(opts.Keychain),
-		"shell":    disabled("shell", "runs commands on the worker", "EnableShell"),
+		"shell":    disabled("shell", "runs commands on the worker", "EnableShell", new(shell.Tool)),
 	}
 	if opts.EnablePython {
 		set["python"] = python.New(python.Config{Python: opts.Python, Logger: logger})
@@ -130,12 +130,21 @@ func (c closers) Close() error {
 	return errors.Join(errs...)
 }
 
-// disabled stands in for a code-running kind that was not enabled.
-func disabled(kind, what, option string) tools.Tool {
-	return tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+// disabled stands in for a code-running kind that was not enabled. It
+// lists the keys of the tool it stands for (real, never called), so that
+// a worker's lint (engine.Lint) checks those tasks as the enabled tool's.
+func disabled(kind, what, option string, real tools.ConfigKeyLister) tools.Tool {
+	return disabledTool{tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
 		return tools.Output{}, fmt.Errorf("%w: kind %s %s and is off here (builtin.Options.%s; "+
 			"the example worker's --allow-code)", ErrDisabled, kind, what, option)
-	})
+	}), real}
+}
+
+// disabledTool fails every call and lists the keys of the tool it stands
+// for.
+type disabledTool struct {
+	tools.ToolFunc
+	tools.ConfigKeyLister
 }
 
 // NewRegistry returns a registry holding the built-in tools and the Closer

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/builtin"
+	"github.com/cursorflow/cursorflow/tools/internal/keyscan"
 	"github.com/cursorflow/cursorflow/tools/noop"
+	"github.com/cursorflow/cursorflow/tools/playbook"
 )
 
 func TestNewRegistry(t *testing.T) {
@@ -80,5 +83,40 @@ func TestCodeToolsAreOptIn(t *testing.T) {
 	sh, _ := on.Lookup("shell")
 	if out, err := sh.Execute(context.Background(), call["shell"]); err != nil || out.Status != tools.StatusSuccess {
 		t.Errorf("enabled shell: %v %+v", err, out)
+	}
+}
+
+// TestConfigKeys: every built-in kind but noop, and the playbook tool,
+// lists exactly the configuration keys its package's code reads
+// (keyscan), so engine.Lint warns about no key that works and hides no
+// typo; a kind left disabled lists the keys of the tool it stands for,
+// so that lint checks its tasks all the same.
+func TestConfigKeys(t *testing.T) {
+	t.Parallel()
+	off, c1 := builtin.NewRegistry(builtin.Options{})
+	defer c1.Close()
+	on, c2 := builtin.NewRegistry(builtin.Options{EnablePython: true, EnableShell: true, EnableDuckDB: true})
+	defer c2.Close()
+	for _, kind := range append(slices.Clone(builtin.Kinds), "playbook") {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			a, b := playbook.New(nil), playbook.New(nil)
+			if kind != "playbook" {
+				a, _ = off.Lookup(kind)
+				b, _ = on.Lookup(kind)
+			}
+			ka, okA := tools.ConfigKeys(a)
+			kb, okB := tools.ConfigKeys(b)
+			if kind == "noop" {
+				if okA || okB {
+					t.Errorf("noop lists keys %q: it echoes any", ka)
+				}
+				return
+			}
+			if !okA || !okB || !slices.Equal(ka, kb) {
+				t.Fatalf("disabled lists %q (%v), enabled %q (%v)", ka, okA, kb, okB)
+			}
+			keyscan.Check(t, "../"+kind, kb)
+		})
 	}
 }

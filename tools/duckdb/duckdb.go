@@ -92,6 +92,12 @@ func (t *Tool) Close() error {
 // (builtin.Options.EnableDuckDB) for that reason.
 func (t *Tool) TakesSecrets() bool { return true }
 
+// ConfigKeys implements tools.ConfigKeyLister: the keys of the package doc,
+// aliases included (db_path for database).
+func (t *Tool) ConfigKeys() []string {
+	return []string{"command", "query", "sql", "database", "path", "db_path", "auth", "credential", "credentials"}
+}
+
 // Execute runs the task's SQL.
 func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
 	query, ok := conv.String(call.Config, "command", "query", "sql")

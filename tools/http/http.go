@@ -105,6 +105,12 @@ var ErrBadConfig = errors.New("http: bad task configuration")
 // redirects, and redacts it from the response.
 func (t *Tool) TakesSecrets() bool { return true }
 
+// ConfigKeys implements tools.ConfigKeyLister: the keys of the package doc,
+// aliases included.
+func (t *Tool) ConfigKeys() []string {
+	return []string{"method", "url", "endpoint", "params", "headers", "data", "json", "body", "payload", "form", "timeout", "timeout_seconds", "follow_redirects", "auth", "credential", "credentials"}
+}
+
 // Execute sends the request the task describes. Transport failures,
 // timeouts and non-2xx responses are Outputs with Status "error"; only a
 // configuration that cannot make a request or an unknown auth alias is a

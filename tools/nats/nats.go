@@ -102,6 +102,13 @@ func (t *Tool) Close() error {
 // allows (tools.Credential.AllowsHost), as the http tool sends one.
 func (t *Tool) TakesSecrets() bool { return true }
 
+// ConfigKeys implements tools.ConfigKeyLister: the keys of every operation
+// (see the package doc), aliases included: op for operation, servers
+// for url.
+func (t *Tool) ConfigKeys() []string {
+	return []string{"auth", "credential", "credentials", "url", "servers", "operation", "op", "bucket", "key", "value", "pattern", "subject", "data", "headers", "stream", "msg_id", "seq"}
+}
+
 // Execute runs the task's operation.
 func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
 	cfg := call.Config

@@ -63,7 +63,7 @@ type Runner interface {
 
 // New returns the playbook tool backed by r.
 func New(r Runner) tools.Tool {
-	return tools.ToolFunc(func(ctx context.Context, call *tools.Call) (tools.Output, error) {
+	return tool{tools.ToolFunc(func(ctx context.Context, call *tools.Call) (tools.Output, error) {
 		path, _ := call.Config["path"].(string)
 		if path == "" {
 			path, _ = call.Config["playbook"].(string)
@@ -96,5 +96,15 @@ func New(r Runner) tools.Tool {
 			return tools.Output{Status: tools.StatusError, Data: data, Error: msg}, nil
 		}
 		return tools.Output{Status: tools.StatusSuccess, Data: data}, nil
-	})
+	})}
+}
+
+// tool is the playbook tool: its function, and the keys it reads.
+type tool struct{ tools.ToolFunc }
+
+// ConfigKeys implements tools.ConfigKeyLister: path (or playbook) names
+// the child; workload, args and input are merged, in that order, into the
+// child's workload.
+func (tool) ConfigKeys() []string {
+	return []string{"path", "playbook", "workload", "args", "input"}
 }

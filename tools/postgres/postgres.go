@@ -85,6 +85,12 @@ func (t *Tool) Close() error {
 	return nil
 }
 
+// ConfigKeys implements tools.ConfigKeyLister: the keys of the package doc,
+// aliases included.
+func (t *Tool) ConfigKeys() []string {
+	return []string{"auth", "credential", "credentials", "command", "query", "sql", "params"}
+}
+
 // Execute runs the task's SQL. See the package documentation for the
 // configuration and the Output.
 func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {

@@ -121,6 +121,12 @@ func Input(call *tools.Call) map[string]any {
 // (builtin.Options.EnablePython) for that reason.
 func (t *Tool) TakesSecrets() bool { return true }
 
+// ConfigKeys implements tools.ConfigKeyLister: the keys of the package doc,
+// aliases included.
+func (t *Tool) ConfigKeys() []string {
+	return []string{"code", "input", "args", "input_data", "libs", "timeout", "timeout_seconds"}
+}
+
 // Execute runs the task's code in a fresh interpreter. An exception, a
 // non-zero exit or a timeout is an error Output; only a task without code
 // or with unencodable input is a returned error.

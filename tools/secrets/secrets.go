@@ -53,6 +53,12 @@ type Tool struct {
 // New returns the secrets tool with a fallback keychain (may be nil).
 func New(kc tools.Keychain) *Tool { return &Tool{Keychain: kc} }
 
+// ConfigKeys implements tools.ConfigKeyLister: the keys of the package doc,
+// and auth (or credential) naming the alias when secret_name is absent.
+func (t *Tool) ConfigKeys() []string {
+	return []string{"secret_name", "name", "key", "field", "provider", "version", "auth", "credential", "credentials"}
+}
+
 // Execute checks that the secret resolves and returns its reference.
 func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
 	alias, _ := conv.String(call.Config, "secret_name", "name", "key")

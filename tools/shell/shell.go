@@ -64,6 +64,12 @@ func New(cfg Config) *Tool {
 // opt-in (builtin.Options.EnableShell) for that reason.
 func (t *Tool) TakesSecrets() bool { return true }
 
+// ConfigKeys implements tools.ConfigKeyLister: the keys of the package doc,
+// aliases included.
+func (t *Tool) ConfigKeys() []string {
+	return []string{"command", "cmd", "env", "dir", "cwd", "timeout", "timeout_seconds"}
+}
+
 // Execute runs the command. A non-zero exit, a signal or a timeout is an
 // error Output; Data is {stdout, stderr, exit_code} either way (exit_code
 // -1 when the process did not exit normally).

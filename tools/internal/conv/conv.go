@@ -171,11 +171,15 @@ func Truncate(s string, n int) string {
 	return s[:cut] + "…"
 }
 
+// AliasKeys are the config keys Alias reads, in the order it tries them.
+// Tools that call Alias list them among their keys (tools.ConfigKeyLister).
+var AliasKeys = []string{"auth", "credential", "credentials"}
+
 // Alias returns the keychain alias a config names under auth or
 // credential. Besides a plain string it accepts NoETL's object forms
 // {credential|key|alias|name: alias} and a one-entry map {name: {...}}.
 func Alias(cfg map[string]any) (string, bool) {
-	v, _, ok := First(cfg, "auth", "credential", "credentials")
+	v, _, ok := First(cfg, AliasKeys...)
 	if !ok {
 		return "", false
 	}

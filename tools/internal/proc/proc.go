@@ -34,11 +34,16 @@ func Environ() []string {
 	return env
 }
 
+// TimeoutKeys are the config keys WithTimeout reads, in the order it tries
+// them. Tools that call WithTimeout list them among their keys
+// (tools.ConfigKeyLister).
+var TimeoutKeys = []string{"timeout", "timeout_seconds"}
+
 // WithTimeout bounds ctx by the task's timeout (config key timeout or
 // timeout_seconds, in seconds) when it sets a positive one. The returned
 // cancel function is never nil. The error is the timeout's decoding error.
 func WithTimeout(ctx context.Context, config map[string]any) (context.Context, context.CancelFunc, error) {
-	if v, _, ok := conv.First(config, "timeout", "timeout_seconds"); ok {
+	if v, _, ok := conv.First(config, TimeoutKeys...); ok {
 		d, ok, err := conv.Seconds(v)
 		if err != nil {
 			return ctx, func() {}, err

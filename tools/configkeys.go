@@ -1,0 +1,31 @@
+package tools
+
+import "slices"
+
+// ConfigKeyLister is implemented by a tool whose configuration keys are a
+// closed set: ConfigKeys lists every key of Call.Config the tool reads,
+// aliases included (command, query and sql for the SQL, say). A key a
+// task sets outside that list has no effect on the call, so the engine's
+// lint (engine.Lint) warns about it — a typo such as parms for params
+// would otherwise be ignored in silence and fail, if at all, far from
+// its cause.
+//
+// A tool that hands its whole configuration on (noop echoes it; a host
+// function may read keys of its own choosing) does not implement it, and
+// its keys go unchecked. The list only warns, it never refuses: NoETL
+// playbooks may carry keys meant for NoETL's own tools.
+type ConfigKeyLister interface {
+	// ConfigKeys returns the keys of Call.Config the tool reads. The
+	// caller may keep and change the slice.
+	ConfigKeys() []string
+}
+
+// ConfigKeys returns the configuration keys t reads and true when t
+// implements ConfigKeyLister, else nil and false (its keys are open).
+func ConfigKeys(t Tool) ([]string, bool) {
+	l, ok := t.(ConfigKeyLister)
+	if !ok {
+		return nil, false
+	}
+	return slices.Clone(l.ConfigKeys()), true
+}
