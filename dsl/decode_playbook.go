@@ -243,10 +243,7 @@ func (d *decoder) workbook(pb *Playbook, n *yaml.Node) {
 			if own := t.Config["input"]; own != nil {
 				defaults = mergeMapValues(defaults, own)
 			}
-			if t.Config == nil {
-				t.Config = make(map[string]*Value)
-			}
-			t.Config["input"] = defaults
+			t.setConfig("input", defaults, d.pos(input))
 		}
 		if assert != nil {
 			t.Assert = d.assert(assert, what)
@@ -401,10 +398,7 @@ func (d *decoder) step(n *yaml.Node) *Step {
 	if toolKind != "" {
 		t := &Task{Kind: toolKind, Pos: d.pos(d.resolve(toolNode))}
 		for _, p := range toolKeys {
-			if t.Config == nil {
-				t.Config = make(map[string]*Value)
-			}
-			t.Config[p.key] = d.value(p.v)
+			t.setConfig(p.key, d.value(p.v), d.pos(p.k))
 		}
 		if toolKind == "workbook" {
 			d.errorAt(t.Pos, "%s: tool: workbook needs a mapping {kind: workbook, name: ACTION}", what)
@@ -672,7 +666,7 @@ func (d *decoder) task(n *yaml.Node, what, prefix string, named bool) *Task {
 		case "name", "kind":
 		case "action":
 			if t.Kind != "workbook" {
-				t.setConfig(p.key, d.value(p.v))
+				t.setConfig(p.key, d.value(p.v), d.pos(p.k))
 			}
 		case "spec":
 			sps, _ := d.mapping(p.v, what+": spec")
@@ -713,7 +707,7 @@ func (d *decoder) task(n *yaml.Node, what, prefix string, named bool) *Task {
 		case "output_select":
 			d.field(p.k, what, "task.output_select")
 		default:
-			t.setConfig(p.key, d.value(p.v))
+			t.setConfig(p.key, d.value(p.v), d.pos(p.k))
 		}
 	}
 	if named && t.Name == "" {
@@ -725,9 +719,14 @@ func (d *decoder) task(n *yaml.Node, what, prefix string, named bool) *Task {
 	return t
 }
 
-func (t *Task) setConfig(key string, v *Value) {
+// setConfig sets a key of the task's configuration, written at pos.
+func (t *Task) setConfig(key string, v *Value, pos Pos) {
 	if t.Config == nil {
 		t.Config = make(map[string]*Value)
 	}
+	if t.KeyPos == nil {
+		t.KeyPos = make(map[string]Pos)
+	}
 	t.Config[key] = v
+	t.KeyPos[key] = pos
 }

@@ -258,7 +258,7 @@ func (d *decoder) sink(n *yaml.Node, what string) *Sink {
 					t.Kind = inner.Kind
 					for k, v := range inner.Config {
 						if _, set := t.Config[k]; !set {
-							t.setConfig(k, v)
+							t.setConfig(k, v, inner.KeyPos[k])
 						}
 					}
 					t.Policy, t.Timeout, t.TimeoutTemplate = inner.Policy, inner.Timeout, inner.TimeoutTemplate
@@ -267,7 +267,7 @@ func (d *decoder) sink(n *yaml.Node, what string) *Sink {
 			}
 			t.Kind, _ = d.str(p.v, what+"."+p.key)
 		default:
-			t.setConfig(p.key, d.value(p.v))
+			t.setConfig(p.key, d.value(p.v), d.pos(p.k))
 		}
 	}
 	if t.Kind == "" {

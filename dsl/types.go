@@ -184,6 +184,9 @@ type Task struct {
 	// own configuration (url, command, auth, code, ...), with compiled
 	// templates inside.
 	Config map[string]*Value
+	// KeyPos is where each key of Config is written (a value's own Pos is
+	// where its value starts), for messages about the key itself.
+	KeyPos map[string]Pos
 	// Policy is the task's spec.policy, or nil.
 	Policy *Policy
 	// Timeout is the task's spec.timeout; zero means none.
