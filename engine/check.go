@@ -50,53 +50,14 @@ func Check(pb *dsl.Playbook, toolReg *tools.Registry, cursorReg *cursor.Registry
 				add(r.Pos, "executor.requires.tools: tool kind %q is not registered in this engine (refused at run)", r.Name)
 			}
 		}
-		kind := func(t *dsl.Task, what string) {
-			if t == nil || t.Kind == "" || t.Kind == "workbook" {
+		eachTask(pb, func(t *dsl.Task, what string, _ taskRole) {
+			if t.Kind == "" || t.Kind == "workbook" {
 				return
 			}
 			if _, err := toolReg.Lookup(t.Kind); err != nil {
 				add(t.Pos, "%s: tool kind %q is not registered in this engine (refused at run)", what, t.Kind)
 			}
-		}
-		task := func(t *dsl.Task, what string) {
-			kind(t, what)
-			if t.Sink != nil {
-				kind(t.Sink.Task, what+": sink")
-			}
-			if t.Retry != nil {
-				for _, r := range t.Retry.Rules {
-					if r.Sink != nil {
-						kind(r.Sink.Task, what+": retry sink")
-					}
-				}
-			}
-		}
-		for _, s := range pb.Workflow {
-			what := "step " + s.Name
-			for _, t := range s.Tool {
-				if t.Name != "" {
-					task(t, what+": task "+t.Name)
-				} else {
-					task(t, what)
-				}
-			}
-			if s.Sink != nil {
-				kind(s.Sink.Task, what+": sink")
-			}
-			if s.Loop != nil && s.Loop.Sink != nil {
-				kind(s.Loop.Sink.Task, what+": loop.sink")
-			}
-			if s.Retry != nil {
-				for _, r := range s.Retry.Rules {
-					if r.Sink != nil {
-						kind(r.Sink.Task, what+": retry sink")
-					}
-				}
-			}
-		}
-		for _, t := range pb.Workbook {
-			task(t, "workbook action "+t.Name)
-		}
+		})
 	}
 	if cursorReg != nil {
 		for _, s := range pb.Workflow {
@@ -108,11 +69,70 @@ func Check(pb *dsl.Playbook, toolReg *tools.Registry, cursorReg *cursor.Registry
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b dsl.Diagnostic) int {
+	sortByPos(out)
+	return out
+}
+
+// sortByPos sorts diagnostics by line and column, keeping the order of
+// those at one position.
+func sortByPos(ds []dsl.Diagnostic) {
+	slices.SortStableFunc(ds, func(a, b dsl.Diagnostic) int {
 		if a.Pos.Line != b.Pos.Line {
 			return a.Pos.Line - b.Pos.Line
 		}
 		return a.Pos.Col - b.Pos.Col
 	})
-	return out
+}
+
+// taskRole says where eachTask found a task.
+type taskRole int
+
+const (
+	roleTool   taskRole = iota // a step's tool or pipeline task
+	roleSink                   // a sink's task
+	roleAction                 // a workbook action's tool
+)
+
+// eachTask calls visit with every task of pb — steps' tools and pipeline
+// tasks, workbook actions, and the sinks of tasks, steps, loops and retry
+// rules — and the label messages about it start with.
+func eachTask(pb *dsl.Playbook, visit func(t *dsl.Task, what string, role taskRole)) {
+	sink := func(s *dsl.Sink, what string) {
+		if s != nil && s.Task != nil {
+			visit(s.Task, what, roleSink)
+		}
+	}
+	retrySinks := func(r *dsl.Retry, what string) {
+		if r != nil {
+			for _, rule := range r.Rules {
+				sink(rule.Sink, what+": retry sink")
+			}
+		}
+	}
+	task := func(t *dsl.Task, what string, role taskRole) {
+		if t == nil {
+			return
+		}
+		visit(t, what, role)
+		sink(t.Sink, what+": sink")
+		retrySinks(t.Retry, what)
+	}
+	for _, s := range pb.Workflow {
+		what := "step " + s.Name
+		for _, t := range s.Tool {
+			if t.Name != "" {
+				task(t, what+": task "+t.Name, roleTool)
+			} else {
+				task(t, what, roleTool)
+			}
+		}
+		sink(s.Sink, what+": sink")
+		if s.Loop != nil {
+			sink(s.Loop.Sink, what+": loop.sink")
+		}
+		retrySinks(s.Retry, what)
+	}
+	for _, t := range pb.Workbook {
+		task(t, "workbook action "+t.Name, roleAction)
+	}
 }

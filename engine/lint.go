@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+// Lint lists the configuration keys of pb's tasks that nothing reads: a
+// key a task's tool does not list (tools.ConfigKeyLister) — a typo such
+// as parms for params, or a setting of NoETL's own tool this build's
+// does not have — and a key of a workbook call other than input. Each is
+// a warning at the key's position; a tool that does not list its keys
+// (noop, host functions), or a kind toolReg does not hold (Check reports
+// that), is not checked. A nil registry checks workbook calls only.
+//
+// Unlike Check's findings, these never make Start refuse: the playbook
+// runs as written, and a NoETL playbook may carry keys meant for NoETL's
+// tools.
+func Lint(pb *dsl.Playbook, toolReg *tools.Registry) []dsl.Diagnostic {
+	var out []dsl.Diagnostic
+	eachTask(pb, func(t *dsl.Task, what string, role taskRole) {
+		known, label := lintKeys(t, role, toolReg)
+		if known == nil {
+			return
+		}
+		keys := make([]string, 0, len(t.Config))
+		for k := range t.Config {
+			if !slices.Contains(known, k) {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			pos, ok := t.KeyPos[k]
+			if !ok {
+				pos = t.Config[k].Pos
+			}
+			out = append(out, dsl.Diagnostic{Pos: pos, Warning: true,
+				Message: fmt.Sprintf("%s: %s has no configuration key %q (ignored)", what, label, k)})
+		}
+	})
+	sortByPos(out)
+	return out
+}
+
+// lintKeys returns the keys a task's configuration may hold, and how
+// messages name what reads them; nil when its keys are open.
+func lintKeys(t *dsl.Task, role taskRole, toolReg *tools.Registry) ([]string, string) {
+	if t.Kind == "workbook" {
+		// callTarget takes the call's input and nothing else.
+		return []string{"input"}, "a workbook call"
+	}
+	if role == roleSink && t.Kind == "postgres" && t.Config["table"] != nil &&
+		t.Config["command"] == nil && t.Config["query"] == nil && t.Config["sql"] == nil {
+		// A table sink: runSink builds the SQL and hands the tool only
+		// the credential.
+		return []string{"table", "mode", "key", "data", "auth", "credential"}, "a postgres table sink"
+	}
+	if toolReg == nil {
+		return nil, ""
+	}
+	tool, err := toolReg.Lookup(t.Kind)
+	if err != nil {
+		return nil, ""
+	}
+	keys, ok := tools.ConfigKeys(tool)
+	if !ok {
+		return nil, ""
+	}
+	if role == roleAction {
+		// runAction hands the tool the call's rendered inputs as input.
+		keys = append(keys, "input")
+	}
+	return keys, "tool kind " + t.Kind
+}

@@ -1,0 +1,182 @@
+package engine_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/builtin"
+	"github.com/cursorflow/cursorflow/tools/noop"
+	"github.com/cursorflow/cursorflow/tools/playbook"
+)
+
+func lintRegistry(t *testing.T) *tools.Registry {
+	t.Helper()
+	reg, closer := builtin.NewRegistry(builtin.Options{})
+	t.Cleanup(func() { _ = closer.Close() })
+	reg.MustRegister("playbook", playbook.New(nil))
+	reg.MustRegister("echo", noop.New())
+	return reg
+}
+
+func lint(t *testing.T, src string) []string {
+	t.Helper()
+	pb, err := dsl.Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range engine.Lint(pb, lintRegistry(t)) {
+		if !d.Warning {
+			t.Errorf("%s is not a warning", d.Error())
+		}
+		got = append(got, d.Error())
+	}
+	return got
+}
+
+// TestLintUnreadKeys: a key no tool reads is a warning at the key —
+// bogus keys, a typo, a timeout the tool does not have — in steps,
+// pipeline tasks, sinks, workbook actions and workbook calls alike.
+func TestLintUnreadKeys(t *testing.T) {
+	t.Parallel()
+	got := lint(t, `workbook:
+  - name: act
+    input: {n: 1}
+    tool: {kind: postgres, auth: pg, command: 'SELECT {{ n }}', inputs: {n: 2}}
+workflow:
+  - step: start
+    tool: {kind: postgres, auth: pg, command: SELECT pg_sleep(3), timeout_seconds: 1, retries: 5, totally_bogus_key: 1}
+    next: [typo]
+  - step: typo
+    tool: {kind: postgres, auth: pg, command: 'SELECT $1::int', parms: ['41']}
+    sink: {tool: {kind: postgres, auth: pg}, table: t, mode: upsert, key: id, colums: [a]}
+    next: [pipe]
+  - step: pipe
+    tool:
+      - name: get
+        kind: http
+        url: http://example.com
+        header: {a: b}
+        sink: {tool: postgres, auth: pg, command: 'INSERT INTO t VALUES (1)', table: t}
+      - name: call
+        kind: workbook
+        action: act
+        args: {n: 3}
+`)
+	want := []string{
+		`p.yaml:4:65: workbook action act: tool kind postgres has no configuration key "inputs" (ignored)`,
+		`p.yaml:7:67: step start: tool kind postgres has no configuration key "timeout_seconds" (ignored)`,
+		`p.yaml:7:87: step start: tool kind postgres has no configuration key "retries" (ignored)`,
+		`p.yaml:7:99: step start: tool kind postgres has no configuration key "totally_bogus_key" (ignored)`,
+		`p.yaml:10:65: step typo: tool kind postgres has no configuration key "parms" (ignored)`,
+		`p.yaml:11:79: step typo: sink: a postgres table sink has no configuration key "colums" (ignored)`,
+		`p.yaml:18:9: step pipe: task get: tool kind http has no configuration key "header" (ignored)`,
+		`p.yaml:19:79: step pipe: task get: sink: tool kind postgres has no configuration key "table" (ignored)`,
+		`p.yaml:23:9: step pipe: task call: a workbook call has no configuration key "args" (ignored)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("lint:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestLintQuiet: correct tasks, tools whose keys are open (noop, a host
+// tool) and kinds the registry does not hold draw no warning, and none
+// of lint's findings is one Start refuses for (Check).
+func TestLintQuiet(t *testing.T) {
+	t.Parallel()
+	src := `workbook:
+  - name: act
+    input: {n: 1}
+    tool: {kind: python, code: 'return {"n": n}', input: {m: 2}}
+workflow:
+  - step: start
+    tool:
+      kind: postgres
+      credential: pg
+      query: SELECT $1::int
+      params: ['41']
+    sink: {tool: postgres, auth: pg, table: t, mode: upsert, key: id, data: '{{ result }}'}
+    next: [get]
+  - step: get
+    tool:
+      kind: http
+      method: POST
+      endpoint: http://example.com
+      params: {page: 1}
+      headers: {a: b}
+      json: {x: 1}
+      timeout: 5
+      auth: api
+    next: [sh]
+  - step: sh
+    tool: shell
+    cmd: [ls, -l]
+    cwd: /tmp
+    env: {A: b}
+    timeout_seconds: 3
+    next: [rest]
+  - step: rest
+    tool:
+      - {name: a, kind: noop, anything: 1}
+      - {name: b, kind: echo, anything: 1}
+      - {name: c, kind: unregistered, anything: 1}
+      - {name: d, kind: workbook, action: act, input: {n: 2}}
+      - {name: e, kind: playbook, path: ./child.yaml, workload: {a: 1}}
+`
+	if got := lint(t, src); len(got) > 0 {
+		t.Fatalf("lint warns:\n%s", strings.Join(got, "\n"))
+	}
+	pb, err := dsl.Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bogus, err := dsl.Parse("p.yaml", []byte(`workflow:
+  - step: start
+    tool: {kind: postgres, auth: pg, command: SELECT 1, parms: [1]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*dsl.Playbook{pb, bogus} {
+		for _, d := range engine.Check(p, lintRegistry(t), nil) {
+			if strings.Contains(d.Message, "configuration key") {
+				t.Errorf("Check refuses: %s", d.Error())
+			}
+		}
+	}
+}
+
+// TestLintRepoPlaybooks: the repository's own playbooks use no key their
+// tools ignore, so lint's lists cover every key they really use.
+func TestLintRepoPlaybooks(t *testing.T) {
+	t.Parallel()
+	reg := lintRegistry(t)
+	n := 0
+	for _, root := range []string{"../examples", "testdata", "../dsl/testdata"} {
+		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || (filepath.Ext(path) != ".yaml" && filepath.Ext(path) != ".yml") {
+				return err
+			}
+			pb, _ := dsl.ParseFile(path)
+			if pb == nil {
+				return nil
+			}
+			n++
+			for _, w := range engine.Lint(pb, reg) {
+				t.Errorf("%s", w.Error())
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no playbooks found")
+	}
+}
