@@ -41,7 +41,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	_ = treg.Register("playbook", playbook.New(nil))
 	code := exitOK
 	for _, path := range fs.Args() {
-		if !validateFile(path, *verbose, stdout, func(pb *dsl.Playbook) []dsl.Diagnostic { return engine.Check(pb, treg, creg) }) {
+		if !validateFile(path, *verbose, stdout, func(pb *dsl.Playbook) []dsl.Diagnostic {
+			return append(engine.Check(pb, treg, creg), engine.Lint(pb, treg)...)
+		}) {
 			code = exitInvalid
 		}
 	}
