@@ -116,7 +116,7 @@ var Fields = []Field{
 	{"task.output.store.*", Hint, "ttl, compression, bucket, ...: NoETL's tiers; the engine has one result store"},
 	{"task.output.inline_max_bytes", Honoured, "as step.output.inline_max_bytes"},
 	{"task.output_select", Hint, "results stay inline in the event log whatever their size"},
-	{"task.*", Honoured, "every other key is the tool's own configuration, rendered and handed to the tool"},
+	{"task.*", Honoured, "every other key is the tool's own configuration, rendered and handed to the tool; a key the tool does not read (it lists its keys: tools.ConfigKeyLister) is ignored with a warning (engine.Lint, cursorflow validate), never refused, since NoETL playbooks may carry keys of NoETL's own tools"},
 
 	{"loop.in", Honoured, "the collection (also collection)"},
 	{"loop.iterator", Honoured, "the item's name (also element)"},
