@@ -259,7 +259,9 @@ workflow:
 // after AckWait, and the worker drops it instead of running it twice.
 func TestRedeliveredStaleAttemptIsDropped(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 500*time.Millisecond, 2*time.Second)
+	// The lease runs out well before AckWait, so attempt 1 is superseded
+	// when JetStream delivers it again.
+	b := setup(t, time.Second, 3*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// The zombie: the pool's consumer, fetched from and never acknowledged.
@@ -277,7 +279,7 @@ workflow:
 		t.Fatal(err)
 	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, fmt.Sprintf("%s_COMMANDS", upper(b.cfg.Prefix)), jetstream.ConsumerConfig{
-		Durable: "pool-zombie", FilterSubject: b.cfg.Prefix + ".cmd.zombie", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second, MaxAckPending: -1,
+		Durable: "pool-zombie", FilterSubject: b.cfg.Prefix + ".cmd.zombie", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 3 * time.Second, MaxAckPending: -1,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +300,7 @@ workflow:
 		t.Fatalf("decode: %v", err)
 	}
 	// Now a real worker joins the pool; it gets attempt 2 (re-issued after
-	// the 500ms lease) and, after AckWait, the zombie's attempt 1 again.
+	// the lease) and, after AckWait, the zombie's attempt 1 again.
 	zw, _ := b.worker(t, "w-zombie-pool", "zombie", time.Second)
 	sum, err := b.eng.Wait(ctx, id)
 	if err != nil || sum.Status != engine.StatusCompleted {
@@ -307,12 +309,19 @@ workflow:
 	deadline := time.Now().Add(10 * time.Second)
 	// Dropped is counted after the dispatcher answers the worker's check,
 	// a round trip after Redelivered, so wait for it rather than for
-	// Redelivered.
-	for zw.Stats().Dropped.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // polling the counter with a deadline
+	// Redelivered. A worker slow to start may let attempt 2 expire
+	// untaken too: its message, checked as aged, is dropped as well.
+	settled := func() bool {
+		st := zw.Stats()
+		return st.Redelivered.Load() == 1 && st.Dropped.Load() == st.Redelivered.Load()+st.Aged.Load()
 	}
-	if zw.Stats().Redelivered.Load() != 1 || zw.Stats().Dropped.Load() != 1 {
-		t.Fatalf("redelivered %d dropped %d, want 1 and 1", zw.Stats().Redelivered.Load(), zw.Stats().Dropped.Load())
+	for !settled() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // polling the counters with a deadline
+	}
+	if !settled() {
+		st := zw.Stats()
+		t.Fatalf("redelivered %d, aged %d, dropped %d; want the redelivered message dropped, and any aged one",
+			st.Redelivered.Load(), st.Aged.Load(), st.Dropped.Load())
 	}
 	if n := b.calls.count("once"); n != 1 {
 		t.Fatalf("the step ran %d times, want once", n)
