@@ -98,7 +98,10 @@
 // attempt was taken is known from the heartbeats this process saw: an
 // attempt in flight when the orchestrator restarts is untaken until its
 // worker heartbeats again. While the execution is being cancelled an
-// expiry gives up as before, taken or not: a cancel stays bounded.
+// expiry gives up as before, taken or not: a cancel stays bounded. So a
+// step for a pool no worker serves (spec.pool, a typo too) waits rather
+// than fails: the orchestrator warns at each of its re-issues, naming the
+// step and the pool, and a cancel ends it.
 //
 // # Cancel
 //

@@ -363,6 +363,14 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 			continue
 		}
 		for _, x := range expired {
+			if x.reason == reasonUntaken {
+				// Not counted as an attempt, so it waits for a worker for
+				// ever: say which pool it waits for (a pool no worker
+				// serves, a typo, looks like this too).
+				o.logger.Warn("no worker took a command before its lease ran out; issuing it again (not counted as an attempt)",
+					"execution_id", id, "command_id", x.id, "step", ex.state.stepOfCommand(x.id), "pool", ex.state.poolOfCommand(x.id))
+				continue
+			}
 			o.logger.Info("re-issuing a command", "execution_id", id, "command_id", x.id, "reason", x.reason)
 		}
 		decided := o.decideSafe(ex, now, expired)

@@ -971,6 +971,28 @@ func (s *State) awaitDone(executionID, status string, now time.Time) (eventlog.E
 	return eventlog.Event{}, false
 }
 
+// stepOfCommand returns the step of the command attempt id ("" if
+// unknown).
+func (s *State) stepOfCommand(id string) string {
+	base, _, ok := splitCommandID(id)
+	if !ok || s.Commands[base] == nil {
+		return ""
+	}
+	return s.stepOf(s.Commands[base])
+}
+
+// poolOfCommand returns the worker pool the command attempt id goes to
+// ("" for any worker).
+func (s *State) poolOfCommand(id string) string {
+	if s.Playbook == nil {
+		return ""
+	}
+	if st := s.Playbook.Step(s.stepOfCommand(id)); st != nil {
+		return st.Spec.Pool
+	}
+	return ""
+}
+
 func (s *State) stepOf(c *commandState) string {
 	if r := s.Runs[c.Run]; r != nil {
 		return r.Step
