@@ -83,6 +83,12 @@ type Command struct {
 	// cancelled). SettleReason is the dead letter's reason.
 	Settle       string `json:"settle,omitempty"`
 	SettleReason string `json:"settle_reason,omitempty"`
+	// Lost, on a re-issued frame without recorded rows, says that an
+	// earlier attempt was taken and lost (its worker or process died): it
+	// may have claimed rows it never recorded, which a source with leases
+	// of its own holds until they run out. Such a frame does not take an
+	// empty claim for a drained source until a lease has passed.
+	Lost bool `json:"lost,omitempty"`
 	// Pool names the worker pool that should run the command (empty: any),
 	// from the step's spec.pool.
 	Pool string `json:"pool,omitempty"`

@@ -180,6 +180,17 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			if err != nil {
 				return nil, fail(fmt.Sprintf("loop.cursor.claim: %v", err))
 			}
+			if len(claim.Rows) == 0 && cmd.Lost && !driver.Features().TransactionalClaim {
+				// The lost attempt's claim may hold the rest of the source
+				// under leases of its own: an empty claim says drained only
+				// once they ran out.
+				if err := sleepCtx(ctx, w.clock(), time.Duration(fs.LeaseSeconds*float64(time.Second))); err != nil {
+					return nil, err
+				}
+				if claim, err = cur.Claim(ctx, max(1, fs.MaxRows)); err != nil {
+					return nil, fail(fmt.Sprintf("loop.cursor.claim: %v", err))
+				}
+			}
 			claimedAt = time.Now()
 			if len(claim.Rows) == 0 {
 				dp := frameDonePayload{Drained: true, Items: deadItems(claim.Dead)}
