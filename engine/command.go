@@ -86,8 +86,9 @@ type Command struct {
 	// Lost, on a re-issued frame without recorded rows, says that an
 	// earlier attempt was taken and lost (its worker or process died): it
 	// may have claimed rows it never recorded, which a source with leases
-	// of its own holds until they run out. Such a frame does not take an
-	// empty claim for a drained source until a lease has passed.
+	// of its own holds until they run out. Such a frame waits a lease
+	// before it claims, so that it takes them back (a source reclaims
+	// overdue rows first) instead of the drain ending without them.
 	Lost bool `json:"lost,omitempty"`
 	// Pool names the worker pool that should run the command (empty: any),
 	// from the step's spec.pool.

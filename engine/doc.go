@@ -103,6 +103,14 @@
 // than fails: the orchestrator warns at each of its re-issues, naming the
 // step and the pool, and a cancel ends it.
 //
+// A frame attempt taken and lost before its claim was on record (its
+// worker or process died in between) may have left rows claimed in the
+// source. A transactional source rolled that claim back; one with leases
+// of its own (redisstream, natsconsumer, s3prefix, clickhouse) holds the
+// rows until their lease runs out, so the re-issued frame waits one lease
+// before it claims and takes them back (Command.Lost), instead of the
+// drain ending without them.
+//
 // # Cancel
 //
 // Engine.Cancel records cancel.requested; nothing new starts, and every

@@ -176,20 +176,19 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				p.Cancelled = true
 				return nil, done(p)
 			}
-			claim, err = cur.Claim(ctx, max(1, fs.MaxRows))
-			if err != nil {
-				return nil, fail(fmt.Sprintf("loop.cursor.claim: %v", err))
-			}
-			if len(claim.Rows) == 0 && cmd.Lost && !driver.Features().TransactionalClaim {
-				// The lost attempt's claim may hold the rest of the source
-				// under leases of its own: an empty claim says drained only
-				// once they ran out.
+			if cmd.Lost && !driver.Features().TransactionalClaim {
+				// The lost attempt may have claimed rows it never
+				// recorded, which the source holds under leases of its
+				// own (taken before the loss, so before now): claim once
+				// they ran out, so that this frame takes them back
+				// rather than leave them behind the drain.
 				if err := sleepCtx(ctx, w.clock(), time.Duration(fs.LeaseSeconds*float64(time.Second))); err != nil {
 					return nil, err
 				}
-				if claim, err = cur.Claim(ctx, max(1, fs.MaxRows)); err != nil {
-					return nil, fail(fmt.Sprintf("loop.cursor.claim: %v", err))
-				}
+			}
+			claim, err = cur.Claim(ctx, max(1, fs.MaxRows))
+			if err != nil {
+				return nil, fail(fmt.Sprintf("loop.cursor.claim: %v", err))
 			}
 			claimedAt = time.Now()
 			if len(claim.Rows) == 0 {
