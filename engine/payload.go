@@ -2,6 +2,8 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -426,23 +428,52 @@ type finishedPayload struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
+// maxPayloadDepth bounds how deeply a value the engine records may nest
+// when it has to walk it (see encodeJSON): encoding/json reads back no
+// deeper than 10000 levels, so a deeper value could be written but never
+// replayed.
+const maxPayloadDepth = 10000
+
+// mustJSON encodes an event's payload (see encodeJSON). A payload that
+// cannot be encoded is recorded as {"encode_error": "..."} rather than
+// lose the event; a payload that carries what a tool or a caller returned
+// (a command's report, execution.started) goes through encodeJSON and
+// fails its command or call instead.
 func mustJSON(v any) json.RawMessage {
+	b, err := encodeJSON(v)
+	if err == nil {
+		return b
+	}
+	b, _ = json.Marshal(map[string]string{"encode_error": err.Error()})
+	return b
+}
+
+// encodeJSON encodes an event's payload. Rendered values may hold what
+// JSON cannot: non-finite floats (1/0 in a template) are recorded as
+// strings rather than lose the event. Anything else JSON cannot encode (a
+// channel, a func, a complex number), a value that holds itself (a cycle)
+// and one nested more than maxPayloadDepth levels deep is an error saying
+// where it is in the payload, for the caller to fail on.
+func encodeJSON(v any) (json.RawMessage, error) {
 	if a, ok := v.(jsonAppender); ok {
 		if b, err := a.appendJSON(make([]byte, 0, 512)); err == nil {
-			return b
+			return b, nil
 		}
 	}
 	b, err := json.Marshal(v)
 	if err == nil {
-		return b
+		return b, nil
 	}
-	// Rendered values may hold what JSON cannot: non-finite floats (1/0 in
-	// a template). Record them as strings rather than lose the event.
-	if b2, err2 := json.Marshal(sanitize(reflectToAny(v))); err2 == nil {
-		return b2
+	// The walk below runs only once encoding has failed: the common
+	// payload is encoded once, without it.
+	s, serr := sanitize(reflectToAny(v), "", 0, nil)
+	if serr != nil {
+		return nil, serr
 	}
-	b, _ = json.Marshal(map[string]string{"encode_error": err.Error()})
-	return b
+	if b, err2 := json.Marshal(s); err2 == nil {
+		return b, nil
+	}
+	return nil, fmt.Errorf("the value cannot be encoded as JSON: %w", err)
 }
 
 // reflectToAny copies a payload struct's top-level fields into a map keyed
@@ -465,24 +496,125 @@ func reflectToAny(v any) any {
 	return m
 }
 
-func sanitize(v any) any {
+// containerID identifies a map or list while sanitize is inside it, as
+// encoding/json tells its cycles: by pointer (and length, for a list).
+type containerID struct {
+	ptr uintptr
+	n   int
+}
+
+// sanitize returns a copy of v with non-finite floats written as strings,
+// or an error naming the path (from the payload's top) of what JSON
+// cannot encode. inside holds the maps and lists on the path to v: one
+// met again is a cycle, which would otherwise recurse without end.
+func sanitize(v any, path string, depth int, inside map[containerID]bool) (any, error) {
+	if depth > maxPayloadDepth {
+		return nil, fmt.Errorf("%s is nested more than %d levels deep, more than JSON in the log may hold", pathName(path), maxPayloadDepth)
+	}
 	switch t := v.(type) {
+	case nil, bool, string, int, int64, int32, uint, uint64, json.Number:
+		return v, nil
 	case float64:
 		if math.IsInf(t, 0) || math.IsNaN(t) {
-			return strconv.FormatFloat(t, 'g', -1, 64)
+			return strconv.FormatFloat(t, 'g', -1, 64), nil
 		}
+		return v, nil
+	case float32:
+		if f := float64(t); math.IsInf(f, 0) || math.IsNaN(f) {
+			return strconv.FormatFloat(f, 'g', -1, 32), nil
+		}
+		return v, nil
 	case map[string]any:
+		if t == nil {
+			return v, nil
+		}
+		id := containerID{ptr: reflect.ValueOf(t).Pointer()}
+		if inside[id] {
+			return nil, fmt.Errorf("%s refers back to a map that contains it (a cycle), which JSON cannot encode", pathName(path))
+		}
+		inside = enter(inside, id)
+		defer delete(inside, id)
 		c := make(map[string]any, len(t))
 		for k, x := range t {
-			c[k] = sanitize(x)
+			var err error
+			if c[k], err = sanitize(x, joinPath(path, k), depth+1, inside); err != nil {
+				return nil, err
+			}
 		}
-		return c
+		return c, nil
 	case []any:
-		c := make([]any, len(t))
-		for i, x := range t {
-			c[i] = sanitize(x)
+		return sanitizeList(t, path, depth, inside)
+	case []map[string]any:
+		// A chunk's outputs (completedPayload.Outputs).
+		l := make([]any, len(t))
+		for i, m := range t {
+			l[i] = m
 		}
-		return c
+		return sanitizeList(l, path, depth, inside)
 	}
-	return v
+	// Any other type: encoding/json tells whether it can encode it (and
+	// finds cycles through pointers and typed containers itself).
+	if _, err := json.Marshal(v); err != nil {
+		var ute *json.UnsupportedTypeError
+		if errors.As(err, &ute) {
+			return nil, encodeError{fmt.Sprintf("%s holds a %s, which JSON cannot encode", pathName(path), ute.Type), err}
+		}
+		return nil, encodeError{fmt.Sprintf("%s (a %T) cannot be encoded as JSON: %v", pathName(path), v, err), err}
+	}
+	return v, nil
+}
+
+func sanitizeList(t []any, path string, depth int, inside map[containerID]bool) (any, error) {
+	if t == nil {
+		return t, nil
+	}
+	if len(t) > 0 {
+		id := containerID{ptr: reflect.ValueOf(t).Pointer(), n: len(t)}
+		if inside[id] {
+			return nil, fmt.Errorf("%s refers back to a list that contains it (a cycle), which JSON cannot encode", pathName(path))
+		}
+		inside = enter(inside, id)
+		defer delete(inside, id)
+	}
+	c := make([]any, len(t))
+	for i, x := range t {
+		var err error
+		if c[i], err = sanitize(x, path+"["+strconv.Itoa(i)+"]", depth+1, inside); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// encodeError says where in a payload a value JSON cannot encode is,
+// wrapping encoding/json's error without repeating its text.
+type encodeError struct {
+	msg string
+	err error
+}
+
+func (e encodeError) Error() string { return e.msg }
+func (e encodeError) Unwrap() error { return e.err }
+
+// enter marks id as on sanitize's path, making the set on first use.
+func enter(inside map[containerID]bool, id containerID) map[containerID]bool {
+	if inside == nil {
+		inside = map[containerID]bool{}
+	}
+	inside[id] = true
+	return inside
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func pathName(path string) string {
+	if path == "" {
+		return "the value"
+	}
+	return path
 }

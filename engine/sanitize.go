@@ -7,6 +7,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -80,10 +81,22 @@ func (w *Worker) keychain(ctx context.Context) tools.Keychain {
 	return recordingKeychain{inner: w.Keychain, seen: seen}
 }
 
-// reportJSON encodes a report's payload with its error messages bounded
-// and the secrets the command's tools resolved redacted. A payload that
-// holds none of them is encoded once and kept as it is.
+// reportJSON encodes a report's payload as encodeReport does, recording
+// one it cannot encode as an encode error (mustJSON). Worker.event turns
+// such a report into a failure instead.
 func reportJSON(ctx context.Context, payload any) json.RawMessage {
+	b, err := encodeReport(ctx, payload)
+	if err != nil {
+		return mustJSON(map[string]string{"encode_error": err.Error()})
+	}
+	return b
+}
+
+// encodeReport encodes a report's payload with its error messages bounded
+// and the secrets the command's tools resolved redacted. A payload that
+// holds none of them is encoded once and kept as it is. A payload JSON
+// cannot encode (see encodeJSON) is an error.
+func encodeReport(ctx context.Context, payload any) (json.RawMessage, error) {
 	switch p := payload.(type) {
 	case completedPayload:
 		p.Error = boundText(p.Error, MaxErrorBytes)
@@ -95,20 +108,48 @@ func reportJSON(ctx context.Context, payload any) json.RawMessage {
 		}
 		payload = p
 	}
-	b := mustJSON(payload)
+	b, err := encodeJSON(payload)
+	if err != nil {
+		return nil, err
+	}
 	seen, ok := ctx.Value(secretsKey{}).(*secretsSeen)
 	if !ok {
-		return b
+		return b, nil
 	}
 	creds := seen.list()
 	if len(creds) == 0 || !tools.JSONHoldsSecret(b, creds...) {
-		return b
+		return b, nil
 	}
+	// b was just encoded, so it decodes; were it not to, it is kept as
+	// it was, as it always has been.
 	var v any
-	if err := unmarshal(b, &v); err != nil {
-		return b
+	if unmarshal(b, &v) == nil {
+		b = mustJSON(tools.RedactValue(v, creds...))
 	}
-	return mustJSON(tools.RedactValue(v, creds...))
+	return b, nil
+}
+
+// unrecordable turns a report whose payload cannot be encoded (err) into
+// one that says so: a command's result into the command's failure, as an
+// oversized one is (limitResult), and a frame's ctx assignments into the
+// frame's failure. Dropping what the command returned and going on would
+// complete a step whose result the log never held. Other reports are
+// kept, to be recorded with an encode error.
+func unrecordable(typ string, payload any, err error) (string, any) {
+	switch p := payload.(type) {
+	case completedPayload:
+		if typ == eventlog.TypeCommandCompleted || typ == eventlog.TypeCommandFailed {
+			return eventlog.TypeCommandFailed, completedPayload{
+				Error: fmt.Sprintf("the step's result cannot be recorded: %v", err), Field: "result", Ms: p.Ms}
+		}
+	case frameDonePayload:
+		p.Ctx = nil
+		if p.Fail == "" {
+			p.Fail = fmt.Sprintf("the frame's ctx assignments cannot be recorded: %v", err)
+		}
+		return typ, p
+	}
+	return typ, payload
 }
 
 // boundText cuts s to max bytes (on a rune boundary), saying how long it

@@ -294,9 +294,14 @@ func (w *Worker) report(ctx context.Context, rep Reporter, cmd *Command, typ str
 
 // event is the report of cmd of type typ with payload, as it is sent.
 func (w *Worker) event(ctx context.Context, cmd *Command, typ string, payload any) eventlog.Event {
+	b, err := encodeReport(ctx, payload)
+	if err != nil {
+		typ, payload = unrecordable(typ, payload, err)
+		b = reportJSON(ctx, payload)
+	}
 	ev := eventlog.Event{
 		ExecutionID: cmd.ExecutionID, Type: typ, Step: cmd.Step, CommandID: cmd.ID,
-		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: reportJSON(ctx, payload),
+		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: b,
 	}
 	if cmd.Kind != KindStep {
 		ev.LoopID = cmd.Run

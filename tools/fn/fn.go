@@ -10,7 +10,10 @@
 // through unchanged, for functions that want full control); a returned
 // error becomes an error Output, so the task's policy rules can retry or
 // route on it. A function that must stop the step without policy
-// involvement returns an error wrapped by Abort.
+// involvement returns an error wrapped by Abort. A value the log cannot
+// record as JSON (one holding a channel, a func or a complex number, or
+// holding itself) fails the step with an error saying where in the value
+// it is, rather than being dropped.
 package fn
 
 import (
