@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -113,5 +114,34 @@ func TestUnencodableResultFailsTheStep(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnencodableWorkloadIsRefused: Start refuses a workload it could not
+// record (the log is the only authority: an execution.started without
+// its playbook could be neither inspected nor resumed) and records
+// nothing.
+func TestUnencodableWorkloadIsRefused(t *testing.T) {
+	t.Parallel()
+	log := eventlog.NewMemory()
+	b := setupWith(t, engine.Config{Log: log})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(twoSteps), engine.StartOptions{Workload: map[string]any{"c": make(chan int)}})
+	if err == nil || !strings.Contains(err.Error(), "workload") || !strings.Contains(err.Error(), "chan int") {
+		t.Fatalf("Start: %q, %v", id, err)
+	}
+	if ids, err := log.Executions(ctx, false); err != nil || len(ids) != 0 {
+		t.Fatalf("recorded %v (%v)", ids, err)
+	}
+	// A cycle is refused the same way, rather than taking the process down.
+	cyc := map[string]any{}
+	cyc["self"] = cyc
+	if _, err := b.eng.Start(ctx, []byte(twoSteps), engine.StartOptions{Workload: map[string]any{"c": cyc}}); err == nil ||
+		!strings.Contains(err.Error(), "cycle") {
+		t.Fatalf("Start with a cycle: %v", err)
+	}
+	if ids, err := log.Executions(ctx, false); err != nil || len(ids) != 0 {
+		t.Fatalf("recorded %v (%v)", ids, err)
 	}
 }

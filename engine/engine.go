@@ -366,8 +366,11 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 			vars[name] = x
 		}
 	}
-	ev := eventlog.Event{ExecutionID: id, Type: eventlog.TypeExecutionStarted,
-		Payload: mustJSON(startedPayload{Playbook: string(src), File: opts.File, Workload: workload, Vars: vars, Parent: opts.Parent, Semantics: currentSemantics})}
+	started, err := startedJSON(startedPayload{Playbook: string(src), File: opts.File, Workload: workload, Vars: vars, Parent: opts.Parent, Semantics: currentSemantics})
+	if err != nil {
+		return "", err
+	}
+	ev := eventlog.Event{ExecutionID: id, Type: eventlog.TypeExecutionStarted, Payload: started}
 	st := NewState(id)
 	st.Playbook = pb
 	if err := e.orch.send(ctx, message{kind: msgStart, ev: ev, state: st}); err != nil {

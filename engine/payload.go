@@ -476,6 +476,18 @@ func encodeJSON(v any) (json.RawMessage, error) {
 	return nil, fmt.Errorf("the value cannot be encoded as JSON: %w", err)
 }
 
+// startedJSON encodes execution.started's payload, or says why it cannot
+// be recorded: the event carries the playbook and the workload that
+// Inspect and Resume rebuild the execution from, so Start must refuse
+// what it could not record whole rather than record an encode error.
+func startedJSON(p startedPayload) (json.RawMessage, error) {
+	b, err := encodeJSON(p)
+	if err != nil {
+		return nil, fmt.Errorf("engine: the execution cannot be recorded: %w", err)
+	}
+	return b, nil
+}
+
 // reflectToAny copies a payload struct's top-level fields into a map keyed
 // by their JSON names, so sanitize can walk the rendered values inside.
 func reflectToAny(v any) any {
