@@ -191,6 +191,18 @@ func ConcealSecrets(v any, revealed []Revealed) any {
 	if len(revealed) == 0 {
 		return v
 	}
+	return conceal(v, revealed, 0)
+}
+
+// maxConcealDepth bounds conceal's descent: a value nested deeper (a
+// cycle, which a host function can return) is left as it is, for the
+// engine's encoding to refuse.
+const maxConcealDepth = 10000
+
+func conceal(v any, revealed []Revealed, depth int) any {
+	if depth > maxConcealDepth {
+		return v
+	}
 	switch t := v.(type) {
 	case string:
 		for _, r := range revealed {
@@ -207,13 +219,13 @@ func ConcealSecrets(v any, revealed []Revealed) any {
 	case map[string]any:
 		c := make(map[string]any, len(t))
 		for k, e := range t {
-			c[k] = ConcealSecrets(e, revealed)
+			c[k] = conceal(e, revealed, depth+1)
 		}
 		return c
 	case []any:
 		c := make([]any, len(t))
 		for i, e := range t {
-			c[i] = ConcealSecrets(e, revealed)
+			c[i] = conceal(e, revealed, depth+1)
 		}
 		return c
 	}
