@@ -20,6 +20,12 @@
 // from goroutines or processes, exactly one is stored: that is what makes
 // issuing a command, or firing a loop's completion, safe to retry.
 //
+// execution.started is stored once per execution_id too, but a second one
+// is a conflict, not a retry (two callers chose the same execution id):
+// the batch holding it is refused whole with an *AlreadyStartedError
+// (errors.Is(err, ErrAlreadyStarted)), atomically with the insert, so of
+// two processes starting one execution at once exactly one succeeds.
+//
 // Wait blocks until an execution grows past a seq, so an orchestrator or
 // a watcher can follow a history without polling it. Executions lists the
 // executions to resume after a restart.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
-// Event types. The engine owns their meaning; the log knows two of them
-// because it enforces their uniqueness (see Log).
+// Event types. The engine owns their meaning; the log knows those whose
+// uniqueness it enforces (see Log).
 const (
+	// TypeExecutionStarted is stored once per execution_id; a second one
+	// refuses its batch (AlreadyStartedError).
 	TypeExecutionStarted   = "execution.started"
 	TypeExecutionCompleted = "execution.completed"
 	TypeExecutionFailed    = "execution.failed"
@@ -95,7 +98,10 @@ type Log interface {
 	// Seq. The result has one entry per input event. Duplicates (see Result)
 	// are skipped without error and without consuming a Seq; this check is
 	// atomic with the insert, so of two racing appends of the same
-	// command.issued exactly one is stored.
+	// command.issued exactly one is stored. A batch holding a second
+	// execution.started of an execution is refused whole with an
+	// *AlreadyStartedError, as atomically: of two racing starts of one
+	// execution exactly one is stored.
 	Append(ctx context.Context, events []Event) ([]Result, error)
 	// Read returns up to limit events of the execution with Seq > afterSeq,
 	// in Seq order. limit <= 0 means no limit.
@@ -114,6 +120,31 @@ type Log interface {
 
 // ErrClosed is returned by operations on a closed log.
 var ErrClosed = errors.New("eventlog: log is closed")
+
+// ErrAlreadyStarted is wrapped by the error Append returns when the batch
+// holds an execution.started for an execution that has one already, in
+// the log or earlier in the batch (see AlreadyStartedError). Nothing of
+// the batch is stored.
+var ErrAlreadyStarted = errors.New("eventlog: execution already started")
+
+// AlreadyStartedError is the error Append returns for a second
+// execution.started of one execution. Unlike a repeated command.issued,
+// which a retry of the same decision sends and the log skips, a second
+// start is a conflict (two callers chose the same execution id), so the
+// whole batch is refused: the events decided after it would otherwise
+// land in the first caller's history.
+type AlreadyStartedError struct {
+	// ExecutionID is the first execution of the batch found started.
+	ExecutionID string
+}
+
+// Error names the execution.
+func (e *AlreadyStartedError) Error() string {
+	return fmt.Sprintf("eventlog: execution %q already started", e.ExecutionID)
+}
+
+// Is makes errors.Is(err, ErrAlreadyStarted) hold.
+func (e *AlreadyStartedError) Is(target error) bool { return target == ErrAlreadyStarted }
 
 // IsTerminal reports whether an event type ends an execution.
 func IsTerminal(typ string) bool {

@@ -37,6 +37,9 @@ type memExecution struct {
 	unique   map[string]struct{} // UniqueKey of stored command.issued, loop.done, loop.fanin.completed
 	started  bool                // the first event is execution.started
 	terminal bool                // a terminal event was stored
+	// hasStart is set once an execution.started is stored (not
+	// necessarily as the first event): a second one is refused.
+	hasStart bool
 }
 
 // NewMemory returns an empty in-memory log.
@@ -72,8 +75,13 @@ func (m *Memory) Append(ctx context.Context, events []Event) ([]Result, error) {
 		m.mu.Unlock()
 		return nil, ErrClosed
 	}
-	// Validation happened above, so nothing below can fail: the batch is
-	// stored whole.
+	// A second start refuses the batch before anything of it is stored.
+	if err := m.checkStarts(events); err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	// Validation and the start check happened above, so nothing below can
+	// fail: the batch is stored whole.
 	for i, ev := range events {
 		x := m.execs[ev.ExecutionID]
 		if x == nil {
@@ -103,6 +111,9 @@ func (m *Memory) Append(ctx context.Context, events []Event) ([]Result, error) {
 			ev.Time = ev.Time.Round(0)
 		}
 		x.events = append(x.events, ev)
+		if ev.Type == TypeExecutionStarted {
+			x.hasStart = true
+		}
 		if IsTerminal(ev.Type) {
 			x.terminal = true
 		}
@@ -117,6 +128,26 @@ func (m *Memory) Append(ctx context.Context, events []Event) ([]Result, error) {
 		m.hub.Notify(id)
 	}
 	return results, nil
+}
+
+// checkStarts returns an *AlreadyStartedError for the first
+// execution.started of events whose execution has one stored or earlier
+// in events. m.mu is held.
+func (m *Memory) checkStarts(events []Event) error {
+	var seen map[string]bool
+	for _, ev := range events {
+		if ev.Type != TypeExecutionStarted {
+			continue
+		}
+		if x := m.execs[ev.ExecutionID]; (x != nil && x.hasStart) || seen[ev.ExecutionID] {
+			return &AlreadyStartedError{ExecutionID: ev.ExecutionID}
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[ev.ExecutionID] = true
+	}
+	return nil
 }
 
 // Read implements Log.

@@ -39,6 +39,8 @@ func Run(t *testing.T, newLog func(t *testing.T) eventlog.Log) {
 		{"DuplicateWithinBatch", testDuplicateWithinBatch},
 		{"DuplicateRace", testDuplicateRace},
 		{"FaninOnce", testFaninOnce},
+		{"StartOnce", testStartOnce},
+		{"StartRace", testStartRace},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"WaitExisting", testWaitExisting},
 		{"WaitWakesOnAppend", testWaitWakes},
@@ -499,6 +501,92 @@ func testDuplicateRace(t *testing.T, l eventlog.Log) {
 	got := mustRead(t, l, exec, 0, 0)
 	if !slices.Equal(seqs(got), seqRange(1, 2*rounds)) {
 		t.Fatalf("stored seqs = %v, want 1..%d", seqs(got), 2*rounds)
+	}
+}
+
+// wantAlreadyStarted fails t unless err is an *eventlog.AlreadyStartedError
+// naming exec.
+func wantAlreadyStarted(t *testing.T, what string, err error, exec string) {
+	t.Helper()
+	var se *eventlog.AlreadyStartedError
+	if !errors.Is(err, eventlog.ErrAlreadyStarted) || !errors.As(err, &se) || se.ExecutionID != exec {
+		t.Fatalf("%s: Append = %v, want an AlreadyStartedError naming %s", what, err, exec)
+	}
+}
+
+func testStartOnce(t *testing.T, l eventlog.Log) {
+	exec, fresh, within, late := ExecutionID("start"), ExecutionID("start-fresh"), ExecutionID("start-within"), ExecutionID("start-late")
+	mustAppend(t, l, ev(exec, eventlog.TypeExecutionStarted), issued(exec, "c1"))
+
+	_, err := l.Append(ctxT(t), []eventlog.Event{ev(exec, eventlog.TypeExecutionStarted)})
+	wantAlreadyStarted(t, "second start", err, exec)
+	// The whole batch is refused: an execution the batch would have
+	// started is not stored either.
+	_, err = l.Append(ctxT(t), []eventlog.Event{ev(fresh, eventlog.TypeExecutionStarted), ev(exec, eventlog.TypeExecutionStarted), ev(exec, eventlog.TypeStepStarted)})
+	wantAlreadyStarted(t, "second start beside a fresh one", err, exec)
+	_, err = l.Append(ctxT(t), []eventlog.Event{ev(within, eventlog.TypeExecutionStarted), issued(within, "c1"), ev(within, eventlog.TypeExecutionStarted)})
+	wantAlreadyStarted(t, "two starts in one batch", err, within)
+	if got := mustRead(t, l, exec, 0, 0); len(got) != 2 {
+		t.Fatalf("%s holds %d events after the refused starts, want 2", exec, len(got))
+	}
+	for _, id := range []string{fresh, within} {
+		if got := mustRead(t, l, id, 0, 0); len(got) != 0 {
+			t.Fatalf("a refused batch stored %d events of %s", len(got), id)
+		}
+	}
+	// Nothing of the refused batches consumed a seq or a command id.
+	if r := mustAppend(t, l, issued(exec, "c2"), ev(within, eventlog.TypeExecutionStarted), issued(within, "c1")); r[0].Seq != 3 || r[1].Seq != 1 || r[2].Seq != 2 || r[2].Duplicate {
+		t.Fatalf("append after the refused batches = %+v", r)
+	}
+	// A start that is not the execution's first event is its one start.
+	mustAppend(t, l, ev(late, eventlog.TypeStepStarted))
+	mustAppend(t, l, ev(late, eventlog.TypeExecutionStarted))
+	_, err = l.Append(ctxT(t), []eventlog.Event{ev(late, eventlog.TypeExecutionStarted)})
+	wantAlreadyStarted(t, "second start after a late one", err, late)
+}
+
+// testStartRace: of racing batches starting one execution (two processes
+// given the same execution id), exactly one is stored.
+func testStartRace(t *testing.T, l eventlog.Log) {
+	const racers = 16
+	exec := ExecutionID("start-race")
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		mu      sync.Mutex
+		stored  int
+		refused int
+		errs    []error
+	)
+	for i := range racers {
+		wg.Go(func() {
+			<-start
+			_, err := l.Append(ctxT(t), []eventlog.Event{
+				ev(exec, eventlog.TypeExecutionStarted), ev(exec, eventlog.TypeStepStarted), issued(exec, fmt.Sprintf("c%d", i)),
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				stored++
+			case errors.Is(err, eventlog.ErrAlreadyStarted):
+				refused++
+			default:
+				errs = append(errs, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("racing starts failed: %v", errs)
+	}
+	if stored != 1 || refused != racers-1 {
+		t.Fatalf("%d racing starts stored, %d refused; want 1 and %d", stored, refused, racers-1)
+	}
+	got := mustRead(t, l, exec, 0, 0)
+	if !slices.Equal(seqs(got), seqRange(1, 3)) || CountType(got, eventlog.TypeExecutionStarted) != 1 {
+		t.Fatalf("stored %d events (seqs %v), want one start's 3", len(got), seqs(got))
 	}
 }
 

@@ -216,10 +216,14 @@ func (l *Log) append(ctx context.Context, events []eventlog.Event, guard *Append
 		_, err = br.Exec()
 	}
 	if err == nil {
-		results, err = readAppend(br, n)
+		results, err = readAppend(br, execIDs)
 	}
 	if closeErr := br.Close(); err == nil {
 		err = closeErr // the commit happens at the Sync that Close waits for
+	}
+	var started *eventlog.AlreadyStartedError
+	if errors.As(err, &started) {
+		return nil, err // nothing stored; not an error of the database
 	}
 	if err != nil {
 		return nil, l.opErr(ctx, "append", err)
@@ -240,7 +244,12 @@ func nilIfEmpty(b []byte) []byte {
 	return b
 }
 
-func readAppend(br pgx.BatchResults, n int) ([]eventlog.Result, error) {
+// readAppend reads the results of the lock, append and notify
+// statements of a batch of the events of execIDs. A second
+// execution.started in it is an *eventlog.AlreadyStartedError: the append
+// stored nothing.
+func readAppend(br pgx.BatchResults, execIDs []string) ([]eventlog.Result, error) {
+	n := len(execIDs)
 	if _, err := br.Exec(); err != nil {
 		return nil, err
 	}
@@ -250,11 +259,15 @@ func readAppend(br pgx.BatchResults, n int) ([]eventlog.Result, error) {
 	}
 	defer rows.Close()
 	results := make([]eventlog.Result, 0, n)
+	restarted := ""
 	for rows.Next() {
-		var dup bool
+		var dup, restart bool
 		var id, seq *int64
-		if err := rows.Scan(&dup, &id, &seq); err != nil {
+		if err := rows.Scan(&dup, &restart, &id, &seq); err != nil {
 			return nil, err
+		}
+		if restart && restarted == "" && len(results) < n {
+			restarted = execIDs[len(results)]
 		}
 		if dup || id == nil || seq == nil {
 			results = append(results, eventlog.Result{Duplicate: true})
@@ -270,6 +283,9 @@ func readAppend(br pgx.BatchResults, n int) ([]eventlog.Result, error) {
 	}
 	if _, err := br.Exec(); err != nil {
 		return nil, err
+	}
+	if restarted != "" {
+		return nil, &eventlog.AlreadyStartedError{ExecutionID: restarted}
 	}
 	return results, nil
 }

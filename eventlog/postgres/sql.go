@@ -48,6 +48,15 @@ func newStatements(schema string) statements {
 					OR (SELECT e.seq FROM %[1]s.events e WHERE e.execution_id = i.execution_id
 						AND e.type = 'loop.fanin.completed' AND e.loop_id = i.loop_id) IS NOT NULL
 				ELSE false END AS dup,
+				-- A second execution.started refuses the whole batch (ins
+				-- stores nothing). The executions row lock makes the probe
+				-- exact, as for the duplicates above; the partial index
+				-- events_execution_started makes it one probe.
+				CASE WHEN i.type = 'execution.started' THEN
+					row_number() OVER (PARTITION BY i.execution_id, i.type ORDER BY i.ord) > 1
+					OR (SELECT e.seq FROM %[1]s.events e WHERE e.execution_id = i.execution_id
+						AND e.type = 'execution.started' LIMIT 1) IS NOT NULL
+				ELSE false END AS restart,
 				(SELECT x.last_seq FROM %[1]s.executions x WHERE x.execution_id = i.execution_id) AS last_seq
 			FROM input i
 		), numbered AS (
@@ -59,7 +68,7 @@ func newStatements(schema string) statements {
 				worker_id, payload, meta, time)
 			SELECT execution_id, seq, type, nullif(step, ''), nullif(command_id, ''), nullif(loop_id, ''),
 				frame, attempt, nullif(worker_id, ''), nullif(payload, '')::json, nullif(meta, '')::json, at
-			FROM numbered WHERE NOT dup ORDER BY ord
+			FROM numbered WHERE NOT dup AND NOT EXISTS (SELECT 1 FROM marked WHERE restart) ORDER BY ord
 			RETURNING id, execution_id, seq, type, time
 		), agg AS (
 			SELECT execution_id, max(seq) AS last_seq, min(id) AS first_id,
@@ -80,7 +89,7 @@ func newStatements(schema string) statements {
 				finished_at = coalesce(x.finished_at, a.finished_at)
 			FROM agg a WHERE x.execution_id = a.execution_id
 		)
-		SELECT n.dup, i.id, i.seq
+		SELECT n.dup, n.restart, i.id, i.seq
 		FROM numbered n LEFT JOIN ins i ON NOT n.dup AND i.execution_id = n.execution_id AND i.seq = n.seq
 		ORDER BY n.ord`),
 

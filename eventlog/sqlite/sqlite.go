@@ -74,8 +74,8 @@ type Log struct {
 
 // writer is the write connection with its prepared statements.
 type writer struct {
-	conn                      *sql.Conn
-	insert, execState, upsert *sql.Stmt
+	conn                                *sql.Conn
+	insert, execState, upsert, hasStart *sql.Stmt
 }
 
 var _ eventlog.Log = (*Log)(nil)
@@ -154,6 +154,11 @@ func (l *Log) connect(ctx context.Context, doMigrate bool) (*writer, error) {
 		`SELECT last_seq, terminal IS NOT NULL FROM executions WHERE execution_id = ?`); err != nil {
 		return fail(err)
 	}
+	// One probe of the partial index events_execution_started.
+	if w.hasStart, err = conn.PrepareContext(ctx,
+		`SELECT EXISTS (SELECT 1 FROM events WHERE execution_id = ? AND type = 'execution.started')`); err != nil {
+		return fail(err)
+	}
 	if w.upsert, err = conn.PrepareContext(ctx, `INSERT INTO executions
 		(execution_id, last_seq, first_id, started, started_at, terminal, finished_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -167,7 +172,7 @@ func (l *Log) connect(ctx context.Context, doMigrate bool) (*writer, error) {
 }
 
 func (w *writer) close() {
-	for _, s := range []*sql.Stmt{w.insert, w.execState, w.upsert} {
+	for _, s := range []*sql.Stmt{w.insert, w.execState, w.upsert, w.hasStart} {
 		if s != nil {
 			_ = s.Close()
 		}
@@ -186,6 +191,9 @@ type execState struct {
 	finishedAt any // int64 or nil
 	hadEnd     bool
 	dirty      bool
+	// hasStart is set once the execution is known to hold an
+	// execution.started, in the log or earlier in the batch.
+	hasStart bool
 }
 
 // Append implements eventlog.Log: one IMMEDIATE transaction per batch on
@@ -251,6 +259,20 @@ func (l *Log) appendLocked(ctx context.Context, events []eventlog.Event) (_ []ev
 				return nil, nil, l.writeErr(ctx, "read execution", err)
 			}
 			states[e.ExecutionID] = st
+		}
+		if e.Type == eventlog.TypeExecutionStarted {
+			// A second start refuses the batch. The IMMEDIATE transaction
+			// holds the file's write lock, so no other process can store
+			// a start between this check and the insert.
+			if !st.hasStart && st.known {
+				if err := w.hasStart.QueryRowContext(ctx, e.ExecutionID).Scan(&st.hasStart); err != nil {
+					return nil, nil, l.writeErr(ctx, "read execution", err)
+				}
+			}
+			if st.hasStart {
+				return nil, nil, &eventlog.AlreadyStartedError{ExecutionID: e.ExecutionID}
+			}
+			st.hasStart = true
 		}
 		at := now
 		if !e.Time.IsZero() {
