@@ -11,9 +11,9 @@ import (
 	"github.com/cursorflow/cursorflow/tools"
 )
 
-// ErrUnsupported is wrapped by the error Start returns for a playbook that
-// uses a field this build does not honour, or a tool or cursor kind the
-// engine has no registration for.
+// ErrUnsupported is wrapped by the error Start (and Resume) returns for a
+// playbook that uses a field this build does not honour, or a tool or
+// cursor kind the engine has no registration for.
 var ErrUnsupported = errors.New("engine: playbook uses what this build does not run")
 
 // UnsupportedError lists why a playbook was refused before anything ran:

@@ -303,6 +303,13 @@ func (e *Engine) Reporter() Reporter { return e.orch }
 // it commands from elsewhere.
 func (e *Engine) Worker() *Worker { return e.worker }
 
+// ErrExecutionExists is wrapped by the error Start returns when the log
+// already holds an execution under the id asked for (StartOptions.
+// ExecutionID): a retry of a start that went through, say, or two
+// processes starting one id at once. Nothing is recorded; Wait on the id
+// follows the execution that holds it.
+var ErrExecutionExists = errors.New("engine: execution already exists")
+
 // StartOptions are the inputs of a new execution.
 type StartOptions struct {
 	// File names the playbook source in positions and events.
@@ -310,6 +317,7 @@ type StartOptions struct {
 	// Workload overrides top-level workload keys.
 	Workload map[string]any
 	// ExecutionID fixes the new execution's id; defaults to a new UUIDv7.
+	// Start refuses an id the log already holds (ErrExecutionExists).
 	ExecutionID string
 	// Parent is the parent execution of a sub-playbook.
 	Parent string
@@ -325,6 +333,11 @@ type StartOptions struct {
 // *UnsupportedError (errors.Is(err, ErrUnsupported)) naming each problem's
 // file:line:col. Kinds are checked when the engine runs workers itself or
 // the host gave Config.Tools / Config.Cursors.
+//
+// An ExecutionID the log already holds events for is refused with an
+// error wrapping ErrExecutionExists, and nothing is recorded. Of two
+// processes starting one id at once, the log stores one start and the
+// other Start gets ErrExecutionExists too.
 func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (string, error) {
 	if e.isClosed() {
 		return "", ErrClosed
@@ -350,6 +363,8 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 			return "", err
 		}
 		id = u.String()
+	} else if err := e.checkFresh(ctx, id); err != nil {
+		return "", err
 	}
 	pb.SetLimits(e.cfg.RenderLimits)
 	vars := map[string]any{}
@@ -379,6 +394,24 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 	return id, nil
 }
 
+// checkFresh refuses an id the log holds events for: starting it would
+// run the playbook a second time in the same history. This read refuses
+// a repeated Start before anything is decided; two starts racing past it
+// are settled where the events are written, since the log refuses a
+// second execution.started (eventlog.ErrAlreadyStarted, mapped to
+// ErrExecutionExists by the orchestrator). A generated UUIDv7 needs
+// neither read nor check, only the log's.
+func (e *Engine) checkFresh(ctx context.Context, id string) error {
+	events, err := e.cfg.Log.Read(ctx, id, 0, 1)
+	if err != nil {
+		return fmt.Errorf("engine: start %s: %w", id, err)
+	}
+	if len(events) > 0 {
+		return fmt.Errorf("%w: %s", ErrExecutionExists, id)
+	}
+	return nil
+}
+
 // Check lists what in pb this engine would refuse to start (see the
 // package-level Check): refused fields, and kinds its registries lack.
 func (e *Engine) Check(pb *dsl.Playbook) []dsl.Diagnostic {
@@ -401,6 +434,11 @@ func (e *Engine) Check(pb *dsl.Playbook) []dsl.Diagnostic {
 // it folds the execution's events and decides what is left. Commands that
 // were in flight are re-issued (at once with the in-process transport,
 // after their lease with a durable one).
+//
+// Like Start, Resume refuses a playbook this engine would not run (a tool
+// or cursor kind its registries lack, a refused field) with an
+// *UnsupportedError, recording nothing: the execution stays resumable on
+// an engine that runs it.
 func (e *Engine) Resume(ctx context.Context, executionID string) error {
 	if e.isClosed() {
 		return ErrClosed
@@ -421,6 +459,14 @@ func (e *Engine) Resume(ctx context.Context, executionID string) error {
 		e.orch.finished.put(executionID, summarize(st), e.cfg.Clock.Now())
 		e.orch.mu.Unlock()
 		return nil
+	}
+	// Driven on, a step of a kind this engine lacks would fail and end
+	// the execution failed for good; refused here, it waits for an engine
+	// that has the kind.
+	if st.Playbook != nil {
+		if probs := e.Check(st.Playbook); len(probs) > 0 {
+			return &UnsupportedError{Problems: probs}
+		}
 	}
 	return e.orch.send(ctx, message{kind: msgLoad, state: st})
 }

@@ -55,6 +55,8 @@ type pendingReply struct {
 	err error
 	// list, for a msgList, receives the executions driven when answered.
 	list *[]string
+	// start, for a msgStart, is the execution it starts.
+	start string
 }
 
 // sealedCommand is a command built when its batch was sealed, with the
@@ -287,7 +289,9 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 				if m.kind == msgLoad {
 					m.reply <- nil // already driven here: nothing to resume
 				} else {
-					m.reply <- fmt.Errorf("engine: execution %s is already running here", id)
+					// Its execution.started may not be in the log yet, so
+					// Start's read of the log cannot have seen it.
+					m.reply <- fmt.Errorf("%w: %s is already running here", ErrExecutionExists, id)
 				}
 				continue
 			}
@@ -302,11 +306,12 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 					continue
 				}
 				b.events = append(b.events, ev)
+				b.replies = append(b.replies, pendingReply{ch: m.reply, start: id})
 			} else {
 				b.events = append(b.events, o.loadAwaited(ctx, ex, now, resume)...)
 				resume(ex)
+				b.answer(m.reply, nil, "")
 			}
-			b.answer(m.reply, nil, "")
 			touch(id)
 		case msgList:
 			// Answered once what came before it is recorded and
@@ -554,9 +559,20 @@ func (o *orchestrator) complete(b *batch) {
 		// touched is dropped from memory, its leases kept by nobody, and
 		// loaded again from the log. Its reporters hear ErrUnavailable and
 		// send again. So are those of the next batch, decided on it.
-		o.logger.Error("event log append failed; reloading the executions from the log",
-			"error", b.err, "events", len(b.events), "executions", b.order)
+		var started *eventlog.AlreadyStartedError
+		conflict := errors.As(b.err, &started)
+		if conflict {
+			o.logger.Warn("another process started an execution this batch starts; refusing the start, reloading the batch's other executions from the log",
+				"execution_id", started.ExecutionID, "executions", b.order)
+		} else {
+			o.logger.Error("event log append failed; reloading the executions from the log",
+				"error", b.err, "events", len(b.events), "executions", b.order)
+		}
 		err := fmt.Errorf("%w: event log: %w", ErrUnavailable, b.err)
+		var starts []string
+		if conflict {
+			starts = o.refuseStart(b, started.ExecutionID)
+		}
 		o.abandon(b, err)
 		for i := range b.events {
 			// A chained command's worker holds its rows and sends its
@@ -570,6 +586,15 @@ func (o *orchestrator) complete(b *batch) {
 			o.logger.Warn("dropping the decisions made on the failed append", "executions", o.next.order)
 			o.abandon(o.next, err)
 			o.next = newBatch()
+		}
+		if conflict {
+			// The log refused the batch whole, so none of the executions
+			// it started is stored: they are forgotten, not reloaded (the
+			// refused one would load the other process's execution and
+			// drive it here too). Their Starts may be sent again.
+			for _, id := range starts {
+				o.drop(id)
+			}
 		}
 		return
 	}
@@ -643,6 +668,25 @@ func (o *orchestrator) complete(b *batch) {
 		o.abandon(o.next, fmt.Errorf("%w: another orchestrator decided for the execution; reloading it from the log", ErrUnavailable))
 		o.next = newBatch()
 	}
+}
+
+// refuseStart answers the Start of execution id in b, whose
+// execution.started the log refused because another process started id
+// first, with ErrExecutionExists (sendReplies then skips it). It returns
+// every execution b starts.
+func (o *orchestrator) refuseStart(b *batch, id string) (starts []string) {
+	for _, r := range b.replies {
+		if r.start != "" {
+			starts = append(starts, r.start)
+		}
+		if r.start == id {
+			select {
+			case r.ch <- fmt.Errorf("%w: %s (started by another process)", ErrExecutionExists, id):
+			default:
+			}
+		}
+	}
+	return starts
 }
 
 // abandon gives up a batch that will not be appended: its reporters hear

@@ -126,8 +126,13 @@ workflow:
 		dumpOnFail(t, evs)
 		t.Fatalf("%d command.completed recorded, want the running command's", n)
 	}
-	// The rest is handed back: another engine finishes it.
-	fresh := setup(t, log)
+	// The rest is handed back: another engine finishes it (Resume, like
+	// Start, wants every kind of the playbook registered).
+	freshReg := tools.NewRegistry()
+	freshReg.MustRegister("gate", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	fresh := setupWith(t, engine.Config{Log: log, Tools: freshReg})
 	if err := fresh.eng.Resume(ctx, id); err != nil {
 		t.Fatal(err)
 	}

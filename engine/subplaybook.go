@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,7 +52,13 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 		if err != nil {
 			return playbook.Result{}, fmt.Errorf("sub-playbook: %w", err)
 		}
-		if _, err := e.Start(ctx, src, StartOptions{File: path, Workload: req.Workload, ExecutionID: childID, Parent: req.ParentExecutionID}); err != nil {
+		_, err = e.Start(ctx, src, StartOptions{File: path, Workload: req.Workload, ExecutionID: childID, Parent: req.ParentExecutionID})
+		if errors.Is(err, ErrExecutionExists) {
+			// Another attempt of the calling command started the child
+			// since the read above: re-attach to it, as to one found there.
+			err = e.Resume(ctx, childID)
+		}
+		if err != nil {
 			return playbook.Result{}, fmt.Errorf("sub-playbook %s: %w", req.Path, err)
 		}
 	}
