@@ -47,9 +47,10 @@ type Config struct {
 	// Log is the event log, the only authority on every execution.
 	// Required.
 	Log eventlog.Log
-	// Tools resolves tool kinds. Defaults to an empty registry, so every
-	// step fails naming its unregistered kind: hosts register what they
-	// use (tools/builtin registers the standard tools).
+	// Tools resolves tool kinds. Defaults to an empty registry, so Start
+	// (and Resume) refuses a playbook that uses any tool kind with an
+	// *UnsupportedError naming it: hosts register what they use
+	// (tools/builtin registers the standard tools).
 	Tools *tools.Registry
 	// Cursors resolves cursor kinds for cursor loops. Defaults to an empty
 	// registry.
@@ -59,7 +60,7 @@ type Config struct {
 	Keychain tools.Keychain
 	// Workers is the number of in-process workers (commands run at once).
 	// Defaults to 32. Zero workers with a Dispatcher of your own runs the
-	// orchestrator only (scale-out).
+	// orchestrator only (scale-out). Negative is refused by New.
 	Workers int
 	// Dispatcher hands commands to workers elsewhere. Defaults to the
 	// in-process transport feeding this engine's own workers.
@@ -170,6 +171,11 @@ type Engine struct {
 func New(cfg Config) (*Engine, error) {
 	if cfg.Log == nil {
 		return nil, errors.New("engine: Config.Log is required")
+	}
+	// Without a Dispatcher, commands go to a local queue that only the
+	// in-process workers consume: with none, Wait would never return.
+	if cfg.Workers < 0 {
+		return nil, fmt.Errorf("engine: Config.Workers is %d; want 0 (the default, %d, or none with a Dispatcher) or more", cfg.Workers, DefaultWorkers)
 	}
 	hostTools, hostCursors := cfg.Tools != nil, cfg.Cursors != nil
 	if cfg.Tools == nil {
@@ -639,9 +645,17 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	select {
 	case <-finished:
 	case <-ctx.Done():
-		err = ctx.Err()
-		e.stopWork()
-		<-finished
+		select {
+		case <-finished: // ctx ended as the workers did: nothing to cancel
+		default:
+			// Idle workers are only leaving the closed queue: ctx's end
+			// is an error only if it cuts commands short.
+			if e.busy.Load() > 0 {
+				err = ctx.Err()
+			}
+			e.stopWork()
+			<-finished
+		}
 	}
 	e.stopWork()
 	// The workers' last reports (frames cut short hand their rows back and

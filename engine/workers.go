@@ -39,8 +39,11 @@ const LocalPool = "local"
 
 // Workers implements WorkerLister: the engine's in-process workers, as
 // one worker with Config.Workers slots (none when it runs the
-// orchestrator only).
+// orchestrator only). After Close or Shutdown it returns ErrClosed.
 func (e *Engine) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	if e.isClosed() {
+		return nil, ErrClosed
+	}
 	if e.queue == nil || e.cfg.Workers <= 0 {
 		return []WorkerInfo{}, nil
 	}

@@ -27,13 +27,16 @@ func NewRegistry() *Registry {
 	return &Registry{tools: make(map[string]Tool)}
 }
 
-// Register binds t to kind. It fails when kind is empty, t is nil or the
-// kind is already taken (the error wraps ErrDuplicateKind).
+// Register binds t to kind. It fails when kind is empty, t is nil (a nil
+// ToolFunc too) or the kind is already taken (the error wraps
+// ErrDuplicateKind).
 func (r *Registry) Register(kind string, t Tool) error {
 	if kind == "" {
 		return errors.New("tools: register: empty kind")
 	}
-	if t == nil {
+	// A nil ToolFunc is a non-nil Tool that panics on its first call:
+	// refused here, where the mistake is made.
+	if f, ok := t.(ToolFunc); t == nil || (ok && f == nil) {
 		return fmt.Errorf("tools: register %q: nil tool", kind)
 	}
 	r.mu.Lock()

@@ -116,8 +116,11 @@ func ParsePoolConfig(dsn string) (*pgxpool.Config, error) {
 
 // New uses pool, creating the schema and applying pending migrations
 // under an advisory lock. Close leaves the pool open. Wait opens one extra
-// connection (outside the pool) to LISTEN on.
+// connection (outside the pool) to LISTEN on. A nil pool is an error.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Log, error) {
+	if pool == nil {
+		return nil, errors.New("postgres eventlog: New: nil pool (Open connects from a DSN)")
+	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
