@@ -87,16 +87,22 @@ func quickstart(ctx context.Context, n int, dir string, progress bool, out io.Wr
 		return err
 	}
 	fmt.Fprintf(out, "queue     %s: %d jobs, %d pending\n", queuePath, total, pending)
-	if pending == 0 {
-		fmt.Fprintf(out, "nothing left to do: every job is done (delete %s to start over)\n", dir)
-		return nil
-	}
 
 	log, err := eventsqlite.Open(ctx, eventsPath, eventsqlite.Config{})
 	if err != nil {
 		return err
 	}
 	defer log.Close()
+	// An execution an earlier run left unfinished (interrupted, killed) is
+	// resumed, not started afresh: the rows it claimed are on its record.
+	unfinished, err := log.Executions(ctx, true)
+	if err != nil {
+		return err
+	}
+	if pending == 0 && len(unfinished) == 0 {
+		fmt.Fprintf(out, "nothing left to do: every job is done (delete %s to start over)\n", dir)
+		return nil
+	}
 
 	// The host's own tools: the embedding story in two functions.
 	reg := tools.NewRegistry()
@@ -132,11 +138,19 @@ func quickstart(ctx context.Context, n int, dir string, progress bool, out io.Wr
 	defer e.Close()
 
 	start := time.Now()
-	id, err := e.Start(ctx, playbook, engine.StartOptions{File: "quickstart/playbook.yaml"})
-	if err != nil {
-		return err
+	var id string
+	if len(unfinished) > 0 {
+		id = unfinished[len(unfinished)-1]
+		if err := e.Resume(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "execution %s, resumed where an earlier run stopped\n", id)
+	} else {
+		if id, err = e.Start(ctx, playbook, engine.StartOptions{File: "quickstart/playbook.yaml"}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "execution %s\n", id)
 	}
-	fmt.Fprintf(out, "execution %s\n", id)
 	done := make(chan struct{})
 	if progress {
 		go showProgress(ctx, queue, pending, start, done, out)
@@ -144,7 +158,19 @@ func quickstart(ctx context.Context, n int, dir string, progress bool, out io.Wr
 	sum, err := e.Wait(ctx, id)
 	close(done)
 	if err != nil {
-		return fmt.Errorf("%w (resume: go run ./examples/cursorflow resume %s --eventlog sqlite:%s)", err, id, eventsPath)
+		if ctx.Err() != nil {
+			// Interrupted: let the running frames finish and record them
+			// (a second interrupt stops them at once), so that the next
+			// run resumes exactly where this one stopped.
+			fmt.Fprintln(out, "\ninterrupted: letting the running frames finish (interrupt again to stop now)")
+			sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			sctx, cancel := context.WithTimeout(sctx, 30*time.Second)
+			defer cancel()
+			_ = e.Shutdown(sctx)
+			return fmt.Errorf("%w: run the quickstart again to resume execution %s", err, id)
+		}
+		return err
 	}
 	elapsed := time.Since(start)
 	st, err := engine.Inspect(ctx, log, id)
