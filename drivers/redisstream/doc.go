@@ -68,10 +68,13 @@
 // max_attempts) is copied, in the claim's script, to the dead-letter
 // stream with its fields plus cursorflow_id, cursorflow_stream,
 // cursorflow_group, cursorflow_deliveries and cursorflow_reason, and
-// acknowledged; the claim does not return it. DeadLetter (the engine's
-// request, cursor.DeadLetterer) does the same for still-pending entries
-// without checking tokens. In Redis Cluster the stream and its dead-letter
-// stream must share a hash slot: use a hash tag ({jobs} and {jobs}:dead).
+// acknowledged; the claim does not return it to run but lists it in its
+// Dead (cursor.Claim.Dead: key, fields and delivery count), so that the
+// engine reports it dead, also when the claim has no rows. DeadLetter
+// (the engine's request, cursor.DeadLetterer) does the same for
+// still-pending entries without checking tokens. In Redis Cluster the
+// stream and its dead-letter stream must share a hash slot: use a hash
+// tag ({jobs} and {jobs}:dead).
 //
 // Connections: one go-redis client per credential, which reconnects by
 // itself. Errors never quote the credential.

@@ -71,16 +71,23 @@ func TestToken(t *testing.T) {
 }
 
 func TestParseClaim(t *testing.T) {
-	ok := []any{int64(2), []any{
-		[]any{"1-0", int64(1), []any{"a", "x", "b", "y"}},
-		[]any{"2-0", int64(3), []any{}},
-	}}
+	ok := []any{
+		[]any{[]any{"0-5", int64(4), []any{"n", "50"}}},
+		[]any{
+			[]any{"1-0", int64(1), []any{"a", "x", "b", "y"}},
+			[]any{"2-0", int64(3), []any{}},
+		},
+	}
 	dead, rows, err := parseClaim(ok)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dead != 2 || len(rows) != 2 {
-		t.Fatalf("dead %d rows %d", dead, len(rows))
+	if len(dead) != 1 || len(rows) != 2 {
+		t.Fatalf("dead %d rows %d", len(dead), len(rows))
+	}
+	if d := dead[0]; d.Key != "0-5" || !reflect.DeepEqual(d.Values, map[string]any{"n": "50"}) ||
+		d.Lease.Attempt != 4 || d.Lease.Token != "" {
+		t.Fatalf("dead row = %+v, want key 0-5, its fields, attempt 4 and no token", d)
 	}
 	if rows[0].Key != "1-0" || !reflect.DeepEqual(rows[0].Values, map[string]any{"a": "x", "b": "y"}) ||
 		rows[0].Lease.Attempt != 1 || rows[0].Lease.Token != "1-0#1" {
@@ -91,12 +98,14 @@ func TestParseClaim(t *testing.T) {
 	}
 	for _, bad := range []any{
 		"x",
-		[]any{int64(0)},
-		[]any{"0", []any{}},
-		[]any{int64(0), "x"},
-		[]any{int64(0), []any{"x"}},
-		[]any{int64(0), []any{[]any{"1-0", "1", []any{}}}},
-		[]any{int64(0), []any{[]any{"1-0", int64(1), []any{"odd"}}}},
+		[]any{[]any{}},
+		[]any{int64(0), []any{}},
+		[]any{[]any{}, "x"},
+		[]any{[]any{}, []any{"x"}},
+		[]any{[]any{"x"}, []any{}},
+		[]any{[]any{}, []any{[]any{"1-0", "1", []any{}}}},
+		[]any{[]any{}, []any{[]any{"1-0", int64(1), []any{"odd"}}}},
+		[]any{[]any{[]any{"1-0", int64(1), []any{"odd"}}}, []any{}},
 	} {
 		if _, _, err := parseClaim(bad); err == nil {
 			t.Errorf("parseClaim(%#v) succeeded", bad)

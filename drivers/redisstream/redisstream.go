@@ -203,48 +203,53 @@ func (c *Cursor) run(ctx context.Context, s *redis.Script, keys []string, args .
 // held by the group's pending list from the start: Commit does nothing,
 // Abort releases the entries (the next claim takes them again, counting a
 // delivery), and the entries of a claimer that died come back when the
-// lease runs out.
+// lease runs out. Entries the claim moved to the dead-letter stream are
+// in the claim's Dead, whether or not it returns rows.
 func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
-	rows, err := c.claim(ctx, max)
+	rows, dead, err := c.claim(ctx, max)
 	if err != nil {
 		return nil, err
 	}
-	return cursor.LeasedClaim(rows, c.Release), nil
+	claim := cursor.LeasedClaim(rows, c.Release)
+	claim.Dead = dead
+	return claim, nil
 }
 
 // claim leases up to max entries: first entries whose consumer held them
 // longer than the lease without an Ack (XAUTOCLAIM), then new ones
 // (XREADGROUP). Entries past Spec.MaxAttempts deliveries go to the
-// dead-letter stream instead. Zero entries means that nothing is new and
-// nothing is overdue; entries other consumers hold within their lease are
-// theirs.
-func (c *Cursor) claim(ctx context.Context, max int) ([]cursor.Row, error) {
+// dead-letter stream instead, and come back as dead. Zero entries means
+// that nothing is new and nothing is overdue; entries other consumers
+// hold within their lease are theirs.
+func (c *Cursor) claim(ctx context.Context, max int) (rows, dead []cursor.Row, err error) {
 	if c.closed.Load() {
-		return nil, c.fail("claim", cursor.ErrClosed)
+		return nil, nil, c.fail("claim", cursor.ErrClosed)
 	}
 	if max < 1 {
-		return nil, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", max))
+		return nil, nil, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", max))
 	}
 	start := time.Now()
 	reason := fmt.Sprintf("delivered more than max_attempts %d times", c.spec.MaxAttempts)
 	v, err := c.run(ctx, claimScript, []string{c.opts.Stream, c.opts.DeadLetterStream},
 		c.opts.Group, c.consumer, max, c.lease.Milliseconds(), max0(c.spec.MaxAttempts), reason)
 	if err != nil {
-		return nil, c.fail("claim", err)
+		return nil, nil, c.fail("claim", err)
 	}
-	dead, rows, err := parseClaim(v)
+	dead, rows, err = parseClaim(v)
 	if err != nil {
-		return nil, c.fail("claim", err)
+		// The script ran: entries it dead-lettered are in the dead-letter
+		// stream all the same, but the engine cannot be told which.
+		return nil, nil, c.fail("claim", err)
 	}
-	if dead > 0 {
+	if len(dead) > 0 {
 		c.log.Info("redisstream cursor: dead-lettered entries past max attempts",
-			"entries", dead, "max_attempts", c.spec.MaxAttempts, "dead_letter_stream", c.opts.DeadLetterStream)
+			"entries", len(dead), "max_attempts", c.spec.MaxAttempts, "dead_letter_stream", c.opts.DeadLetterStream)
 	}
 	deadline := start.Add(c.lease)
 	for i := range rows {
 		rows[i].Lease.Deadline = deadline
 	}
-	return rows, nil
+	return rows, dead, nil
 }
 
 func max0(n int) int {
@@ -254,44 +259,54 @@ func max0(n int) int {
 	return n
 }
 
-// parseClaim reads claimScript's reply.
-func parseClaim(v any) (int, []cursor.Row, error) {
+// parseClaim reads claimScript's reply: the entries it dead-lettered,
+// then the entries it claimed. Dead entries carry their fields and
+// delivery count but no lease token: nobody holds them any more.
+func parseClaim(v any) (dead, rows []cursor.Row, err error) {
 	top, ok := v.([]any)
 	if !ok || len(top) != 2 {
-		return 0, nil, fmt.Errorf("unexpected claim reply %T", v)
+		return nil, nil, fmt.Errorf("unexpected claim reply %T", v)
 	}
-	dead, ok := top[0].(int64)
-	if !ok {
-		return 0, nil, fmt.Errorf("unexpected claim reply: dead count is %T", top[0])
+	if dead, err = parseEntries(top[0], false); err != nil {
+		return nil, nil, fmt.Errorf("unexpected claim reply: dead-lettered %w", err)
 	}
-	list, ok := top[1].([]any)
+	if rows, err = parseEntries(top[1], true); err != nil {
+		return nil, nil, fmt.Errorf("unexpected claim reply: claimed %w", err)
+	}
+	return dead, rows, nil
+}
+
+// parseEntries reads a list of {id, deliveries, {field, value, ...}}
+// entries, with lease tokens if token is set.
+func parseEntries(v any, token bool) ([]cursor.Row, error) {
+	list, ok := v.([]any)
 	if !ok {
-		return 0, nil, fmt.Errorf("unexpected claim reply: entries are %T", top[1])
+		return nil, fmt.Errorf("entries are %T", v)
 	}
 	rows := make([]cursor.Row, 0, len(list))
 	for _, e := range list {
 		t, ok := e.([]any)
 		if !ok || len(t) != 3 {
-			return 0, nil, fmt.Errorf("unexpected claim reply: entry is %T", e)
+			return nil, fmt.Errorf("entry is %T", e)
 		}
 		id, ok1 := t[0].(string)
 		count, ok2 := t[1].(int64)
 		fields, ok3 := t[2].([]any)
 		if !ok1 || !ok2 || !ok3 || len(fields)%2 != 0 {
-			return 0, nil, fmt.Errorf("unexpected claim reply: entry %v", t)
+			return nil, fmt.Errorf("entry %v", t)
 		}
 		values := make(map[string]any, len(fields)/2)
 		for i := 0; i < len(fields); i += 2 {
 			k, _ := fields[i].(string)
 			values[k] = fields[i+1]
 		}
-		rows = append(rows, cursor.Row{
-			Key:    id,
-			Values: values,
-			Lease:  cursor.Lease{Attempt: int(count), Token: Token(id, int(count))},
-		})
+		r := cursor.Row{Key: id, Values: values, Lease: cursor.Lease{Attempt: int(count)}}
+		if token {
+			r.Lease.Token = Token(id, int(count))
+		}
+		rows = append(rows, r)
 	}
-	return int(dead), rows, nil
+	return rows, nil
 }
 
 // Token is the lease token of entry id at its deliveries-th delivery.

@@ -7,8 +7,10 @@ import "github.com/redis/go-redis/v9"
 // (XAUTOCLAIM with min idle time ARGV[4] ms, which counts a delivery),
 // then new entries (XREADGROUP >). An entry whose delivery count exceeds
 // ARGV[5] (0: no limit) is copied to the dead-letter stream KEYS[2] with
-// ARGV[6] as the reason, acknowledged, and not returned. It returns
-// {dead, {id, deliveries, {field, value, ...}}...}.
+// ARGV[6] as the reason, acknowledged, and not returned for the claimer
+// to run; it is listed apart, so that the engine reports it dead (it
+// learns of it from nothing else). It returns {{dead entry}..., {entry}...},
+// each entry {id, deliveries, {field, value, ...}}.
 var claimScript = redis.NewScript(`
 local stream, dead = KEYS[1], KEYS[2]
 local group, consumer = ARGV[1], ARGV[2]
@@ -16,7 +18,7 @@ local max = tonumber(ARGV[3])
 local minidle = ARGV[4]
 local maxatt = tonumber(ARGV[5])
 local reason = ARGV[6]
-local out, n, ndead = {}, 0, 0
+local out, n, buried = {}, 0, {}
 local function bury(id, fields, count)
   local args = {dead, '*'}
   for i = 1, #fields do args[#args + 1] = fields[i] end
@@ -27,7 +29,7 @@ local function bury(id, fields, count)
   end
   redis.call('XADD', unpack(args))
   redis.call('XACK', stream, group, id)
-  ndead = ndead + 1
+  buried[#buried + 1] = {id, count, fields}
 end
 local cursor = '0-0'
 for round = 1, 100 do
@@ -59,7 +61,7 @@ if n < max then
     end
   end
 end
-return {ndead, out}
+return {buried, out}
 `)
 
 // ackScript acknowledges entries of group ARGV[1] on stream KEYS[1] whose
