@@ -72,8 +72,13 @@
 // to dead_letter_subject (when set; with its headers plus
 // Cursorflow-Stream, -Consumer, -Sequence, -Subject, -Deliveries and
 // -Reason) and then terminates it (+TERM), so the consumer never delivers
-// it again. DeadLetter (the engine's request, cursor.DeadLetterer) does
-// the same, reading the stored message by its sequence.
+// it again. The claim lists every message it terminated so in its Dead
+// (cursor.Claim.Dead: stream sequence, values and delivery count), so
+// that the engine reports it dead, also when the claim has no rows; a
+// message whose publish or +TERM failed is not listed, and comes back
+// after AckWait to be buried then. DeadLetter (the engine's request,
+// cursor.DeadLetterer) does the same, reading the stored message by its
+// sequence.
 //
 // Connections: one connection per credential, reconnecting forever with
 // Config.ReconnectWait between attempts. Errors never quote the

@@ -296,60 +296,69 @@ func (c *Cursor) fail(op string, err error) error {
 // Claim fetches up to max messages (see claim) and returns them as a
 // claim held by their AckWait from the start: Commit does nothing, Abort
 // naks them for immediate redelivery, and the messages of a claimer that
-// died come back when their AckWait runs out.
+// died come back when their AckWait runs out. Messages the claim
+// dead-lettered are in the claim's Dead, whether or not it returns rows.
 func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
-	rows, err := c.claim(ctx, max)
+	rows, dead, err := c.claim(ctx, max)
 	if err != nil {
 		return nil, err
 	}
-	return cursor.LeasedClaim(rows, c.Release), nil
+	claim := cursor.LeasedClaim(rows, c.Release)
+	claim.Dead = dead
+	return claim, nil
 }
 
 // claim fetches up to max messages without waiting (a no-wait pull).
 // Messages delivered more than Spec.MaxAttempts times are dead-lettered
-// instead of returned. Zero rows means the consumer has nothing to
-// deliver: no new message and none whose AckWait ran out.
-func (c *Cursor) claim(ctx context.Context, max int) ([]cursor.Row, error) {
+// instead of returned, and returned as buried once they are terminated.
+// Zero rows means the consumer has nothing to deliver: no new message and
+// none whose AckWait ran out.
+func (c *Cursor) claim(ctx context.Context, max int) (rows, buried []cursor.Row, err error) {
 	if c.closed.Load() {
-		return nil, c.fail("claim", cursor.ErrClosed)
+		return nil, nil, c.fail("claim", cursor.ErrClosed)
 	}
 	if max < 1 {
-		return nil, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", max))
+		return nil, nil, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", max))
 	}
 	empty := 0
 	for round := 0; ; round++ {
 		start := time.Now()
 		msgs, err := c.fetch(ctx, max)
 		if err != nil {
-			return nil, c.fail("claim", err)
+			return nil, nil, c.fail("claim", err)
 		}
 		if len(msgs) == 0 {
 			more, err := c.undelivered(ctx)
 			if err != nil {
-				return nil, c.fail("claim", err)
+				return nil, nil, c.fail("claim", err)
 			}
 			if more == 0 {
-				return nil, nil
+				return nil, buried, nil
 			}
 			if empty++; empty > maxEmptyRetries {
 				c.log.Warn("natsconsumer cursor: the consumer reports undelivered messages but delivers none; is its max_ack_pending reached?",
 					"consumer", c.opts.Consumer, "undelivered", more)
-				return nil, nil
+				return nil, buried, nil
 			}
 			continue
 		}
 		rows, dead, err := c.rows(msgs, start)
 		if err != nil {
-			return nil, c.fail("claim", err)
+			return nil, nil, c.fail("claim", err)
 		}
 		if len(dead) > 0 {
 			reason := fmt.Sprintf("delivered more than max_attempts %d times", c.spec.MaxAttempts)
-			if err := c.bury(ctx, dead, reason); err != nil {
+			done, err := c.bury(ctx, dead, reason)
+			// Earlier rounds' buried rows are kept even if this round
+			// fails half-way: they are terminated, and the engine learns
+			// of them from nothing else.
+			buried = append(buried, done...)
+			if err != nil {
 				// The live rows must not be lost; the dead ones come back
 				// after AckWait and are tried again.
 				c.log.Error("natsconsumer cursor: dead-lettering messages past max attempts failed", "messages", len(dead), "err", err)
 				if len(rows) == 0 {
-					return nil, c.fail("claim", err)
+					return nil, nil, c.fail("claim", err)
 				}
 			} else {
 				c.log.Info("natsconsumer cursor: dead-lettered messages past max attempts",
@@ -357,10 +366,10 @@ func (c *Cursor) claim(ctx context.Context, max int) ([]cursor.Row, error) {
 			}
 		}
 		if len(rows) > 0 {
-			return rows, nil
+			return rows, buried, nil
 		}
 		if round+1 >= maxDeadLetterRounds {
-			return nil, c.fail("claim", fmt.Errorf("%d fetches in a row returned only dead-lettered messages", maxDeadLetterRounds))
+			return nil, nil, c.fail("claim", fmt.Errorf("%d fetches in a row returned only dead-lettered messages", maxDeadLetterRounds))
 		}
 	}
 }
@@ -438,17 +447,21 @@ func (c *Cursor) rows(msgs []jetstream.Msg, start time.Time) (live []cursor.Row,
 			dead = append(dead, m)
 			continue
 		}
-		live = append(live, cursor.Row{
-			Key:    strconv.FormatUint(md.Sequence.Stream, 10),
-			Values: Values(m.Data()),
-			Lease: cursor.Lease{
-				Attempt:  int(min(md.NumDelivered, math.MaxInt32)),
-				Deadline: deadline,
-				Token:    m.Reply(),
-			},
-		})
+		r := rowOf(m, md)
+		r.Lease.Deadline, r.Lease.Token = deadline, m.Reply()
+		live = append(live, r)
 	}
 	return live, dead, nil
+}
+
+// rowOf is the row of message m, without a lease: key, values and the
+// delivery count.
+func rowOf(m jetstream.Msg, md *jetstream.MsgMetadata) cursor.Row {
+	return cursor.Row{
+		Key:    strconv.FormatUint(md.Sequence.Stream, 10),
+		Values: Values(m.Data()),
+		Lease:  cursor.Lease{Attempt: int(min(md.NumDelivered, math.MaxInt32))},
+	}
 }
 
 func (c *Cursor) leaseOf() time.Duration {
@@ -474,9 +487,14 @@ func Values(data []byte) map[string]any {
 }
 
 // bury publishes messages to the dead-letter subject (if any) and
-// terminates them.
-func (c *Cursor) bury(ctx context.Context, msgs []jetstream.Msg, reason string) error {
-	var errs []error
+// terminates them. It returns the rows of the messages it terminated: a
+// message whose publish or term failed comes back after AckWait and is
+// buried then.
+func (c *Cursor) bury(ctx context.Context, msgs []jetstream.Msg, reason string) ([]cursor.Row, error) {
+	var (
+		errs   []error
+		buried []cursor.Row
+	)
 	for _, m := range msgs {
 		md, err := m.Metadata()
 		if err != nil {
@@ -489,9 +507,11 @@ func (c *Cursor) bury(ctx context.Context, msgs []jetstream.Msg, reason string) 
 		}
 		if err := c.reply(ctx, m.Reply(), "+TERM"); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		buried = append(buried, rowOf(m, md))
 	}
-	return errors.Join(errs...)
+	return buried, errors.Join(errs...)
 }
 
 func (c *Cursor) publishDead(ctx context.Context, subject string, data []byte, hdr nats.Header, seq, deliveries uint64, reason string) error {

@@ -2,7 +2,6 @@ package redisstream_test
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -94,8 +93,6 @@ func TestPlaybookCountsDeadEntries(t *testing.T) {
 	for _, m := range msgs {
 		dead = append(dead, m.Values["cursorflow_id"].(string))
 	}
-	if !slices.Equal(dead, poison) {
-		t.Fatalf("dead-letter stream holds %v, want %v", dead, poison)
-	}
+	deadtest.ExpectDeadLetter(t, dead, poison)
 	deadtest.ExpectDead(t, r, ids, poison, maxAttempts)
 }

@@ -80,3 +80,13 @@ func ExpectDead(t testing.TB, r drivertest.Result, keys, poison []string, maxAtt
 			ls.Rows, ls.OK, ls.Failed, ls.Dead, ls.Finished, ok+failed+dead, ok, failed, dead)
 	}
 }
+
+// ExpectDeadLetter fails the test unless the source's dead letter holds
+// exactly the poison keys, in any order: the frame slots bury them
+// concurrently.
+func ExpectDeadLetter(t testing.TB, got, poison []string) {
+	t.Helper()
+	if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(poison))) {
+		t.Fatalf("the dead letter holds %v, want %v", got, poison)
+	}
+}
