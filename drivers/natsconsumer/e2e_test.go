@@ -62,29 +62,21 @@ func TestPlaybookDrains(t *testing.T) {
 	r.LogRate(t, n, "messages")
 }
 
-// TestPlaybookCountsDeadMessages drains 200 messages whose body fails for
-// every 50th (n % 50 == 0) with max_attempts 3: each of those fails three
-// times and is then dead-lettered by the claim of its fourth delivery,
-// which the loop must count as dead, one row each, beside the dead-letter
-// stream.
+// TestPlaybookCountsDeadMessages drains messages whose body fails for
+// every 50th (deadtest.Drain): each of those fails max_attempts times and
+// is then dead-lettered by the claim of its next delivery, which the loop
+// must count as dead, one row each, beside the dead-letter stream.
 func TestPlaybookCountsDeadMessages(t *testing.T) {
-	const n, every, maxAttempts = 200, 50, 3
 	_, js, base := admin(t)
 	name := "E2E_DEAD_" + testenv.RandomSuffix(t)
-	seqs := newStreams(t, js, name, n)
+	seqs := newStreams(t, js, name, deadtest.Rows)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srv := deadtest.FailEvery(t, every)
-
-	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+	deadtest.Drain(ctx, t, drivertest.DrainConfig{
 		PlaybookFile: "testdata/dead_drain.yaml",
 		Kind:         "natsconsumer",
 		Driver:       natsconsumer.New(natsconsumer.Config{}),
 		Keychain:     tools.StaticURLs(map[string]string{"nats_queue": base}),
-		Workload:     map[string]any{"stream": name, "dead_letter_subject": name + ".dead", "url": srv.URL},
-	})
-
-	poison := deadtest.Poison(seqs, every)
-	deadtest.ExpectDeadLetter(t, deadLettered(t, js, name+"_DEAD"), poison)
-	deadtest.ExpectDead(t, r, seqs, poison, maxAttempts)
+		Workload:     map[string]any{"stream": name, "dead_letter_subject": name + ".dead"},
+	}, seqs, func() []string { return deadLettered(t, js, name+"_DEAD") })
 }

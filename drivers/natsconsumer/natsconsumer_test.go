@@ -12,6 +12,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/cursortest"
+	"github.com/cursorflow/cursorflow/drivers/internal/deadtest"
 	"github.com/cursorflow/cursorflow/drivers/natsconsumer"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
@@ -200,51 +201,14 @@ func TestCursorBehaviour(t *testing.T) {
 			}
 		}},
 		{"a claim reports the messages it dead-letters", func(t *testing.T) {
-			// The message past max_attempts is terminated and published to
-			// the dead letter inside Claim; the engine learns of it only
-			// from Claim.Dead.
+			// Claim terminates the message past max_attempts and publishes
+			// it to the dead letter; the engine learns of it only from
+			// Claim.Dead.
 			spec, seqs := newQueue(t, 2, map[string]any{"dead_letter_subject": "NAME.dead"})
 			spec.MaxAttempts = 2
-			cur := open(t, spec)
-			for attempt := 1; attempt <= spec.MaxAttempts; attempt++ {
-				c := commitClaim(t, cur, 1)
-				if len(c.Rows) != 1 || c.Rows[0].Key != seqs[0] || c.Rows[0].Lease.Attempt != attempt || len(c.Dead) != 0 {
-					t.Fatalf("claim %d: rows %+v, dead %+v; want %s at attempt %d, none dead", attempt, c.Rows, c.Dead, seqs[0], attempt)
-				}
-				if err := cur.Release(ctx, c.Rows); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// The third delivery is buried; the same claim returns the next.
-			c := commitClaim(t, cur, 2)
-			if len(c.Rows) != 1 || c.Rows[0].Key != seqs[1] {
-				t.Fatalf("claim past max_attempts: rows %+v, want %s", c.Rows, seqs[1])
-			}
-			if len(c.Dead) != 1 || c.Dead[0].Key != seqs[0] || c.Dead[0].Values["name"] != "item 1" ||
-				c.Dead[0].Lease.Attempt != 3 || c.Dead[0].Lease.Token != "" {
-				t.Fatalf("claim past max_attempts: dead %+v, want %s (item 1) at its 3rd delivery, without a token", c.Dead, seqs[0])
-			}
-			if dead := deadLettered(t, js, spec.Options["stream"].(string)+"_DEAD"); len(dead) != 1 || dead[0] != seqs[0] {
-				t.Fatalf("dead-letter stream holds %v, want [%s]", dead, seqs[0])
-			}
-			// A claim that finds nothing else to run still reports what it
-			// buried.
-			for range spec.MaxAttempts - 1 {
-				if err := cur.Release(ctx, c.Rows); err != nil {
-					t.Fatal(err)
-				}
-				c = commitClaim(t, cur, 1)
-			}
-			if err := cur.Release(ctx, c.Rows); err != nil {
-				t.Fatal(err)
-			}
-			c = commitClaim(t, cur, 1)
-			if len(c.Rows) != 0 || len(c.Dead) != 1 || c.Dead[0].Key != seqs[1] {
-				t.Fatalf("drained claim: rows %+v, dead %+v; want none and %s dead", c.Rows, c.Dead, seqs[1])
-			}
-			if c = commitClaim(t, cur, 1); len(c.Rows) != 0 || len(c.Dead) != 0 {
-				t.Fatalf("claim after the dead letter: rows %+v, dead %+v; want neither", c.Rows, c.Dead)
-			}
+			// The burying fetch counts a delivery of its own.
+			deadtest.ExpectClaimDead(t, open(t, spec), seqs, spec.MaxAttempts, func(ran int) int { return ran + 1 },
+				func() []string { return deadLettered(t, js, spec.Options["stream"].(string)+"_DEAD") })
 		}},
 		{"tokens must be reply subjects", func(t *testing.T) {
 			spec, _ := newQueue(t, 1, nil)
@@ -258,17 +222,4 @@ func TestCursorBehaviour(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, tt.run)
 	}
-}
-
-// commitClaim claims up to max messages and commits the claim.
-func commitClaim(t *testing.T, cur cursor.Cursor, max int) *cursor.Claim {
-	t.Helper()
-	c, err := cur.Claim(t.Context(), max)
-	if err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
-	if err := c.Commit(t.Context()); err != nil {
-		t.Fatalf("Commit: %v", err)
-	}
-	return c
 }

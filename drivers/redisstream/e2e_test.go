@@ -61,38 +61,32 @@ func TestPlaybookDrains(t *testing.T) {
 	r.LogRate(t, n, "entries")
 }
 
-// TestPlaybookCountsDeadEntries drains 200 entries whose body fails for
-// every 50th (n % 50 == 0) with max_attempts 3: each of those fails three
-// times and is then dead-lettered by the claim of its fourth delivery,
-// which the loop must count as dead, one row each, beside the stream's
-// dead letter.
+// TestPlaybookCountsDeadEntries drains entries whose body fails for every
+// 50th (deadtest.Drain): each of those fails max_attempts times and is
+// then dead-lettered by the claim of its next delivery, which the loop
+// must count as dead, one row each, beside the stream's dead letter.
 func TestPlaybookCountsDeadEntries(t *testing.T) {
-	const n, every, maxAttempts = 200, 50, 3
 	rdb, base := admin(t)
 	stream := "e2e_dead_" + testenv.RandomSuffix(t) + ":jobs"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
-	ids := fill(t, rdb, stream, n)
-	srv := deadtest.FailEvery(t, every)
-
-	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+	ids := fill(t, rdb, stream, deadtest.Rows)
+	deadtest.Drain(ctx, t, drivertest.DrainConfig{
 		PlaybookFile: "testdata/dead_drain.yaml",
 		Kind:         "redisstream",
 		Driver:       redisstream.New(redisstream.Config{}),
 		Keychain:     tools.StaticURLs(map[string]string{"redis_queue": base}),
-		Workload:     map[string]any{"stream": stream, "url": srv.URL},
+		Workload:     map[string]any{"stream": stream},
+	}, ids, func() []string {
+		msgs, err := rdb.XRange(ctx, stream+":dead", "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dead []string
+		for _, m := range msgs {
+			dead = append(dead, m.Values["cursorflow_id"].(string))
+		}
+		return dead
 	})
-
-	poison := deadtest.Poison(ids, every)
-	msgs, err := rdb.XRange(ctx, stream+":dead", "-", "+").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dead []string
-	for _, m := range msgs {
-		dead = append(dead, m.Values["cursorflow_id"].(string))
-	}
-	deadtest.ExpectDeadLetter(t, dead, poison)
-	deadtest.ExpectDead(t, r, ids, poison, maxAttempts)
 }

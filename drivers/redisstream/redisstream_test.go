@@ -11,6 +11,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/cursortest"
+	"github.com/cursorflow/cursorflow/drivers/internal/deadtest"
 	"github.com/cursorflow/cursorflow/drivers/redisstream"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
@@ -157,49 +158,17 @@ func TestCursorBehaviour(t *testing.T) {
 			}
 		}},
 		{"a claim reports the entries it dead-letters", func(t *testing.T) {
-			// The entry past max_attempts is set aside by the claim's
-			// script; the engine learns of it only from Claim.Dead.
+			// The claim's script buries the entry past max_attempts; the
+			// engine learns of it only from Claim.Dead.
 			spec, ids := queue(t, h, 2, nil)
 			spec.MaxAttempts = 2
 			cur, err := h.drv.Open(ctx, spec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for attempt := 1; attempt <= spec.MaxAttempts; attempt++ {
-				c := commit(t, cur, 1)
-				if len(c.Rows) != 1 || c.Rows[0].Key != ids[0] || c.Rows[0].Lease.Attempt != attempt || len(c.Dead) != 0 {
-					t.Fatalf("claim %d: rows %+v, dead %+v; want %s at attempt %d, none dead", attempt, c.Rows, c.Dead, ids[0], attempt)
-				}
-				if err := cur.Release(ctx, c.Rows); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// The third delivery buries the first entry and reads the next.
-			c := commit(t, cur, 1)
-			if len(c.Rows) != 1 || c.Rows[0].Key != ids[1] {
-				t.Fatalf("claim past max_attempts: rows %+v, want %s", c.Rows, ids[1])
-			}
-			if len(c.Dead) != 1 || c.Dead[0].Key != ids[0] || c.Dead[0].Values["name"] != "item 1" ||
-				c.Dead[0].Lease.Attempt != 3 || c.Dead[0].Lease.Token != "" {
-				t.Fatalf("claim past max_attempts: dead %+v, want %s (item 1) at its 3rd delivery, without a token", c.Dead, ids[0])
-			}
-			if got := h.DeadLettered(t, spec); len(got) != 1 || got[0] != ids[0] {
-				t.Fatalf("dead-letter stream holds %v, want [%s]", got, ids[0])
-			}
-			// A drained claim still reports what it buried.
-			if err := cur.Release(ctx, c.Rows); err != nil {
-				t.Fatal(err)
-			}
-			if err := cur.Release(ctx, commit(t, cur, 1).Rows); err != nil {
-				t.Fatal(err)
-			}
-			c = commit(t, cur, 1)
-			if len(c.Rows) != 0 || len(c.Dead) != 1 || c.Dead[0].Key != ids[1] {
-				t.Fatalf("drained claim: rows %+v, dead %+v; want none and %s dead", c.Rows, c.Dead, ids[1])
-			}
-			if c = commit(t, cur, 1); len(c.Rows) != 0 || len(c.Dead) != 0 {
-				t.Fatalf("claim after the dead letter: rows %+v, dead %+v; want neither", c.Rows, c.Dead)
-			}
+			// The burying claim counts a delivery of its own.
+			deadtest.ExpectClaimDead(t, cur, ids, spec.MaxAttempts, func(ran int) int { return ran + 1 },
+				func() []string { return h.DeadLettered(t, spec) })
 		}},
 		{"malformed tokens are refused", func(t *testing.T) {
 			spec, ids := queue(t, h, 1, nil)
@@ -220,17 +189,4 @@ func TestCursorBehaviour(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, tt.run)
 	}
-}
-
-// commit claims up to max entries and commits the claim.
-func commit(t *testing.T, cur cursor.Cursor, max int) *cursor.Claim {
-	t.Helper()
-	c, err := cur.Claim(t.Context(), max)
-	if err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
-	if err := c.Commit(t.Context()); err != nil {
-		t.Fatalf("Commit: %v", err)
-	}
-	return c
 }

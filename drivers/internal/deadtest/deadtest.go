@@ -7,6 +7,7 @@
 package deadtest
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
 )
@@ -89,4 +91,93 @@ func ExpectDeadLetter(t testing.TB, got, poison []string) {
 	if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(poison))) {
 		t.Fatalf("the dead letter holds %v, want %v", got, poison)
 	}
+}
+
+// The drain of Drain: Rows rows, every Every-th failing, in a playbook
+// whose frame has max_attempts MaxAttempts.
+const (
+	Rows        = 200
+	Every       = 50
+	MaxAttempts = 3
+)
+
+// Drain runs cfg, a playbook whose body GETs {{ workload.url }}/<n> for
+// every row (n numbered from 1, as keys are ordered) with max_attempts
+// MaxAttempts, against FailEvery(Every), then checks that deadLetter (the
+// keys in the source's dead letter) holds the poison rows and that the
+// loop counted them dead (ExpectDead).
+func Drain(ctx context.Context, t *testing.T, cfg drivertest.DrainConfig, keys []string, deadLetter func() []string) {
+	t.Helper()
+	srv := FailEvery(t, Every)
+	w := map[string]any{"url": srv.URL}
+	for k, v := range cfg.Workload {
+		w[k] = v
+	}
+	cfg.Workload = w
+	r := drivertest.Drain(ctx, t, cfg)
+	poison := Poison(keys, Every)
+	ExpectDeadLetter(t, deadLetter(), poison)
+	ExpectDead(t, r, keys, poison, MaxAttempts)
+}
+
+// ExpectClaimDead checks on cur, a cursor on a fresh queue whose first
+// two rows are keys[0] and keys[1] and whose spec has max_attempts maxAttempts, that the claim which sets
+// a row aside lists it in Claim.Dead: keys[0] is claimed and released
+// maxAttempts times, then a claim of two returns keys[1] with keys[0]
+// dead; keys[1] is then released until a claim that returns no row lists
+// it dead. deadAttempt is the Lease.Attempt a dead row carries, given
+// the deliveries it ran; deadLetter returns the keys in the source's
+// dead letter.
+func ExpectClaimDead(t *testing.T, cur cursor.Cursor, keys []string, maxAttempts int,
+	deadAttempt func(ran int) int, deadLetter func() []string) {
+	t.Helper()
+	ctx := t.Context()
+	release := func(rows []cursor.Row) {
+		t.Helper()
+		if err := cur.Release(ctx, rows); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		c := commit(t, cur, 1)
+		if len(c.Rows) != 1 || c.Rows[0].Key != keys[0] || c.Rows[0].Lease.Attempt != attempt || len(c.Dead) != 0 {
+			t.Fatalf("claim %d: rows %+v, dead %+v; want %s at attempt %d, none dead", attempt, c.Rows, c.Dead, keys[0], attempt)
+		}
+		release(c.Rows)
+	}
+	c := commit(t, cur, 2)
+	if len(c.Rows) != 1 || c.Rows[0].Key != keys[1] {
+		t.Fatalf("claim past max_attempts: rows %+v, want %s", c.Rows, keys[1])
+	}
+	if len(c.Dead) != 1 || c.Dead[0].Key != keys[0] || len(c.Dead[0].Values) == 0 ||
+		c.Dead[0].Lease.Attempt != deadAttempt(maxAttempts) || c.Dead[0].Lease.Token != "" {
+		t.Fatalf("claim past max_attempts: dead %+v, want %s with values, attempt %d and no token", c.Dead, keys[0], deadAttempt(maxAttempts))
+	}
+	ExpectDeadLetter(t, deadLetter(), keys[:1])
+	// A claim that finds nothing else to run still reports what it buried.
+	for range maxAttempts - 1 {
+		release(c.Rows)
+		c = commit(t, cur, 1)
+	}
+	release(c.Rows)
+	c = commit(t, cur, 1)
+	if len(c.Rows) != 0 || len(c.Dead) != 1 || c.Dead[0].Key != keys[1] {
+		t.Fatalf("drained claim: rows %+v, dead %+v; want none and %s dead", c.Rows, c.Dead, keys[1])
+	}
+	if c = commit(t, cur, 1); len(c.Rows) != 0 || len(c.Dead) != 0 {
+		t.Fatalf("claim after the dead letter: rows %+v, dead %+v; want neither", c.Rows, c.Dead)
+	}
+}
+
+// commit claims up to max rows and commits the claim.
+func commit(t *testing.T, cur cursor.Cursor, max int) *cursor.Claim {
+	t.Helper()
+	c, err := cur.Claim(t.Context(), max)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if err := c.Commit(t.Context()); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	return c
 }
