@@ -63,13 +63,17 @@ type candidate struct {
 // Claim leases up to limit objects (see claim) and returns them as a
 // claim held by their lease markers from the start: Commit does nothing,
 // Abort releases them (counting the delivery), and the objects of a
-// claimer that died are claimed again once their markers expire.
+// claimer that died are claimed again once their markers expire. Objects
+// the claim moved to the dead prefix are in the claim's Dead, whether or
+// not it returns rows.
 func (c *Cursor) Claim(ctx context.Context, limit int) (*cursor.Claim, error) {
-	rows, err := c.claim(ctx, limit)
+	rows, dead, err := c.claim(ctx, limit)
 	if err != nil {
 		return nil, err
 	}
-	return cursor.LeasedClaim(rows, c.Release), nil
+	claim := cursor.LeasedClaim(rows, c.Release)
+	claim.Dead = dead
+	return claim, nil
 }
 
 // claim leases up to max pending objects. For each candidate it reads the
@@ -77,17 +81,16 @@ func (c *Cursor) Claim(ctx context.Context, limit int) (*cursor.Claim, error) {
 // generation conditionally; losing that race means another claimer has
 // the object. Objects whose latest marker is done or dead are moved on
 // behalf of a claimer that died half-way; objects past MaxAttempts go to
-// the dead prefix. Zero rows mean every pending object holds a live
-// lease or there is none.
-func (c *Cursor) claim(ctx context.Context, limit int) ([]cursor.Row, error) {
+// the dead prefix, and are returned as dead. Zero rows mean every pending
+// object holds a live lease or there is none.
+func (c *Cursor) claim(ctx context.Context, limit int) (rows, dead []cursor.Row, err error) {
 	if c.closed.Load() {
-		return nil, c.fail("claim", cursor.ErrClosed)
+		return nil, nil, c.fail("claim", cursor.ErrClosed)
 	}
 	if limit < 1 {
-		return nil, c.fail("claim", fmt.Errorf("limit rows %d, want at least 1", limit))
+		return nil, nil, c.fail("claim", fmt.Errorf("limit rows %d, want at least 1", limit))
 	}
 	var (
-		rows    []cursor.Row
 		markers map[string][]markerRef
 		pending = make(map[string]bool)
 		tok     = blob.FirstPageToken
@@ -100,13 +103,12 @@ func (c *Cursor) claim(ctx context.Context, limit int) ([]cursor.Row, error) {
 		// Markers are listed before each page: an object claimed and
 		// finished in between is then absent from the page rather than
 		// present without markers (which costs a marker and its removal).
-		var err error
 		if markers, err = c.listMarkers(ctx); err != nil {
-			return rows, c.fail("claim", err)
+			return rows, dead, c.fail("claim", err)
 		}
 		page, next, err := c.b.b.ListPage(ctx, tok, pageSize, lo)
 		if err != nil {
-			return rows, c.fail("claim", fmt.Errorf("list pending: %w", err))
+			return rows, dead, c.fail("claim", fmt.Errorf("list pending: %w", err))
 		}
 		cands := make([]candidate, 0, len(page))
 		for _, obj := range page {
@@ -123,16 +125,17 @@ func (c *Cursor) claim(ctx context.Context, limit int) ([]cursor.Row, error) {
 		}
 		for len(cands) > 0 && len(rows) < limit {
 			n := min(limit-len(rows), len(cands))
-			won, err := c.tryBatch(ctx, cands[:n])
+			won, buried, err := c.tryBatch(ctx, cands[:n])
 			rows = append(rows, won...)
+			dead = append(dead, buried...)
 			if err != nil {
 				if len(rows) == 0 {
-					return nil, c.fail("claim", err)
+					return nil, nil, c.fail("claim", err)
 				}
 				// Hand out what was leased rather than strand it until
 				// its lease lapses.
 				c.log.Warn("s3prefix: claim cut short", "rows", len(rows), "err", err)
-				return rows, nil
+				return rows, dead, nil
 			}
 			cands = cands[n:]
 		}
@@ -145,7 +148,7 @@ func (c *Cursor) claim(ctx context.Context, limit int) ([]cursor.Row, error) {
 		tok = next
 	}
 	slices.SortFunc(rows, func(a, b cursor.Row) int { return strings.Compare(a.Key, b.Key) })
-	return rows, nil
+	return rows, dead, nil
 }
 
 // listMarkers lists the lease prefix: row name → markers, ascending.
@@ -231,23 +234,30 @@ func parallel(n, conc int, fn func(i int)) {
 	wg.Wait()
 }
 
-// tryBatch tries to lease every candidate, in parallel.
-func (c *Cursor) tryBatch(ctx context.Context, cands []candidate) ([]cursor.Row, error) {
+// tryBatch tries to lease every candidate, in parallel. It returns the
+// rows it leased and those it dead-lettered.
+func (c *Cursor) tryBatch(ctx context.Context, cands []candidate) (rows, dead []cursor.Row, err error) {
 	got := make([]*cursor.Row, len(cands))
+	buried := make([]*cursor.Row, len(cands))
 	errs := make([]error, len(cands))
-	parallel(len(cands), c.conc, func(i int) { got[i], errs[i] = c.try(ctx, cands[i]) })
-	err := errors.Join(errs...)
-	var rows []cursor.Row
-	for _, r := range got {
-		if r != nil {
-			rows = append(rows, *r)
+	parallel(len(cands), c.conc, func(i int) { got[i], buried[i], errs[i] = c.try(ctx, cands[i]) })
+	for i := range cands {
+		if got[i] != nil {
+			rows = append(rows, *got[i])
+		}
+		if buried[i] != nil {
+			dead = append(dead, *buried[i])
 		}
 	}
-	return rows, err
+	return rows, dead, errors.Join(errs...)
 }
 
-// try leases one candidate; a nil row means it is not claimable now.
-func (c *Cursor) try(ctx context.Context, cand candidate) (*cursor.Row, error) {
+// try leases one candidate; a nil row means it is not claimable now. A
+// candidate past MaxAttempts is dead-lettered instead, and returned as
+// dead (without reading its body: its listing is its values) once this
+// claimer's dead marker settled its fate, even if moving it failed: the
+// marker makes the next claimer finish the move.
+func (c *Cursor) try(ctx context.Context, cand candidate) (row, dead *cursor.Row, err error) {
 	now := time.Now()
 	next := marker{State: stateLeased, Attempt: 1, Expires: now.Add(c.lease).UnixMilli()}
 	gen := int64(1)
@@ -255,17 +265,18 @@ func (c *Cursor) try(ctx context.Context, cand candidate) (*cursor.Row, error) {
 		latest := cand.markers[n-1]
 		st, ok, err := c.state(ctx, latest)
 		if err != nil || !ok {
-			return nil, err // gone: the object is moving; skip it
+			return nil, nil, err // gone: the object is moving; skip it
 		}
 		switch st.State {
 		case stateLeased:
 			if st.Expires > now.UnixMilli() {
-				return nil, nil
+				return nil, nil, nil
 			}
 		case stateDone:
-			return nil, c.finish(ctx, []move{{cand.name, c.opts.DonePrefix, latest.gen}})
+			return nil, nil, c.finish(ctx, []move{{cand.name, c.opts.DonePrefix, latest.gen}})
 		case stateDead:
-			return nil, c.finish(ctx, []move{{cand.name, c.opts.DeadPrefix, latest.gen}})
+			// Whoever created the dead marker reported the row.
+			return nil, nil, c.finish(ctx, []move{{cand.name, c.opts.DeadPrefix, latest.gen}})
 		}
 		gen = latest.gen + 1
 		if mx := c.spec.MaxAttempts; mx > 0 && st.Attempt >= mx {
@@ -273,13 +284,17 @@ func (c *Cursor) try(ctx context.Context, cand candidate) (*cursor.Row, error) {
 			if st.State == stateReleased {
 				reason = fmt.Sprintf("released after attempt %d of %d", st.Attempt, mx)
 			}
-			return nil, c.bury(ctx, cand.name, gen, st.Attempt, reason)
+			won, err := c.bury(ctx, cand.name, gen, st.Attempt, reason)
+			if won {
+				dead = &cursor.Row{Key: cand.name, Values: listingValues(cand), Lease: cursor.Lease{Attempt: st.Attempt}}
+			}
+			return nil, dead, err
 		}
 		next.Attempt = st.Attempt + 1
 	}
 	won, err := c.create(ctx, cand.name, gen, next)
 	if err != nil || !won {
-		return nil, err
+		return nil, nil, err
 	}
 	values, exists, err := c.values(ctx, cand)
 	if err != nil || !exists {
@@ -288,24 +303,29 @@ func (c *Cursor) try(ctx context.Context, cand candidate) (*cursor.Row, error) {
 		if derr := c.b.b.Delete(ctx, markerKey(c.opts.LeasePrefix, cand.name, gen)); derr != nil && gcerrors.Code(derr) != gcerrors.NotFound {
 			err = errors.Join(err, fmt.Errorf("delete orphan lease marker: %w", derr))
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	return &cursor.Row{
 		Key:    cand.name,
 		Values: values,
 		Lease:  cursor.Lease{Attempt: next.Attempt, Deadline: time.UnixMilli(next.Expires), Token: token(gen)},
-	}, nil
+	}, nil, nil
+}
+
+// listingValues are the values of a row that the listing gives.
+func listingValues(cand candidate) map[string]any {
+	return map[string]any{
+		"key":      cand.obj.Key,
+		"name":     cand.name,
+		"size":     cand.obj.Size,
+		"modified": cand.obj.ModTime.UTC().Format(time.RFC3339Nano),
+	}
 }
 
 // values builds a row's values and checks that its object still exists.
 func (c *Cursor) values(ctx context.Context, cand candidate) (map[string]any, bool, error) {
 	key := cand.obj.Key
-	v := map[string]any{
-		"key":      key,
-		"name":     cand.name,
-		"size":     cand.obj.Size,
-		"modified": cand.obj.ModTime.UTC().Format(time.RFC3339Nano),
-	}
+	v := listingValues(cand)
 	if !c.opts.ReadBody || cand.obj.Size > c.opts.MaxBodyBytes {
 		if c.opts.ReadBody {
 			v["body_skipped"] = true
@@ -349,14 +369,15 @@ func setBody(v map[string]any, body []byte, asJSON bool) {
 }
 
 // bury creates generation gen as a dead marker and moves the object to
-// the dead prefix; losing the race leaves the object to the winner.
-func (c *Cursor) bury(ctx context.Context, name string, gen int64, attempt int, reason string) error {
-	won, err := c.create(ctx, name, gen, marker{State: stateDead, Attempt: attempt, Reason: reason})
+// the dead prefix; losing the race leaves the object to the winner. won
+// reports that this claimer's marker made the row dead.
+func (c *Cursor) bury(ctx context.Context, name string, gen int64, attempt int, reason string) (won bool, err error) {
+	won, err = c.create(ctx, name, gen, marker{State: stateDead, Attempt: attempt, Reason: reason})
 	if err != nil || !won {
-		return err
+		return false, err
 	}
 	c.log.Warn("s3prefix: dead-lettered", "name", name, "attempt", attempt, "reason", reason)
-	return c.finish(ctx, []move{{name, c.opts.DeadPrefix, gen}})
+	return true, c.finish(ctx, []move{{name, c.opts.DeadPrefix, gen}})
 }
 
 // move is a row whose marker of generation gen is terminal, to be moved
@@ -502,16 +523,14 @@ func (c *Cursor) Ack(ctx context.Context, rows []cursor.Row) error {
 		func(r cursor.Row) marker { return marker{State: stateDone, Attempt: r.Lease.Attempt} }, c.destOf)
 }
 
-// Release hands rows back for another claim, counting the delivery; a row
-// that has had Spec.MaxAttempts deliveries goes to the dead prefix
-// instead. Stale tokens are refused with cursor.ErrStaleLease.
+// Release hands rows back for another claim, counting the delivery.
+// Stale tokens are refused with cursor.ErrStaleLease. A row that has had
+// Spec.MaxAttempts deliveries is released all the same: the next claim
+// moves it to the dead prefix and lists it in Claim.Dead, which is how
+// the engine learns that it is dead (a Release that buried it would leave
+// the engine counting it failed, never dead).
 func (c *Cursor) Release(ctx context.Context, rows []cursor.Row) error {
-	mx := c.spec.MaxAttempts
 	return c.transition(ctx, "release", rows, func(r cursor.Row) marker {
-		if mx > 0 && r.Lease.Attempt >= mx {
-			return marker{State: stateDead, Attempt: r.Lease.Attempt,
-				Reason: fmt.Sprintf("released after attempt %d of %d", r.Lease.Attempt, mx)}
-		}
 		return marker{State: stateReleased, Attempt: r.Lease.Attempt}
 	}, c.destOf)
 }

@@ -70,9 +70,13 @@
 //
 // Delivery counts live in the markers (Lease.Attempt). A row released
 // with Spec.MaxAttempts deliveries, or whose lease lapses after its last
-// allowed delivery, is moved to the dead prefix instead of coming back;
-// the engine may also dead-letter rows itself (cursor.DeadLetterer). The
-// reason is logged.
+// allowed delivery, is moved to the dead prefix by the next claim instead
+// of coming back. That claim lists it in its Dead (cursor.Claim.Dead: the
+// name, the listing's key, size and modified, and the deliveries it had),
+// so that the engine reports it dead, also when the claim has no rows;
+// Release itself does not bury a row, since the engine would never learn
+// of it. The engine may also dead-letter rows itself
+// (cursor.DeadLetterer). The reason is logged.
 //
 // # Drain
 //
