@@ -12,7 +12,6 @@ import (
 	"github.com/cursorflow/cursorflow/drivers/internal/deadtest"
 	"github.com/cursorflow/cursorflow/drivers/s3prefix"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
-	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
 // TestClaimReportsDead: the object released with its last allowed
@@ -46,18 +45,7 @@ func TestPlaybookCountsDeadObjects(t *testing.T) {
 		drainDead(t, cfg, mem, "mem://dead", "dead/")
 	})
 	t.Run("S3", func(t *testing.T) {
-		raw := testenv.S3(t)
-		admin, err := blob.OpenBucket(context.Background(), raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		root := "e2e-dead-" + testenv.RandomSuffix(t) + "/"
-		t.Cleanup(func() {
-			if err := deleteAll(context.Background(), admin, root); err != nil {
-				t.Errorf("clean up: %v", err)
-			}
-			_ = admin.Close()
-		})
+		admin, raw, root := s3Root(t, "e2e-dead-")
 		drainDead(t, s3prefix.Config{}, admin, raw, root)
 	})
 }

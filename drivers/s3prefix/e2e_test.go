@@ -60,18 +60,26 @@ func TestPlaybookDrainsMemBucket(t *testing.T) {
 // puts per row: lease marker, done marker, copy), so this run is small:
 // the conformance suite already drains 2,000 objects with 16 claimers.
 func TestPlaybookDrainsS3(t *testing.T) {
-	raw := testenv.S3(t)
+	admin, raw, root := s3Root(t, "e2e-")
+	n := 300
+	drainThroughEngine(t, s3prefix.Config{}, admin, raw, root, n)
+}
+
+// s3Root opens the S3 server's bucket and returns it, its URL and a fresh
+// root prefix (name plus a random suffix), deleted when the test ends.
+func s3Root(t *testing.T, name string) (admin *blob.Bucket, raw, root string) {
+	t.Helper()
+	raw = testenv.S3(t)
 	admin, err := blob.OpenBucket(context.Background(), raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := "e2e-" + testenv.RandomSuffix(t) + "/"
+	root = name + testenv.RandomSuffix(t) + "/"
 	t.Cleanup(func() {
 		if err := deleteAll(context.Background(), admin, root); err != nil {
 			t.Errorf("clean up: %v", err)
 		}
 		_ = admin.Close()
 	})
-	n := 300
-	drainThroughEngine(t, s3prefix.Config{}, admin, raw, root, n)
+	return admin, raw, root
 }
