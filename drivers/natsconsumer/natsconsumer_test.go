@@ -207,7 +207,7 @@ func TestCursorBehaviour(t *testing.T) {
 			spec, seqs := newQueue(t, 2, map[string]any{"dead_letter_subject": "NAME.dead"})
 			spec.MaxAttempts = 2
 			// The burying fetch counts a delivery of its own.
-			deadtest.ExpectClaimDead(t, open(t, spec), seqs, spec.MaxAttempts, func(ran int) int { return ran + 1 },
+			deadtest.ExpectClaimDead(t, drv, spec, seqs, func(ran int) int { return ran + 1 },
 				func() []string { return deadLettered(t, js, spec.Options["stream"].(string)+"_DEAD") })
 		}},
 		{"tokens must be reply subjects", func(t *testing.T) {

@@ -162,12 +162,8 @@ func TestCursorBehaviour(t *testing.T) {
 			// engine learns of it only from Claim.Dead.
 			spec, ids := queue(t, h, 2, nil)
 			spec.MaxAttempts = 2
-			cur, err := h.drv.Open(ctx, spec)
-			if err != nil {
-				t.Fatal(err)
-			}
 			// The burying claim counts a delivery of its own.
-			deadtest.ExpectClaimDead(t, cur, ids, spec.MaxAttempts, func(ran int) int { return ran + 1 },
+			deadtest.ExpectClaimDead(t, h.drv, spec, ids, func(ran int) int { return ran + 1 },
 				func() []string { return h.DeadLettered(t, spec) })
 		}},
 		{"malformed tokens are refused", func(t *testing.T) {

@@ -22,13 +22,8 @@ func TestClaimReportsDead(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := h(t, s3prefix.Config{})
 			spec, names := h.NewQueue(t, 2, cursortest.QueueOptions{MaxAttempts: 2})
-			cur, err := h.drv.Open(t.Context(), spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cur.Close() })
 			// The marker counts deliveries run; burying is not one.
-			deadtest.ExpectClaimDead(t, cur, names, spec.MaxAttempts, func(ran int) int { return ran },
+			deadtest.ExpectClaimDead(t, h.drv, spec, names, func(ran int) int { return ran },
 				func() []string { return h.DeadLettered(t, spec) })
 		})
 	}
