@@ -216,13 +216,17 @@ func (c *Cursor) candidates(src string, now int64) string {
 // Claim leases up to limit rows (see claim) and returns them as a claim
 // held by their claim records from the start: Commit does nothing, Abort
 // releases them (counting the delivery), and the rows of a claimer that
-// died are claimed again once their claims expire.
+// died are claimed again once their claims expire. Rows the claim moved
+// to the dead table are in the claim's Dead, whether or not it returns
+// rows.
 func (c *Cursor) Claim(ctx context.Context, limit int) (*cursor.Claim, error) {
-	rows, err := c.claim(ctx, limit)
+	rows, dead, err := c.claim(ctx, limit)
 	if err != nil {
 		return nil, err
 	}
-	return cursor.LeasedClaim(rows, c.Release), nil
+	claim := cursor.LeasedClaim(rows, c.Release)
+	claim.Dead = dead
+	return claim, nil
 }
 
 // claim leases up to limit rows. It inserts a claim with a fresh token
@@ -230,57 +234,99 @@ func (c *Cursor) Claim(ctx context.Context, limit int) (*cursor.Claim, error) {
 // them this token won: a claim wins when, once it is visible, no other
 // active claim of the same key is. Lost claims are withdrawn at once; if
 // every candidate was contested, Claim tries again with new candidates.
-// Rows past MaxAttempts deliveries go to the dead table first.
-func (c *Cursor) claim(ctx context.Context, limit int) ([]cursor.Row, error) {
+// Rows past MaxAttempts deliveries go to the dead table first, and are
+// returned as dead.
+func (c *Cursor) claim(ctx context.Context, limit int) (rows, dead []cursor.Row, err error) {
 	if c.closed.Load() {
-		return nil, c.fail("claim", cursor.ErrClosed)
+		return nil, nil, c.fail("claim", cursor.ErrClosed)
 	}
 	if limit < 1 {
-		return nil, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", limit))
+		return nil, nil, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", limit))
 	}
 	src, err := c.source(limit)
 	if err != nil {
-		return nil, c.fail("claim", err)
+		return nil, nil, c.fail("claim", err)
 	}
-	if c.spec.MaxAttempts > 0 {
-		if err := c.buryExhausted(ctx, src); err != nil {
-			return nil, c.fail("claim", err)
+	for round := 0; c.spec.MaxAttempts > 0; round++ {
+		buried, contested, err := c.buryExhausted(ctx, src)
+		if err != nil {
+			return nil, nil, c.fail("claim", err)
+		}
+		dead = append(dead, buried...)
+		if contested == 0 {
+			break
+		}
+		// Another claimer contested exhausted rows: bury them again
+		// rather than leave them to no one (both contenders may lose),
+		// since the claim below skips them.
+		if err := c.pause(ctx, round, "exhausted row"); err != nil {
+			return nil, nil, c.fail("claim", err)
 		}
 	}
 	for round := 0; ; round++ {
 		rows, contested, err := c.claimRound(ctx, src, limit)
 		if err != nil {
-			return nil, c.fail("claim", err)
+			return nil, nil, c.fail("claim", err)
 		}
 		if len(rows) > 0 || contested == 0 {
-			return rows, nil
+			return rows, dead, nil
 		}
-		if round+1 >= c.drv.cfg.MaxRounds {
-			return nil, c.fail("claim", fmt.Errorf("every candidate was contested in %d rounds", round+1))
-		}
-		// Every candidate was contested: pause briefly, at random, so that
-		// the contenders stop picking the same rows at the same moment.
-		pause := time.Duration(1+rand.IntN(10*(round+1))) * time.Millisecond
-		select {
-		case <-ctx.Done():
-			return nil, c.fail("claim", ctx.Err())
-		case <-time.After(pause):
+		if err := c.pause(ctx, round, "candidate"); err != nil {
+			return nil, nil, c.fail("claim", err)
 		}
 	}
 }
 
-// buryExhausted moves the keys that have had MaxAttempts deliveries and
-// are not held by an active claim to the dead table.
-func (c *Cursor) buryExhausted(ctx context.Context, src string) error {
-	now := time.Now().UnixMilli()
-	reason := fmt.Sprintf("lease lapsed after the last of %d deliveries", c.spec.MaxAttempts)
-	stmt := `INSERT INTO ` + c.t.dead + ` (key, token, reason, at)
-	 SELECT k, '', ` + quote(reason) + `, toUInt64(` + strconv.FormatInt(now, 10) + `)
-	 FROM (` + c.candidates(src, now) + `) WHERE k IN ` + c.exhaustedKeys()
-	if err := c.exec(ctx, stmt); err != nil {
-		return fmt.Errorf("dead-letter exhausted rows: %w", err)
+// pause follows a round in which every candidate (what) was contested:
+// it waits briefly, at random, so that the contenders stop picking the
+// same rows at the same moment, and fails after MaxRounds rounds.
+func (c *Cursor) pause(ctx context.Context, round int, what string) error {
+	if round+1 >= c.drv.cfg.MaxRounds {
+		return fmt.Errorf("every %s was contested in %d rounds", what, round+1)
 	}
-	return nil
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Duration(1+rand.IntN(10*(round+1))) * time.Millisecond):
+		return nil
+	}
+}
+
+// maxBury bounds the rows one claim moves to the dead table; the next
+// claim moves the rest.
+const maxBury = 10000
+
+// buryExhausted moves the keys that have had MaxAttempts deliveries and
+// are not held by an active claim to the dead table, and returns their
+// rows. It claims them first, as claimRound claims candidates, so that of
+// two claimers burying a row only one reports it dead (the dead table
+// itself cannot say who inserted first); contested counts the rows it
+// lost to another claimer.
+func (c *Cursor) buryExhausted(ctx context.Context, src string) (dead []cursor.Row, contested int, err error) {
+	now := time.Now()
+	cands := c.candidates(src, now.UnixMilli()) + ` AND k IN ` + c.exhaustedKeys()
+	tok, won, attempts, contested, err := c.claimKeys(ctx, cands, maxBury, now)
+	if err != nil || len(won) == 0 {
+		return nil, contested, err
+	}
+	reason := fmt.Sprintf("lease lapsed or released after the last of %d deliveries", c.spec.MaxAttempts)
+	if err := c.bury(ctx, tok, won, reason); err != nil {
+		// The bury claims hold the rows until they expire; then the next
+		// claim buries them.
+		return nil, 0, fmt.Errorf("dead-letter exhausted rows: %w", err)
+	}
+	for k, n := range attempts {
+		attempts[k] = n - 1 // the bury claim is no delivery
+	}
+	if dead, err = c.fetch(ctx, src, won, "", attempts, time.Time{}); err != nil {
+		// Buried all the same: report the keys alone.
+		c.log.Warn("clickhouse: read dead-lettered rows", "rows", len(won), "err", err)
+		dead = make([]cursor.Row, len(won))
+		for i, k := range won {
+			dead[i] = cursor.Row{Key: k, Lease: cursor.Lease{Attempt: attempts[k]}}
+		}
+	}
+	return dead, contested, nil
 }
 
 // claimRound makes one claim attempt; contested counts the candidates
@@ -288,9 +334,7 @@ func (c *Cursor) buryExhausted(ctx context.Context, src string) error {
 func (c *Cursor) claimRound(ctx context.Context, src string, limit int) ([]cursor.Row, int, error) {
 	now := time.Now()
 	at := now.UnixMilli()
-	tok := newToken(at)
-	expires := now.Add(c.lease).UnixMilli()
-	order := `cityHash64(k, ` + quote(tok) + `)`
+	order := `cityHash64(k, ` + quote(newToken(at)) + `)`
 	cands := c.candidates(src, at)
 	if c.spec.MaxAttempts > 0 {
 		cands += ` AND k NOT IN ` + c.exhaustedKeys()
@@ -308,11 +352,34 @@ func (c *Cursor) claimRound(ctx context.Context, src string, limit int) ([]curso
 	if order != "" {
 		cands += ` ORDER BY ` + order
 	}
+	tok, won, attempts, contested, err := c.claimKeys(ctx, cands, limit, now)
+	if err != nil || len(won) == 0 {
+		return nil, contested, err
+	}
+	rows, err := c.fetch(ctx, src, won, tok, attempts, time.UnixMilli(now.Add(c.lease).UnixMilli()))
+	if err != nil {
+		// Hand the rows back rather than strand them until they expire.
+		_ = c.record(context.WithoutCancel(ctx), tok, won, "release")
+		return nil, 0, err
+	}
+	return rows, contested, nil
+}
+
+// claimKeys claims up to limit keys of the candidate query cands (a
+// SELECT of k) with a fresh token taken at now: it inserts a claim for
+// each, then reads back which of them have no active rival and are
+// neither done nor dead. It withdraws the others and returns the keys won
+// with their attempts (claims kept, this one included) and how many were
+// contested.
+func (c *Cursor) claimKeys(ctx context.Context, cands string, limit int, now time.Time) (tok string, won []string, attempts map[string]int, contested int, err error) {
+	at := now.UnixMilli()
+	tok = newToken(at)
+	expires := now.Add(c.lease).UnixMilli()
 	insert := `INSERT INTO ` + c.t.claims + ` (key, token, kind, expires, at)
 	 SELECT k, ` + quote(tok) + `, 'claim', toUInt64(` + strconv.FormatInt(expires, 10) + `), toUInt64(` + strconv.FormatInt(at, 10) + `)
 	 FROM (` + cands + ` LIMIT ` + strconv.Itoa(limit) + `)`
 	if err := c.exec(ctx, insert); err != nil {
-		return nil, 0, fmt.Errorf("insert claims: %w", err)
+		return "", nil, nil, 0, fmt.Errorf("insert claims: %w", err)
 	}
 	// The claims are visible now (a synchronous insert on one node). Read
 	// back, with the current time, which of them have no active rival.
@@ -326,10 +393,10 @@ func (c *Cursor) claimRound(ctx context.Context, src string, limit int) ([]curso
 	 GROUP BY key`
 	_, res, err := c.query(ctx, readBack)
 	if err != nil {
-		return nil, 0, fmt.Errorf("read back claims: %w", err)
+		return "", nil, nil, 0, fmt.Errorf("read back claims: %w", err)
 	}
-	var won, lost []string
-	attempts := make(map[string]int, len(res))
+	var lost []string
+	attempts = make(map[string]int, len(res))
 	for _, r := range res {
 		key, _ := r[0].(string)
 		rivals, _ := r[1].(int64)
@@ -349,16 +416,7 @@ func (c *Cursor) claimRound(ctx context.Context, src string, limit int) ([]curso
 			c.log.Warn("clickhouse: withdraw lost claims", "rows", len(lost), "err", err)
 		}
 	}
-	if len(won) == 0 {
-		return nil, len(lost), nil
-	}
-	rows, err := c.fetch(ctx, src, won, tok, attempts, time.UnixMilli(expires))
-	if err != nil {
-		// Hand the rows back rather than strand them until they expire.
-		_ = c.record(context.WithoutCancel(ctx), tok, won, "release")
-		return nil, 0, err
-	}
-	return rows, len(lost), nil
+	return tok, won, attempts, len(lost), nil
 }
 
 // fetch reads the won rows' values from the source.
@@ -509,29 +567,16 @@ func (c *Cursor) Ack(ctx context.Context, rows []cursor.Row) error {
 }
 
 // Release ends the rows' claims so that the next claim gets them again,
-// counting the delivery; rows that have had MaxAttempts deliveries go to
-// the dead table instead. Stale tokens are refused with
-// cursor.ErrStaleLease.
+// counting the delivery. Stale tokens are refused with
+// cursor.ErrStaleLease. A row that has had MaxAttempts deliveries is
+// released all the same: the next claim moves it to the dead table and
+// lists it in Claim.Dead, which is how the engine learns that it is dead
+// (a Release that buried it would leave the engine counting it failed,
+// never dead).
 func (c *Cursor) Release(ctx context.Context, rows []cursor.Row) error {
-	mx := c.spec.MaxAttempts
 	return c.settle(ctx, "release", rows, false, func(tok string, rows []cursor.Row) error {
-		var back, dead []cursor.Row
-		for _, r := range rows {
-			if mx > 0 && r.Lease.Attempt >= mx {
-				dead = append(dead, r)
-			} else {
-				back = append(back, r)
-			}
-		}
-		if len(dead) > 0 {
-			if err := c.bury(ctx, tok, dead, fmt.Sprintf("released after the last of %d deliveries", mx)); err != nil {
-				return err
-			}
-		}
-		if len(back) > 0 {
-			if err := c.record(ctx, tok, keysOf(back), "release"); err != nil {
-				return fmt.Errorf("record release: %w", err)
-			}
+		if err := c.record(ctx, tok, keysOf(rows), "release"); err != nil {
+			return fmt.Errorf("record release: %w", err)
 		}
 		return nil
 	})
@@ -541,17 +586,17 @@ func (c *Cursor) Release(ctx context.Context, rows []cursor.Row) error {
 // are refused with cursor.ErrStaleLease.
 func (c *Cursor) DeadLetter(ctx context.Context, rows []cursor.Row, reason string) error {
 	return c.settle(ctx, "dead_letter", rows, false, func(tok string, rows []cursor.Row) error {
-		return c.bury(ctx, tok, rows, reason)
+		return c.bury(ctx, tok, keysOf(rows), reason)
 	})
 }
 
-func (c *Cursor) bury(ctx context.Context, tok string, rows []cursor.Row, reason string) error {
-	stmt := `INSERT INTO ` + c.t.dead + ` (key, token, reason, at) SELECT arrayJoin(` + list(keysOf(rows)) + `), ` +
+func (c *Cursor) bury(ctx context.Context, tok string, keys []string, reason string) error {
+	stmt := `INSERT INTO ` + c.t.dead + ` (key, token, reason, at) SELECT arrayJoin(` + list(keys) + `), ` +
 		quote(tok) + `, ` + quote(reason) + `, toUInt64(` + strconv.FormatInt(time.Now().UnixMilli(), 10) + `)`
 	if err := c.exec(ctx, stmt); err != nil {
 		return fmt.Errorf("record dead letter: %w", err)
 	}
-	c.log.Warn("clickhouse: dead-lettered", "rows", keysOf(rows), "reason", reason)
+	c.log.Warn("clickhouse: dead-lettered", "rows", keys, "reason", reason)
 	return nil
 }
 

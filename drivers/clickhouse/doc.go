@@ -67,14 +67,19 @@
 // the done record stands (the holder did process the row). Lease.Attempt
 // counts the row's claims that were kept. A row released after its
 // MaxAttempts-th delivery, or whose lease lapses after it, is recorded in
-// the dead table instead of being claimed again; the engine may also
-// dead-letter rows (cursor.DeadLetterer). Delivery is at least once: a row
-// comes back only after its lease expired or it was released. A claim is
-// held by its claim record from the claim on (cursor.LeasedClaim): the
-// engine's Commit, once the rows are on record, changes nothing, and its
-// Abort (the record failed) releases them, counting the delivery; rows of
-// a claimer that died between its claim and the engine's record are
-// claimed again once their claims expire.
+// the dead table by the next claim instead of being claimed again. That
+// claim first claims such rows itself (as it claims candidates, so that
+// of two claimers only one buries a row) and lists those it buried in
+// its Dead (cursor.Claim.Dead: key, values and Lease.Attempt), so that the
+// engine reports them dead, also when the claim has no rows; Release
+// itself buries nothing, since the engine would never learn of it. The
+// engine may also dead-letter rows (cursor.DeadLetterer). Delivery is at
+// least once: a row comes back only after its lease expired or it was
+// released. A claim is held by its claim record from the claim on
+// (cursor.LeasedClaim): the engine's Commit, once the rows are on record,
+// changes nothing, and its Abort (the record failed) releases them,
+// counting the delivery; rows of a claimer that died between its claim
+// and the engine's record are claimed again once their claims expire.
 //
 // # ClickHouse 18.16
 //
