@@ -265,15 +265,8 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	if len(h.unstarted) > 0 {
 		// Interrupted before they started: hand them back if the source
 		// can, else they are abandoned (claimed, never run).
-		rest := make([]cursor.Row, len(h.unstarted))
-		for n, i := range h.unstarted {
-			rest[n] = claimed[i]
-		}
-		if err := settle(func(sctx context.Context) error { return cur.Release(sctx, rest) }); err == nil {
-			for _, i := range h.unstarted {
-				h.released[i] = true
-			}
-			h.nReleased += len(rest)
+		if err := h.handBack(h.unstarted); err == nil {
+			h.nReleased += len(h.unstarted)
 		} else {
 			for _, i := range h.unstarted {
 				h.items[i] = ItemOutcome{Key: rows[i].Key, Outcome: OutcomeError, Error: "execution cancelled before the row started"}
@@ -285,15 +278,8 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		// Out of time before they started: back to the source for a later
 		// frame, neither run nor failed. A source that cannot take them
 		// back keeps them claimed: they are recorded as failed.
-		rest := make([]cursor.Row, len(h.late))
-		for n, i := range h.late {
-			rest[n] = claimed[i]
-		}
-		if err := settle(func(sctx context.Context) error { return cur.Release(sctx, rest) }); err == nil {
-			for _, i := range h.late {
-				h.released[i] = true
-			}
-			p.Released += len(rest)
+		if err := h.handBack(h.late); err == nil {
+			p.Released += len(h.late)
 		} else {
 			for _, i := range h.late {
 				h.items[i] = ItemOutcome{Key: rows[i].Key, Outcome: OutcomeError,
@@ -516,6 +502,22 @@ type frameRun struct {
 	// late lists the rows not started by the frame's max_seconds.
 	late        []int
 	interrupted map[int]bool
+}
+
+// handBack releases the claimed rows at idx, which never started, to the
+// source and marks them released (kept out of the frame's outcomes).
+func (f *frameRun) handBack(idx []int) error {
+	rest := make([]cursor.Row, len(idx))
+	for n, i := range idx {
+		rest[n] = f.claimed[i]
+	}
+	if err := f.settle(func(sctx context.Context) error { return f.cur.Release(sctx, rest) }); err != nil {
+		return err
+	}
+	for _, i := range idx {
+		f.released[i] = true
+	}
+	return nil
 }
 
 // graceAfterCancel interrupts the frame's rows (ctx, through interrupt)
