@@ -428,15 +428,26 @@ func credentialSecrets(c Credential) []string {
 			}
 		}
 	}
-	// A secret sent in a URL (a query parameter, a path segment) comes
-	// back percent-encoded from an endpoint that echoes its request or a
-	// next-page link that carries it.
 	for _, v := range out {
-		for _, e := range [...]string{url.QueryEscape(v), url.PathEscape(v)} {
-			if e != v && !slices.Contains(out, e) {
+		for _, e := range urlForms(v)[1:] {
+			if !slices.Contains(out, e) {
 				out = append(out, e)
 			}
 		}
 	}
 	return out
+}
+
+// urlForms returns s followed by the other forms it takes in a URL
+// (percent-encoded as a query parameter, as a path segment), each once. A
+// secret sent in a URL comes back in those forms from an endpoint that
+// echoes its request, or in a next-page link that carries it.
+func urlForms(s string) []string {
+	forms := []string{s}
+	for _, e := range [...]string{url.QueryEscape(s), url.PathEscape(s)} {
+		if !slices.Contains(forms, e) {
+			forms = append(forms, e)
+		}
+	}
+	return forms
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 )
@@ -191,7 +190,22 @@ func ConcealSecrets(v any, revealed []Revealed) any {
 	if len(revealed) == 0 {
 		return v
 	}
-	return conceal(v, revealed, 0)
+	var swaps []string // form, reference, ... for strings.Replacer
+	for _, r := range revealed {
+		if r.Secret == "" {
+			continue
+		}
+		// Escaped forms first: they are longer than the secret, and the
+		// replacer tries its pairs in order.
+		forms := urlForms(r.Secret)
+		for i := len(forms) - 1; i >= 0; i-- {
+			swaps = append(swaps, forms[i], r.Ref)
+		}
+	}
+	if len(swaps) == 0 {
+		return v
+	}
+	return conceal(v, strings.NewReplacer(swaps...), 0)
 }
 
 // maxConcealDepth bounds conceal's descent: a value nested deeper (a
@@ -199,33 +213,23 @@ func ConcealSecrets(v any, revealed []Revealed) any {
 // engine's encoding to refuse.
 const maxConcealDepth = 10000
 
-func conceal(v any, revealed []Revealed, depth int) any {
+func conceal(v any, swap *strings.Replacer, depth int) any {
 	if depth > maxConcealDepth {
 		return v
 	}
 	switch t := v.(type) {
 	case string:
-		for _, r := range revealed {
-			if r.Secret == "" {
-				continue
-			}
-			// A secret sent in a URL comes back percent-encoded from an
-			// endpoint that echoes its request, or in a next-page link.
-			for _, form := range [...]string{url.QueryEscape(r.Secret), url.PathEscape(r.Secret), r.Secret} {
-				t = strings.ReplaceAll(t, form, r.Ref)
-			}
-		}
-		return t
+		return swap.Replace(t)
 	case map[string]any:
 		c := make(map[string]any, len(t))
 		for k, e := range t {
-			c[k] = conceal(e, revealed, depth+1)
+			c[k] = conceal(e, swap, depth+1)
 		}
 		return c
 	case []any:
 		c := make([]any, len(t))
 		for i, e := range t {
-			c[i] = conceal(e, revealed, depth+1)
+			c[i] = conceal(e, swap, depth+1)
 		}
 		return c
 	}
