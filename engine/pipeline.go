@@ -313,9 +313,10 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 				b.answer(m.reply, nil, "")
 			}
 			touch(id)
-		case msgList:
+		case msgList, msgFlush:
 			// Answered once what came before it is recorded and
-			// dispatched: a round trip through the loop settles it.
+			// dispatched: a round trip through the loop settles it (a
+			// flush has no list to fill).
 			b.replies = append(b.replies, pendingReply{ch: m.reply, list: m.list})
 		case msgCancel:
 			id := m.ev.ExecutionID
@@ -337,9 +338,6 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 		case msgDrain:
 			o.draining = true
 			m.reply <- nil
-		case msgFlush:
-			// Answered once what came before it is recorded.
-			b.replies = append(b.replies, pendingReply{ch: m.reply})
 		}
 	}
 	b.events = append(b.events, o.reloadDue(ctx, now, touch)...)
