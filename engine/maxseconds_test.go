@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
-	"github.com/cursorflow/cursorflow/internal/sqlitetest"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -19,9 +18,7 @@ import (
 func TestMaxSecondsDefersRowsWithoutFailingThem(t *testing.T) {
 	t.Parallel()
 	const rows = 12
-	db, path := sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT NOT NULL DEFAULT 'pending');
-		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 12)
-		INSERT INTO jobs (id) SELECT i FROM s`)
+	db, path := jobsQueue(t, 12)
 	var mu sync.Mutex
 	ran := map[any]int{}
 	reg := tools.NewRegistry()

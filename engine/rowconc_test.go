@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
-	"github.com/cursorflow/cursorflow/internal/sqlitetest"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -20,9 +19,7 @@ import (
 func TestRowConcurrencyBoundsTheRowsRunningAtOnce(t *testing.T) {
 	t.Parallel()
 	const rows, conc = 40, 3
-	db, path := sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
-		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 40)
-		INSERT INTO jobs (id) SELECT i FROM s`)
+	db, path := jobsQueue(t, 40)
 	var (
 		mu                 sync.Mutex
 		running, peak, ran int

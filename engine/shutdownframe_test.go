@@ -9,7 +9,6 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/sqlitetest"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -19,9 +18,7 @@ import (
 // does not run them again while another claimer may have taken them.
 func TestShutdownRecordsFramesItCutShort(t *testing.T) {
 	t.Parallel()
-	db, path := sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT NOT NULL DEFAULT 'pending');
-		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 5)
-		INSERT INTO jobs (id) SELECT i FROM s`)
+	db, path := jobsQueue(t, 5)
 	started := make(chan struct{})
 	var calls atomic.Int32
 	reg := tools.NewRegistry()

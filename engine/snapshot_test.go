@@ -16,7 +16,6 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/logtest"
-	"github.com/cursorflow/cursorflow/internal/sqlitetest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
@@ -156,8 +155,7 @@ workflow:`+paginatedStep("start", "append", ""), nil)
 	}
 	out["stored"] = h
 
-	_, path := sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
-		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 25) INSERT INTO jobs (id) SELECT i FROM s`)
+	_, path := jobsQueue(t, 25)
 	reg := tools.NewRegistry()
 	reg.MustRegister("rec", (&recorder{}).tool())
 	e, log := sqliteEngine(t, path, reg)
@@ -190,8 +188,7 @@ workflow:
 
 	// The same drain with a release statement: row 7 goes back after each
 	// failure until the loop stops it (the counts the fold keeps by row).
-	_, path = sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT DEFAULT 'pending');
-		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 25) INSERT INTO jobs (id) SELECT i FROM s`)
+	_, path = jobsQueue(t, 25)
 	e, log = sqliteEngine(t, path, reg)
 	id, err = e.Start(ctx, []byte(header+`
 workflow:

@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/sqlitetest"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -28,4 +31,13 @@ func sqliteEngine(t *testing.T, path string, reg *tools.Registry) (*engine.Engin
 	}
 	t.Cleanup(func() { _ = e.Close() })
 	return e, log
+}
+
+// jobsQueue makes a SQLite queue (see sqlitetest.Queue) whose table jobs
+// holds n pending jobs, ids 1 to n, in columns id and status.
+func jobsQueue(t *testing.T, n int) (*sql.DB, string) {
+	t.Helper()
+	return sqlitetest.Queue(t, fmt.Sprintf(`CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT NOT NULL DEFAULT 'pending');
+		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %d)
+		INSERT INTO jobs (id) SELECT i FROM s`, n))
 }

@@ -16,7 +16,6 @@ import (
 	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/sqlitetest"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -48,8 +47,7 @@ type outageBench struct {
 
 func newOutageBench(t *testing.T) *outageBench {
 	t.Helper()
-	db, path := sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT NOT NULL DEFAULT 'pending');
-		INSERT INTO jobs (id) VALUES (1), (2), (3), (4), (5), (6)`)
+	db, path := jobsQueue(t, 6)
 	b := &outageBench{d: &holdingDispatcher{}, clk: clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
 		log: eventlog.NewMemory(), ran: map[string]int{}, db: db}
 	reg := tools.NewRegistry()
