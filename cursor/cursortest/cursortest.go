@@ -20,6 +20,9 @@ const (
 	ConcurrentClaimers = 16
 	// ConcurrentRows is the size of that queue.
 	ConcurrentRows = 2000
+	// PoisonClaimers is the number of cursors releasing the rows of one
+	// queue at once in the contended-poison case.
+	PoisonClaimers = 4
 	// ShortLease is the lease of queues whose rows must come back during
 	// the test.
 	ShortLease = 1500 * time.Millisecond
@@ -122,6 +125,7 @@ func Run(t *testing.T, h Harness) {
 		{"AbortGivesRowsBack", testAbort},
 		{"CommitKeepsRowsClaimed", testCommit},
 		{"PoisonToDeadLetter", testPoison},
+		{"ContendedPoison", testContendedPoison},
 		{"DeadLetterOnRequest", testDeadLetterOnRequest},
 		{"Reconnect", testReconnect},
 		{"ClaimTemplate", testClaimTemplate},
@@ -278,6 +282,20 @@ func sameSet(t *testing.T, what string, got, want []string) {
 	}
 }
 
+// waitClaimers waits for the claimer goroutines of wg and stops the test
+// with the errors they sent to errs, if any.
+func waitClaimers(t *testing.T, wg *sync.WaitGroup, errs chan error) {
+	t.Helper()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
 // wait sleeps one poll interval or until ctx ends.
 func wait(t *testing.T, ctx context.Context, what string) {
 	t.Helper()
@@ -375,14 +393,7 @@ func testNoDoubleClaim(t *testing.T, h Harness, feat cursor.Features) {
 			}
 		}()
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
+	waitClaimers(t, &wg, errs)
 	sameSet(t, fmt.Sprintf("%d concurrent claimers", ConcurrentClaimers), claimed, keys)
 	if rows := claim(t, ctx, curs[0], max, feat); len(rows) != 0 {
 		t.Fatalf("Claim after draining returned %d rows, want 0", len(rows))
@@ -508,6 +519,90 @@ func testPoison(t *testing.T, h Harness, feat cursor.Features) {
 	}
 	if rows := claim(t, ctx, cur, n, feat); len(rows) != 0 {
 		t.Fatalf("dead-lettered rows %v were claimed again", keysOf(rows))
+	}
+}
+
+// testContendedPoison: claimers that release every row they get, all at
+// once, as the slots of a loop whose body always fails do. However the
+// claims and releases interleave, no row is delivered more than
+// MaxAttempts times, every row ends in the dead letter, and no claim
+// lists a row dead that another claim listed already.
+func testContendedPoison(t *testing.T, h Harness, feat cursor.Features) {
+	if !feat.DeadLetter {
+		t.Skip("Features.DeadLetter is false: the driver has no dead letter")
+	}
+	const n, maxAttempts, max = 8, 3, 2
+	ctx := caseContext(t)
+	spec, keys := h.NewQueue(t, n, QueueOptions{Lease: ShortLease, MaxAttempts: maxAttempts})
+	var (
+		mu         sync.Mutex
+		deliveries = make(map[string][]int)
+		reported   = make(map[string]int) // Claim.Dead listings
+		wg         sync.WaitGroup
+		errs       = make(chan error, PoisonClaimers)
+		done       = make(chan struct{})
+	)
+	for i := range PoisonClaimers {
+		cur := open(t, ctx, h, spec, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				c, err := cur.Claim(ctx, max)
+				if err == nil {
+					err = c.Commit(ctx)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("claimer %d: %w", i, err)
+					return
+				}
+				mu.Lock()
+				for _, r := range c.Dead {
+					reported[r.Key]++
+				}
+				for _, r := range c.Rows {
+					deliveries[r.Key] = append(deliveries[r.Key], r.Lease.Attempt)
+				}
+				mu.Unlock()
+				if len(c.Rows) > 0 {
+					if err := cur.Release(ctx, c.Rows); err != nil {
+						errs <- fmt.Errorf("claimer %d: Release: %w", i, err)
+						return
+					}
+					continue
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-done:
+					return
+				case <-time.After(pollInterval):
+				}
+			}
+		}()
+	}
+	for len(h.DeadLettered(t, spec)) < n && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(pollInterval):
+		}
+	}
+	close(done)
+	waitClaimers(t, &wg, errs)
+	sameSet(t, "dead letter", h.DeadLettered(t, spec), keys)
+	for _, k := range keys {
+		d := deliveries[k]
+		if len(d) == 0 || len(d) > maxAttempts {
+			t.Errorf("row %q delivered %d times (attempts %v), want 1..%d", k, len(d), d, maxAttempts)
+		}
+		// A row's deliveries never overlap (each follows the release of
+		// the one before), so they are recorded in order.
+		if feat.Attempts && !slices.Equal(d, []int{1, 2, 3}) {
+			t.Errorf("row %q delivered with attempts %v, want [1 2 3]", k, d)
+		}
+		if reported[k] > 1 {
+			t.Errorf("row %q listed dead by %d claims, want at most one", k, reported[k])
+		}
 	}
 }
 

@@ -247,32 +247,33 @@ func (c *Cursor) claim(ctx context.Context, limit int) (rows, dead []cursor.Row,
 	if err != nil {
 		return nil, nil, c.fail("claim", err)
 	}
-	for round := 0; c.spec.MaxAttempts > 0; round++ {
-		buried, contested, err := c.buryExhausted(ctx, src)
-		if err != nil {
-			return nil, nil, c.fail("claim", err)
-		}
-		dead = append(dead, buried...)
-		if contested == 0 {
-			break
-		}
-		// Another claimer contested exhausted rows: bury them again
-		// rather than leave them to no one (both contenders may lose),
-		// since the claim below skips them.
-		if err := c.pause(ctx, round, "exhausted row"); err != nil {
-			return nil, nil, c.fail("claim", err)
-		}
-	}
 	for round := 0; ; round++ {
-		rows, contested, err := c.claimRound(ctx, src, limit)
-		if err != nil {
-			return nil, nil, c.fail("claim", err)
+		// Each round buries first: a row can become exhausted while
+		// another claimer's contesting claim hides it, which the loser
+		// withdraws before it tries again.
+		var buriedContested int
+		if c.spec.MaxAttempts > 0 {
+			buried, n, err := c.buryExhausted(ctx, src)
+			dead = append(dead, buried...)
+			if err != nil {
+				return nil, dead, c.fail("claim", err)
+			}
+			buriedContested = n
 		}
-		if len(rows) > 0 || contested == 0 {
+		rows, late, contested, err := c.claimRound(ctx, src, limit)
+		dead = append(dead, late...)
+		if err != nil {
+			return nil, dead, c.fail("claim", err)
+		}
+		// A claim that returns no row tells the engine that the source is
+		// drained for this slot: make it only when nothing was contested,
+		// since the rows another claimer contested (exhausted ones too)
+		// may be left to no one if both contenders lost.
+		if len(rows) > 0 || (contested == 0 && buriedContested == 0) {
 			return rows, dead, nil
 		}
 		if err := c.pause(ctx, round, "candidate"); err != nil {
-			return nil, nil, c.fail("claim", err)
+			return nil, dead, c.fail("claim", err)
 		}
 	}
 }
@@ -309,29 +310,43 @@ func (c *Cursor) buryExhausted(ctx context.Context, src string) (dead []cursor.R
 	if err != nil || len(won) == 0 {
 		return nil, contested, err
 	}
+	dead, err = c.buryWon(ctx, src, tok, won, attempts)
+	return dead, contested, err
+}
+
+// buryWon moves keys, won by the claim tok, to the dead table and returns
+// their rows; attempts counts each key's claims, tok's included, which is
+// no delivery.
+func (c *Cursor) buryWon(ctx context.Context, src, tok string, keys []string, attempts map[string]int) ([]cursor.Row, error) {
 	reason := fmt.Sprintf("lease lapsed or released after the last of %d deliveries", c.spec.MaxAttempts)
-	if err := c.bury(ctx, tok, won, reason); err != nil {
+	if err := c.bury(ctx, tok, keys, reason); err != nil {
 		// The bury claims hold the rows until they expire; then the next
 		// claim buries them.
-		return nil, 0, fmt.Errorf("dead-letter exhausted rows: %w", err)
+		return nil, fmt.Errorf("dead-letter exhausted rows: %w", err)
 	}
-	for k, n := range attempts {
-		attempts[k] = n - 1 // the bury claim is no delivery
+	delivered := make(map[string]int, len(keys))
+	for _, k := range keys {
+		delivered[k] = attempts[k] - 1
 	}
-	if dead, err = c.fetch(ctx, src, won, "", attempts, time.Time{}); err != nil {
+	dead, err := c.fetch(ctx, src, keys, "", delivered, time.Time{})
+	if err != nil {
 		// Buried all the same: report the keys alone.
-		c.log.Warn("clickhouse: read dead-lettered rows", "rows", len(won), "err", err)
-		dead = make([]cursor.Row, len(won))
-		for i, k := range won {
-			dead[i] = cursor.Row{Key: k, Lease: cursor.Lease{Attempt: attempts[k]}}
+		c.log.Warn("clickhouse: read dead-lettered rows", "rows", len(keys), "err", err)
+		dead = make([]cursor.Row, len(keys))
+		for i, k := range keys {
+			dead[i] = cursor.Row{Key: k, Lease: cursor.Lease{Attempt: delivered[k]}}
 		}
 	}
-	return dead, contested, nil
+	return dead, nil
 }
 
 // claimRound makes one claim attempt; contested counts the candidates
-// another claimer contested.
-func (c *Cursor) claimRound(ctx context.Context, src string, limit int) ([]cursor.Row, int, error) {
+// another claimer contested. A candidate can have been delivered for the
+// last time between the candidate query and the claim (another claimer
+// claimed and released it in between, so no rival is left to see): the
+// claim then holds it past MaxAttempts and buries it, returning it in
+// dead, rather than deliver it once more.
+func (c *Cursor) claimRound(ctx context.Context, src string, limit int) (rows, dead []cursor.Row, contested int, err error) {
 	now := time.Now()
 	at := now.UnixMilli()
 	order := `cityHash64(k, ` + quote(newToken(at)) + `)`
@@ -354,15 +369,40 @@ func (c *Cursor) claimRound(ctx context.Context, src string, limit int) ([]curso
 	}
 	tok, won, attempts, contested, err := c.claimKeys(ctx, cands, limit, now)
 	if err != nil || len(won) == 0 {
-		return nil, contested, err
+		return nil, nil, contested, err
 	}
-	rows, err := c.fetch(ctx, src, won, tok, attempts, time.UnixMilli(now.Add(c.lease).UnixMilli()))
+	if mx := c.spec.MaxAttempts; mx > 0 {
+		var late []string
+		won = slices.DeleteFunc(won, func(k string) bool {
+			if attempts[k] > mx {
+				late = append(late, k)
+				return true
+			}
+			return false
+		})
+		if len(late) > 0 {
+			if dead, err = c.buryWon(ctx, src, tok, late, attempts); err != nil {
+				// Our claims hold the late rows until they expire; then
+				// the next claim buries them. Hand back the others.
+				if len(won) > 0 {
+					_ = c.record(context.WithoutCancel(ctx), tok, won, "release")
+				}
+				return nil, nil, 0, err
+			}
+			if len(won) == 0 {
+				// Nothing left to deliver: claim again, as after a round
+				// whose candidates were all contested.
+				return nil, dead, max(contested, len(late)), nil
+			}
+		}
+	}
+	rows, err = c.fetch(ctx, src, won, tok, attempts, time.UnixMilli(now.Add(c.lease).UnixMilli()))
 	if err != nil {
 		// Hand the rows back rather than strand them until they expire.
 		_ = c.record(context.WithoutCancel(ctx), tok, won, "release")
-		return nil, 0, err
+		return nil, dead, 0, err
 	}
-	return rows, contested, nil
+	return rows, dead, contested, nil
 }
 
 // claimKeys claims up to limit keys of the candidate query cands (a
@@ -383,13 +423,24 @@ func (c *Cursor) claimKeys(ctx context.Context, cands string, limit int, now tim
 	}
 	// The claims are visible now (a synchronous insert on one node). Read
 	// back, with the current time, which of them have no active rival.
+	// One scan of the claims table folds each token's records (its claim,
+	// and its release or withdrawal if any), so that the rivals and the
+	// attempts are counted from the same records: two subqueries would
+	// each read the table at their own moment, and a withdrawal landing
+	// between them made a token neither a rival nor withdrawn, counting a
+	// delivery that never was.
 	check := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	readBack := `SELECT key,
-	   sum(token != ` + quote(tok) + ` AND expires > ` + check + ` AND (key, token) NOT IN ` + c.ended() + `) AS rivals,
-	   uniqExactIf(token, (key, token) NOT IN ` + c.withdrawn() + `) AS attempts,
+	   sum(token != ` + quote(tok) + ` AND ended = 0 AND expires > ` + check + `) AS rivals,
+	   sum(withdrawn = 0) AS attempts,
 	   max(key IN (SELECT key FROM ` + c.t.done + `) OR key IN (SELECT key FROM ` + c.t.dead + `)) AS finished
-	 FROM ` + c.t.claims + `
-	 WHERE kind = 'claim' AND key IN (SELECT key FROM ` + c.t.claims + ` WHERE token = ` + quote(tok) + ` AND kind = 'claim')
+	 FROM (
+	   SELECT key, token, max(kind = 'claim') AS claimed, max(kind != 'claim') AS ended,
+	          max(kind = 'withdraw') AS withdrawn, max(expires) AS expires
+	   FROM ` + c.t.claims + `
+	   WHERE key IN (SELECT key FROM ` + c.t.claims + ` WHERE token = ` + quote(tok) + ` AND kind = 'claim')
+	   GROUP BY key, token)
+	 WHERE claimed = 1
 	 GROUP BY key`
 	_, res, err := c.query(ctx, readBack)
 	if err != nil {

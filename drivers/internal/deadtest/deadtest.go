@@ -119,8 +119,8 @@ func Drain(ctx context.Context, t *testing.T, cfg drivertest.DrainConfig, keys [
 	cfg.Workload = w
 	r := drivertest.Drain(ctx, t, cfg)
 	poison := Poison(keys, Every)
-	ExpectDeadLetter(t, deadLetter(), poison)
 	ExpectDead(t, r, keys, poison, MaxAttempts)
+	ExpectDeadLetter(t, deadLetter(), poison)
 }
 
 // ExpectClaimDead checks, on a cursor drv opens on spec (a fresh queue
