@@ -376,6 +376,23 @@ func (c *Cursor) bury(ctx context.Context, name string, gen int64, attempt int, 
 	if err != nil || !won {
 		return false, err
 	}
+	// A claimer that read the row's state before another buried it can
+	// create the same generation again once the burier's move deleted
+	// the markers: the object is gone from the prefix by then (the move
+	// deletes it before the markers), so the marker is an orphan and the
+	// row was reported dead already.
+	ok, err := c.b.b.Exists(ctx, c.opts.Prefix+name)
+	if err != nil {
+		// Our marker settled the row's fate unless it is an orphan:
+		// report the row dead (a duplicate only in that rare race).
+		return true, fmt.Errorf("stat %s: %w", c.opts.Prefix+name, err)
+	}
+	if !ok {
+		if derr := c.b.b.Delete(ctx, markerKey(c.opts.LeasePrefix, name, gen)); derr != nil && gcerrors.Code(derr) != gcerrors.NotFound {
+			return false, fmt.Errorf("delete orphan dead marker: %w", derr)
+		}
+		return false, nil
+	}
 	c.log.Warn("s3prefix: dead-lettered", "name", name, "attempt", attempt, "reason", reason)
 	return true, c.finish(ctx, []move{{name, c.opts.DeadPrefix, gen}})
 }
