@@ -83,18 +83,12 @@ func newClaimBench(t *testing.T, n int, hook func(ctx context.Context, cancel co
 	dsn := testenv.Postgres(t)
 	pool, table := pgQueue(t, dsn, n)
 	app := "cfq_" + table
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("application_name", app)
-	u.RawQuery = q.Encode()
-	kc := tools.StaticURLs(map[string]string{"pg": dsn, "pgq": u.String()})
+	kc := tools.StaticURLs(map[string]string{"pg": dsn, "pgq": withAppName(t, dsn, app)})
 	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	t.Cleanup(func() { _ = closer.Close() })
 	root, stop := context.WithCancel(context.Background())
 	b := &claimBench{pool: pool, table: table, app: app, log: eventlog.NewMemory(), d: &hookDispatcher{hook: hook, root: root}}
+	var err error
 	b.eng, err = engine.New(engine.Config{Log: b.log, Tools: treg, Cursors: creg, Keychain: kc, Dispatcher: b.d, Tick: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +159,20 @@ func (b *claimBench) counts(t *testing.T) (map[string]int, int) {
 		t.Fatal(err)
 	}
 	return out, maxRuns
+}
+
+// withAppName returns dsn with its application_name set to app, so that
+// a test can end exactly the connections made with it.
+func withAppName(t *testing.T, dsn, app string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // killCursorBackends terminates the cursor's connections, as a network

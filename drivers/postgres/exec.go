@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
 	"github.com/cursorflow/cursorflow/internal/pgparam"
+	"github.com/cursorflow/cursorflow/internal/pgretry"
 	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
@@ -127,7 +126,7 @@ func (e *executor) retry(ctx context.Context, op string, fn func(*pgxpool.Conn) 
 		if err == nil {
 			return nil
 		}
-		if attempt > 0 || ctx.Err() != nil || !broken && !connectionLost(err) {
+		if attempt > 0 || ctx.Err() != nil || !broken && !pgretry.ConnectionLost(err) {
 			return err
 		}
 		// The other idle connections most likely died with this one.
@@ -184,21 +183,6 @@ func (t *pgTx) end(ctx context.Context, stmt string) (string, error) {
 		return "", fmt.Errorf("%s: no reply", stmt)
 	}
 	return res[len(res)-1].CommandTag.String(), nil
-}
-
-// connectionLost reports errors that mean the connection, not the
-// statement, failed.
-func connectionLost(err error) bool {
-	if pgconn.SafeToRetry(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return true
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		// 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03
-		// cannot_connect_now, class 08 connection exceptions.
-		return strings.HasPrefix(pgErr.Code, "57P") || strings.HasPrefix(pgErr.Code, "08")
-	}
-	return false
 }
 
 // query runs sql (with params: as one bound statement) and returns the

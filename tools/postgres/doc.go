@@ -53,6 +53,15 @@
 // {"retryable": true}, so a retry policy can handle it. An unknown alias
 // or a missing command is a returned error.
 //
+// A statement that fails because the server ended its connection (a
+// restart, a failover, pg_terminate_backend: 57P01-57P03, class 08, or the
+// connection closed) runs once more on a fresh connection, after the
+// pool drops its other connections, which most likely died too; the
+// server rolled the failed statement back, so the body runs at least
+// once, as a cursor loop's rows do anyway. It is not retried when rows of
+// it were already handed on as partial results. A second loss is an
+// error Output as above.
+//
 // The tool keeps one pgxpool per credential URL, created on first use and
 // shared by every call; Close releases them. Pools hold up to
 // DefaultMaxConns connections unless the URL's pool_max_conns or

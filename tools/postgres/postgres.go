@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cursorflow/cursorflow/internal/pgparam"
+	"github.com/cursorflow/cursorflow/internal/pgretry"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
 )
@@ -194,12 +195,36 @@ func (t *Tool) pool(cred tools.Credential) (*pgxpool.Pool, error) {
 // as one statement of the extended protocol with them (params non-nil),
 // hands its rows on as partial results (part, if set) and builds the
 // Output.
+//
+// A statement that fails because the server dropped the connection (a
+// restart, a failover, pg_terminate_backend: the pool's idle connections
+// die with it) runs once more on a fresh connection, unless rows were
+// handed on already. The server rolled the failed statement back, so the
+// retry runs it at least once, as every row body is run.
 func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string, params [][]byte, part *partials) tools.Output {
+	for attempt := 0; ; attempt++ {
+		out, lost := t.runOnce(ctx, pool, cred, sql, params, part)
+		if !lost || attempt > 0 || ctx.Err() != nil || (part != nil && part.stmt > 0) {
+			return out
+		}
+		// The other idle connections most likely died with this one.
+		pool.Reset()
+		t.cfg.Logger.Warn("postgres: connection lost; running the statement again on a fresh connection",
+			"credential", cred.Alias, "error", out.Error)
+	}
+}
+
+// runOnce runs sql on one pooled connection (see run); lost reports that
+// it failed because the connection was lost.
+func (t *Tool) runOnce(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string, params [][]byte, part *partials) (out tools.Output, lost bool) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return connError(cred, err)
+		return connError(cred, err), false
 	}
 	defer conn.Release()
+	fail := func(err error) (tools.Output, bool) {
+		return execError(cred, err), conn.Conn().IsClosed() && pgretry.ConnectionLost(err)
+	}
 
 	var (
 		res      = result{part: part}
@@ -227,7 +252,7 @@ func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credentia
 	if params != nil {
 		// Text in, text out: results decode exactly as without params.
 		if err := read(conn.Conn().PgConn().ExecParams(ctx, sql, params, nil, nil, nil)); err != nil {
-			return execError(cred, err)
+			return fail(err)
 		}
 	} else {
 		mrr := conn.Conn().PgConn().Exec(ctx, sql)
@@ -235,17 +260,17 @@ func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credentia
 			_ = read(mrr.ResultReader()) // the error is mrr.Close's too
 		}
 		if err := mrr.Close(); err != nil {
-			return execError(cred, err)
+			return fail(err)
 		}
 	}
 	if !rowsSeen {
 		return tools.Output{Status: tools.StatusSuccess, Data: map[string]any{
 			"columns": []any{}, "rows": []any{}, "row_count": affected,
-		}}
+		}}, false
 	}
 	return tools.Output{Status: tools.StatusSuccess, Data: map[string]any{
 		"columns": res.columns, "rows": res.rows, "row_count": int64(len(res.rows)),
-	}}
+	}}, false
 }
 
 // result accumulates the rows of one statement.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
@@ -398,5 +399,49 @@ SELECT g AS id FROM generate_series(8, 9) g`},
 	}
 	if rows := out.Data.(map[string]any)["rows"].([]any); len(rows) != 2 {
 		t.Fatalf("the result is still the last statement's rows: %v", rows)
+	}
+}
+
+// TestStatementRunsAgainAfterConnectionLost: the server ends the pool's
+// idle connections (a restart, a failover, pg_terminate_backend); the
+// next call's statement, which failed on its dead connection, runs once
+// more on a fresh one and succeeds, applied once.
+func TestStatementRunsAgainAfterConnectionLost(t *testing.T) {
+	t.Parallel()
+	tool, _, s := setup(t)
+	ctx := context.Background()
+	app := "tools_pg_lost_" + s
+	u, err := url.Parse(testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	kc := tools.StaticURLs(map[string]string{"pg": u.String()})
+	exec(t, tool, kc, "command", fmt.Sprintf(`CREATE TABLE %s.hit (n serial PRIMARY KEY)`, s))
+
+	admin, err := pgx.Connect(ctx, testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var killed int
+	if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&killed); err != nil || killed == 0 {
+		t.Fatalf("terminate the tool's backends: %d killed, %v", killed, err)
+	}
+	for left := 1; left > 0; {
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	out := exec(t, tool, kc, "command", fmt.Sprintf(`INSERT INTO %s.hit DEFAULT VALUES`, s))
+	if out.Status != tools.StatusSuccess {
+		t.Fatalf("insert on a pool whose connections the server ended: %s %s", out.Status, out.Error)
+	}
+	var n int
+	if err := admin.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.hit`, s)).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("rows inserted: %d (%v), want 1", n, err)
 	}
 }
