@@ -59,6 +59,10 @@ type Command struct {
 	Slot  int        `json:"slot,omitempty"`
 	Frame int        `json:"frame,omitempty"`
 	Rows  []FrameRow `json:"rows,omitempty"`
+	// Buried, on a re-issued frame, are the keys of the rows its first
+	// attempt's claim set aside (cursor.Claim.Dead): the frame reports
+	// them dead.
+	Buried []string `json:"buried,omitempty"`
 	// StartTask, TaskAttempt and Carry resume a pipeline after a retry.
 	StartTask   int            `json:"start_task,omitempty"`
 	TaskAttempt int            `json:"task_attempt,omitempty"`

@@ -359,7 +359,7 @@ func (d *decider) resume(c *commandState, reason string, startTask, taskAttempt 
 func (d *decider) reissue(c *commandState, p issuedPayload) {
 	attempt := c.Attempt + 1
 	if c.Kind == KindFrame {
-		p.Rows = c.frameRows()
+		p.Rows, p.Buried = c.frameRows(), c.Buried
 	}
 	ev := eventlog.Event{Type: eventlog.TypeCommandIssued, Step: d.stepOf(c), CommandID: commandID(c.Base, attempt), Attempt: attempt, Payload: mustJSON(p)}
 	if c.Kind != KindStep {
@@ -469,6 +469,7 @@ func (d *decider) giveUpFrame(c *commandState, msg string) {
 		items[i] = ItemOutcome{Key: r.Key, Outcome: OutcomeDead, Error: msg}
 		keys[i] = r.Key
 	}
+	items = append(items, buriedItems(c.Buried)...)
 	d.giveUp(c, frameDonePayload{Items: items, Counts: countOutcomes(items), Abandoned: keys}, msg)
 }
 

@@ -24,7 +24,7 @@
 //	step.completed      a step's result, ctx assignments and routing, in one event
 //	step.failed / step.skipped
 //	loop.started        a loop's collection or cursor slots
-//	frame.claimed       the rows a frame claimed, recorded before its body runs
+//	frame.claimed       the rows a frame claimed (and those its claim set aside dead), recorded before its body runs
 //	frame.done          the frame's per-row outcomes (key, outcome, duration)
 //	loop.done           once per loop, when every slot has drained
 //	execution.completed / execution.failed / execution.cancelled

@@ -152,6 +152,10 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	if cmd.Settle == SettleDeadLetter {
 		var p frameDonePayload
 		_ = settle(func(sctx context.Context) error { p = w.deadLetter(sctx, cmd, cur); return nil })
+		if len(cmd.Buried) > 0 {
+			p.Items = append(p.Items, buriedItems(cmd.Buried)...)
+			p.Counts = countOutcomes(p.Items)
+		}
 		return nil, done(p)
 	}
 	p := frameDonePayload{}
@@ -202,7 +206,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			// runs: a process that dies before the record leaves a claim the
 			// source undoes (rolled back, or handed back by its lease), and a
 			// re-issued frame resumes with exactly the recorded rows.
-			if err := w.report(ctx, rep, cmd, eventlog.TypeFrameClaimed, frameClaimedPayload{Rows: rows}); err != nil {
+			if err := w.report(ctx, rep, cmd, eventlog.TypeFrameClaimed, frameClaimedPayload{Rows: rows, Buried: rowKeys(claim.Dead)}); err != nil {
 				w.giveBack(settle, claim, cmd, len(rows),
 					"cursor: aborting a claim that could not be recorded failed; the source's rollback or lease takes the rows back")
 				return nil, err
@@ -232,6 +236,9 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			}
 		}
 	} else {
+		// A re-issued frame: what its first claim set aside is reported
+		// here, as that attempt's frame.done would have.
+		buried = buriedItems(cmd.Buried)
 		claimed = make([]cursor.Row, len(rows))
 		for i, r := range rows {
 			claimed[i] = cursor.Row{Key: r.Key, Values: r.Values, Lease: cursor.Lease{Attempt: r.Attempt, Token: r.Token}}
@@ -381,15 +388,31 @@ func (w *Worker) giveBack(settle func(func(context.Context) error) error, claim 
 
 // deadItems are the outcomes of rows a source set aside while claiming
 // (cursor.Claim.Dead).
-func deadItems(rows []cursor.Row) []ItemOutcome {
+func deadItems(rows []cursor.Row) []ItemOutcome { return buriedItems(rowKeys(rows)) }
+
+// buriedItems are the outcomes of the rows of keys that a source set
+// aside while claiming.
+func buriedItems(keys []string) []ItemOutcome {
+	if len(keys) == 0 {
+		return nil
+	}
+	items := make([]ItemOutcome, len(keys))
+	for i, k := range keys {
+		items[i] = ItemOutcome{Key: k, Outcome: OutcomeDead, Error: "set aside by the source when claimed: past max_attempts"}
+	}
+	return items
+}
+
+// rowKeys are the keys of rows (nil if none).
+func rowKeys(rows []cursor.Row) []string {
 	if len(rows) == 0 {
 		return nil
 	}
-	items := make([]ItemOutcome, len(rows))
+	keys := make([]string, len(rows))
 	for i, r := range rows {
-		items[i] = ItemOutcome{Key: r.Key, Outcome: OutcomeDead, Error: "set aside by the source when claimed: past max_attempts"}
+		keys[i] = r.Key
 	}
-	return items
+	return keys
 }
 
 // allOK reports whether every row's outcome is ok.
@@ -452,7 +475,7 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 	// died): keep its lease alive, so that it is not re-issued while the
 	// claim is still ours, uncommitted.
 	stop := w.heartbeat(ctx, &Command{ExecutionID: cmd.ExecutionID, ID: nextFrameID(cmd), Lease: cmd.Lease, Heartbeat: cmd.Heartbeat}, rep, false)
-	ncmd, err := cr.ReportChained(ctx, w.event(ctx, cmd, eventlog.TypeFrameDone, *p), reportJSON(ctx, frameClaimedPayload{Rows: rows}))
+	ncmd, err := cr.ReportChained(ctx, w.event(ctx, cmd, eventlog.TypeFrameDone, *p), reportJSON(ctx, frameClaimedPayload{Rows: rows, Buried: rowKeys(claim.Dead)}))
 	stop()
 	if err != nil || ncmd == nil {
 		w.giveBack(settle, claim, cmd, len(rows), abortAheadFailed)

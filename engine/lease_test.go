@@ -210,3 +210,99 @@ workflow:
 	}
 	t.Logf("%d rows, %d events (%.4f per row)", n, len(evs), float64(len(evs))/float64(n))
 }
+
+// TestWorkerKilledAfterClaimCountsBuriedRows: the claim of the killed
+// frame sets three rows aside (past max_attempts, through the cursor's
+// dead_letter statement, committed with the claim), then the worker dies
+// before reporting. The re-issued frame reports them dead as the lost
+// attempt would have: the loop counts as dead exactly the rows the table
+// holds dead. Before, the rows set aside were known only to the dead
+// worker: the loop finished with them counted nowhere.
+func TestWorkerKilledAfterClaimCountsBuriedRows(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	const n, poison = 20, 3
+	pool, table := pgQueue(t, dsn, n)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Rows 1-3 failed five times already.
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %s SET attempts = 5 WHERE id <= %d`, table, poison)); err != nil {
+		t.Fatal(err)
+	}
+	kc := tools.StaticURLs(map[string]string{"pg": dsn})
+	treg, creg, closer := stdwire.Registries(kc, nil, false)
+	defer closer.Close()
+	kd := &killingDispatcher{victim: "start#1/s0.f1@1", lateErr: make(chan error, 1), reissued: make(chan struct{}), died: make(chan struct{})}
+	log := eventlog.NewMemory()
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Dispatcher: kd, Clock: clk,
+		Tick: 20 * time.Millisecond, Observer: engine.ObserverFunc(kd.observe)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd.eng = e
+	defer e.Close()
+	src := header + `
+workload: {table: ` + table + `}
+workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: postgres
+        auth: pg
+        claim: |
+          UPDATE {{ table }} SET status = 'running', attempts = attempts + 1
+           WHERE id IN (SELECT id FROM {{ table }} WHERE status = 'pending' ORDER BY id
+                        FOR UPDATE SKIP LOCKED LIMIT {{ __frame_max_rows }})
+          RETURNING id, payload, attempts
+        release: UPDATE {{ table }} SET status = 'pending' WHERE status = 'running' AND id IN ({{ keys | join(',') }})
+        dead_letter: UPDATE {{ table }} SET status = 'dead' WHERE id IN ({{ keys | join(',') }})
+        max_attempts: 3
+      iterator: job
+      spec:
+        mode: cursor
+        max_in_flight: 1
+        frame: {max_rows: 10, lease_seconds: 2}
+    tool:
+      kind: postgres
+      auth: pg
+      command: UPDATE {{ table }} SET status = 'done', done_count = done_count + 1 WHERE id = {{ iter.job.id }}
+`
+	id, err := e.Start(ctx, []byte(src), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-kd.died:
+	case <-ctx.Done():
+		t.Fatal("the victim frame never ran")
+	}
+	clk.Advance(2*time.Second + time.Millisecond) // past lease_seconds
+	sum, err := e.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := log.Read(ctx, id, 0, 0)
+	if sum.Status != engine.StatusCompleted {
+		dumpOnFail(t, evs)
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	if err := <-kd.lateErr; !errors.Is(err, engine.ErrStale) {
+		t.Fatalf("the dead worker's late frame.done was answered %v, want ErrStale", err)
+	}
+	var done, dead, running int
+	if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FILTER (WHERE status = 'done'),
+		count(*) FILTER (WHERE status = 'dead'), count(*) FILTER (WHERE status = 'running') FROM %s`, table)).Scan(&done, &dead, &running); err != nil {
+		t.Fatal(err)
+	}
+	if done != n-poison || dead != poison || running != 0 {
+		t.Fatalf("table: done=%d dead=%d running=%d, want %d, %d, 0", done, dead, running, n-poison, poison)
+	}
+	st, err := engine.Inspect(ctx, log, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := st.Loops["start#1"]; l.OK != n-poison || l.Dead != poison || l.Failed != 0 {
+		dumpOnFail(t, evs)
+		t.Fatalf("loop counts ok=%d failed=%d dead=%d, want %d, 0, %d (the table's)", l.OK, l.Failed, l.Dead, n-poison, poison)
+	}
+}

@@ -506,7 +506,7 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event, chained bool) *
 	cmd := &Command{
 		ExecutionID: s.ExecutionID, ID: ev.CommandID, Base: p.Base, Attempt: ev.Attempt, Kind: p.Kind,
 		Step: ev.Step, Run: p.Run, Playbook: s.Playbook, Scope: s.scope(), Args: p.Args,
-		Index: p.Index, Slot: p.Slot, Frame: ev.Frame, Rows: p.Rows,
+		Index: p.Index, Slot: p.Slot, Frame: ev.Frame, Rows: p.Rows, Buried: p.Buried,
 		StartTask: p.StartTask, TaskAttempt: p.TaskAttempt, Carry: p.Carry, NextCall: p.NextCall,
 		Settle: p.Settle, SettleReason: p.SettleReason,
 		Lost: p.Kind == KindFrame && len(p.Rows) == 0 && (p.Reason == reasonLease || p.Reason == reasonResume),

@@ -57,8 +57,10 @@ type issuedPayload struct {
 	// NextCall overrides the configuration of the task at StartTask: the
 	// next page of a paginating retry.
 	NextCall map[string]any `json:"next_call,omitempty"`
-	// Rows are a re-issued frame's claimed rows (from frame.claimed).
-	Rows []FrameRow `json:"rows,omitempty"`
+	// Rows are a re-issued frame's claimed rows (from frame.claimed), and
+	// Buried the keys of the rows its claim set aside.
+	Rows   []FrameRow `json:"rows,omitempty"`
+	Buried []string   `json:"buried,omitempty"`
 	// Reason says why a command was re-issued (lease, retry, resume).
 	Reason string `json:"reason,omitempty"`
 	// Settle and SettleReason: see Command.Settle.
@@ -185,12 +187,17 @@ type retryPayload struct {
 // frameClaimedPayload is frame.claimed's payload.
 type frameClaimedPayload struct {
 	Rows []FrameRow `json:"rows"`
+	// Buried are the keys of rows the source set aside while claiming
+	// (cursor.Claim.Dead): committed with the claim, so a re-issued frame
+	// reports them dead in place of the attempt that claimed them.
+	Buried []string `json:"buried,omitempty"`
 }
 
 // frameClaimedRaw is what the fold keeps of a frame.claimed: the rows as
-// recorded, decoded only if the frame is re-issued.
+// recorded, decoded only if the frame is re-issued, and the buried keys.
 type frameClaimedRaw struct {
-	Rows json.RawMessage `json:"rows"`
+	Rows   json.RawMessage `json:"rows"`
+	Buried []string        `json:"buried,omitempty"`
 }
 
 // ItemOutcome is one row's outcome inside frame.done.
@@ -248,7 +255,18 @@ func (p frameClaimedPayload) appendJSON(b []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return append(b, "]}"...), nil
+	b = append(b, ']')
+	if len(p.Buried) > 0 {
+		b = append(b, `,"buried":[`...)
+		for i, k := range p.Buried {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = plainjson.AppendString(b, k)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
 }
 
 func (p frameDonePayload) appendJSON(b []byte) ([]byte, error) {
@@ -328,8 +346,11 @@ func (p frameDonePayload) appendJSON(b []byte) ([]byte, error) {
 }
 
 func (p *frameClaimedRaw) decodeMember(key string, raw []byte) error {
-	if strings.EqualFold(key, "rows") {
+	switch {
+	case strings.EqualFold(key, "rows"):
 		p.Rows = raw
+	case strings.EqualFold(key, "buried"):
+		return unmarshal(raw, &p.Buried)
 	}
 	return nil
 }

@@ -148,7 +148,10 @@ type commandState struct {
 	// IssuedAt is the event time of the latest attempt's command.issued.
 	IssuedAt time.Time
 	// rows are a frame's claimed rows as recorded (JSON), see frameRows.
-	rows    json.RawMessage
+	rows json.RawMessage
+	// Buried are the keys of the rows a frame's claim set aside, as
+	// recorded with its rows.
+	Buried  []string `json:",omitempty"`
 	Retry   *retryPayload
 	Failure *completedPayload
 	// Await is what an awaiting command waits for and resumes with.
@@ -462,7 +465,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			c.ShardRetries++
 		}
 		if len(p.Rows) > 0 {
-			c.rows = mustJSON(p.Rows)
+			c.rows, c.Buried = mustJSON(p.Rows), p.Buried
 		}
 	case eventlog.TypeFrameClaimed:
 		var p frameClaimedRaw
@@ -470,7 +473,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			return err
 		}
 		if c := s.current(ev); c != nil {
-			c.rows = p.Rows
+			c.rows, c.Buried = p.Rows, p.Buried
 		}
 	case eventlog.TypeCommandCompleted:
 		c, p, err := reported[completedPayload](s, ev)
