@@ -171,6 +171,29 @@ workload: {name: ada}
 				}
 			},
 		},
+		{
+			name: "a kind: workbook step's input overrides the action's defaults",
+			src: `
+workbook:
+  - name: greet
+    input: {greeting: hello, who: nobody}
+    assert: {expects: [who]}
+    tool: {kind: rec, key: greet, text: '{{ greeting }} {{ who }}'}
+workflow:
+  - step: start
+    kind: workbook
+    name: greet
+    input: {who: '{{ workload.name }}'}
+workload: {name: ada}
+`,
+			check: func(t *testing.T, b *bundle, sum *engine.Summary) {
+				d := data(t, sum, "start")
+				in, _ := d["input"].(map[string]any)
+				if sum.Status != engine.StatusCompleted || d["text"] != "hello ada" || in["who"] != "ada" {
+					t.Fatalf("summary %+v, data %v", sum, sum.Results["start"])
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -775,18 +775,12 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 func (w *Worker) runTask(ctx context.Context, cmd *Command, step *dsl.Step, task *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any, await bool) (map[string]any, string, error) {
 	switch {
 	case task.Kind == "workbook" && task.Target != nil:
-		return w.runAction(ctx, cmd, step, task.Target, view, args, attempt, nextCall, await)
-	case step.Kind == "workbook" && len(step.Tool) == 0 && task.Assert != nil:
+		return w.runAction(ctx, cmd, step, task.Target, view, args, nil, attempt, nextCall, await)
+	case step.Kind == "workbook" && len(step.Tool) == 0:
 		// A kind: workbook step runs the action itself; its args are the
-		// action's inputs, held to the same assert as a tool call's.
-		if err := expectInputs(task, args); err != nil {
-			return nil, "input", err
-		}
-		out, field, err := w.runTool(ctx, cmd, step, task, view, args, attempt, nextCall, await)
-		if err != nil {
-			return out, field, err
-		}
-		return checkReturns(task, out), "", nil
+		// call's input, over the action's defaults and held to the same
+		// assert, as a tool call's input is.
+		return w.runAction(ctx, cmd, step, task, view, args, args, attempt, nextCall, await)
 	}
 	return w.runTool(ctx, cmd, step, task, view, args, attempt, nextCall, await)
 }
@@ -910,10 +904,12 @@ func applyNextCall(cfg, nextCall map[string]any) {
 	}
 }
 
-// runAction runs a workbook call's target: its inputs are rendered first
-// and visible by name to the action's templates, checked against
-// assert.expects; its result data is checked against assert.returns.
-func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, target *dsl.Task, view, args map[string]any, attempt int, nextCall map[string]any, await bool) (map[string]any, string, error) {
+// runAction runs a workbook call's target: its inputs are rendered first,
+// overlaid with the call's own input (a kind: workbook step's args; nil
+// when the call's input is already merged into the target), visible by
+// name to the action's templates and checked against assert.expects; its
+// result data is checked against assert.returns.
+func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, target *dsl.Task, view, args, call map[string]any, attempt int, nextCall map[string]any, await bool) (map[string]any, string, error) {
 	var inputs map[string]any
 	if in := target.Config["input"]; in != nil {
 		x, err := in.Render(view)
@@ -921,6 +917,9 @@ func (w *Worker) runAction(ctx context.Context, cmd *Command, step *dsl.Step, ta
 			return nil, "input", err
 		}
 		inputs, _ = x.(map[string]any)
+	}
+	if len(call) > 0 {
+		inputs = overlay(inputs, call)
 	}
 	if err := expectInputs(target, inputs); err != nil {
 		return nil, "input", err
