@@ -283,3 +283,38 @@ workflow:
 		t.Fatalf("summary = %+v", sum)
 	}
 }
+
+// TestPolicyFailOnSuccessNamesTheRule: a rule that fails (or keeps
+// retrying) a task whose tool succeeded says which rule decided, instead
+// of the tool's non-existent error.
+func TestPolicyFailOnSuccessNamesTheRule(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, then, want string }{
+		{"fail", `{do: fail}`, `policy rule test.yaml:14:15 (when "{{ output.data.value > 5 }}") decided fail`},
+		{"retry", `{do: retry, attempts: 2, delay: 0}`, `policy rule test.yaml:14:15 (when "{{ output.data.value > 5 }}") decided retry (after 2 attempts)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil)
+			sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    tool:
+      kind: rec
+      key: check
+      value: 7
+      spec:
+        policy:
+          rules:
+            - when: '{{ output.data.value > 5 }}'
+              then: `+tt.then+`
+            - else:
+                then: {do: continue}
+`, nil)
+			defer dumpOnFail(t, evs)
+			if sum.Status != engine.StatusFailed || sum.Step != "start" || sum.Error != tt.want {
+				t.Fatalf("summary = %+v, want failed at start with %q", sum, tt.want)
+			}
+		})
+	}
+}

@@ -610,7 +610,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		switch action.Do {
 		case dsl.DoRetry:
 			if taskAttempt >= retryAttempts(&action) {
-				return chainResult{failed: true, err: fmt.Sprintf("%s (after %d attempts)", errorText(out), taskAttempt), task: task.Name, output: out}
+				return chainResult{failed: true, err: fmt.Sprintf("%s (after %d attempts)", policyErrorText(out, rule, action.Do), taskAttempt), task: task.Name, output: out}
 			}
 			delay := backoff(&action, taskAttempt)
 			if durable {
@@ -622,7 +622,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			taskAttempt++
 			continue
 		case dsl.DoFail:
-			return chainResult{failed: true, err: errorText(out), task: task.Name, output: out, explicit: rule != nil}
+			return chainResult{failed: true, err: policyErrorText(out, rule, action.Do), task: task.Name, output: out, explicit: rule != nil}
 		}
 		if err := w.assignChain(action.Set, view, &cs); err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy.set", output: out}
@@ -698,6 +698,20 @@ func errorText(out map[string]any) string {
 		return fmt.Sprint(out["error"])
 	}
 	return "tool reported status " + fmt.Sprint(out["status"])
+}
+
+// policyErrorText is the error of a task a policy rule failed or retried
+// to exhaustion: the tool's own error when it reported one, else (its
+// result was a success) the rule that decided do.
+func policyErrorText(out map[string]any, rule *dsl.Rule, do string) string {
+	if rule == nil || out["status"] == tools.StatusError || out["error"] != nil {
+		return errorText(out)
+	}
+	cond := "else"
+	if rule.When != nil {
+		cond = fmt.Sprintf("when %q", strings.Join(strings.Fields(rule.When.Source), " "))
+	}
+	return fmt.Sprintf("policy rule %s (%s) decided %s", rule.Pos, cond, do)
 }
 
 func taskIndex(tasks []*dsl.Task, name string) int {
