@@ -554,6 +554,14 @@ func (d *decoder) textPos(n *yaml.Node) Pos {
 
 // value compiles n into a Value with templates at its string leaves.
 func (d *decoder) value(n *yaml.Node) *Value {
+	return d.valueOf(n, "")
+}
+
+// valueOf is value for the field what (such as "step load: tool.command"):
+// a template that does not compile is reported with what and the path
+// below it, so the message names the step and field. An empty what adds
+// nothing.
+func (d *decoder) valueOf(n *yaml.Node, what string) *Value {
 	if n == nil {
 		return NewLiteralValue(nil, Pos{File: d.file})
 	}
@@ -572,7 +580,7 @@ func (d *decoder) value(n *yaml.Node) *Value {
 		if s, isStr := v.(string); isStr {
 			val, err := newScalarValue(s, d.textPos(n), d.limits)
 			if err != nil {
-				d.addErr(n, "", err)
+				d.addErr(n, what, err)
 				return NewLiteralValue(s, d.pos(n))
 			}
 			return val
@@ -580,8 +588,8 @@ func (d *decoder) value(n *yaml.Node) *Value {
 		return NewLiteralValue(v, d.pos(n))
 	case yaml.SequenceNode:
 		items := make([]*Value, 0, len(n.Content))
-		for _, item := range n.Content {
-			items = append(items, d.value(item))
+		for i, item := range n.Content {
+			items = append(items, d.valueOf(item, subField(what, fmt.Sprintf("[%d]", i))))
 		}
 		return NewListValue(items, d.pos(n))
 	case yaml.MappingNode:
@@ -590,7 +598,7 @@ func (d *decoder) value(n *yaml.Node) *Value {
 		vals := make([]*Value, 0, len(ps))
 		for _, p := range ps {
 			keys = append(keys, p.key)
-			vals = append(vals, d.value(p.v))
+			vals = append(vals, d.valueOf(p.v, subField(what, "."+p.key)))
 		}
 		return NewMapValue(keys, vals, d.pos(n))
 	}
@@ -605,9 +613,18 @@ func (d *decoder) valueMap(n *yaml.Node, what string) map[string]*Value {
 	}
 	out := make(map[string]*Value, len(ps))
 	for _, p := range ps {
-		out[p.key] = d.value(p.v)
+		out[p.key] = d.valueOf(p.v, what+"."+p.key)
 	}
 	return out
+}
+
+// subField names the part sub (".key" or "[i]") of the field what; ""
+// when what is.
+func subField(what, sub string) string {
+	if what == "" {
+		return ""
+	}
+	return what + sub
 }
 
 // template compiles a scalar as a template; nil for null.
@@ -641,7 +658,7 @@ func (d *decoder) assignments(n *yaml.Node, what string) []*Assignment {
 			d.errorf(p.k, "%s: bad assignment path %q", what, p.key)
 			continue
 		}
-		out = append(out, &Assignment{Path: path, Value: d.value(p.v), Pos: d.pos(p.k)})
+		out = append(out, &Assignment{Path: path, Value: d.valueOf(p.v, what+"."+path), Pos: d.pos(p.k)})
 	}
 	return out
 }

@@ -95,7 +95,7 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 				d.errorf(p.v, "%s: loop.%s is empty", what, p.key)
 				continue
 			}
-			l.In = d.value(p.v)
+			l.In = d.valueOf(p.v, what+": loop."+p.key)
 		case "iterator", "element":
 			if iterKey != nil {
 				d.errorf(p.k, "%s: loop has both %s and %s", what, iterKey.Value, p.key)
@@ -279,7 +279,7 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 				continue
 			}
 			authKey = p.key
-			c.Auth = d.value(p.v)
+			c.Auth = d.valueOf(p.v, what+": cursor."+p.key)
 		case "claim":
 			c.Claim = d.template(p.v, what+": cursor.claim")
 		case "max_attempts", "reclaim_after":
@@ -305,7 +305,7 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 			if c.Options == nil {
 				c.Options = make(map[string]*Value)
 			}
-			c.Options[p.key] = d.value(p.v)
+			c.Options[p.key] = d.valueOf(p.v, what+": cursor."+p.key)
 		}
 	}
 	if c.Kind == "" {

@@ -239,7 +239,7 @@ func (d *decoder) workbook(pb *Playbook, n *yaml.Node) {
 		if input != nil {
 			// The entry's input holds defaults; the task's own input (if
 			// any) wins over them, the call's input over both.
-			defaults := d.value(input)
+			defaults := d.valueOf(input, what+": input")
 			if own := t.Config["input"]; own != nil {
 				defaults = mergeMapValues(defaults, own)
 			}
@@ -398,7 +398,7 @@ func (d *decoder) step(n *yaml.Node) *Step {
 	if toolKind != "" {
 		t := &Task{Kind: toolKind, Pos: d.pos(d.resolve(toolNode))}
 		for _, p := range toolKeys {
-			t.setConfig(p.key, d.value(p.v), d.pos(p.k))
+			t.setConfig(p.key, d.valueOf(p.v, what+": "+p.key), d.pos(p.k))
 		}
 		if toolKind == "workbook" {
 			d.errorAt(t.Pos, "%s: tool: workbook needs a mapping {kind: workbook, name: ACTION}", what)
@@ -491,7 +491,7 @@ func (d *decoder) args(args *map[string]*Value, setBy *map[string]string, p pair
 			continue
 		}
 		(*setBy)[ap.key] = p.key
-		(*args)[ap.key] = d.value(ap.v)
+		(*args)[ap.key] = d.valueOf(ap.v, label+"."+ap.key)
 	}
 }
 
@@ -658,15 +658,18 @@ func (d *decoder) task(n *yaml.Node, what, prefix string, named bool) *Task {
 			d.errorAt(t.Pos, "%s: a workbook call needs name: (the workbook action to run)", what)
 		}
 	}
+	// cfg labels the tool's own configuration keys in messages.
+	cfg := what + "."
 	if t.Name != "" {
 		what = prefix + "task " + t.Name
+		cfg = what + ": "
 	}
 	for _, p := range ps {
 		switch p.key {
 		case "name", "kind":
 		case "action":
 			if t.Kind != "workbook" {
-				t.setConfig(p.key, d.value(p.v), d.pos(p.k))
+				t.setConfig(p.key, d.valueOf(p.v, cfg+p.key), d.pos(p.k))
 			}
 		case "spec":
 			sps, _ := d.mapping(p.v, what+": spec")
@@ -707,7 +710,7 @@ func (d *decoder) task(n *yaml.Node, what, prefix string, named bool) *Task {
 		case "output_select":
 			d.field(p.k, what, "task.output_select")
 		default:
-			t.setConfig(p.key, d.value(p.v), d.pos(p.k))
+			t.setConfig(p.key, d.valueOf(p.v, cfg+p.key), d.pos(p.k))
 		}
 	}
 	if named && t.Name == "" {

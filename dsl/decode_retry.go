@@ -267,7 +267,7 @@ func (d *decoder) sink(n *yaml.Node, what string) *Sink {
 			}
 			t.Kind, _ = d.str(p.v, what+"."+p.key)
 		default:
-			t.setConfig(p.key, d.value(p.v), d.pos(p.k))
+			t.setConfig(p.key, d.valueOf(p.v, what+"."+p.key), d.pos(p.k))
 		}
 	}
 	if t.Kind == "" {

@@ -266,6 +266,36 @@ workflow:
 			want: []string{"10:19: template syntax error"},
 		},
 		{
+			name: "a bad template names its step and field",
+			src: pb(`- step: start
+  tool: {kind: noop}
+  next: [second, third]
+- step: second
+  args: {a: "{{ x | nosuch }}"}
+  vars: {v: "{{ x | nosuch }}"}
+  set: {ctx.s: "{{ x | nosuch }}"}
+  loop: {in: "{{ x | nosuch }}", iterator: i}
+  tool:
+    kind: noop
+    msg: "{{ x | nosuch }}"
+    params: [1, {q: "{{ x | nosuch }}"}]
+- step: third
+  tool: noop
+  payload: "{{ x | nosuch }}"
+  sink: {tool: postgres, table: "{{ x | nosuch }}"}
+`),
+			want: []string{
+				`10:21: step second: args.a: template "{{ x | nosuch }}": unknown filter "nosuch"`,
+				`11:21: step second: vars.v: template "{{ x | nosuch }}": unknown filter "nosuch"`,
+				`12:24: step second: set.ctx.s: template "{{ x | nosuch }}": unknown filter "nosuch"`,
+				`13:22: step second: loop.in: template "{{ x | nosuch }}": unknown filter "nosuch"`,
+				`16:18: step second: tool.msg: template "{{ x | nosuch }}": unknown filter "nosuch"`,
+				`17:29: step second: tool.params[1].q: template "{{ x | nosuch }}": unknown filter "nosuch"`,
+				`20:20: step third: payload: template "{{ x | nosuch }}": unknown filter "nosuch"`,
+				`21:41: step third: sink.table: template "{{ x | nosuch }}": unknown filter "nosuch"`,
+			},
+		},
+		{
 			name: "alias cycle",
 			src:  "workload: &a {x: *a}\nworkflow: [{step: start, tool: {kind: noop}}]\n",
 			want: []string{"1:18: alias *a refers to a value that contains it"},
