@@ -19,7 +19,8 @@ import (
 const Form = `alias=URL or alias={"url": ..., "hosts": [...], ...}`
 
 // Parse reads one --credential value. The alias, the text before the
-// first '=', must be a plain name: letters, digits, '_', '-' and '.'.
+// first '=', must be a plain name: letters, digits, '_', '-' and '.'; the
+// value after it must not be empty.
 // Without that rule a URL with a query (postgres://u:p@h/db?sslmode=disable)
 // given without its alias would be taken as the alias
 // "postgres://u:p@h/db?sslmode".
@@ -30,6 +31,11 @@ func Parse(value string) (tools.Credential, error) {
 		return tools.Credential{}, errors.New("no alias: want " + Form + " (the value is not shown: it may hold a password)")
 	case !plainName(alias):
 		return tools.Credential{}, errors.New("the text before the first '=' is not an alias (letters, digits, '_', '-', '.'): want " + Form + " (the value is not shown: it may hold a password)")
+	case strings.TrimSpace(rest) == "":
+		// As CURSORFLOW_CREDENTIAL_<ALIAS> set empty means no credential:
+		// an empty URL would reach whatever database libpq's defaults do
+		// (pg=$DATABASE_URL with the variable unset).
+		return tools.Credential{}, fmt.Errorf("credential %q has an empty value (was the variable that should hold it unset?): want %s", alias, Form)
 	}
 	// Its error names the alias only.
 	return tools.ParseCredential(alias, rest)

@@ -51,3 +51,16 @@ func TestParseNeverEchoes(t *testing.T) {
 		t.Errorf("Keychain: %v", err)
 	}
 }
+
+// TestParseRefusesAnEmptyValue: --credential pg=$DATABASE_URL with the
+// variable unset gives pg an empty URL, which a postgres task would take
+// as libpq's defaults and run against whatever database those reach.
+// CURSORFLOW_CREDENTIAL_PG set empty means no credential; the flag
+// refuses it, naming the alias.
+func TestParseRefusesAnEmptyValue(t *testing.T) {
+	for _, value := range []string{"pg=", "pg=  "} {
+		if c, err := credflag.Parse(value); err == nil || !strings.Contains(err.Error(), `"pg"`) {
+			t.Errorf("Parse(%q) = %+v, %v; want an error naming the alias", value, c, err)
+		}
+	}
+}
