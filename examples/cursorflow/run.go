@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
@@ -53,7 +52,7 @@ type runFlags struct {
 
 func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
 	if withSet {
-		fs.Var(&f.sets, "set", "override a workload key: key=value (value read as a YAML scalar); repeatable")
+		fs.Var(&f.sets, "set", "override a workload key: key=value (value read as a YAML scalar; a dotted key such as config.limit sets a key inside a workload mapping); repeatable")
 	}
 	fs.Var(&f.credentials, "credential", "map a keychain alias (letters, digits, _ - .) to a connection URL: "+credflag.Form+" as in CURSORFLOW_CREDENTIAL_<ALIAS>; repeatable")
 	fs.StringVar(&f.eventlog, "eventlog", "", "event log: sqlite:PATH (default under the user's state directory), postgres://... or memory:")
@@ -142,7 +141,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 		return exitUsage
 	}
-	if _, err := dsl.Parse(file, src); err != nil {
+	pb, err := dsl.Parse(file, src)
+	if err != nil {
 		var list dsl.ErrorList
 		if errors.As(err, &list) {
 			for _, d := range list {
@@ -153,21 +153,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	workload := map[string]any{}
-	for _, kv := range f.sets {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			fmt.Fprintf(stderr, "cursorflow: --set %q: want key=value\n", kv)
-			return exitUsage
-		}
-		var x any
-		if err := yaml.Unmarshal([]byte(v), &x); err != nil {
-			x = v
-		}
-		if x == nil && v != "" && v != "null" && v != "~" {
-			x = v
-		}
-		workload[k] = normalizeYAML(x)
+	workload, err := parseSets(f.sets, pb.Workload)
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitUsage
 	}
 	// The id is chosen here so that the execution is locked (see
 	// lockExecution) before it starts.

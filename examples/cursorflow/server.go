@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,6 +27,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -258,7 +260,7 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 	var f remoteFlags
 	f.register(fs)
 	var sets multiFlag
-	fs.Var(&sets, "set", "override a workload key: key=value (value read as a YAML scalar); repeatable")
+	fs.Var(&sets, "set", "override a workload key: key=value (value read as a YAML scalar; a dotted key such as config.limit sets a key inside a workload mapping); repeatable")
 	verbose := fs.Bool("v", false, "print every event as it is recorded")
 	progressMode := fs.String("progress", progressAuto, "live progress on stderr: auto (on a terminal, without --json or -v), always or never")
 	pos, err := parseInterleaved(fs, args)
@@ -283,7 +285,13 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 		return exitUsage
 	}
-	workload, err := parseSets(sets)
+	// The server parses the playbook too; its workload here only places
+	// dotted --set keys (a playbook it refuses is reported from there).
+	var base map[string]any
+	if pb, err := dsl.Parse(file, src); err == nil {
+		base = pb.Workload
+	}
+	workload, err := parseSets(sets, base)
 	if err != nil {
 		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 		return exitUsage
@@ -344,8 +352,13 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 	return o.report(stdout, f.json)
 }
 
-// parseSets reads --set key=value pairs, each value as a YAML scalar.
-func parseSets(sets []string) (map[string]any, error) {
+// parseSets reads --set key=value pairs, each value as a YAML scalar, into
+// overrides of the top-level keys of base (the playbook's workload). A
+// dotted key that is not itself a key of base sets a key inside a mapping:
+// config.limit=9 overrides config with a copy whose limit is 9, its other
+// keys kept (a missing mapping on the way is created; a value that is not
+// a mapping is an error).
+func parseSets(sets []string, base map[string]any) (map[string]any, error) {
 	workload := map[string]any{}
 	for _, kv := range sets {
 		k, v, ok := strings.Cut(kv, "=")
@@ -359,9 +372,51 @@ func parseSets(sets []string) (map[string]any, error) {
 		if x == nil && v != "" && v != "null" && v != "~" {
 			x = v
 		}
-		workload[k] = normalizeYAML(x)
+		x = normalizeYAML(x)
+		if _, top := base[k]; top || !strings.Contains(k, ".") {
+			workload[k] = x
+			continue
+		}
+		path := strings.Split(k, ".")
+		if slices.Contains(path, "") {
+			return nil, fmt.Errorf("--set %q: empty part in the dotted key", k)
+		}
+		head, ok := workload[path[0]]
+		if !ok {
+			head = base[path[0]]
+		}
+		m, err := setPath(head, path[0], path[1:], x)
+		if err != nil {
+			return nil, fmt.Errorf("--set %s: %w", k, err)
+		}
+		workload[path[0]] = m
 	}
 	return workload, nil
+}
+
+// setPath returns a copy of the mapping v (nil: a new one), named name in
+// errors, with the value at path set to x; the mappings on the way are
+// copied, never changed.
+func setPath(v any, name string, path []string, x any) (map[string]any, error) {
+	var m map[string]any
+	switch t := v.(type) {
+	case nil:
+		m = map[string]any{}
+	case map[string]any:
+		m = maps.Clone(t)
+	default:
+		return nil, fmt.Errorf("the workload's %s is not a mapping", name)
+	}
+	if len(path) == 1 {
+		m[path[0]] = x
+		return m, nil
+	}
+	sub, err := setPath(m[path[0]], name+"."+path[0], path[1:], x)
+	if err != nil {
+		return nil, err
+	}
+	m[path[0]] = sub
+	return m, nil
 }
 
 // oneID parses a remote command's flags and its single EXECUTION_ID.

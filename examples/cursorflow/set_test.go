@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSetDottedKey: --set config.limit=9 sets the key inside the
+// workload's config mapping and keeps its other keys, instead of adding a
+// top-level key "config.limit" that no template reads.
+func TestSetDottedKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pb := filepath.Join(dir, "set.yaml")
+	if err := os.WriteFile(pb, []byte(`apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: set_dotted}
+workload:
+  config: {limit: 5, name: x}
+  "odd.key": 1
+workflow:
+  - step: start
+    tool:
+      kind: noop
+      spec:
+        policy:
+          rules:
+            - when: '{{ config.limit != 9 or config.name != "x" or config.retry.max != 2 or workload["odd.key"] != 3 or "config.limit" in workload }}'
+              then: {do: fail}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	args := []string{"run", pb, "--eventlog", "memory:", "--progress", "never",
+		"--set", "config.limit=9", "--set", "config.retry.max=2", "--set", "odd.key=3"}
+	if code := dispatch(args, &out, &errOut); code != exitOK {
+		t.Fatalf("run exited %d: %s %s", code, out.String(), errOut.String())
+	}
+
+	// A dotted key below a workload value that is not a mapping is refused.
+	out.Reset()
+	errOut.Reset()
+	args = []string{"run", pb, "--eventlog", "memory:", "--progress", "never", "--set", "config.name.first=y"}
+	if code := dispatch(args, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "config.name") {
+		t.Fatalf("run exited %d: %s %s", code, out.String(), errOut.String())
+	}
+}
