@@ -107,7 +107,7 @@ var Fields = []Field{
 
 	{"task.name", Honoured, "labels a pipeline task"},
 	{"task.kind", Honoured, "the tool kind; must be registered in the engine's tools registry at run"},
-	{"task.spec.policy", Honoured, "when/then rules deciding continue, retry, break, jump or fail"},
+	{"task.spec.policy", Honoured, "when/then rules deciding continue, retry, break, jump or fail; a failed task's output.error (and outcome.error) is structured there: kind (rate_limit, auth, not_found, timeout, server_error, client_error, error), retryable, status (HTTP), code (SQLSTATE), message, and prints as its text"},
 	{"task.spec.timeout", Honoured, "bounds one call of the tool"},
 	{"task.set", Honoured, "assignments after the task: iter., ctx., vars. or pipeline-local names"},
 	{"task.retry", Honoured, "retry policy (mapping form or the when/then list form)"},

@@ -65,3 +65,98 @@ func retryAttempts(a *dsl.Action) int {
 	}
 	return 3
 }
+
+// errorValue is output.error as a policy rule's when sees it, the way
+// NoETL's playbooks test it: output.error.kind, .retryable, .status (the
+// HTTP status), .code (a SQLSTATE) and .message. Printed, it is the
+// error's text, as output.error is everywhere else.
+type errorValue map[string]any
+
+// String returns the error's text.
+func (e errorValue) String() string {
+	s, _ := e["message"].(string)
+	return s
+}
+
+// Kinds of errorValue: what failed, for rules to tell apart.
+const (
+	errKindRateLimit   = "rate_limit"   // HTTP 429
+	errKindAuth        = "auth"         // HTTP 401, 403
+	errKindNotFound    = "not_found"    // HTTP 404
+	errKindTimeout     = "timeout"      // HTTP 408, 504
+	errKindServerError = "server_error" // other HTTP 5xx
+	errKindClientError = "client_error" // other HTTP 4xx
+	errKindError       = "error"        // anything else
+)
+
+// policyScope is view for a policy rule's when: when the task failed, its
+// output.error (and NoETL v10's outcome.error) is an errorValue. A
+// successful output leaves view as it is.
+func policyScope(view, out map[string]any) map[string]any {
+	o, failed := structuredOutput(out)
+	if !failed {
+		return view
+	}
+	sc := make(map[string]any, len(view)+1)
+	for k, v := range view {
+		sc[k] = v
+	}
+	sc["output"], sc["outcome"] = o, o
+	return sc
+}
+
+// structuredOutput returns a failed task's output with its error as an
+// errorValue, and whether it failed (out itself when it did not).
+func structuredOutput(out map[string]any) (map[string]any, bool) {
+	msg, failed := out["error"].(string)
+	if !failed {
+		return out, false
+	}
+	ev := errorValue{"message": msg, "kind": errKindError, "retryable": retryableData(out)}
+	if d, ok := out["data"].(map[string]any); ok && d["sqlstate"] != nil {
+		ev["code"] = d["sqlstate"]
+	}
+	if code, ok := statusInt(statusCode(out)); ok {
+		ev["status"] = code
+		ev["kind"], ev["retryable"] = httpErrorKind(code)
+	}
+	o := make(map[string]any, len(out))
+	for k, v := range out {
+		o[k] = v
+	}
+	o["error"] = ev
+	return o, true
+}
+
+// httpErrorKind classifies an HTTP error status, and says whether the
+// same request may succeed later.
+func httpErrorKind(code int) (kind string, retryable bool) {
+	switch {
+	case code == 429:
+		return errKindRateLimit, true
+	case code == 401 || code == 403:
+		return errKindAuth, false
+	case code == 404:
+		return errKindNotFound, false
+	case code == 408 || code == 504:
+		return errKindTimeout, true
+	case code >= 500:
+		return errKindServerError, true
+	case code >= 400:
+		return errKindClientError, false
+	}
+	return errKindError, false
+}
+
+// statusInt reads an HTTP status as an int, however it was decoded.
+func statusInt(v any) (int, bool) {
+	switch x := v.(type) {
+	case int:
+		return x, true
+	case int64:
+		return int(x), true
+	case float64:
+		return int(x), x == math.Trunc(x)
+	}
+	return 0, false
+}

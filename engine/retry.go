@@ -36,13 +36,14 @@ func retryOf(step *dsl.Step, task *dsl.Task) *dsl.Retry {
 
 // retryScope is what retry conditions see: the task's view plus NoETL's
 // retry variables (status_code, error, success, data, result, response,
-// attempt, max_attempts).
+// attempt, max_attempts); output.error is structured as in policy rules
+// (see policyScope), error is its text.
 func retryScope(view, out map[string]any, attempt, maxAttempts int) map[string]any {
 	sc := make(map[string]any, len(view)+10)
 	for k, v := range view {
 		sc[k] = v
 	}
-	sc["output"] = out
+	sc["output"], _ = structuredOutput(out)
 	sc["data"] = out["data"]
 	sc["result"] = out["data"]
 	sc["response"] = responseBody(out)

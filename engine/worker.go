@@ -595,7 +595,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if policy == nil && !step.Pipeline {
 			policy = step.Spec.Policy
 		}
-		rule, err := matchRule(policy, view)
+		rule, err := matchRule(policy, policyScope(view, out))
 		if err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy", output: out}
 		}

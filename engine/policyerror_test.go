@@ -1,0 +1,82 @@
+package engine_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/tools"
+	toolhttp "github.com/cursorflow/cursorflow/tools/http"
+)
+
+// TestPolicyRulesSeeStructuredErrors runs rules the way NoETL's own
+// playbooks write them (output.error.retryable, output.error.kind,
+// output.error.status): a flaky endpoint is retried until it answers, a
+// refused login fails the step instead of falling through to else:
+// continue, and the step fails with the tool's own error text.
+func TestPolicyRulesSeeStructuredErrors(t *testing.T) {
+	t.Parallel()
+	var flaky atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/flaky":
+			if flaky.Add(1) <= 2 {
+				http.Error(w, "try later", http.StatusServiceUnavailable)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"ok": true}`))
+		case "/login":
+			http.Error(w, "bad token", http.StatusUnauthorized)
+		}
+	}))
+	defer srv.Close()
+	rules := `
+      spec:
+        policy:
+          rules:
+            - when: "{{ output.status == 'error' and output.error.kind == 'auth' }}"
+              then: {do: fail}
+            - when: "{{ output.status == 'error' and output.error.retryable and output.error.status in [500, 502, 503] }}"
+              then: {do: retry, attempts: 5, delay: 0}
+            - else:
+                then: {do: continue}
+`
+	for _, tc := range []struct {
+		path, status string
+		calls        int64
+	}{
+		{"/flaky", engine.StatusCompleted, 3},
+		{"/login", engine.StatusFailed, 0},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			reg := tools.NewRegistry()
+			reg.MustRegister("http", toolhttp.New(toolhttp.Config{}))
+			b := setupWith(t, engine.Config{Tools: reg})
+			sum, evs := b.run(t, header+`
+workload: {url: "`+srv.URL+`"}
+workflow:
+  - step: start
+    tool:
+      kind: http
+      url: '{{ url }}`+tc.path+`'`+rules+`
+    next:
+      - step: end
+  - step: end
+    tool: {kind: rec, key: end}
+`, nil)
+			defer dumpOnFail(t, evs)
+			if sum.Status != tc.status {
+				t.Fatalf("status %s (%s), want %s", sum.Status, sum.Error, tc.status)
+			}
+			if tc.calls > 0 && flaky.Load() != tc.calls {
+				t.Fatalf("/flaky called %d times, want %d", flaky.Load(), tc.calls)
+			}
+			if tc.status == engine.StatusFailed && sum.Error != "HTTP 401: bad token" {
+				t.Fatalf("error %q, want the tool's own text", sum.Error)
+			}
+		})
+	}
+}
