@@ -89,7 +89,7 @@ var Fields = []Field{
 	{"step.loop", Honoured, "iterate over a collection or drain a cursor"},
 	{"step.tool", Honoured, "a task mapping, a pipeline list, or a kind name with the tool's fields on the step"},
 	{"step.next", Honoured, "routing: a name, a list, or {spec, arcs}"},
-	{"step.spec.timeout", Honoured, "bounds one run of the tool chain (seconds, a duration, or a template)"},
+	{"step.spec.timeout", Honoured, "bounds one run of the tool chain (seconds, a duration, or a template); a sub-playbook call then waits for its child instead of parking, and cancels it when the time is up"},
 	{"step.spec.on_error", Honoured, "continue/ignore: a failed step routes with event.name call.error instead of failing the execution"},
 	{"step.spec.pool", Honoured, "worker pool that runs the step's commands"},
 	{"step.spec.worker_labels", Honoured, "labels a worker must have to run the step's commands (engine/natsjs); the pool takes them when no such worker is alive"},

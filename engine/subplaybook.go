@@ -15,7 +15,9 @@ import (
 // command. A child that has ended gives its outcome, read from the log.
 // One that has not: with req.Await the call returns at once with status
 // running, and the engine parks the calling command until the child ends;
-// without, the call waits for it.
+// without, the call waits for it, and a ctx whose deadline passes (the
+// calling step's spec.timeout, which keeps the call from parking) cancels
+// the child.
 func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playbook.Result, error) {
 	if e.isClosed() {
 		return playbook.Result{}, ErrClosed
@@ -66,6 +68,15 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 		return playbook.Result{ExecutionID: childID, Status: playbook.StatusRunning}, nil
 	}
 	sum, err := e.Wait(ctx, childID)
+	if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The calling step's spec.timeout ran out: the child's work is no
+		// longer wanted. (A worker that stops cancels ctx instead; then
+		// the child goes on, and the re-run call re-attaches to it.)
+		if cerr := e.Cancel(context.WithoutCancel(ctx), childID); cerr != nil {
+			return playbook.Result{}, fmt.Errorf("sub-playbook %s: no outcome within the step's timeout; cancelling child %s failed: %w", req.Path, childID, cerr)
+		}
+		return playbook.Result{}, fmt.Errorf("sub-playbook %s: no outcome within the step's timeout; child %s cancelled: %w", req.Path, childID, err)
+	}
 	if err != nil {
 		return playbook.Result{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,5 +246,49 @@ workflow:
 	}
 	if sum, err := second.Wait(ctx, id); err != nil || sum.Status != engine.StatusCompleted {
 		t.Fatalf("resumed: %v %+v", err, sum)
+	}
+}
+
+// TestSubPlaybookStepTimeout: a sub-playbook step's spec.timeout bounds
+// its child, as any step's bounds its tool: the step fails when the time
+// is up, and the child, whose work is no longer wanted, is cancelled.
+func TestSubPlaybookStepTimeout(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeChild(t, dir, `
+workflow:
+  - step: start
+    tool: {kind: block}
+`)
+	b := setupWith(t, engine.Config{})
+	b.reg.MustRegister("playbook", playbook.New(b.eng))
+	b.reg.MustRegister("block", tools.ToolFunc(func(ctx context.Context, _ *tools.Call) (tools.Output, error) {
+		<-ctx.Done() // a child step that would run long
+		return tools.Output{}, ctx.Err()
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    spec: {timeout: 0.5}
+    tool: {kind: playbook, path: child.yaml}
+`), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != engine.StatusFailed || !strings.Contains(sum.Error, "no outcome within the step's timeout") {
+		t.Fatalf("parent: %s %q, want failed for the timeout", sum.Status, sum.Error)
+	}
+	child, err := b.eng.Wait(ctx, id+"/start#1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if child.Status != engine.StatusCancelled {
+		t.Fatalf("child: %s %q, want cancelled", child.Status, child.Error)
 	}
 }

@@ -490,10 +490,15 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	if timeout == 0 {
 		timeout = cmd.Playbook.DefaultTimeout
 	}
+	// A call may park the command (a sub-playbook's) when it is durable,
+	// but a parked command has no deadline: with a timeout the call waits
+	// for its child here, so that the deadline applies.
+	await := durable
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
+		await = false
 	}
 	if taskAttempt < 1 {
 		taskAttempt = 1
@@ -512,7 +517,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			view = w.view(scope, &cs)
 		}
 		addArgs(view, args)
-		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall, durable)
+		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall, await)
 		if aw := awaitOf(err); durable && aw != nil {
 			return chainResult{await: &awaitingPayload{ExecutionID: aw.ExecutionID, StartTask: ti, TaskAttempt: taskAttempt, Carry: cs.carry(), NextCall: nextCall}}
 		}
@@ -832,6 +837,7 @@ func (w *Worker) runTool(ctx context.Context, cmd *Command, step *dsl.Step, task
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
+		await = false // a parked command has no deadline (see runChain)
 	}
 	// Secret references (from the secrets tool) become secrets only in
 	// what this tool receives, and references again in what it returns.

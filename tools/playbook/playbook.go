@@ -17,7 +17,11 @@
 // the child and returns a *tools.AwaitExecution, the engine parks the
 // command until the child's terminal event and then runs the task again,
 // which finds the child finished and returns its outcome. (Rows of a
-// cursor frame cannot be parked: there the tool waits for the child.)
+// cursor frame cannot be parked: there the tool waits for the child. So
+// does a step or task with a spec.timeout, which a parked command could
+// not keep: when the time is up the step fails and the child is
+// cancelled. The wait restarts if the call is run again after a
+// worker's loss.)
 package playbook
 
 import (
