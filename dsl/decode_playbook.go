@@ -427,6 +427,7 @@ func (d *decoder) step(n *yaml.Node) *Step {
 		}
 	}
 	d.lintIterRefs(s, what)
+	d.lintConcurrentCtx(s, what)
 	return s
 }
 

@@ -120,3 +120,50 @@ func walkStep(x reflect.Value, seen map[uintptr]bool, value func(*Value), assign
 		}
 	}
 }
+
+// lintConcurrentCtx warns about each set: of loop step s that updates a
+// ctx key from its own value (ctx.total: '{{ ctx.total + iter.x }}')
+// while the loop's items run at once: each item reads ctx as it was when
+// it started, so concurrent updates overwrite each other and the total
+// comes out short, silently.
+func (d *decoder) lintConcurrentCtx(s *Step, what string) {
+	if s.Loop == nil {
+		return
+	}
+	switch s.Loop.Mode {
+	case ModeParallel, ModeChunked, ModeFanout:
+		if s.Loop.MaxInFlight == 1 {
+			return
+		}
+	case ModeCursor:
+		if s.Loop.MaxInFlight <= 1 {
+			return
+		}
+	default:
+		return
+	}
+	// The step's own set: runs once, after loop.done; the tasks' and the
+	// loop policy's run with each item.
+	reported := map[string]bool{}
+	check := func(a *Assignment) {
+		rest, ok := strings.CutPrefix(a.Path, "ctx.")
+		if !ok || reported[a.Path] {
+			return
+		}
+		key := strings.SplitN(rest, ".", 2)[0]
+		reads := false
+		a.Value.templates(func(_ *Value, t *Template) {
+			reads = reads || strings.Contains(t.Source, "ctx."+key) || strings.Contains(t.Source, "ctx['"+key+"']")
+		})
+		if !reads {
+			return
+		}
+		reported[a.Path] = true
+		d.warns = append(d.warns, Diagnostic{Pos: a.Pos, Warning: true, Message: fmt.Sprintf(
+			"%s: set %s reads ctx.%s while the loop's items run at once (mode %s): each item reads ctx as it was when it started, "+
+				"so their updates overwrite each other; return each item's part and combine the loop's results after loop.done", what, a.Path, key, s.Loop.Mode)})
+	}
+	seen := map[uintptr]bool{}
+	walkStep(reflect.ValueOf(s.Tool), seen, func(*Value) {}, check)
+	walkStep(reflect.ValueOf(s.Loop.Policy), seen, func(*Value) {}, check)
+}

@@ -927,6 +927,49 @@ func TestIterTypoWarns(t *testing.T) {
 	}
 }
 
+// TestConcurrentCtxUpdateWarns: a set: that updates a ctx key from its own
+// value in a task of a loop whose items run at once loses updates (each
+// item reads ctx as it started); validate says so. A sequential loop, a
+// parallel one bounded to one item, a set that does not read the key and
+// the step's own set (run once, after loop.done) are fine.
+func TestConcurrentCtxUpdateWarns(t *testing.T) {
+	t.Parallel()
+	const warning = "while the loop's items run at once"
+	for _, tc := range []struct {
+		name, spec, set string
+		warn            bool
+	}{
+		{"parallel total", "{mode: parallel}", "ctx.total: '{{ ctx.total + iter.x }}'", true},
+		{"parallel nested", "{mode: parallel, max_in_flight: 4}", "ctx.stats.n: '{{ ctx.stats.n + 1 }}'", true},
+		{"sequential", "{mode: sequential}", "ctx.total: '{{ ctx.total + iter.x }}'", false},
+		{"one at a time", "{mode: parallel, max_in_flight: 1}", "ctx.total: '{{ ctx.total + iter.x }}'", false},
+		{"no read", "{mode: parallel}", "ctx.last: '{{ iter.x }}'", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustParse(t, pb(`- step: start
+  loop:
+    in: [1, 2, 3]
+    iterator: x
+    spec: `+tc.spec+`
+  tool:
+    - name: add
+      kind: noop
+      set:
+        `+tc.set+`
+  set:
+    ctx.after: '{{ ctx.after + 1 }}'
+`))
+			warned := false
+			for _, w := range p.Warnings {
+				warned = warned || strings.Contains(w.Message, warning)
+			}
+			if warned != tc.warn {
+				t.Fatalf("warned %v, want %v (warnings %v)", warned, tc.warn, p.Warnings)
+			}
+		})
+	}
+}
+
 // TestEndlessCycleWarns: validate warns about steps that every run goes
 // round for ever (each arc of the cycle taken without a when), and not
 // about cycles a condition can leave.
