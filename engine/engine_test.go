@@ -318,3 +318,27 @@ workflow:
 		})
 	}
 }
+
+// TestLoopFailureNamesTheItem: a loop of many items that fails for one
+// says which (its iter._index), not only what the tool said.
+func TestLoopFailureNamesTheItem(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []string{"{mode: sequential}", "{mode: parallel, max_in_flight: 2}"} {
+		t.Run(spec, func(t *testing.T) {
+			b := setup(t, nil)
+			sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    loop:
+      in: [10, 20, 30]
+      iterator: x
+      spec: `+spec+`
+    tool: {kind: rec, key: 'k{{ iter.x }}', fail: '{{ 1 if iter.x == 20 else 0 }}'}
+`, nil)
+			defer dumpOnFail(t, evs)
+			if sum.Status != engine.StatusFailed || !strings.Contains(sum.Error, "item 1: planned failure 1") {
+				t.Fatalf("summary %s %q, want failed naming item 1", sum.Status, sum.Error)
+			}
+		})
+	}
+}

@@ -839,6 +839,14 @@ func (s *State) failWork(c *commandState, p *completedPayload) {
 				if l.Fail == "" {
 					l.Fail = "failed"
 				}
+				// Say which item: a loop of many fails for one of them.
+				switch {
+				case c.Kind != KindItem:
+				case c.Issued.Count > 1:
+					l.Fail = fmt.Sprintf("items %d-%d: %s", c.Issued.Index, c.Issued.Index+c.Issued.Count-1, l.Fail)
+				default:
+					l.Fail = fmt.Sprintf("item %d: %s", c.Issued.Index, l.Fail)
+				}
 			}
 			if c.Kind == KindItem && c.Issued.Index < len(l.Outputs) {
 				l.Outputs[c.Issued.Index] = p.Output
