@@ -428,6 +428,7 @@ func (d *decoder) step(n *yaml.Node) *Step {
 	}
 	d.lintIterRefs(s, what)
 	d.lintConcurrentCtx(s, what)
+	d.lintLoopStepSetIter(s, what)
 	return s
 }
 

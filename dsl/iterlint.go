@@ -167,3 +167,23 @@ func (d *decoder) lintConcurrentCtx(s *Step, what string) {
 	walkStep(reflect.ValueOf(s.Tool), seen, func(*Value) {}, check)
 	walkStep(reflect.ValueOf(s.Loop.Policy), seen, func(*Value) {}, check)
 }
+
+// lintLoopStepSetIter warns about each set: of loop step s itself that
+// reads iter: the step's own set runs once, after loop.done, where no
+// item is current and iter renders empty; per item, a task's set runs.
+func (d *decoder) lintLoopStepSetIter(s *Step, what string) {
+	if s.Loop == nil {
+		return
+	}
+	for _, a := range s.Set {
+		reads := false
+		a.Value.templates(func(_ *Value, t *Template) {
+			reads = reads || strings.Contains(t.Source, "iter.") || strings.Contains(t.Source, "iter[")
+		})
+		if reads {
+			d.warns = append(d.warns, Diagnostic{Pos: a.Pos, Warning: true, Message: fmt.Sprintf(
+				"%s: set %s reads iter, but a loop step's own set: runs once, after loop.done, where iter is empty; "+
+					"to set it per item, put the set: under the tool's task", what, a.Path)})
+		}
+	}
+}

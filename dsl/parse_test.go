@@ -970,6 +970,35 @@ func TestConcurrentCtxUpdateWarns(t *testing.T) {
 	}
 }
 
+// TestLoopStepSetReadingIterWarns: a loop step's own set: runs once after
+// loop.done, where iter is empty; validate says so when it reads iter,
+// and not for a task's set (per item) or a step set that does not.
+func TestLoopStepSetReadingIterWarns(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  loop:
+    in: [1, 2, 3]
+    iterator: x
+  tool:
+    - name: add
+      kind: noop
+      set:
+        ctx.last: '{{ iter.x }}'
+  set:
+    ctx.sum: '{{ ctx.sum + iter.x }}'
+    ctx.done: '{{ true }}'
+`))
+	var got []string
+	for _, w := range p.Warnings {
+		if strings.Contains(w.Message, "runs once, after loop.done") {
+			got = append(got, w.Error())
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "set ctx.sum reads iter") {
+		t.Fatalf("warnings %q: want one, for ctx.sum", got)
+	}
+}
+
 // TestEndlessCycleWarns: validate warns about steps that every run goes
 // round for ever (each arc of the cycle taken without a when), and not
 // about cycles a condition can leave.
