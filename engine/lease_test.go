@@ -94,6 +94,27 @@ func (d *dyingReporter) Heartbeat(ctx context.Context, executionID, commandID st
 	return d.inner.Heartbeat(ctx, executionID, commandID)
 }
 
+// killingEngine is an engine on a memory log and a fake clock whose
+// commands run through a killingDispatcher that kills victim, with the
+// keychain alias pg for dsn; the test's cleanup closes it.
+func killingEngine(t *testing.T, dsn, victim string) (*killingDispatcher, *engine.Engine, eventlog.Log, *clock.Fake) {
+	t.Helper()
+	kc := tools.StaticURLs(map[string]string{"pg": dsn})
+	treg, creg, closer := stdwire.Registries(kc, nil, false)
+	t.Cleanup(func() { _ = closer.Close() })
+	kd := &killingDispatcher{victim: victim, lateErr: make(chan error, 1), reissued: make(chan struct{}), died: make(chan struct{})}
+	log := eventlog.NewMemory()
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Dispatcher: kd, Clock: clk,
+		Tick: 20 * time.Millisecond, Observer: engine.ObserverFunc(kd.observe)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd.eng = e
+	t.Cleanup(func() { _ = e.Close() })
+	return kd, e, log, clk
+}
+
 // TestWorkerKilledMidFrame: the worker of one frame dies after running
 // its rows, before reporting. On the fake clock, once every other slot has
 // drained and only the dead frame is in flight, time moves past its lease:
@@ -106,19 +127,7 @@ func TestWorkerKilledMidFrame(t *testing.T) {
 		n = 10_000
 	}
 	pool, table := pgQueue(t, dsn, n)
-	kc := tools.StaticURLs(map[string]string{"pg": dsn})
-	treg, creg, closer := stdwire.Registries(kc, nil, false)
-	defer closer.Close()
-	kd := &killingDispatcher{victim: "start#1/s3.f2@1", lateErr: make(chan error, 1), reissued: make(chan struct{}), died: make(chan struct{})}
-	log := eventlog.NewMemory()
-	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Dispatcher: kd, Clock: clk,
-		Tick: 20 * time.Millisecond, Observer: engine.ObserverFunc(kd.observe)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd.eng = e
-	defer e.Close()
+	kd, e, log, clk := killingEngine(t, dsn, "start#1/s3.f2@1")
 	src := header + `
 workload: {table: ` + table + `}
 workflow:
@@ -228,19 +237,7 @@ func TestWorkerKilledAfterClaimCountsBuriedRows(t *testing.T) {
 	if _, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %s SET attempts = 5 WHERE id <= %d`, table, poison)); err != nil {
 		t.Fatal(err)
 	}
-	kc := tools.StaticURLs(map[string]string{"pg": dsn})
-	treg, creg, closer := stdwire.Registries(kc, nil, false)
-	defer closer.Close()
-	kd := &killingDispatcher{victim: "start#1/s0.f1@1", lateErr: make(chan error, 1), reissued: make(chan struct{}), died: make(chan struct{})}
-	log := eventlog.NewMemory()
-	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Dispatcher: kd, Clock: clk,
-		Tick: 20 * time.Millisecond, Observer: engine.ObserverFunc(kd.observe)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd.eng = e
-	defer e.Close()
+	kd, e, log, clk := killingEngine(t, dsn, "start#1/s0.f1@1")
 	src := header + `
 workload: {table: ` + table + `}
 workflow:
