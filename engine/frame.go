@@ -152,10 +152,6 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	if cmd.Settle == SettleDeadLetter {
 		var p frameDonePayload
 		_ = settle(func(sctx context.Context) error { p = w.deadLetter(sctx, cmd, cur); return nil })
-		if len(cmd.Buried) > 0 {
-			p.Items = append(p.Items, buriedItems(cmd.Buried)...)
-			p.Counts = countOutcomes(p.Items)
-		}
 		return nil, done(p)
 	}
 	p := frameDonePayload{}
@@ -727,7 +723,7 @@ func (f *frameRun) setItem(i int, it ItemOutcome) {
 
 // deadLetter hands a frame's recorded rows to the cursor's dead letter
 // (the engine gave up on them) and returns the frame.done that reports
-// them dead. A source that cannot dead-letter (a SQL cursor without a
+// them dead, with the rows its claim set aside. A source that cannot dead-letter (a SQL cursor without a
 // dead_letter statement) keeps the rows claimed: that is logged loudly
 // and recorded in the rows' error.
 func (w *Worker) deadLetter(ctx context.Context, cmd *Command, cur cursor.Cursor) frameDonePayload {
@@ -745,17 +741,16 @@ func (w *Worker) deadLetter(ctx context.Context, cmd *Command, cur cursor.Cursor
 	msg := reason
 	if err != nil {
 		msg = reason + "; the source did not take the dead letter: " + err.Error()
-		keys := make([]string, len(rows))
-		for i, r := range rows {
-			keys[i] = r.Key
-		}
 		w.logger().Error("cursor: the engine gave up on rows that the source could not dead-letter; they stay claimed in the source",
-			"step", cmd.Step, "command_id", cmd.ID, "keys", keys, "reason", reason, "error", err)
+			"step", cmd.Step, "command_id", cmd.ID, "keys", rowKeys(rows), "reason", reason, "error", err)
 	}
-	items := make([]ItemOutcome, len(rows))
+	items := make([]ItemOutcome, len(rows), len(rows)+len(cmd.Buried))
 	for i, r := range rows {
 		items[i] = ItemOutcome{Key: r.Key, Outcome: OutcomeDead, Error: msg}
 	}
+	// What the frame's first claim set aside is reported here too, as
+	// that attempt's frame.done would have.
+	items = append(items, buriedItems(cmd.Buried)...)
 	return frameDonePayload{Items: items, Counts: countOutcomes(items)}
 }
 

@@ -97,10 +97,7 @@ func policyScope(view, out map[string]any) map[string]any {
 	if !failed {
 		return view
 	}
-	sc := make(map[string]any, len(view)+1)
-	for k, v := range view {
-		sc[k] = v
-	}
+	sc := copyMap(view)
 	sc["output"], sc["outcome"] = o, o
 	return sc
 }
@@ -120,10 +117,7 @@ func structuredOutput(out map[string]any) (map[string]any, bool) {
 		ev["status"] = code
 		ev["kind"], ev["retryable"] = httpErrorKind(code)
 	}
-	o := make(map[string]any, len(out))
-	for k, v := range out {
-		o[k] = v
-	}
+	o := copyMap(out)
 	o["error"] = ev
 	return o, true
 }

@@ -136,10 +136,7 @@ func ruleMatches(rule *dsl.RetryRule, sc, out map[string]any) (bool, error) {
 			return ok, err
 		}
 	}
-	if code, ok := sc["status_code"].(int64); ok && slices.Contains(rule.OnStatus, code) {
-		return true, nil
-	}
-	if code, ok := sc["status_code"].(int); ok && slices.Contains(rule.OnStatus, int64(code)) {
+	if code, ok := statusInt(sc["status_code"]); ok && slices.Contains(rule.OnStatus, int64(code)) {
 		return true, nil
 	}
 	for _, class := range rule.On {
@@ -156,12 +153,9 @@ func errorClass(class string, out map[string]any) bool {
 		return false
 	}
 	msg := strings.ToLower(fmt.Sprint(out["error"]))
-	code := int64(-1)
-	switch c := statusCode(out).(type) {
-	case int64:
-		code = c
-	case int:
-		code = int64(c)
+	code, ok := statusInt(statusCode(out))
+	if !ok {
+		code = -1
 	}
 	switch class {
 	case "error":
