@@ -151,11 +151,7 @@ func (d *decoder) lintConcurrentCtx(s *Step, what string) {
 			return
 		}
 		key := strings.SplitN(rest, ".", 2)[0]
-		reads := false
-		a.Value.templates(func(_ *Value, t *Template) {
-			reads = reads || strings.Contains(t.Source, "ctx."+key) || strings.Contains(t.Source, "ctx['"+key+"']")
-		})
-		if !reads {
+		if !a.Value.mentions("ctx."+key, "ctx['"+key+"']") {
 			return
 		}
 		reported[a.Path] = true
@@ -176,14 +172,22 @@ func (d *decoder) lintLoopStepSetIter(s *Step, what string) {
 		return
 	}
 	for _, a := range s.Set {
-		reads := false
-		a.Value.templates(func(_ *Value, t *Template) {
-			reads = reads || strings.Contains(t.Source, "iter.") || strings.Contains(t.Source, "iter[")
-		})
-		if reads {
+		if a.Value.mentions("iter.", "iter[") {
 			d.warns = append(d.warns, Diagnostic{Pos: a.Pos, Warning: true, Message: fmt.Sprintf(
 				"%s: set %s reads iter, but a loop step's own set: runs once, after loop.done, where iter is empty; "+
 					"to set it per item, put the set: under the tool's task", what, a.Path)})
 		}
 	}
+}
+
+// mentions reports whether the source of a template below v contains one
+// of texts: a lint's cheap test of what a template reads.
+func (v *Value) mentions(texts ...string) bool {
+	found := false
+	v.templates(func(_ *Value, t *Template) {
+		for _, x := range texts {
+			found = found || strings.Contains(t.Source, x)
+		}
+	})
+	return found
 }
