@@ -80,3 +80,40 @@ workflow:
 		})
 	}
 }
+
+// TestRetryBlockSeesStructuredErrors: a retry: block's condition reads
+// output.error as a policy rule's does (retryable, status), while error
+// stays the text: a flaky endpoint is retried until it answers.
+func TestRetryBlockSeesStructuredErrors(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			http.Error(w, "try later", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok": true}`))
+	}))
+	defer srv.Close()
+	reg := tools.NewRegistry()
+	reg.MustRegister("http", toolhttp.New(toolhttp.Config{}))
+	b := setupWith(t, engine.Config{Tools: reg})
+	sum, evs := b.run(t, header+`
+workload: {url: "`+srv.URL+`"}
+workflow:
+  - step: start
+    tool:
+      kind: http
+      url: '{{ url }}/flaky'
+      retry:
+        max_attempts: 5
+        backoff: fixed
+        delay: 0
+        retry_when: "{{ output.error.retryable and output.error.status == 503 and 'try later' in error }}"
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted || calls.Load() != 3 {
+		t.Fatalf("status %s (%s) after %d calls, want completed after 3", sum.Status, sum.Error, calls.Load())
+	}
+}
