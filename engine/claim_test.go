@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +82,7 @@ func newClaimBench(t *testing.T, n int, hook func(ctx context.Context, cancel co
 	dsn := testenv.Postgres(t)
 	pool, table := pgQueue(t, dsn, n)
 	app := "cfq_" + table
-	kc := tools.StaticURLs(map[string]string{"pg": dsn, "pgq": withAppName(t, dsn, app)})
+	kc := tools.StaticURLs(map[string]string{"pg": dsn, "pgq": testenv.WithAppName(dsn, app)})
 	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	t.Cleanup(func() { _ = closer.Close() })
 	root, stop := context.WithCancel(context.Background())
@@ -159,20 +158,6 @@ func (b *claimBench) counts(t *testing.T) (map[string]int, int) {
 		t.Fatal(err)
 	}
 	return out, maxRuns
-}
-
-// withAppName returns dsn with its application_name set to app, so that
-// a test can end exactly the connections made with it.
-func withAppName(t *testing.T, dsn, app string) string {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("application_name", app)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // killCursorBackends terminates the cursor's connections, as a network

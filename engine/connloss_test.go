@@ -33,7 +33,7 @@ func TestDrainSurvivesDroppedConnections(t *testing.T) {
 		t.Run(tc.process, func(t *testing.T) {
 			pool, table := pgQueue(t, dsn, tc.n)
 			app := "cf_" + table
-			e, log := cursorEngine(t, withAppName(t, dsn, app))
+			e, log := cursorEngine(t, testenv.WithAppName(dsn, app))
 			src := header + `
 workload: {table: ` + table + `}
 workflow:

@@ -9,6 +9,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/cursortest"
 	"github.com/cursorflow/cursorflow/drivers/postgres"
+	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
 const benchFrame = 100
@@ -22,7 +23,7 @@ func benchClaim(b *testing.B, claimers int) {
 	if _, err := h.admin.Exec(context.Background(), "ANALYZE "+table); err != nil {
 		b.Fatal(err)
 	}
-	spec := cursor.Spec{Kind: "postgres", Credential: withAppName(h.base, "bench"), Claim: mustTemplate(b, claimSQL),
+	spec := cursor.Spec{Kind: "postgres", Credential: testenv.WithAppName(h.base, "bench"), Claim: mustTemplate(b, claimSQL),
 		Scope: map[string]any{"workload": map[string]any{"table": table}}}
 	curs := make([]cursor.Cursor, claimers)
 	for i := range curs {

@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -54,20 +53,6 @@ func newHarness(t testing.TB, cfg postgres.Config) *harness {
 
 func (h *harness) Driver() cursor.Driver { return h.drv }
 
-// withAppName adds application_name to a URL or key=value DSN.
-func withAppName(dsn, app string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err == nil {
-			q := u.Query()
-			q.Set("application_name", app)
-			u.RawQuery = q.Encode()
-			return u.String()
-		}
-	}
-	return dsn + " application_name=" + app
-}
-
 const claimSQL = `WITH candidate AS (
   SELECT id FROM {{ workload.table }}
   WHERE status = 'pending'{% if workload.lease_ms %}
@@ -109,7 +94,7 @@ func (h *harness) NewQueue(t *testing.T, n int, opts cursortest.QueueOptions) (c
 	spec := drivertest.TableQueue{
 		Kind:       "postgres",
 		Auth:       "pg_test",
-		Credential: withAppName(h.base, strings.ReplaceAll(table, ".", "_")),
+		Credential: testenv.WithAppName(h.base, strings.ReplaceAll(table, ".", "_")),
 		Claim:      claimSQL,
 		Table:      table,
 	}.Spec(t, opts)

@@ -141,3 +141,18 @@ func SharedDir(t testing.TB) string {
 	}
 	return dir
 }
+
+// WithAppName returns the PostgreSQL DSN dsn (a URL or key=value pairs)
+// with application_name app, so that a test can end exactly the
+// connections made with it (pg_terminate_backend).
+func WithAppName(dsn, app string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		if u, err := url.Parse(dsn); err == nil {
+			q := u.Query()
+			q.Set("application_name", app)
+			u.RawQuery = q.Encode()
+			return u.String()
+		}
+	}
+	return dsn + " application_name=" + app
+}

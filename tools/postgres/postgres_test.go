@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"reflect"
 	"strings"
 	"sync"
@@ -411,14 +410,7 @@ func TestStatementRunsAgainAfterConnectionLost(t *testing.T) {
 	tool, _, s := setup(t)
 	ctx := context.Background()
 	app := "tools_pg_lost_" + s
-	u, err := url.Parse(testenv.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("application_name", app)
-	u.RawQuery = q.Encode()
-	kc := tools.StaticURLs(map[string]string{"pg": u.String()})
+	kc := tools.StaticURLs(map[string]string{"pg": testenv.WithAppName(testenv.Postgres(t), app)})
 	exec(t, tool, kc, "command", fmt.Sprintf(`CREATE TABLE %s.hit (n serial PRIMARY KEY)`, s))
 
 	admin, err := pgx.Connect(ctx, testenv.Postgres(t))
@@ -443,5 +435,65 @@ func TestStatementRunsAgainAfterConnectionLost(t *testing.T) {
 	var n int
 	if err := admin.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.hit`, s)).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("rows inserted: %d (%v), want 1", n, err)
+	}
+}
+
+// TestStatementNotRunAgainAfterPartials: a statement whose connection the
+// server ends after some of its rows were handed on as partial results
+// is not run again (that would hand the same rows on twice): the call
+// fails, each row handed on once.
+func TestStatementNotRunAgainAfterPartials(t *testing.T) {
+	t.Parallel()
+	_, _, s := setup(t)
+	tool := postgres.New(postgres.Config{PartialRows: 5})
+	t.Cleanup(func() { tool.Close() })
+	ctx := context.Background()
+	app := "tools_pg_partial_" + s
+	admin, err := pgx.Connect(ctx, testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	first := make(chan struct{})
+	var once sync.Once
+	seen := map[string]int{}
+	var mu sync.Mutex
+	call := &tools.Call{
+		Kind: "postgres", Keychain: tools.StaticURLs(map[string]string{"pg": testenv.WithAppName(testenv.Postgres(t), app)}),
+		// Rows of 2 KB, so the server sends the first ones before it
+		// sleeps at row 20 (never woken: the backend is ended first).
+		Config: map[string]any{"auth": "pg", "command": `SELECT g AS id, repeat('x', 2000) AS pad,
+			CASE WHEN g = 20 THEN pg_sleep(30) END AS nap FROM generate_series(1, 40) g`},
+		Partial: func(data any) {
+			mu.Lock()
+			for _, r := range data.(map[string]any)["rows"].([]any) {
+				seen[fmt.Sprint(r.(map[string]any)["id"])]++
+			}
+			mu.Unlock()
+			once.Do(func() { close(first) })
+		},
+	}
+	done := make(chan tools.Output, 1)
+	go func() {
+		out, err := tool.Execute(ctx, call)
+		if err != nil {
+			out = tools.Output{Status: tools.StatusError, Error: err.Error()}
+		}
+		done <- out
+	}()
+	<-first
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
+		t.Fatal(err)
+	}
+	out := <-done
+	if out.Status != tools.StatusError {
+		t.Fatalf("a statement cut after its partials: status %s, want error", out.Status)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("row %s handed on %d times, want once", id, n)
+		}
 	}
 }
