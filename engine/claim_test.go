@@ -605,53 +605,52 @@ func TestCancelSettlesAVanishedFrame(t *testing.T) {
 // frame of the slot, differs between slots and between executions, and
 // fits in 53 bits; __worker_slot_index is the slot's index.
 //
-// Slot 0 reports its first frame.done only once slot 1 has claimed: on a
-// loaded machine slot 0 could otherwise drain the queue before slot 1's
-// first claim, and there would be no second slot's id to check.
+// Each slot reports a frame.done only once the other slot has claimed: on
+// a loaded machine either slot could otherwise drain the queue before the
+// other's first claim, and there would be no second slot's id to check.
 func TestWorkerSlotIDInClaims(t *testing.T) {
 	const n = 40
-	// One gate per execution (the test runs the playbook twice), opened
-	// once by slot 1.
+	// One gate per execution (the test runs the playbook twice) and slot,
+	// opened once by that slot's first claim.
 	type gate struct {
 		open chan struct{}
 		once sync.Once
 	}
 	var mu sync.Mutex
 	gates := map[string]*gate{}
-	gateOf := func(executionID string) *gate {
+	gateOf := func(executionID string, slot int) *gate {
 		mu.Lock()
 		defer mu.Unlock()
-		if gates[executionID] == nil {
-			gates[executionID] = &gate{open: make(chan struct{})}
+		k := fmt.Sprintf("%s/%d", executionID, slot)
+		if gates[k] == nil {
+			gates[k] = &gate{open: make(chan struct{})}
 		}
-		return gates[executionID]
+		return gates[k]
 	}
 	b := newClaimBench(t, n, func(_ context.Context, _ context.CancelFunc, cmd *engine.Command, rep engine.Reporter) engine.Reporter {
-		g := gateOf(cmd.ExecutionID)
-		switch {
-		case strings.Contains(cmd.ID, "/s1."):
-			return reporterFunc{inner: rep, report: func(ctx context.Context, ev eventlog.Event) error {
-				err := rep.Report(ctx, ev)
-				// A frame.done too: a slot 1 that claimed nothing fails the
-				// test below instead of holding slot 0 forever.
-				if ev.Type == eventlog.TypeFrameDone || (ev.Type == eventlog.TypeFrameClaimed && err == nil) {
-					g.once.Do(func() { close(g.open) })
-				}
-				return err
-			}}
-		case strings.Contains(cmd.ID, "/s0."):
-			return reporterFunc{inner: rep, report: func(ctx context.Context, ev eventlog.Event) error {
-				if ev.Type == eventlog.TypeFrameDone {
-					select {
-					case <-g.open:
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-				}
-				return rep.Report(ctx, ev)
-			}}
+		slot := 0
+		if strings.Contains(cmd.ID, "/s1.") {
+			slot = 1
 		}
-		return rep
+		own, other := gateOf(cmd.ExecutionID, slot), gateOf(cmd.ExecutionID, 1-slot)
+		return reporterFunc{inner: rep, report: func(ctx context.Context, ev eventlog.Event) error {
+			if ev.Type == eventlog.TypeFrameDone {
+				// A frame.done opens this slot's gate too: a slot that
+				// claimed nothing fails the test below instead of holding
+				// the other forever.
+				own.once.Do(func() { close(own.open) })
+				select {
+				case <-other.open:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			err := rep.Report(ctx, ev)
+			if ev.Type == eventlog.TypeFrameClaimed && err == nil {
+				own.once.Do(func() { close(own.open) })
+			}
+			return err
+		}}
 	})
 	if _, err := b.pool.Exec(context.Background(), "ALTER TABLE "+b.table+" ADD COLUMN owner bigint"); err != nil {
 		t.Fatal(err)
