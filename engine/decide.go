@@ -592,7 +592,7 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 	p = stepDonePayload{Run: run.ID, Result: output}
 	scope := d.s.scope()
 	addArgs(scope, run.Args)
-	scope[step.Name] = output["data"]
+	scope[step.Name] = stepView(output)
 	scope["output"] = output
 	scope["result"] = output["data"]
 	scope["event"] = map[string]any{"name": eventName}

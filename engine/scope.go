@@ -20,7 +20,7 @@ func (s *State) scope() map[string]any {
 		m[k] = v
 	}
 	for k, v := range s.Results {
-		m[k] = resultData(v)
+		m[k] = stepView(v)
 	}
 	m["workload"] = s.Workload
 	m["ctx"] = copyMap(s.Ctx)
@@ -121,6 +121,31 @@ func setPath(delta map[string]any, current any, path string, v any) {
 	child := overlay(base, nil)
 	setPath(child, base, tail, v)
 	delta[head] = child
+}
+
+// stepView is what a finished step's name stands for in templates: its
+// result's data, with a pipeline's task results (withTaskResults) under
+// results when the data is a mapping without a key of that name (or is
+// null), as NoETL's step.results.<task>.
+func stepView(v any) any {
+	data := resultData(v)
+	m, _ := v.(map[string]any)
+	tr, ok := m["tasks"].(map[string]any)
+	if !ok {
+		return data
+	}
+	if task, _ := m["task"].(string); task != "" {
+		tr = overlay(tr, map[string]any{task: data})
+	}
+	switch d := data.(type) {
+	case nil:
+		return map[string]any{"results": tr}
+	case map[string]any:
+		if _, taken := d["results"]; !taken {
+			return overlay(d, map[string]any{"results": tr})
+		}
+	}
+	return data
 }
 
 // resultData returns the data of a result envelope {status, data, error}.

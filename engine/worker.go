@@ -229,15 +229,29 @@ func (w *Worker) storeLarge(ctx context.Context, cmd *Command, step *dsl.Step, p
 		if out == nil || policy.inline() {
 			return out, nil
 		}
-		if _, ok := out["data"]; !ok {
-			return out, nil
+		threshold := policy.threshold(r.store.Threshold())
+		c := out
+		if _, ok := out["data"]; ok {
+			data, err := r.offload(ctx, name, out["data"], threshold)
+			if err != nil {
+				return nil, err
+			}
+			c = copyMap(out)
+			c["data"] = data
 		}
-		data, err := r.offload(ctx, name, out["data"], policy.threshold(r.store.Threshold()))
-		if err != nil {
-			return nil, err
+		// A pipeline's earlier tasks' results, each on its own.
+		if tr, ok := out["tasks"].(map[string]any); ok && len(tr) > 0 {
+			stored := make(map[string]any, len(tr))
+			for k, v := range tr {
+				x, err := r.offload(ctx, name, v, threshold)
+				if err != nil {
+					return nil, err
+				}
+				stored[k] = x
+			}
+			c = copyMap(c)
+			c["tasks"] = stored
 		}
-		c := copyMap(out)
-		c["data"] = data
 		return c, nil
 	}
 	var err error
@@ -393,6 +407,30 @@ type chainState struct {
 	Locals map[string]any `json:"locals,omitempty"`
 	Ctx    map[string]any `json:"ctx,omitempty"`
 	Vars   map[string]any `json:"vars,omitempty"`
+	// tasks is the pipeline's task list (nil for a single tool), whose
+	// named tasks' results make up results.
+	tasks []*dsl.Task
+}
+
+// results is NoETL's pipeline-local results: the result data of each
+// named task that has run so far, by name (a task run again after a jump:
+// its latest). Nil outside a pipeline and before a named task ran. It is
+// built from the locals each task's result is stored under, so a carry
+// holds the results once.
+func (cs *chainState) results() map[string]any {
+	var r map[string]any
+	for _, t := range cs.tasks {
+		if t.Name == "" {
+			continue
+		}
+		if out, ok := cs.Locals[t.Name]; ok {
+			if r == nil {
+				r = map[string]any{}
+			}
+			r[t.Name] = resultData(out)
+		}
+	}
+	return r
 }
 
 // ensure makes the map of namespace ns (iter, ctx or vars) before a set
@@ -470,6 +508,9 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	if cs.Locals == nil {
 		cs.Locals = map[string]any{}
 	}
+	if step.Pipeline {
+		cs.tasks = tasks
+	}
 	// The view of the chain's start renders the step's args and timeout,
 	// and is the first task's.
 	var first map[string]any
@@ -504,6 +545,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		taskAttempt = 1
 	}
 	var output map[string]any
+	var outputTask string // the name of the task output came from
 	res := chainResult{}
 	// A paginating retry resumes at start with the next call's overrides
 	// and the earlier pages' contributions.
@@ -581,7 +623,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			}
 		}
 		nextCall, pages = nil, nil
-		output = out
+		output, outputTask = out, task.Name
 		view["output"] = out
 		view["result"] = out["data"]
 		view["_attempt"] = taskAttempt
@@ -664,6 +706,9 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			return chainResult{failed: true, err: errorText(output), field: "sink", output: output}
 		}
 	}
+	if cmd.Kind == KindStep {
+		output = withTaskResults(output, cs.results(), outputTask)
+	}
 	res.output = output
 	if len(cs.Ctx) > 0 {
 		res.ctx = cs.Ctx
@@ -672,6 +717,24 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		res.vars = cs.Vars
 	}
 	return res
+}
+
+// withTaskResults records a pipeline step's task results (see
+// chainState.results) in its result, under tasks, so that later steps and
+// the step's arcs read step.results.<task> as NoETL's do (stepView). The
+// result's own task is not repeated: its data is the result's, and the
+// result names the task (task). Nil results leave output as it is.
+func withTaskResults(output, results map[string]any, task string) map[string]any {
+	if output == nil || results == nil {
+		return output
+	}
+	c := copyMap(output)
+	if task != "" {
+		delete(results, task)
+		c["task"] = task
+	}
+	c["tasks"] = results
+	return c
 }
 
 // selectOutput keeps only the keys output_select names of the result's
@@ -737,6 +800,12 @@ func (w *Worker) view(scope map[string]any, cs *chainState) map[string]any {
 	}
 	for k, x := range cs.Locals {
 		v[k] = x
+	}
+	if r := cs.results(); r != nil {
+		// A step, workload key or local of that name keeps it.
+		if _, taken := v["results"]; !taken {
+			v["results"] = r
+		}
 	}
 	if len(cs.Iter) > 0 {
 		v["iter"] = overlay(scope["iter"], cs.Iter)

@@ -1,0 +1,217 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/resultstore"
+	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
+)
+
+// pagesFlow is NoETL's pagination shape (test_loop_with_pagination.yaml):
+// a pipeline step fetches a page, stores it and checks for more, and its
+// arcs read the check through fetch_page.results.check. The step's last
+// task is not the check, so only the task results tell the arcs what to
+// do. Inside the pipeline, the store task reads the fetch through the
+// pipeline-local results, also on its retry (a new command, which
+// rebuilds them from the carried pipeline state). A later step reads a task result of each kind:
+// an earlier task's and the last task's.
+const pagesFlow = header + `
+workload: {pages: 3}
+workflow:
+  - step: start
+    tool: {kind: echo}
+    next: [fetch_page]
+  - step: fetch_page
+    tool:
+      - name: fetch
+        kind: echo
+        page: '{{ ctx.page | default(1) }}'
+      - name: check
+        kind: echo
+        has_more: '{{ (results.fetch.page | int) < pages }}'
+      - name: store
+        kind: rec
+        key: store
+        fail_attempts: 1
+        stored: '{{ results.fetch.page }}'
+        checked: '{{ results.check.has_more }}'
+        spec:
+          policy:
+            rules:
+              - when: '{{ output.status == "error" }}'
+                then: {do: retry, attempts: 2, delay: 0}
+    set:
+      ctx.page: '{{ (fetch_page.results.fetch.page | int) + 1 }}'
+      ctx.seen: '{{ (ctx.seen | default([])) + [fetch_page.results.store.stored] }}'
+    next:
+      spec: {mode: exclusive}
+      arcs:
+        - step: fetch_page
+          when: '{{ fetch_page.results.check.has_more == true }}'
+        - step: report
+          when: '{{ fetch_page.results.check.has_more != true }}'
+  - step: report
+    tool:
+      kind: echo
+      seen: '{{ ctx.seen }}'
+      last_fetch: '{{ fetch_page.results.fetch.page }}'
+      last_store: '{{ fetch_page.results.store.stored }}'
+      own: '{{ fetch_page.stored }}'
+`
+
+// TestPipelineTaskResults: a pipeline step's task results are read by
+// name, as NoETL's step.results.<task>: by its arcs and set, by later
+// steps, and (pipeline-local results) by its own later tasks. The flow
+// pages three times: if the arcs could not read the check, it would stop
+// after one page (the != arc), as it silently did before.
+func TestPipelineTaskResults(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, engine.Config{Tools: bigTools()})
+	sum, evs := b.run(t, pagesFlow, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	got := data(t, sum, "report")
+	if s := toStrings(got["seen"]); strings.Join(s, ",") != "1,2,3" {
+		t.Fatalf("pages stored: %v, want 1,2,3 (report: %v)", got["seen"], got)
+	}
+	if toString(got["last_fetch"]) != "3" || toString(got["last_store"]) != "3" || toString(got["own"]) != "3" {
+		t.Fatalf("report read %v", got)
+	}
+	issued := 0
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeCommandIssued && ev.Step == "fetch_page" {
+			issued++
+		}
+	}
+	if n := b.rec.count("store"); n != 6 || issued != 6 {
+		t.Fatalf("the store task ran %d times in %d commands, want 6 in 6 (3 pages, each retried once)", n, issued)
+	}
+	// The step's result names its last task and does not repeat its data
+	// among the task results.
+	r, _ := sum.Results["fetch_page"].(map[string]any)
+	if r["task"] != "store" {
+		t.Fatalf("fetch_page's result names task %v, want store: %v", r["task"], r)
+	}
+	tr, _ := r["tasks"].(map[string]any)
+	if _, ok := tr["store"]; ok || tr["fetch"] == nil || tr["check"] == nil {
+		t.Fatalf("fetch_page's task results: %v", tr)
+	}
+}
+
+// TestPipelineTaskResultsKeepData: a step whose own data has a results
+// key (an API's body often has) keeps it; a single tool's step has no
+// task results.
+func TestPipelineTaskResultsKeepData(t *testing.T) {
+	t.Parallel()
+	sum, evs := setupWith(t, engine.Config{Tools: bigTools()}).run(t, header+`
+workflow:
+  - step: start
+    tool:
+      - name: first
+        kind: echo
+        a: 1
+      - name: api
+        kind: echo
+        results: [x, y]
+    next: [single]
+  - step: single
+    tool: {kind: echo, name: only, b: 2}
+    next: [end]
+  - step: end
+    tool:
+      kind: echo
+      body: '{{ start.results }}'
+      single: '{{ single.results is defined }}'
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	got := data(t, sum, "end")
+	if s := toStrings(got["body"]); strings.Join(s, ",") != "x,y" {
+		t.Fatalf("start.results is %v, want the api's own results [x y]", got["body"])
+	}
+	if toString(got["single"]) != "false" {
+		t.Fatalf("a single tool's step has results: %v", got["single"])
+	}
+}
+
+// TestPipelineTaskResultsStored: an earlier task's result over the result
+// store's threshold travels as a reference, like the step's own data, and
+// reads the same through step.results.<task>.
+func TestPipelineTaskResultsStored(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, err := resultstoreurl.Open(ctx, "file://"+filepath.Join(t.TempDir(), "results"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	sum, evs := setupWith(t, engine.Config{Tools: bigTools(), Results: store}).run(t, header+`
+workflow:
+  - step: start
+    tool:
+      - name: load
+        kind: big
+        n: 500
+      - name: count
+        kind: echo
+        n: '{{ results.load.rows | length }}'
+    next:
+      - step: use
+        when: '{{ start.results.load.rows | length == 500 }}'
+  - step: use
+    tool:
+      kind: echo
+      last: '{{ (start.results.load.rows | last).id }}'
+      n: '{{ start.n }}'
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	got := data(t, sum, "use")
+	if toString(got["last"]) != "499" || toString(got["n"]) != "500" {
+		t.Fatalf("use read %v", got)
+	}
+	_, largest, typ := payloadBytes(evs)
+	if largest > 16<<10 {
+		t.Fatalf("the largest event payload (%s) is %d bytes: the 500 KB task result is inline", typ, largest)
+	}
+	refs := 0
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeStepCompleted && strings.Contains(string(ev.Payload), resultstore.MarkerKey) {
+			refs++
+		}
+	}
+	if refs == 0 {
+		t.Fatal("start's step.completed holds no reference")
+	}
+}
+
+func toString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+func toStrings(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, len(l))
+	for i, x := range l {
+		out[i] = toString(x)
+	}
+	return out
+}
