@@ -57,6 +57,7 @@ func (d *decoder) playbook(root *yaml.Node) *Playbook {
 			d.unknown(p.k, "playbook", p.key)
 		}
 	}
+	d.lintTaskResultRefs(pb)
 	if workflow == nil {
 		d.errorf(root, "workflow is required")
 	} else if len(pb.Workflow) == 0 {

@@ -3,6 +3,7 @@ package dsl
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -70,11 +71,14 @@ func (v *Value) templates(f func(*Value, *Template)) {
 
 var (
 	typeValue      = reflect.TypeFor[*Value]()
+	typeTemplate   = reflect.TypeFor[*Template]()
 	typeAssignment = reflect.TypeFor[*Assignment]()
 )
 
 // walkStep visits the values and assignments reachable from x, a part of
-// a step: pointers, structs, slices and maps of this package's types.
+// a step: pointers, structs, slices and maps of this package's types. A
+// template held outside a value (a condition: an arc's or a rule's when)
+// is visited as a value of its own.
 func walkStep(x reflect.Value, seen map[uintptr]bool, value func(*Value), assign func(*Assignment)) {
 	switch x.Kind() {
 	case reflect.Pointer:
@@ -84,6 +88,10 @@ func walkStep(x reflect.Value, seen map[uintptr]bool, value func(*Value), assign
 		switch x.Type() {
 		case typeValue:
 			value(x.Interface().(*Value))
+			return
+		case typeTemplate:
+			t := x.Interface().(*Template)
+			value(&Value{Pos: t.Pos, tmpl: t})
 			return
 		case typeAssignment:
 			a := x.Interface().(*Assignment)
@@ -118,6 +126,47 @@ func walkStep(x reflect.Value, seen map[uintptr]bool, value func(*Value), assign
 		if !x.IsNil() {
 			walkStep(x.Elem(), seen, value, assign)
 		}
+	}
+}
+
+// lintTaskResultRefs warns about each template of pb that reads
+// STEP.results.TASK where STEP is a pipeline step (not a loop) without a
+// task named TASK: the name renders empty, and an arc on it quietly takes
+// the other branch.
+func (d *decoder) lintTaskResultRefs(pb *Playbook) {
+	tasks := map[string][]string{}
+	for _, s := range pb.Workflow {
+		if !s.Pipeline || s.Loop != nil {
+			continue
+		}
+		names := []string{}
+		for _, t := range s.Tool {
+			if t.Name != "" {
+				names = append(names, t.Name)
+			}
+		}
+		tasks[s.Name] = names
+	}
+	if len(tasks) == 0 {
+		return
+	}
+	reported := map[[2]string]bool{}
+	for _, s := range pb.Workflow {
+		what := "step " + s.Name
+		walkStep(reflect.ValueOf(s), map[uintptr]bool{}, func(v *Value) {
+			v.templates(func(at *Value, t *Template) {
+				for _, r := range t.taskRefs {
+					names, ok := tasks[r[0]]
+					if !ok || slices.Contains(names, r[1]) || reported[r] {
+						continue
+					}
+					reported[r] = true
+					d.warns = append(d.warns, Diagnostic{Pos: at.Pos, Warning: true, Message: fmt.Sprintf(
+						"%s: %s.results.%s renders empty: step %s has no task named %s (its named tasks: %s)",
+						what, r[0], r[1], r[0], r[1], strings.Join(names, ", "))})
+				}
+			})
+		}, func(*Assignment) {})
 	}
 }
 

@@ -927,6 +927,53 @@ func TestIterTypoWarns(t *testing.T) {
 	}
 }
 
+// TestTaskResultTypoWarns: STEP.results.TASK naming no task of pipeline
+// step STEP renders empty, and an arc on it quietly takes the other
+// branch; validate says so, once per name, wherever it is read (an arc's
+// when, a later step's config). Named tasks, a single tool's step (whose
+// data may hold results) and a loop step are not checked.
+func TestTaskResultTypoWarns(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  tool:
+    - name: fetch
+      kind: noop
+    - name: check
+      kind: noop
+  next:
+    spec: {mode: exclusive}
+    arcs:
+      - step: more
+        when: '{{ start.results.chek.more }}'
+      - step: more
+        when: '{{ start.results.check.more }}'
+- step: more
+  tool: {kind: noop, a: '{{ start.results.fetch }} {{ start.results.chek }} {{ start.results.fetched }}', b: '{{ single.results.x }}'}
+  next: [single]
+- step: single
+  tool: {kind: noop, c: '{{ loop.results.x }}'}
+  next: [loop]
+- step: loop
+  loop: {in: [1], iterator: i}
+  tool:
+    - name: only
+      kind: noop
+`))
+	var got []string
+	for _, w := range p.Warnings {
+		if strings.Contains(w.Message, ".results.") {
+			got = append(got, w.Error())
+		}
+	}
+	want := []string{
+		"t.yaml:16:16: step start: start.results.chek renders empty: step start has no task named chek (its named tasks: fetch, check)",
+		"t.yaml:20:",
+	}
+	if len(got) != 2 || got[0] != want[0] || !strings.HasPrefix(got[1], want[1]) || !strings.Contains(got[1], "start.results.fetched renders empty") {
+		t.Fatalf("task result warnings:\n%s\nwant chek in the arc, fetched in step more", strings.Join(got, "\n"))
+	}
+}
+
 // TestConcurrentCtxUpdateWarns: a set: that updates a ctx key from its own
 // value in a task of a loop whose items run at once loses updates (each
 // item reads ctx as it started); validate says so. A sequential loop, a

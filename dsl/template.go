@@ -63,6 +63,9 @@ type Template struct {
 	names []string
 	// iterAttrs are the attributes of iter it reads, for the loop lint.
 	iterAttrs []string
+	// taskRefs are the STEP.results.TASK it reads, as {STEP, TASK}, for
+	// the task results lint.
+	taskRefs [][2]string
 	// fast renders the template without gonja when it is text plus
 	// simple expressions (fastpath.go); nil otherwise.
 	fast *fastTemplate
@@ -273,6 +276,7 @@ func compileTemplate(src string, pos Pos, lim *limitsRef) (t *Template, err erro
 	t.needsBudget = w.needsBudget
 	t.names = sortedKeys(w.names)
 	t.iterAttrs = sortedKeys(w.iterAttrs)
+	t.taskRefs = w.taskRefs
 	t.tpl = tpl
 	t.kind = kindText
 	if out := singleOutput(root); out != nil {
@@ -644,6 +648,11 @@ type guardWalker struct {
 	names       map[string]bool
 	// iterAttrs are the attributes read of iter ({{ iter.job.id }}: job).
 	iterAttrs map[string]bool
+	// resultsOf holds the X.results nodes seen, with X; taskRefs the
+	// X.results.T read ({{ fetch_page.results.check.more }}: fetch_page,
+	// check).
+	resultsOf map[*nodes.GetAttribute]string
+	taskRefs  [][2]string
 }
 
 func (w *guardWalker) noteUnknown(what, name string, at *tokens.Token) {
@@ -720,12 +729,7 @@ func (w *guardWalker) walk(v reflect.Value, setTarget bool) {
 			}
 		case typeGetAttribute:
 			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.GetAttribute)
-			if name, ok := n.Node.(*nodes.Name); ok && name.Name != nil && name.Name.Val == "iter" && n.Attribute != "" {
-				if w.iterAttrs == nil {
-					w.iterAttrs = map[string]bool{}
-				}
-				w.iterAttrs[n.Attribute] = true
-			}
+			w.noteAttribute(n)
 			n.Node = orEmptyList(n.Node)
 		case typeGetItem:
 			n := reflect.NewAt(v.Type().Elem(), v.UnsafePointer()).Interface().(*nodes.GetItem)
@@ -747,6 +751,34 @@ func (w *guardWalker) walk(v reflect.Value, setTarget bool) {
 		it := v.MapRange()
 		for it.Next() {
 			w.walk(it.Value(), false)
+		}
+	}
+}
+
+// noteAttribute records what the lints want of attribute access n, seen
+// before its own rewrite and after its operand's (depth first).
+func (w *guardWalker) noteAttribute(n *nodes.GetAttribute) {
+	if n.Attribute == "" {
+		return
+	}
+	switch x := n.Node.(type) {
+	case *nodes.Name:
+		switch {
+		case x.Name == nil:
+		case x.Name.Val == "iter":
+			if w.iterAttrs == nil {
+				w.iterAttrs = map[string]bool{}
+			}
+			w.iterAttrs[n.Attribute] = true
+		case n.Attribute == "results":
+			if w.resultsOf == nil {
+				w.resultsOf = map[*nodes.GetAttribute]string{}
+			}
+			w.resultsOf[n] = x.Name.Val
+		}
+	case *nodes.GetAttribute:
+		if step, ok := w.resultsOf[x]; ok {
+			w.taskRefs = append(w.taskRefs, [2]string{step, n.Attribute})
 		}
 	}
 }
