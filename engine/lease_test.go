@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -28,6 +30,10 @@ import (
 type killingDispatcher struct {
 	eng    *engine.Engine
 	victim string // command id of the frame to kill
+	// second, when set, is killed too (secondDied is closed then), and
+	// its report is never delivered.
+	second     string
+	secondDied chan struct{}
 
 	lateErr   chan error
 	reissued  chan struct{}
@@ -59,7 +65,7 @@ type dyingReporter struct {
 }
 
 func (d *dyingReporter) Report(ctx context.Context, ev eventlog.Event) error {
-	if ev.Type != eventlog.TypeFrameDone || ev.CommandID != d.k.victim {
+	if ev.Type != eventlog.TypeFrameDone || (ev.CommandID != d.k.victim && ev.CommandID != d.k.second) {
 		return d.inner.Report(ctx, ev)
 	}
 	d.die(ev)
@@ -71,7 +77,7 @@ func (d *dyingReporter) MayChain() bool { return d.inner.MayChain() }
 // ReportChained dies as Report does on the victim's frame.done: the claim
 // made ahead is given back, as a dead process's transaction rolls back.
 func (d *dyingReporter) ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*engine.Command, error) {
-	if done.CommandID != d.k.victim {
+	if done.CommandID != d.k.victim && done.CommandID != d.k.second {
 		return d.inner.ReportChained(ctx, done, claimed)
 	}
 	d.die(done)
@@ -80,6 +86,10 @@ func (d *dyingReporter) ReportChained(ctx context.Context, done eventlog.Event, 
 
 // die holds the victim's report back and delivers it after the re-issue.
 func (d *dyingReporter) die(ev eventlog.Event) {
+	if ev.CommandID == d.k.second {
+		close(d.k.secondDied)
+		return
+	}
 	close(d.k.died)
 	go func() {
 		<-d.k.reissued
@@ -88,6 +98,13 @@ func (d *dyingReporter) die(ev eventlog.Event) {
 }
 
 func (d *dyingReporter) Heartbeat(ctx context.Context, executionID, commandID string) error {
+	if commandID == d.k.second {
+		select {
+		case <-d.k.secondDied:
+			return nil // dead
+		default: // alive until it reports: the engine knows it took the attempt
+		}
+	}
 	if commandID == d.k.victim {
 		return nil // dead
 	}
@@ -102,7 +119,8 @@ func killingEngine(t *testing.T, dsn, victim string) (*killingDispatcher, *engin
 	kc := tools.StaticURLs(map[string]string{"pg": dsn})
 	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	t.Cleanup(func() { _ = closer.Close() })
-	kd := &killingDispatcher{victim: victim, lateErr: make(chan error, 1), reissued: make(chan struct{}), died: make(chan struct{})}
+	kd := &killingDispatcher{victim: victim, lateErr: make(chan error, 1), reissued: make(chan struct{}), died: make(chan struct{}),
+		secondDied: make(chan struct{})}
 	log := eventlog.NewMemory()
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Dispatcher: kd, Clock: clk,
@@ -223,22 +241,103 @@ workflow:
 // TestWorkerKilledAfterClaimCountsBuriedRows: the claim of the killed
 // frame sets three rows aside (past max_attempts, through the cursor's
 // dead_letter statement, committed with the claim), then the worker dies
-// before reporting. The re-issued frame reports them dead as the lost
-// attempt would have: the loop counts as dead exactly the rows the table
-// holds dead. Before, the rows set aside were known only to the dead
-// worker: the loop finished with them counted nowhere.
+// before reporting. The frame's next attempt reports them dead as the
+// lost attempt would have: the loop counts as dead exactly the rows the
+// table holds dead. Before, the rows set aside were known only to the
+// dead worker: the loop finished with them counted nowhere. The next
+// attempt is a re-issue of the frame with its rows (the frame may be
+// lost three times), or, when the frame may be lost only once
+// (frame.max_attempts: 1), the attempt that dead-letters its rows.
 func TestWorkerKilledAfterClaimCountsBuriedRows(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	const n, poison = 20, 3
-	pool, table := pgQueue(t, dsn, n)
+	for _, tc := range []struct {
+		name, frame string
+		wantDead    int
+	}{
+		{"reissued", "{max_rows: 10, lease_seconds: 2}", buriedPoison},
+		// The killed frame's other seven rows go to the dead letter too.
+		{"dead-lettered", "{max_rows: 10, lease_seconds: 2, max_attempts: 1}", 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			pool, table := buriedQueue(t, ctx, dsn)
+			kd, e, log, clk := killingEngine(t, dsn, "start#1/s0.f1@1")
+			id, err := e.Start(ctx, []byte(buriedPlaybook(table, tc.frame)), engine.StartOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-kd.died:
+			case <-ctx.Done():
+				t.Fatal("the victim frame never ran")
+			}
+			clk.Advance(2*time.Second + time.Millisecond) // past lease_seconds
+			checkBuriedCounted(t, ctx, e, log, pool, table, id, tc.wantDead)
+			if err := <-kd.lateErr; !errors.Is(err, engine.ErrStale) {
+				t.Fatalf("the dead worker's late frame.done was answered %v, want ErrStale", err)
+			}
+		})
+	}
+}
+
+// TestDeadLetterAttemptLostCountsBuriedRows: as above, with the frame
+// allowed to be lost once; then the attempt that dead-letters its rows is
+// lost too (its worker dies after the source took the dead letter). The
+// engine gives up on the rows: the frame.done it records lists the rows
+// abandoned, and the rows the first claim set aside dead, so the loop
+// still counts as dead the rows the table holds dead.
+func TestDeadLetterAttemptLostCountsBuriedRows(t *testing.T) {
+	dsn := testenv.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// Rows 1-3 failed five times already.
-	if _, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %s SET attempts = 5 WHERE id <= %d`, table, poison)); err != nil {
+	pool, table := buriedQueue(t, ctx, dsn)
+	kd, e, log, clk := killingEngine(t, dsn, "start#1/s0.f1@1")
+	kd.second = "start#1/s0.f1@2"
+	id, err := e.Start(ctx, []byte(buriedPlaybook(table, "{max_rows: 10, lease_seconds: 2, max_attempts: 1}")), engine.StartOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	kd, e, log, clk := killingEngine(t, dsn, "start#1/s0.f1@1")
-	src := header + `
+	for _, died := range []chan struct{}{kd.died, kd.secondDied} {
+		select {
+		case <-died:
+		case <-ctx.Done():
+			t.Fatal("a victim never ran")
+		}
+		clk.Advance(2*time.Second + time.Millisecond) // past lease_seconds
+	}
+	checkBuriedCounted(t, ctx, e, log, pool, table, id, 10)
+	evs, _ := log.Read(ctx, id, 0, 0)
+	abandoned := false
+	for _, ev := range evs {
+		abandoned = abandoned || ev.Type == eventlog.TypeFrameDone && ev.CommandID == kd.second &&
+			strings.Contains(string(ev.Payload), "the dead-letter attempt was lost") && strings.Contains(string(ev.Payload), `"abandoned"`)
+	}
+	if !abandoned {
+		t.Error("no frame.done of the lost dead-letter attempt lists its rows abandoned")
+		dumpOnFail(t, evs)
+	}
+}
+
+// buriedPoison is how many rows of buriedQueue have failed past the
+// cursor's max_attempts: the first claim sets them aside.
+const buriedPoison = 3
+
+// buriedQueue is a 20-row queue whose first buriedPoison rows failed
+// five times already.
+func buriedQueue(t *testing.T, ctx context.Context, dsn string) (*pgxpool.Pool, string) {
+	t.Helper()
+	pool, table := pgQueue(t, dsn, 20)
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %s SET attempts = 5 WHERE id <= %d`, table, buriedPoison)); err != nil {
+		t.Fatal(err)
+	}
+	return pool, table
+}
+
+// buriedPlaybook drains table one frame at a time with frame spec frame,
+// setting aside rows delivered more than three times (dead_letter).
+func buriedPlaybook(table, frame string) string {
+	return header + `
 workload: {table: ` + table + `}
 workflow:
   - step: start
@@ -258,22 +357,20 @@ workflow:
       spec:
         mode: cursor
         max_in_flight: 1
-        frame: {max_rows: 10, lease_seconds: 2}
+        frame: ` + frame + `
     tool:
       kind: postgres
       auth: pg
       command: UPDATE {{ table }} SET status = 'done', done_count = done_count + 1 WHERE id = {{ iter.job.id }}
 `
-	id, err := e.Start(ctx, []byte(src), engine.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-kd.died:
-	case <-ctx.Done():
-		t.Fatal("the victim frame never ran")
-	}
-	clk.Advance(2*time.Second + time.Millisecond) // past lease_seconds
+}
+
+// checkBuriedCounted waits for execution id to complete and checks that
+// the table holds wantDead rows dead and the others done, and that the
+// loop counts them so.
+func checkBuriedCounted(t *testing.T, ctx context.Context, e *engine.Engine, log eventlog.Log, pool *pgxpool.Pool, table, id string, wantDead int) {
+	t.Helper()
+	const n = 20
 	sum, err := e.Wait(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -283,23 +380,20 @@ workflow:
 		dumpOnFail(t, evs)
 		t.Fatalf("status %s: %s", sum.Status, sum.Error)
 	}
-	if err := <-kd.lateErr; !errors.Is(err, engine.ErrStale) {
-		t.Fatalf("the dead worker's late frame.done was answered %v, want ErrStale", err)
-	}
 	var done, dead, running int
 	if err := pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FILTER (WHERE status = 'done'),
 		count(*) FILTER (WHERE status = 'dead'), count(*) FILTER (WHERE status = 'running') FROM %s`, table)).Scan(&done, &dead, &running); err != nil {
 		t.Fatal(err)
 	}
-	if done != n-poison || dead != poison || running != 0 {
-		t.Fatalf("table: done=%d dead=%d running=%d, want %d, %d, 0", done, dead, running, n-poison, poison)
+	if done != n-wantDead || dead != wantDead || running != 0 {
+		t.Fatalf("table: done=%d dead=%d running=%d, want %d, %d, 0", done, dead, running, n-wantDead, wantDead)
 	}
 	st, err := engine.Inspect(ctx, log, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := st.Loops["start#1"]; l.OK != n-poison || l.Dead != poison || l.Failed != 0 {
+	if l := st.Loops["start#1"]; l.OK != n-wantDead || l.Dead != wantDead || l.Failed != 0 {
 		dumpOnFail(t, evs)
-		t.Fatalf("loop counts ok=%d failed=%d dead=%d, want %d, 0, %d (the table's)", l.OK, l.Failed, l.Dead, n-poison, poison)
+		t.Fatalf("loop counts ok=%d failed=%d dead=%d, want %d, 0, %d (the table's)", l.OK, l.Failed, l.Dead, n-wantDead, wantDead)
 	}
 }
