@@ -130,12 +130,21 @@ func ModuleRoot(t testing.TB) string {
 	}
 }
 
-// SharedDir returns ModuleRoot/../shared, the directory next to the
-// repository that holds the reference NoETL playbooks and fixtures. The test
-// skips when it is absent, and fails under CI=true.
+// EnvShared names the directory [SharedDir] returns instead of
+// ModuleRoot/../shared, for a work tree kept away from the repository
+// (a git worktree elsewhere).
+const EnvShared = "CURSORFLOW_TEST_SHARED"
+
+// SharedDir returns ModuleRoot/../shared (or $CURSORFLOW_TEST_SHARED when
+// set), the directory next to the repository that holds the reference NoETL
+// playbooks and fixtures. The test skips when it is absent, and fails under
+// CI=true.
 func SharedDir(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(filepath.Dir(ModuleRoot(t)), "shared")
+	dir := os.Getenv(EnvShared)
+	if dir == "" {
+		dir = filepath.Join(filepath.Dir(ModuleRoot(t)), "shared")
+	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		unavailable(t, "testenv: shared fixtures directory %s is not present", dir)
 	}
