@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/internal/pftapi"
+	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
 var pftSize = flag.String("pft.size", "2x25", "facilities x patients per facility for BenchmarkPFTFlow (NoETL's own run is 10x1000)")
@@ -23,7 +24,7 @@ func BenchmarkPFTFlow(b *testing.B) {
 	if _, err := fmt.Sscanf(*pftSize, "%dx%d", &facilities, &patients); err != nil || facilities < 1 || patients < 1 {
 		b.Fatalf("-pft.size %q: want FxP, e.g. 10x100", *pftSize)
 	}
-	bin := cli(b)
+	bin := testenv.CLI(b)
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		r := newRun(b, facilities, patients, pftapi.Config{})

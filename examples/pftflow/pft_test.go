@@ -9,12 +9,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http/httptest"
-	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,70 +22,10 @@ import (
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// cli builds the cursorflow CLI once per test binary.
-func cli(t testing.TB) string {
-	t.Helper()
-	if _, err := exec.LookPath("go"); err != nil {
-		testenv.Require(t, "CURSORFLOW_TEST_GO_TOOLCHAIN")
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cursorflow-pft-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "cursorflow")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/cursorflow/cursorflow/examples/cursorflow").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
 // flowFile is NoETL's playbook, used as it is in the shared corpus.
 func flowFile(t testing.TB) string {
 	t.Helper()
 	return filepath.Join(testenv.SharedDir(t), "noetl-playbooks", "pft_flow_test", "test_pft_flow_v2.yaml")
-}
-
-// database creates a database of its own for one run of the flow (the
-// flow's tables have fixed names in public) and returns its DSN.
-func database(t testing.TB) string {
-	t.Helper()
-	base := testenv.Postgres(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	name := fmt.Sprintf("cursorflow_pft_%d", rand.Uint32())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err == nil {
-			_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			_ = c.Close(context.Background())
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
 }
 
 type flowRun struct {
@@ -110,7 +47,7 @@ func newRun(t testing.TB, facilities, patients int, cfg pftapi.Config) *flowRun 
 	if rate == 0 {
 		rate = pftapi.DefaultRateLimit
 	}
-	return &flowRun{api: api, apiURL: srv.URL, dsn: database(t), eventlog: "sqlite:" + filepath.Join(t.TempDir(), "events.db"),
+	return &flowRun{api: api, apiURL: srv.URL, dsn: testenv.PostgresDatabase(t, "cursorflow_pft"), eventlog: "sqlite:" + filepath.Join(t.TempDir(), "events.db"),
 		facility: facilities, patients: patients, rateLimit: rate}
 }
 
@@ -200,7 +137,7 @@ func (r *flowRun) verify(t testing.TB, executionID string) {
 }
 
 func TestPFTFlowV2(t *testing.T) {
-	bin := cli(t)
+	bin := testenv.CLI(t)
 	r := newRun(t, 2, 25, pftapi.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -231,7 +168,7 @@ var pftSeed = flag.Uint64("pft.seed", 0, "seed of TestPFTFlowV2UnderFaults's inj
 // run that ends before both kills tested nothing and fails; the seed it
 // logs (-pft.seed) replays its faults.
 func TestPFTFlowV2UnderFaults(t *testing.T) {
-	bin := cli(t)
+	bin := testenv.CLI(t)
 	seed := *pftSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())

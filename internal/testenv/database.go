@@ -1,0 +1,83 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PostgresDatabase creates a database of its own, named prefix and a random
+// suffix, in the server of [Postgres], and returns its DSN: for a flow whose
+// tables have fixed names in public, so that runs side by side never meet.
+// The database is dropped (its connections ended) when the test ends. It
+// skips (fails under CI=true) like [Postgres] when no DSN is configured.
+func PostgresDatabase(t testing.TB, prefix string) string {
+	t.Helper()
+	base := Postgres(t)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("testenv: %s is not a URL: %v", EnvPostgres, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("%s_%s", prefix, RandomSuffix(t))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("testenv: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, base); err == nil {
+			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			_ = c.Close(ctx)
+		}
+	})
+	u.Path = "/" + name
+	return u.String()
+}
+
+var (
+	cliOnce sync.Once
+	cliPath string
+	cliErr  error
+)
+
+// CLI builds the cursorflow CLI (examples/cursorflow) once per test binary
+// and returns the path of the executable, which outlives the test binary in
+// a temporary directory. Without a go toolchain on PATH it skips (fails
+// under CI=true) unless CURSORFLOW_TEST_GO_TOOLCHAIN says where one is.
+func CLI(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		Require(t, "CURSORFLOW_TEST_GO_TOOLCHAIN")
+	}
+	cliOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cursorflow-cli-")
+		if err != nil {
+			cliErr = err
+			return
+		}
+		cliPath = filepath.Join(dir, "cursorflow")
+		out, err := exec.Command("go", "build", "-o", cliPath, "github.com/cursorflow/cursorflow/examples/cursorflow").CombinedOutput()
+		if err != nil {
+			cliErr = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if cliErr != nil {
+		t.Fatal(cliErr)
+	}
+	return cliPath
+}
