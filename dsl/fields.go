@@ -109,7 +109,7 @@ var Fields = []Field{
 	{"task.kind", Honoured, "the tool kind; must be registered in the engine's tools registry at run"},
 	{"task.spec.policy", Honoured, "when/then rules deciding continue, retry, break, jump or fail; a failed task's output.error (and outcome.error) is structured there: kind (rate_limit, auth, not_found, timeout, server_error, client_error, error), retryable, status (HTTP), code (SQLSTATE), message, and prints as its text"},
 	{"task.spec.timeout", Honoured, "bounds one call of the tool"},
-	{"task.set", Honoured, "assignments after the task: iter., ctx., vars. or pipeline-local names"},
+	{"task.set", Honoured, "assignments after the task: iter., ctx., vars. or pipeline-local names; output there is the task's result (its data), as in NoETL"},
 	{"task.retry", Honoured, "retry policy (mapping form or the when/then list form)"},
 	{"task.sink", Honoured, "saves the task's result with another tool, atomically with the attempt"},
 	{"task.output.store", Honoured, "as step.output.store, for the step's result when the task is its last"},

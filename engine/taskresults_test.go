@@ -215,3 +215,40 @@ func toStrings(v any) []string {
 	}
 	return out
 }
+
+// TestPipelineTaskSetOutputIsResult: in a task's own set:, output is the
+// task's result (its data), as in NoETL, whose pagination playbooks bind
+// `fetch_result: "{{ output }}"` and read fetch_result.data.paging of an
+// http task, or transform_result['items'] of a python one; it replaced
+// NoETL's _prev. Policy rules keep the whole output (status, data, error).
+func TestPipelineTaskSetOutputIsResult(t *testing.T) {
+	t.Parallel()
+	sum, evs := setupWith(t, engine.Config{Tools: bigTools()}).run(t, header+`
+workflow:
+  - step: start
+    tool:
+      - name: fetch
+        kind: echo
+        page: 2
+        spec:
+          policy:
+            rules:
+              - when: '{{ output.status == "success" and output.data.page == 2 }}'
+                then: {do: continue}
+              - else:
+                  then: {do: fail}
+        set:
+          fetched: '{{ output }}'
+      - name: use
+        kind: echo
+        page: '{{ fetched.page }}'
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	got := data(t, sum, "start")
+	if toString(got["page"]) != "2" {
+		t.Fatalf("the use task read %v, want page 2 from the fetch task's result bound by its set:", got)
+	}
+}

@@ -819,9 +819,13 @@ func (w *Worker) view(scope map[string]any, cs *chainState) map[string]any {
 	return v
 }
 
+// withOutput is the view of a task's own set: entries. There output is
+// the task's result (its data, what later tasks read by the task's name),
+// as in NoETL, where `x: "{{ output }}"` took the place of _prev; policy
+// rules see the whole output instead (status, data, error).
 func (w *Worker) withOutput(scope map[string]any, cs *chainState, out map[string]any) map[string]any {
 	v := w.view(scope, cs)
-	v["output"] = out
+	v["output"] = out["data"]
 	v["result"] = out["data"]
 	return v
 }
