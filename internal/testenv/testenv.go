@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -63,6 +64,21 @@ func Chromium(t testing.TB) string {
 			t.Fatalf("%s=%s: %v; under CI=true the browser must be installed (run scripts/testenv up)", EnvChromium, path, err)
 		}
 		t.Skipf("%s=%s: %v: run scripts/testenv up to install Debian's chromium", EnvChromium, path, err)
+	}
+	return path
+}
+
+// EnvPsycopg2Python names a Python interpreter that imports psycopg2,
+// which NoETL's python tasks use to reach PostgreSQL themselves.
+const EnvPsycopg2Python = "CURSORFLOW_TEST_PSYCOPG2_PYTHON"
+
+// Psycopg2Python returns the path of a Python interpreter that imports
+// psycopg2. Set but unable to import it counts as unavailable.
+func Psycopg2Python(t testing.TB) string {
+	t.Helper()
+	path := Require(t, EnvPsycopg2Python)
+	if out, err := exec.Command(path, "-c", "import psycopg2").CombinedOutput(); err != nil {
+		unavailable(t, "%s=%s cannot import psycopg2 (%v: %s): run scripts/testenv up to install Debian's python3-psycopg2", EnvPsycopg2Python, path, err, out)
 	}
 	return path
 }
