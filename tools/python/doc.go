@@ -18,7 +18,8 @@
 //
 // input_data is a global dict, and every key of it that is a Python
 // identifier is also bound as a variable of its own (a function
-// parameter, so the code may reassign it). Input and result cross the
+// parameter, so the code may reassign it); an input named input_data is
+// bound the same way, so there input_data is that input, not the map. Input and result cross the
 // process boundary as JSON: the driver reads the request on stdin and
 // writes the result on file descriptor 3, so print() output is free to
 // go to stdout, which the tool logs at debug level and never mixes into

@@ -58,8 +58,10 @@ def main():
     input_data = req.get("input") or {}
     if not isinstance(input_data, dict):
         input_data = {"input": input_data}
+    # An input named input_data is that input (NoETL binds every input by
+    # its name); otherwise input_data is the whole map.
     names = [k for k in input_data if isinstance(k, str) and k.isidentifier()
-             and not keyword.iskeyword(k) and k not in ("input_data", FN)]
+             and not keyword.iskeyword(k) and k != FN]
     g = {"__name__": "__main__", "__builtins__": __builtins__, "input_data": input_data}
     g.update({k: input_data[k] for k in names})
     code = req["code"]

@@ -69,6 +69,15 @@ result = {"code": process_result.get("status_code"), "total": sum(n for n in [1,
 			want:   []any{"config", 1.5, "config"},
 		},
 		{
+			// NoETL's pagination playbooks (retry, max_iterations) pass
+			// `input: {input_data: "{{ ctx.collected_data }}"}` and read
+			// input_data as that list.
+			name:   "an input named input_data is that input, not the whole map",
+			config: map[string]any{"input": map[string]any{"input_data": []any{int64(1), int64(2)}, "n": int64(3)}, "code": "return [input_data, n]"},
+			status: tools.StatusSuccess,
+			want:   []any{[]any{int64(1), int64(2)}, int64(3)},
+		},
+		{
 			name: "def main style",
 			config: map[string]any{"code": `def main(a, b):
     return {"sum": a + b}
