@@ -252,3 +252,43 @@ workflow:
 		t.Fatalf("the use task read %v, want page 2 from the fetch task's result bound by its set:", got)
 	}
 }
+
+// TestSingleToolPolicyReadsStepName: a single tool's policy reads the
+// tool's result by the step's name, as the step's own set: does after it
+// (NoETL's test_pipeline_heavy_payload.yaml: update_progress's rule sets
+// ctx.total_bytes_processed from update_progress.total_bytes_processed).
+// The tool's own configuration still reads the step's earlier result.
+func TestSingleToolPolicyReadsStepName(t *testing.T) {
+	t.Parallel()
+	sum, evs := setupWith(t, engine.Config{Tools: bigTools()}).run(t, header+`
+workflow:
+  - step: start
+    tool:
+      kind: echo
+      value: '{{ (start.value | default(0) | int) + 1 }}'
+      spec:
+        policy:
+          rules:
+            - else:
+                then:
+                  do: continue
+                  set:
+                    ctx.seen: '{{ (ctx.seen | default([])) + [start.value] }}'
+    next:
+      spec: {mode: exclusive}
+      arcs:
+        - step: start
+          when: '{{ (start.value | int) < 3 }}'
+        - step: end
+          when: '{{ (start.value | int) >= 3 }}'
+  - step: end
+    tool: {kind: echo, seen: '{{ ctx.seen }}'}
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	if s := toStrings(data(t, sum, "end")["seen"]); strings.Join(s, ",") != "1,2,3" {
+		t.Fatalf("the policy saw %v, want each run's own value 1,2,3", s)
+	}
+}

@@ -630,6 +630,10 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		view["attempt"] = taskAttempt
 		if task.Name != "" {
 			cs.Locals[task.Name] = out
+		} else if !step.Pipeline {
+			// A single tool's policy reads its result by the step's name,
+			// as the step's own set: does after it.
+			view[step.Name] = out["data"]
 		}
 		// NoETL's _prev: the previous task's result data, for the next.
 		cs.Locals["_prev"] = out["data"]
