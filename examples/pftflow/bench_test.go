@@ -36,7 +36,7 @@ func BenchmarkPFTFlow(b *testing.B) {
 		if err != nil {
 			b.Fatalf("cursorflow run: %v\n%s", err, out)
 		}
-		s := parseSummary(b, out)
+		s := testenv.ParseSummary(b, out)
 		if s.Status != "completed" {
 			b.Fatalf("execution %s", s.Status)
 		}

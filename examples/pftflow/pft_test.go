@@ -3,7 +3,6 @@ package pftflow
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -55,29 +54,6 @@ func (r *flowRun) runArgs() []string {
 	return []string{"--set", "api_url=" + r.apiURL, "--set", fmt.Sprintf("num_facilities=%d", r.facility),
 		"--set", fmt.Sprintf("patients_per_facility=%d", r.patients), "--credential", "pg_k8s=" + r.dsn,
 		"--eventlog", r.eventlog, "--json"}
-}
-
-type summary struct {
-	ExecutionID string            `json:"execution_id"`
-	Status      string            `json:"status"`
-	Steps       map[string]string `json:"steps"`
-	Events      int64             `json:"events"`
-	Seconds     float64           `json:"seconds"`
-	Error       string            `json:"error"`
-	FailedStep  string            `json:"failed_step"`
-}
-
-func parseSummary(t testing.TB, out []byte) summary {
-	t.Helper()
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		var s summary
-		if strings.HasPrefix(lines[i], "{") && json.Unmarshal([]byte(lines[i]), &s) == nil {
-			return s
-		}
-	}
-	t.Fatalf("no JSON summary in the CLI's output:\n%s", out)
-	return summary{}
 }
 
 // verify checks the result tables: every patient of every facility for
@@ -146,7 +122,7 @@ func TestPFTFlowV2(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cursorflow run: %v\n%s", err, out)
 	}
-	s := parseSummary(t, out)
+	s := testenv.ParseSummary(t, out)
 	if s.Status != "completed" || s.Steps["check_results"] != "completed" {
 		t.Fatalf("execution %s: %s (check_results %s): %s at %s", s.ExecutionID, s.Status, s.Steps["check_results"], s.Error, s.FailedStep)
 	}
@@ -195,7 +171,7 @@ func TestPFTFlowV2UnderFaults(t *testing.T) {
 		start = exec.CommandContext(ctx, bin, "resume", id, "--credential", "pg_k8s="+r.dsn, "--eventlog", r.eventlog, "--json")
 		_, wait = startAndReadID(t, start)
 	}
-	s := parseSummary(t, wait())
+	s := testenv.ParseSummary(t, wait())
 	if s.Status != "completed" || s.Steps["check_results"] != "completed" {
 		t.Fatalf("execution %s: %s: %s at %s (seed %d)", s.ExecutionID, s.Status, s.Error, s.FailedStep, seed)
 	}

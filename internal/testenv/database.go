@@ -2,11 +2,13 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,4 +82,33 @@ func CLI(t testing.TB) string {
 		t.Fatal(cliErr)
 	}
 	return cliPath
+}
+
+// Summary is the JSON summary that `cursorflow run --json` (and resume)
+// ends with.
+type Summary struct {
+	ExecutionID string            `json:"execution_id"`
+	Status      string            `json:"status"`
+	Steps       map[string]string `json:"steps"`
+	Events      int64             `json:"events"`
+	Seconds     float64           `json:"seconds"`
+	Error       string            `json:"error"`
+	FailedStep  string            `json:"failed_step"`
+	FailedField string            `json:"failed_field"`
+	EventLog    string            `json:"eventlog"`
+}
+
+// ParseSummary returns the last JSON summary line of the CLI's output, or
+// fails the test when there is none.
+func ParseSummary(t testing.TB, out []byte) Summary {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var s Summary
+		if strings.HasPrefix(lines[i], "{") && json.Unmarshal([]byte(lines[i]), &s) == nil {
+			return s
+		}
+	}
+	t.Fatalf("no JSON summary in the CLI's output:\n%s", out)
+	return Summary{}
 }
