@@ -130,6 +130,9 @@ func setPath(delta map[string]any, current any, path string, v any) {
 func stepView(v any) any {
 	data := resultData(v)
 	m, _ := v.(map[string]any)
+	if _, isHTTP := m["http"]; isHTTP {
+		data = withBody(data)
+	}
 	tr, ok := m["tasks"].(map[string]any)
 	if !ok {
 		return data
@@ -146,6 +149,23 @@ func stepView(v any) any {
 		}
 	}
 	return data
+}
+
+// withBody gives an http result's data {status_code, headers, data} the
+// response body under body too, as NoETL's newer (Rust) http tool answers
+// it: playbooks written for it read STEP.body, those for the Python tool
+// (and the PFT flow) STEP.data. Only templates see it; the result is
+// stored once.
+func withBody(data any) any {
+	d, ok := data.(map[string]any)
+	if !ok {
+		return data
+	}
+	body, ok := d["data"]
+	if _, taken := d["body"]; !ok || taken {
+		return data
+	}
+	return overlay(d, map[string]any{"body": body})
 }
 
 // resultData returns the data of a result envelope {status, data, error}.

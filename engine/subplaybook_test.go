@@ -63,7 +63,7 @@ workflow:
       - name: after
         kind: rec
         key: 'after-{{ iter.i }}'
-        got: '{{ child.data.steps.start.data.doubled }}'
+        got: '{{ child.steps.start.data.doubled }}'
     next:
       - step: sum
         when: '{{ event.name == "loop.done" }}'

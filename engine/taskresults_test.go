@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +13,8 @@ import (
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
+	"github.com/cursorflow/cursorflow/tools"
+	toolhttp "github.com/cursorflow/cursorflow/tools/http"
 )
 
 // pagesFlow is NoETL's pagination shape (test_loop_with_pagination.yaml):
@@ -18,8 +22,10 @@ import (
 // arcs read the check through fetch_page.results.check. The step's last
 // task is not the check, so only the task results tell the arcs what to
 // do. Inside the pipeline, the store task reads the fetch through the
-// pipeline-local results, also on its retry (a new command, which
-// rebuilds them from the carried pipeline state). A later step reads a task result of each kind:
+// pipeline-local results and by the fetch task's name (both its result
+// data, as in NoETL: test_loop_with_pagination.yaml hands '{{ fetch }}'
+// to a python task that reads its data.paging), also on its retry (a new
+// command, which rebuilds them from the carried pipeline state). A later step reads a task result of each kind:
 // an earlier task's and the last task's.
 const pagesFlow = header + `
 workload: {pages: 3}
@@ -40,6 +46,7 @@ workflow:
         key: store
         fail_attempts: 1
         stored: '{{ results.fetch.page }}'
+        via_name: '{{ fetch.page }}'
         checked: '{{ results.check.has_more }}'
         spec:
           policy:
@@ -63,6 +70,7 @@ workflow:
       last_fetch: '{{ fetch_page.results.fetch.page }}'
       last_store: '{{ fetch_page.results.store.stored }}'
       own: '{{ fetch_page.stored }}'
+      via_name: '{{ fetch_page.via_name }}'
 `
 
 // TestPipelineTaskResults: a pipeline step's task results are read by
@@ -82,7 +90,7 @@ func TestPipelineTaskResults(t *testing.T) {
 	if s := toStrings(got["seen"]); strings.Join(s, ",") != "1,2,3" {
 		t.Fatalf("pages stored: %v, want 1,2,3 (report: %v)", got["seen"], got)
 	}
-	if toString(got["last_fetch"]) != "3" || toString(got["last_store"]) != "3" || toString(got["own"]) != "3" {
+	if toString(got["last_fetch"]) != "3" || toString(got["last_store"]) != "3" || toString(got["own"]) != "3" || toString(got["via_name"]) != "3" {
 		t.Fatalf("report read %v", got)
 	}
 	issued := 0
@@ -194,6 +202,47 @@ workflow:
 	}
 	if refs == 0 {
 		t.Fatal("start's step.completed holds no reference")
+	}
+}
+
+// TestHTTPResultBody: a later step reads an http step's response body at
+// STEP.data.KEY (NoETL's Python http tool) and at STEP.body.KEY (its Rust
+// tool, for which the cursor and offset pagination playbooks are written);
+// the result is stored once, under data.
+func TestHTTPResultBody(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"events": [1, 2, 3], "next_cursor": "Mg=="}`))
+	}))
+	t.Cleanup(srv.Close)
+	reg := tools.NewRegistry()
+	reg.MustRegister("http", toolhttp.New(toolhttp.Config{}))
+	sum, evs := setupWith(t, engine.Config{Tools: reg}).run(t, header+`
+workflow:
+  - step: start
+    tool: {kind: http, method: GET, url: '`+srv.URL+`'}
+    next: [use]
+  - step: use
+    tool:
+      kind: rec
+      key: use
+      from_body: '{{ start.body.events | length }} {{ start.body.next_cursor }}'
+      from_data: '{{ start.data.events | length }} {{ start.data.next_cursor }}'
+      status: '{{ start.status_code }}'
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	got := data(t, sum, "use")
+	if got["from_body"] != "3 Mg==" || got["from_data"] != "3 Mg==" || toString(got["status"]) != "200" {
+		t.Fatalf("use read %v", got)
+	}
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeStepCompleted && ev.Step == "start" && strings.Contains(string(ev.Payload), `"body"`) {
+			t.Fatalf("the http result is stored with a body copy: %s", ev.Payload)
+		}
 	}
 }
 

@@ -423,11 +423,11 @@ func (cs *chainState) results() map[string]any {
 		if t.Name == "" {
 			continue
 		}
-		if out, ok := cs.Locals[t.Name]; ok {
+		if data, ok := cs.Locals[t.Name]; ok {
 			if r == nil {
 				r = map[string]any{}
 			}
-			r[t.Name] = resultData(out)
+			r[t.Name] = data
 		}
 	}
 	return r
@@ -629,7 +629,9 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		view["_attempt"] = taskAttempt
 		view["attempt"] = taskAttempt
 		if task.Name != "" {
-			cs.Locals[task.Name] = out
+			// Later tasks read a task's result by its name: its data, as
+			// in NoETL (an http task's {status_code, headers, data}).
+			cs.Locals[task.Name] = out["data"]
 		} else if !step.Pipeline {
 			// A single tool's policy reads its result by the step's name,
 			// as the step's own set: does after it.
