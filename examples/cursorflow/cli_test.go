@@ -90,6 +90,27 @@ func killWhen(t *testing.T, cmd *exec.Cmd, side, mark string, n int, within time
 	_ = cmd.Wait()
 }
 
+// killWhenRecorded SIGKILLs cmd once the events of execution id in the
+// SQLite log at path satisfy cond, failing the test if that takes longer
+// than within. Side effects run before their outcome is on record, so a
+// kill timed by them may land before anything is.
+func killWhenRecorded(t *testing.T, cmd *exec.Cmd, path, id string, cond func([]eventlog.Event) bool, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for !cond(recorded(t, ctx, path, id)) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no progress on record before the kill: %v", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}
+
 // signalWhen sends sig to cmd once the side-effect file side holds n
 // occurrences of mark, failing the test if that takes longer than within.
 func signalWhen(t *testing.T, cmd *exec.Cmd, sig os.Signal, side, mark string, n int, within time.Duration) {

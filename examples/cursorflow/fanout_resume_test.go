@@ -47,8 +47,10 @@ workflow:
 	store := "file://" + filepath.Join(dir, "results")
 	run := exec.Command(bin, "run", pb, "--eventlog", "sqlite:"+logPath, "--result-store", store)
 	id, _ := startRun(t, run)
-	// Kill once two shards are done (four are still to come).
-	killWhen(t, run, side, "shard-", 2, 60*time.Second)
+	// Kill once two shards are done on record (four are still to come).
+	killWhenRecorded(t, run, logPath, id, func(evs []eventlog.Event) bool {
+		return len(completedBases(evs, "start", "/shard")) >= 2
+	}, 60*time.Second)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
