@@ -170,6 +170,9 @@ func (r *results) resolveChanged(ctx context.Context, v any) (any, bool, error) 
 			x, err := r.load(ctx, ref)
 			return x, true, err
 		}
+		if ref, ok := overlaidRef(t); ok {
+			return r.resolveOverlaid(ctx, ref, t)
+		}
 		var out map[string]any
 		for k, x := range t {
 			y, changed, err := r.resolveChanged(ctx, x)
@@ -226,12 +229,57 @@ func (s *scopeRefs) Holds(name string) bool { return s.names[name] }
 // Resolve implements dsl.Refs.
 func (s *scopeRefs) Resolve(name string, v any) (any, error) { return s.r.resolve(s.ctx, v) }
 
+// overlaidRef reports whether m is a stored mapping with keys laid over
+// it: a reference's marker key next to others, as stepView makes of a
+// step's stored data with its task results (resolveOverlaid reads it).
+func overlaidRef(m map[string]any) (resultstore.Ref, bool) {
+	inner, ok := m[resultstore.MarkerKey]
+	if !ok || len(m) < 2 {
+		return resultstore.Ref{}, false
+	}
+	return resultstore.RefOf(map[string]any{resultstore.MarkerKey: inner})
+}
+
+// resolveOverlaid loads the stored value of an overlaid reference m and
+// adds m's other keys (resolved) that it does not have itself; a stored
+// value that is not a mapping has no room for them.
+func (r *results) resolveOverlaid(ctx context.Context, ref resultstore.Ref, m map[string]any) (any, bool, error) {
+	x, err := r.load(ctx, ref)
+	if err != nil {
+		return nil, true, err
+	}
+	base, ok := x.(map[string]any)
+	if !ok {
+		return x, true, nil
+	}
+	out := copyMap(base)
+	for k, v := range m {
+		if _, own := base[k]; own || k == resultstore.MarkerKey {
+			continue
+		}
+		if out[k], _, err = r.resolveChanged(ctx, v); err != nil {
+			return nil, true, err
+		}
+	}
+	return out, true, nil
+}
+
+// hasRef is resultstore.HasRef that also sees an overlaid reference.
+func hasRef(v any) bool {
+	if m, ok := v.(map[string]any); ok {
+		if _, ok := overlaidRef(m); ok {
+			return true
+		}
+	}
+	return resultstore.HasRef(v)
+}
+
 // markRefs notes in scope which of names hold references, so templates
 // that read them resolve them. It adds the scope's Refs when needed.
 func markRefs(ctx context.Context, scope map[string]any, r *results, names ...string) {
 	var sr *scopeRefs
 	for _, name := range names {
-		if !resultstore.HasRef(scope[name]) {
+		if !hasRef(scope[name]) {
 			continue
 		}
 		if sr == nil {

@@ -79,12 +79,7 @@ func payloadBytes(evs []eventlog.Event) (total int, largest int, largestType str
 // the log; the test logs both sizes.
 func TestLargeResultsStored(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	store, err := resultstoreurl.Open(ctx, "file://"+filepath.Join(t.TempDir(), "results"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := fileStore(t)
 
 	runWith := func(store *resultstore.Store) (*engine.Summary, []eventlog.Event) {
 		log := eventlog.NewMemory()

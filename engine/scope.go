@@ -144,6 +144,8 @@ func stepView(v any) any {
 	case nil:
 		return map[string]any{"results": tr}
 	case map[string]any:
+		// Stored data gets results laid over its reference, added when it
+		// is read unless it has its own (overlaidRef).
 		if _, taken := d["results"]; !taken {
 			return overlay(d, map[string]any{"results": tr})
 		}

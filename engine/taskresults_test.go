@@ -157,13 +157,7 @@ workflow:
 // reads the same through step.results.<task>.
 func TestPipelineTaskResultsStored(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	store, err := resultstoreurl.Open(ctx, "file://"+filepath.Join(t.TempDir(), "results"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	sum, evs := setupWith(t, engine.Config{Tools: bigTools(), Results: store}).run(t, header+`
+	sum, evs := setupWith(t, engine.Config{Tools: bigTools(), Results: fileStore(t)}).run(t, header+`
 workflow:
   - step: start
     tool:
@@ -244,6 +238,54 @@ workflow:
 			t.Fatalf("the http result is stored with a body copy: %s", ev.Payload)
 		}
 	}
+}
+
+// TestPipelineTaskResultsOverStoredData: the pipeline's last task's
+// result is over the store's threshold, so the step's data is a
+// reference; its task results still read as STEP.results.TASK, in its
+// arcs and in later steps, next to the stored data's own keys.
+func TestPipelineTaskResultsOverStoredData(t *testing.T) {
+	t.Parallel()
+	sum, evs := setupWith(t, engine.Config{Tools: bigTools(), Results: fileStore(t)}).run(t, header+`
+workflow:
+  - step: start
+    tool:
+      - name: check
+        kind: echo
+        more: true
+      - name: load
+        kind: big
+        n: 500
+    next:
+      - step: use
+        when: '{{ start.results.check.more and start.rows | length == 500 }}'
+  - step: use
+    tool:
+      kind: echo
+      more: '{{ start.results.check.more }}'
+      last: '{{ (start.rows | last).id }}'
+      via_results: '{{ start.results.load.rows | length }}'
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	got := data(t, sum, "use")
+	if toString(got["more"]) != "true" || toString(got["last"]) != "499" || toString(got["via_results"]) != "500" {
+		t.Fatalf("use read %v", got)
+	}
+}
+
+// fileStore is a result store in a temporary directory, with the
+// default threshold (64 KiB).
+func fileStore(t *testing.T) *resultstore.Store {
+	t.Helper()
+	store, err := resultstoreurl.Open(context.Background(), "file://"+filepath.Join(t.TempDir(), "results"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store
 }
 
 func toString(v any) string {
