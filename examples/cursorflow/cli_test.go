@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/eventlog"
-	eventsqlite "github.com/cursorflow/cursorflow/eventlog/sqlite"
+	"github.com/cursorflow/cursorflow/internal/clirun"
 )
 
 // cliBinary builds the cursorflow command once for the package's tests
@@ -98,7 +98,7 @@ func killWhenRecorded(t *testing.T, cmd *exec.Cmd, path, id string, cond func([]
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	for !cond(recorded(t, ctx, path, id)) {
+	for !cond(clirun.Recorded(t, ctx, path, id)) {
 		select {
 		case <-ctx.Done():
 			t.Fatalf("no progress on record before the kill: %v", ctx.Err())
@@ -129,22 +129,6 @@ func signalWhen(t *testing.T, cmd *exec.Cmd, sig os.Signal, side, mark string, n
 	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// recorded returns what the SQLite event log at path holds for execution
-// id.
-func recorded(t *testing.T, ctx context.Context, path, id string) []eventlog.Event {
-	t.Helper()
-	log, err := eventsqlite.Open(ctx, path, eventsqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer log.Close()
-	evs, err := log.Read(ctx, id, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs
 }
 
 // completedBases returns the loop index (the base id's part after

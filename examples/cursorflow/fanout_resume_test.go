@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/clirun"
 )
 
 // TestKillAndResumeMidFanout runs a fan-out loop in a real `cursorflow
@@ -54,7 +55,7 @@ workflow:
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	before := completedBases(recorded(t, ctx, logPath, id), "start", "/shard")
+	before := completedBases(clirun.Recorded(t, ctx, logPath, id), "start", "/shard")
 	if len(before) == 0 || len(before) == 6 {
 		t.Fatalf("the killed run recorded %d completed shards; want some, not all", len(before))
 	}
@@ -84,7 +85,7 @@ workflow:
 	if !strings.Contains(string(b), "end done=6 failed=0") || strings.Count(string(b), "end ") != 1 {
 		t.Fatalf("the fan-in arc: %s", b)
 	}
-	evs := recorded(t, ctx, logPath, id)
+	evs := clirun.Recorded(t, ctx, logPath, id)
 	fanins := 0
 	for _, ev := range evs {
 		if ev.Type == eventlog.TypeLoopFaninCompleted {

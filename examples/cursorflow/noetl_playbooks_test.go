@@ -16,7 +16,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/cursorflow/cursorflow/eventlog"
-	eventsqlite "github.com/cursorflow/cursorflow/eventlog/sqlite"
+	"github.com/cursorflow/cursorflow/internal/clirun"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
@@ -36,14 +36,7 @@ func runPlaybook(t *testing.T, name string, args ...string) (int, map[string]any
 	if id, _ := sum["execution_id"].(string); id != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		log, err := eventsqlite.Open(ctx, logPath, eventsqlite.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer log.Close()
-		if evs, err = log.Read(ctx, id, 0, 0); err != nil {
-			t.Fatal(err)
-		}
+		evs = clirun.Recorded(t, ctx, logPath, id)
 	}
 	return code, sum, evs, out.String() + errOut.String()
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cursorflow/cursorflow/internal/clirun"
 )
 
 // TestKillAndResume runs a playbook in a real `cursorflow run` process,
@@ -53,7 +55,7 @@ workflow:
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var completedBefore []string
-	for _, n := range completedBases(recorded(t, ctx, logPath, id), "items", "/i") {
+	for _, n := range completedBases(clirun.Recorded(t, ctx, logPath, id), "items", "/i") {
 		completedBefore = append(completedBefore, "item-"+n)
 	}
 	if len(completedBefore) == 0 {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/clirun"
+	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
 // Each test runs one of NoETL's pagination playbooks unchanged; see the
@@ -25,10 +27,10 @@ import (
 func TestBasicAsyncProbes(t *testing.T) {
 	t.Parallel()
 	f := newFlow(t, "basic/test_pagination_basic.yaml")
-	r := f.run(t)
+	r := f.Run(t)
 	// Every probe is issued before the first one completes.
 	issued, done := 0, false
-	for _, ev := range r.events {
+	for _, ev := range r.Events {
 		switch {
 		case ev.Step != "run_probes":
 		case ev.Type == eventlog.TypeCommandIssued && !done:
@@ -37,15 +39,15 @@ func TestBasicAsyncProbes(t *testing.T) {
 			done = true
 		}
 	}
-	if issued != 5 || r.commands("run_probes") != 5 {
-		t.Fatalf("run_probes: %d of %d commands issued before the first completed, want all 5", issued, r.commands("run_probes"))
+	if issued != 5 || r.Commands("run_probes") != 5 {
+		t.Fatalf("run_probes: %d of %d commands issued before the first completed, want all 5", issued, r.Commands("run_probes"))
 	}
 	if r.Status == "failed" && r.FailedStep == "validate_results" && strings.Contains(r.Error, "Detected serialized or blocking behavior") {
 		t.Skipf("race in the playbook's overlap check (see the test's doc): all 5 probes were issued at once, the server saw %+v", f.api.Probe())
 	}
-	r.completed(t)
-	v := r.result(t, "validate_results")
-	if v["status"] != "success" || num(v["started"]) != 5 || num(v["completed"]) != 5 || num(v["active"]) != 0 || num(v["max_active"]) < 2 {
+	r.Completed(t)
+	v := r.Result(t, "validate_results")
+	if v["status"] != "success" || clirun.Num(v["started"]) != 5 || clirun.Num(v["completed"]) != 5 || clirun.Num(v["active"]) != 0 || clirun.Num(v["max_active"]) < 2 {
 		t.Fatalf("validate_results: %v", v)
 	}
 	if st := f.api.Probe(); st.Started != 5 || st.Completed != 5 || st.MaxActive < 2 {
@@ -65,13 +67,13 @@ func TestCursorAndOffset(t *testing.T) {
 		t.Run(c.rel, func(t *testing.T) {
 			t.Parallel()
 			f := newFlow(t, c.rel)
-			r := f.run(t)
-			r.completed(t)
+			r := f.Run(t)
+			r.Completed(t)
 			// They were written for NoETL's Rust http tool and read the
 			// page at STEP.body (templates see an http result's body there
 			// as well as at STEP.data).
-			v := r.result(t, "validate_results")
-			if v["status"] != "success" || num(v[c.count]) != 35 || num(v["first_id"]) != 1 || num(v["last_id"]) != 35 {
+			v := r.Result(t, "validate_results")
+			if v["status"] != "success" || clirun.Num(v[c.count]) != 35 || clirun.Num(v["first_id"]) != 1 || clirun.Num(v["last_id"]) != 35 {
 				t.Fatalf("validate_results: %v", v)
 			}
 			if n := f.api.Calls(c.path); n != 4 {
@@ -87,12 +89,12 @@ func TestCursorAndOffset(t *testing.T) {
 func TestMaxIterations(t *testing.T) {
 	t.Parallel()
 	f := newFlow(t, "max_iterations/test_pagination_max_iterations.yaml")
-	r := f.run(t)
-	r.completed(t)
-	if v := r.result(t, "validate_results"); num(v["total_items"]) != 20 || v["max_iterations_worked"] != true {
+	r := f.Run(t)
+	r.Completed(t)
+	if v := r.Result(t, "validate_results"); clirun.Num(v["total_items"]) != 20 || v["max_iterations_worked"] != true {
 		t.Fatalf("validate_results: %v", v)
 	}
-	if n, c := f.api.Calls("/api/v1/assessments"), r.commands("fetch_with_limit"); n != 2 || c != 2 {
+	if n, c := f.api.Calls("/api/v1/assessments"), r.Commands("fetch_with_limit"); n != 2 || c != 2 {
 		t.Fatalf("%d requests in %d commands, want 2 pages in 2", n, c)
 	}
 }
@@ -103,9 +105,9 @@ func TestMaxIterations(t *testing.T) {
 func TestRetry(t *testing.T) {
 	t.Parallel()
 	f := newFlow(t, "retry/test_pagination_retry.yaml")
-	r := f.run(t)
-	r.completed(t)
-	if v := r.result(t, "validate_results"); num(v["total_items"]) != 35 || v["retry_worked"] != true {
+	r := f.Run(t)
+	r.Completed(t)
+	if v := r.Result(t, "validate_results"); clirun.Num(v["total_items"]) != 35 || v["retry_worked"] != true {
 		t.Fatalf("validate_results: %v", v)
 	}
 	if n := f.api.Calls("/api/v1/flaky"); n != 5 {
@@ -118,11 +120,11 @@ func TestRetry(t *testing.T) {
 func TestPipelineSimple(t *testing.T) {
 	t.Parallel()
 	f := newFlow(t, "pipeline/test_pipeline_simple.yaml")
-	r := f.run(t)
-	r.completed(t)
-	v := r.result(t, "report_result")
+	r := f.Run(t)
+	r.Completed(t)
+	v := r.Result(t, "report_result")
 	p, _ := v["pipeline_result"].(map[string]any)
-	if v["status"] != "passed" || num(p["items_processed"]) != 5 {
+	if v["status"] != "passed" || clirun.Num(p["items_processed"]) != 5 {
 		t.Fatalf("report_result: %v", v)
 	}
 }
@@ -139,30 +141,30 @@ func storedPages(t *testing.T, rel, table string) {
 	f := newFlow(t, rel)
 	dsn := f.database(t, "test_postgres")
 	f.psycopg2(t, dsn)
-	r := f.run(t)
-	r.completed(t)
+	r := f.Run(t)
+	r.Completed(t)
 	// Scores are stored times 10; names upper-cased; the batch is the
 	// execution id's first 8 characters.
 	var rows, ids, pages, scores, batches int
 	var first, batch string
-	query(t, dsn, `SELECT count(*), count(DISTINCT assessment_id), count(DISTINCT page_number), sum(score),
+	testenv.QueryRow(t, dsn, `SELECT count(*), count(DISTINCT assessment_id), count(DISTINCT page_number), sum(score),
 		count(DISTINCT batch_id), min(batch_id), min(assessment_name) FILTER (WHERE assessment_id = 1) FROM `+table,
 		&rows, &ids, &pages, &scores, &batches, &batch, &first)
 	if rows != 35 || ids != 35 || pages != 4 || scores != 10*(50*35+35*36/2) || batches != 1 || batch != r.ExecutionID[:8] || first != "ASSESSMENT 1" {
 		t.Fatalf("%s: %d rows, %d ids, %d pages, score sum %d, %d batches (%s), first %q", table, rows, ids, pages, scores, batches, batch, first)
 	}
-	if n, c := f.api.Calls("/api/v1/assessments"), r.commands("fetch_transform_store"); n != 4 || c != 4 {
+	if n, c := f.api.Calls("/api/v1/assessments"), r.Commands("fetch_transform_store"); n != 4 || c != 4 {
 		t.Fatalf("%d requests in %d commands, want 4 pages in 4", n, c)
 	}
-	if v := r.result(t, "validate_results"); num(v["row_count"]) != 1 {
+	if v := r.Result(t, "validate_results"); clirun.Num(v["row_count"]) != 1 {
 		t.Fatalf("validate_results: %v", v)
 	}
-	v := r.result(t, "final_report")
+	v := r.Result(t, "final_report")
 	s, _ := v["summary"].(map[string]any)
-	if v["status"] == "failed" && num(s["total_records_stored"]) == 0 {
+	if v["status"] == "failed" && clirun.Num(s["total_records_stored"]) == 0 {
 		t.Skip(staleRows)
 	}
-	if v["status"] != "success" || num(s["total_records_stored"]) != 35 || num(s["pages_processed"]) != 4 {
+	if v["status"] != "success" || clirun.Num(s["total_records_stored"]) != 35 || clirun.Num(s["pages_processed"]) != 4 {
 		t.Fatalf("final_report: %v", v)
 	}
 }
@@ -187,10 +189,10 @@ func TestPipelineV2(t *testing.T) {
 func TestPipelineErrorHandling(t *testing.T) {
 	t.Parallel()
 	f := newFlow(t, "pipeline/test_pipeline_error_handling.yaml")
-	r := f.run(t)
+	r := f.Run(t)
 	if r.Status != "failed" || r.FailedStep != "test_fail_auth" || r.FailedField != "tool.fetch_auth_error" || !strings.Contains(r.Error, "401") {
 		t.Fatalf("execution %s: %s at %s (%s): %s, want failed at test_fail_auth's fetch_auth_error with the 401\n%s",
-			r.ExecutionID, r.Status, r.FailedStep, r.FailedField, r.Error, r.output)
+			r.ExecutionID, r.Status, r.FailedStep, r.FailedField, r.Error, r.Output)
 	}
 	for _, s := range []string{"test_retry_transient", "test_rate_limit", "test_skip_transform"} {
 		if r.Steps[s] != "completed" {
@@ -200,10 +202,10 @@ func TestPipelineErrorHandling(t *testing.T) {
 	if _, ran := r.Steps["generate_report"]; ran {
 		t.Errorf("generate_report ran after the failure")
 	}
-	if v := r.result(t, "test_retry_transient"); v["status"] != "passed" || num(v["items_received"]) != 10 {
+	if v := r.Result(t, "test_retry_transient"); v["status"] != "passed" || clirun.Num(v["items_received"]) != 10 {
 		t.Errorf("test_retry_transient: %v", v)
 	}
-	if v := r.result(t, "test_skip_transform"); v["status"] != "passed" || v["skipped"] != true {
+	if v := r.Result(t, "test_skip_transform"); v["status"] != "passed" || v["skipped"] != true {
 		t.Errorf("test_skip_transform: %v", v)
 	}
 	if n := f.api.Calls("/api/v1/flaky"); n != 2 {
@@ -219,11 +221,11 @@ func TestPipelineErrorHandling(t *testing.T) {
 func TestPipelineHeavyPayload(t *testing.T) {
 	t.Parallel()
 	f := newFlow(t, "pipeline/test_pipeline_heavy_payload.yaml")
-	r := f.run(t)
-	r.completed(t)
-	v := r.result(t, "final_report")
+	r := f.Run(t)
+	r.Completed(t)
+	v := r.Result(t, "final_report")
 	s, _ := v["summary"].(map[string]any)
-	if v["status"] != "ok" || num(s["pages_processed"]) != 3 || num(s["total_data_processed_kb"]) != 3*5*50 {
+	if v["status"] != "ok" || clirun.Num(s["pages_processed"]) != 3 || clirun.Num(s["total_data_processed_kb"]) != 3*5*50 {
 		t.Fatalf("final_report: %v", v)
 	}
 	if n := f.api.Calls("/api/v1/heavy"); n != 3 {
@@ -238,7 +240,7 @@ func TestLoopWithPagination(t *testing.T) {
 	t.Parallel()
 	f := newFlow(t, "loop_with_pagination/test_loop_with_pagination.yaml")
 	dsn := f.database(t, "pg_k8s")
-	r := f.run(t)
+	r := f.Run(t)
 	switch {
 	case r.FailedStep == "start" && strings.Contains(r.Error, "SQLSTATE 42601") && strings.Contains(r.Error, r.ExecutionID[:8]):
 		t.Skip("gap: NoETL's execution_id is a 64-bit integer and the playbook writes it unquoted into SQL and a BIGINT column; " +
@@ -247,9 +249,9 @@ func TestLoopWithPagination(t *testing.T) {
 	case r.FailedStep == "check_results":
 		t.Skip("NoETL's stale form: check_results reads validate_results.data.command_0.rows; current NoETL answers a postgres step's last statement as rows")
 	}
-	r.completed(t)
+	r.Completed(t)
 	var pages, items int
-	query(t, dsn, `SELECT count(*), sum(items_count) FROM pagination_test_results`, &pages, &items)
+	testenv.QueryRow(t, dsn, `SELECT count(*), sum(items_count) FROM pagination_test_results`, &pages, &items)
 	if pages != 2 || items != 35 {
 		t.Fatalf("pagination_test_results: %d pages, %d items, want 2 and 35", pages, items)
 	}
@@ -273,14 +275,14 @@ func TestFetchLoad(t *testing.T) {
 	f := newFlow(t, "fetch_load_test/test_fetch_load.yaml").
 		set("api_min_delay", "0").set("api_max_delay", "0").set("api_payload_kb", "2").set("api_rate_limit", "500")
 	dsn := f.database(t, "pg_k8s")
-	r := f.run(t)
-	r.completed(t)
-	v := r.result(t, "check_results")
-	if v["status"] != "passed" || num(v["total_patients"]) != 500 || num(v["completed"]) != 500 || num(v["failed_patients"]) != 0 {
+	r := f.Run(t)
+	r.Completed(t)
+	v := r.Result(t, "check_results")
+	if v["status"] != "passed" || clirun.Num(v["total_patients"]) != 500 || clirun.Num(v["completed"]) != 500 || clirun.Num(v["failed_patients"]) != 0 {
 		t.Fatalf("check_results: %v", v)
 	}
 	var patients, done, pages, records int
-	query(t, dsn, `SELECT count(*), count(*) FILTER (WHERE completed), sum(pages_fetched), sum(records_fetched)
+	testenv.QueryRow(t, dsn, `SELECT count(*), count(*) FILTER (WHERE completed), sum(pages_fetched), sum(records_fetched)
 		FROM public.fetch_load_test_results WHERE execution_id = '`+r.ExecutionID+`'`, &patients, &done, &pages, &records)
 	if patients != 500 || done != 500 {
 		t.Fatalf("fetch_load_test_results: %d patients, %d completed, want 500", patients, done)

@@ -28,17 +28,8 @@ func PostgresDatabase(t testing.TB, prefix string) string {
 	if err != nil {
 		t.Fatalf("testenv: %s is not a URL: %v", EnvPostgres, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
-	defer conn.Close(ctx)
 	name := fmt.Sprintf("%s_%s", prefix, RandomSuffix(t))
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("testenv: create database %s: %v", name, err)
-	}
+	Exec(t, base, "CREATE DATABASE "+name)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -111,4 +102,40 @@ func ParseSummary(t testing.TB, out []byte) Summary {
 	}
 	t.Fatalf("no JSON summary in the CLI's output:\n%s", out)
 	return Summary{}
+}
+
+// QueryRow runs the one-row query q against the PostgreSQL database dsn
+// and scans the row into dest, failing the test on any error.
+func QueryRow(t testing.TB, dsn, q string, dest ...any) {
+	t.Helper()
+	onConn(t, dsn, q, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, q).Scan(dest...)
+	})
+}
+
+// Exec runs the statements sql against the PostgreSQL database dsn,
+// failing the test on any error: for the tables a test's flow expects to
+// find.
+func Exec(t testing.TB, dsn, sql string) {
+	t.Helper()
+	onConn(t, dsn, sql, func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, sql)
+		return err
+	})
+}
+
+// onConn runs f on a connection of its own to dsn, within 30 seconds, and
+// fails the test, naming sql, when it returns an error.
+func onConn(t testing.TB, dsn, sql string, f func(context.Context, *pgx.Conn) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	defer conn.Close(ctx)
+	if err := f(ctx, conn); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
 }
