@@ -19,9 +19,11 @@ type Proxy struct {
 	target string
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	conns  map[net.Conn]bool // both ends of every open pair
-	closed bool
+	mu       sync.Mutex
+	conns    map[net.Conn]bool // both ends of every open pair
+	closed   bool
+	refuse   int // connections still to close on arrival
+	accepted int
 }
 
 // NewProxy listens on a free port of 127.0.0.1 and forwards every
@@ -56,6 +58,23 @@ func (p *Proxy) DropConnections() int {
 	return n
 }
 
+// RefuseNext makes the proxy close the next n connections it accepts at
+// once, without reaching the target, as a server that is down or not yet
+// listening does to a client; later ones are forwarded again.
+func (p *Proxy) RefuseNext(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse = n
+}
+
+// Accepted returns the number of client connections the proxy accepted,
+// the refused ones included.
+func (p *Proxy) Accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted
+}
+
 // Open returns the number of client connections through the proxy that
 // are still open.
 func (p *Proxy) Open() int {
@@ -84,6 +103,17 @@ func (p *Proxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		p.accepted++
+		refused := p.refuse > 0
+		if refused {
+			p.refuse--
+		}
+		p.mu.Unlock()
+		if refused {
+			_ = c.Close()
+			continue
 		}
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {

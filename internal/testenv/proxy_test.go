@@ -100,3 +100,22 @@ func TestProxyForwardsAndDrops(t *testing.T) {
 		t.Fatalf("second DropConnections() = %d, want 1", got)
 	}
 }
+
+func TestProxyRefusesNext(t *testing.T) {
+	p := NewProxy(t, echoServer(t))
+	p.RefuseNext(2)
+	for i := range 3 {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = roundTrip(t, c, bufio.NewReader(c), "hello")
+		_ = c.Close()
+		if refused := i < 2; refused != (err != nil) {
+			t.Fatalf("connection %d: round trip error %v, want refused %v", i, err, refused)
+		}
+	}
+	if got := p.Accepted(); got != 3 {
+		t.Fatalf("Accepted() = %d, want 3", got)
+	}
+}
