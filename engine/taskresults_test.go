@@ -276,6 +276,55 @@ workflow:
 	}
 }
 
+// TestPipelineTaskResultsOverMaxResultBytes: without a result store, an
+// earlier task's result that would take the step's event over
+// MaxResultBytes is left out of it: the step completes with its own
+// result, and STEP.results.TASK reads nothing, where before keeping task
+// results the step ran fine. A step whose own result is too large still
+// fails, saying so.
+func TestPipelineTaskResultsOverMaxResultBytes(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, engine.Config{Tools: bigTools(), MaxResultBytes: 64 << 10})
+	sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    tool:
+      - name: load
+        kind: big
+        n: 500
+      - name: count
+        kind: echo
+        n: '{{ load.rows | length }}'
+    next: [use]
+  - step: use
+    tool:
+      kind: echo
+      n: '{{ start.n }}'
+      kept: '{{ start.results is defined }}'
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	if got := data(t, sum, "use"); toString(got["n"]) != "500" || toString(got["kept"]) != "false" {
+		t.Fatalf("use read %v", got)
+	}
+	sum, _ = b.run(t, header+`
+workflow:
+  - step: start
+    tool:
+      - name: count
+        kind: echo
+        n: 1
+      - name: load
+        kind: big
+        n: 500
+`, nil)
+	if sum.Status != engine.StatusFailed || !strings.Contains(sum.Error, "Config.MaxResultBytes") {
+		t.Fatalf("a step whose own result is too large: %s %s", sum.Status, sum.Error)
+	}
+}
+
 // fileStore is a result store in a temporary directory, with the
 // default threshold (64 KiB).
 func fileStore(t *testing.T) *resultstore.Store {

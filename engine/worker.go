@@ -327,7 +327,31 @@ func (w *Worker) event(ctx context.Context, cmd *Command, typ string, payload an
 	if limit <= 0 {
 		limit = DefaultMaxResultBytes
 	}
+	if len(b) > limit {
+		ev.Payload = w.withoutTaskResults(ctx, cmd, payload, b, limit)
+	}
 	return limitResult(ev, limit)
+}
+
+// withoutTaskResults returns the encoded report b of a pipeline step
+// without its earlier tasks' results when only they make it larger than
+// limit: a step that ran fine keeps its own result, and STEP.results.TASK
+// reads nothing (the warning says to give the engine a result store,
+// which would have kept them). Any other report is returned as it is.
+func (w *Worker) withoutTaskResults(ctx context.Context, cmd *Command, payload any, b []byte, limit int) []byte {
+	p, ok := payload.(completedPayload)
+	if !ok || p.Output["tasks"] == nil {
+		return b
+	}
+	p.Output = copyMap(p.Output)
+	delete(p.Output, "tasks")
+	smaller, err := encodeReport(ctx, p)
+	if err != nil || len(smaller) > limit {
+		return b
+	}
+	w.logger().Warn("a pipeline step's earlier task results do not fit in its event and are left out: STEP.results.TASK reads nothing for it; a result store (Config.Results) would keep them",
+		"execution_id", cmd.ExecutionID, "step", cmd.Step, "bytes", len(b), "max", limit)
+	return smaller
 }
 
 // heartbeat extends cmd's lease until the returned stop is called. With
