@@ -698,7 +698,10 @@ type Summary struct {
 	Step  string `json:"failed_step,omitempty"`
 	Field string `json:"failed_field,omitempty"`
 	Error string `json:"error,omitempty"`
-	// Results holds each step's result.
+	// Results holds each step's result: the envelope {status, data,
+	// error} (an http step's also http). A pipeline step's also names the
+	// task its data came from (task) and holds its named earlier tasks'
+	// data by name (tasks), which templates read as STEP.results.TASK.
 	Results map[string]any `json:"-"`
 }
 
