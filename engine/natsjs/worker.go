@@ -266,6 +266,13 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) fetch(ctx, hard context.Context, cons jetstream.Consumer, slots chan struct{}, wg *sync.WaitGroup) {
 	conc := cap(slots)
 	for {
+		// Stopping wins over a free slot: select picks at random among
+		// ready cases, and each fetch started after the stop holds the
+		// worker up to fetchWait longer (about 1.5 s when the server is
+		// gone).
+		if ctx.Err() != nil {
+			return
+		}
 		select {
 		case <-slots:
 		case <-ctx.Done():
