@@ -119,7 +119,7 @@ func TestPipelineTaskResults(t *testing.T) {
 // task results.
 func TestPipelineTaskResultsKeepData(t *testing.T) {
 	t.Parallel()
-	sum, evs := setupWith(t, engine.Config{Tools: bigTools()}).run(t, header+`
+	sum, _ := runCompleted(t, engine.Config{Tools: bigTools()}, header+`
 workflow:
   - step: start
     tool:
@@ -138,11 +138,7 @@ workflow:
       kind: echo
       body: '{{ start.results }}'
       single: '{{ single.results is defined }}'
-`, nil)
-	defer dumpOnFail(t, evs)
-	if sum.Status != engine.StatusCompleted {
-		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
-	}
+`)
 	got := data(t, sum, "end")
 	if s := toStrings(got["body"]); strings.Join(s, ",") != "x,y" {
 		t.Fatalf("start.results is %v, want the api's own results [x y]", got["body"])
@@ -157,7 +153,7 @@ workflow:
 // reads the same through step.results.<task>.
 func TestPipelineTaskResultsStored(t *testing.T) {
 	t.Parallel()
-	sum, evs := setupWith(t, engine.Config{Tools: bigTools(), Results: fileStore(t)}).run(t, header+`
+	sum, evs := runCompleted(t, engine.Config{Tools: bigTools(), Results: fileStore(t)}, header+`
 workflow:
   - step: start
     tool:
@@ -175,11 +171,7 @@ workflow:
       kind: echo
       last: '{{ (start.results.load.rows | last).id }}'
       n: '{{ start.n }}'
-`, nil)
-	defer dumpOnFail(t, evs)
-	if sum.Status != engine.StatusCompleted {
-		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
-	}
+`)
 	got := data(t, sum, "use")
 	if toString(got["last"]) != "499" || toString(got["n"]) != "500" {
 		t.Fatalf("use read %v", got)
@@ -212,7 +204,7 @@ func TestHTTPResultBody(t *testing.T) {
 	t.Cleanup(srv.Close)
 	reg := tools.NewRegistry()
 	reg.MustRegister("http", toolhttp.New(toolhttp.Config{}))
-	sum, evs := setupWith(t, engine.Config{Tools: reg}).run(t, header+`
+	sum, evs := runCompleted(t, engine.Config{Tools: reg}, header+`
 workflow:
   - step: start
     tool: {kind: http, method: GET, url: '`+srv.URL+`'}
@@ -224,11 +216,7 @@ workflow:
       from_body: '{{ start.body.events | length }} {{ start.body.next_cursor }}'
       from_data: '{{ start.data.events | length }} {{ start.data.next_cursor }}'
       status: '{{ start.status_code }}'
-`, nil)
-	defer dumpOnFail(t, evs)
-	if sum.Status != engine.StatusCompleted {
-		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
-	}
+`)
 	got := data(t, sum, "use")
 	if got["from_body"] != "3 Mg==" || got["from_data"] != "3 Mg==" || toString(got["status"]) != "200" {
 		t.Fatalf("use read %v", got)
@@ -246,7 +234,7 @@ workflow:
 // arcs and in later steps, next to the stored data's own keys.
 func TestPipelineTaskResultsOverStoredData(t *testing.T) {
 	t.Parallel()
-	sum, evs := setupWith(t, engine.Config{Tools: bigTools(), Results: fileStore(t)}).run(t, header+`
+	sum, _ := runCompleted(t, engine.Config{Tools: bigTools(), Results: fileStore(t)}, header+`
 workflow:
   - step: start
     tool:
@@ -265,11 +253,7 @@ workflow:
       more: '{{ start.results.check.more }}'
       last: '{{ (start.rows | last).id }}'
       via_results: '{{ start.results.load.rows | length }}'
-`, nil)
-	defer dumpOnFail(t, evs)
-	if sum.Status != engine.StatusCompleted {
-		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
-	}
+`)
 	got := data(t, sum, "use")
 	if toString(got["more"]) != "true" || toString(got["last"]) != "499" || toString(got["via_results"]) != "500" {
 		t.Fatalf("use read %v", got)
@@ -325,6 +309,19 @@ workflow:
 	}
 }
 
+// runCompleted runs src on an engine with cfg (see setupWith) and fails
+// the test unless the execution completes; a failing test dumps its
+// history.
+func runCompleted(t *testing.T, cfg engine.Config, src string) (*engine.Summary, []eventlog.Event) {
+	t.Helper()
+	sum, evs := setupWith(t, cfg).run(t, src, nil)
+	t.Cleanup(func() { dumpOnFail(t, evs) })
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
+	}
+	return sum, evs
+}
+
 // fileStore is a result store in a temporary directory, with the
 // default threshold (64 KiB).
 func fileStore(t *testing.T) *resultstore.Store {
@@ -363,7 +360,7 @@ func toStrings(v any) []string {
 // NoETL's _prev. Policy rules keep the whole output (status, data, error).
 func TestPipelineTaskSetOutputIsResult(t *testing.T) {
 	t.Parallel()
-	sum, evs := setupWith(t, engine.Config{Tools: bigTools()}).run(t, header+`
+	sum, _ := runCompleted(t, engine.Config{Tools: bigTools()}, header+`
 workflow:
   - step: start
     tool:
@@ -382,11 +379,7 @@ workflow:
       - name: use
         kind: echo
         page: '{{ fetched.page }}'
-`, nil)
-	defer dumpOnFail(t, evs)
-	if sum.Status != engine.StatusCompleted {
-		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
-	}
+`)
 	got := data(t, sum, "start")
 	if toString(got["page"]) != "2" {
 		t.Fatalf("the use task read %v, want page 2 from the fetch task's result bound by its set:", got)
@@ -400,7 +393,7 @@ workflow:
 // The tool's own configuration still reads the step's earlier result.
 func TestSingleToolPolicyReadsStepName(t *testing.T) {
 	t.Parallel()
-	sum, evs := setupWith(t, engine.Config{Tools: bigTools()}).run(t, header+`
+	sum, _ := runCompleted(t, engine.Config{Tools: bigTools()}, header+`
 workflow:
   - step: start
     tool:
@@ -423,11 +416,7 @@ workflow:
           when: '{{ (start.value | int) >= 3 }}'
   - step: end
     tool: {kind: echo, seen: '{{ ctx.seen }}'}
-`, nil)
-	defer dumpOnFail(t, evs)
-	if sum.Status != engine.StatusCompleted {
-		t.Fatalf("%s at %s %s: %s", sum.Status, sum.Step, sum.Field, sum.Error)
-	}
+`)
 	if s := toStrings(data(t, sum, "end")["seen"]); strings.Join(s, ",") != "1,2,3" {
 		t.Fatalf("the policy saw %v, want each run's own value 1,2,3", s)
 	}
