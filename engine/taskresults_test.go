@@ -114,6 +114,59 @@ func TestPipelineTaskResults(t *testing.T) {
 	}
 }
 
+// TestPipelineTaskResultsSurviveEveryCut: the task results are on
+// record, not in a process: a history cut after any event and resumed by
+// a fresh engine pages the same three times (the arcs read
+// fetch_page.results.check), and the last step reads the same task
+// results.
+func TestPipelineTaskResultsSurviveEveryCut(t *testing.T) {
+	t.Parallel()
+	resumeFromEveryCut(t, header+`
+workflow:
+  - step: start
+    tool: {kind: rec, key: start}
+    next: [fetch_page]
+  - step: fetch_page
+    tool:
+      - name: fetch
+        kind: rec
+        key: 'fetch-{{ ctx.page | default(1) }}'
+        page: '{{ ctx.page | default(1) }}'
+      - name: check
+        kind: rec
+        key: 'check-{{ results.fetch.page }}'
+        has_more: '{{ (results.fetch.page | int) < 3 }}'
+    set:
+      ctx.page: '{{ (fetch_page.results.fetch.page | int) + 1 }}'
+    next:
+      spec: {mode: exclusive}
+      arcs:
+        - step: fetch_page
+          when: '{{ fetch_page.results.check.has_more == true }}'
+        - step: report
+          when: '{{ fetch_page.results.check.has_more != true }}'
+  - step: report
+    tool: {kind: rec, key: report, last: '{{ fetch_page.results.fetch.page }}', more: '{{ fetch_page.has_more }}'}
+`, func(k int, got *engine.Summary, evs []eventlog.Event) {
+		r, _ := got.Results["report"].(map[string]any)
+		d, _ := r["data"].(map[string]any)
+		if toString(d["last"]) != "3" || toString(d["more"]) != "false" {
+			t.Fatalf("cut at %d: report read %v, want the third page's task results", k, d)
+		}
+		// A command in flight at the cut is issued again: count the
+		// commands, not their attempts.
+		fetches := map[string]bool{}
+		for _, ev := range evs {
+			if ev.Type == eventlog.TypeCommandIssued && ev.Step == "fetch_page" {
+				fetches[ev.CommandID[:strings.LastIndexByte(ev.CommandID, '@')]] = true
+			}
+		}
+		if len(fetches) != 3 {
+			t.Fatalf("cut at %d: fetch_page ran as %d commands, want 3", k, len(fetches))
+		}
+	})
+}
+
 // TestPipelineTaskResultsKeepData: a step whose own data has a results
 // key (an API's body often has) keeps it; a single tool's step has no
 // task results.
