@@ -256,17 +256,24 @@ func (p frameClaimedPayload) appendJSON(b []byte) ([]byte, error) {
 		}
 	}
 	b = append(b, ']')
-	if len(p.Buried) > 0 {
-		b = append(b, `,"buried":[`...)
-		for i, k := range p.Buried {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = plainjson.AppendString(b, k)
-		}
-		b = append(b, ']')
-	}
+	b = appendStrings(b, "buried", p.Buried)
 	return append(b, '}'), nil
+}
+
+// appendStrings appends ,"name":[list...] to an object being encoded,
+// nothing when list is empty.
+func appendStrings(b []byte, name string, list []string) []byte {
+	if len(list) == 0 {
+		return b
+	}
+	b = append(b, `,"`+name+`":[`...)
+	for i, s := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = plainjson.AppendString(b, s)
+	}
+	return append(b, ']')
 }
 
 func (p frameDonePayload) appendJSON(b []byte) ([]byte, error) {
@@ -332,16 +339,7 @@ func (p frameDonePayload) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"claim_open_us":`...)
 		b = strconv.AppendInt(b, p.ClaimOpenUs, 10)
 	}
-	if len(p.Abandoned) > 0 {
-		b = append(b, `,"abandoned":[`...)
-		for i, k := range p.Abandoned {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = plainjson.AppendString(b, k)
-		}
-		b = append(b, ']')
-	}
+	b = appendStrings(b, "abandoned", p.Abandoned)
 	return append(b, '}'), nil
 }
 
