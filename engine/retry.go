@@ -157,11 +157,12 @@ func errorClass(class string, out map[string]any) bool {
 	if !ok {
 		code = -1
 	}
+	kind, _ := httpErrorKind(code) // as policy rules see output.error.kind
 	switch class {
 	case "error":
 		return true
 	case "timeout":
-		return strings.Contains(msg, "timeout") || strings.Contains(msg, "deadline exceeded") || strings.Contains(msg, "timed out") || code == 408 || code == 504
+		return strings.Contains(msg, "timeout") || strings.Contains(msg, "deadline exceeded") || strings.Contains(msg, "timed out") || kind == errKindTimeout
 	case "connection_error":
 		return code == 0 || strings.Contains(msg, "connection refused") || strings.Contains(msg, "connection reset") ||
 			strings.Contains(msg, "no such host") || strings.Contains(msg, "eof") || strings.Contains(msg, "broken pipe") ||
@@ -173,7 +174,7 @@ func errorClass(class string, out map[string]any) bool {
 	case "http_4xx":
 		return code >= 400 && code < 500
 	case "rate_limit":
-		return code == 429
+		return kind == errKindRateLimit
 	}
 	return false
 }
