@@ -230,26 +230,21 @@ func (w *Worker) storeLarge(ctx context.Context, cmd *Command, step *dsl.Step, p
 			return out, nil
 		}
 		threshold := policy.threshold(r.store.Threshold())
-		c := out
-		if _, ok := out["data"]; ok {
-			data, err := r.offload(ctx, name, out["data"], threshold)
-			if err != nil {
+		c := copyMap(out)
+		var err error
+		if data, ok := out["data"]; ok {
+			if c["data"], err = r.offload(ctx, name, data, threshold); err != nil {
 				return nil, err
 			}
-			c = copyMap(out)
-			c["data"] = data
 		}
 		// A pipeline's earlier tasks' results, each on its own.
 		if tr, ok := out["tasks"].(map[string]any); ok && len(tr) > 0 {
 			stored := make(map[string]any, len(tr))
 			for k, v := range tr {
-				x, err := r.offload(ctx, name, v, threshold)
-				if err != nil {
+				if stored[k], err = r.offload(ctx, name, v, threshold); err != nil {
 					return nil, err
 				}
-				stored[k] = x
 			}
-			c = copyMap(c)
 			c["tasks"] = stored
 		}
 		return c, nil
