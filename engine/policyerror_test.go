@@ -52,9 +52,7 @@ func TestPolicyRulesSeeStructuredErrors(t *testing.T) {
 		{"/login", engine.StatusFailed, 0},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
-			reg := tools.NewRegistry()
-			reg.MustRegister("http", toolhttp.New(toolhttp.Config{}))
-			b := setupWith(t, engine.Config{Tools: reg})
+			b := setupWith(t, engine.Config{Tools: httpTools()})
 			sum, evs := b.run(t, header+`
 workload: {url: "`+srv.URL+`"}
 workflow:
@@ -96,9 +94,7 @@ func TestRetryBlockSeesStructuredErrors(t *testing.T) {
 		_, _ = w.Write([]byte(`{"ok": true}`))
 	}))
 	defer srv.Close()
-	reg := tools.NewRegistry()
-	reg.MustRegister("http", toolhttp.New(toolhttp.Config{}))
-	b := setupWith(t, engine.Config{Tools: reg})
+	b := setupWith(t, engine.Config{Tools: httpTools()})
 	sum, evs := b.run(t, header+`
 workload: {url: "`+srv.URL+`"}
 workflow:
@@ -116,4 +112,11 @@ workflow:
 	if sum.Status != engine.StatusCompleted || calls.Load() != 3 {
 		t.Fatalf("status %s (%s) after %d calls, want completed after 3", sum.Status, sum.Error, calls.Load())
 	}
+}
+
+// httpTools is a registry with the http tool as http.
+func httpTools() *tools.Registry {
+	reg := tools.NewRegistry()
+	reg.MustRegister("http", toolhttp.New(toolhttp.Config{}))
+	return reg
 }

@@ -13,8 +13,6 @@ import (
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
-	"github.com/cursorflow/cursorflow/tools"
-	toolhttp "github.com/cursorflow/cursorflow/tools/http"
 )
 
 // pagesFlow is NoETL's pagination shape (test_loop_with_pagination.yaml):
@@ -255,9 +253,7 @@ func TestHTTPResultBody(t *testing.T) {
 		_, _ = w.Write([]byte(`{"events": [1, 2, 3], "next_cursor": "Mg=="}`))
 	}))
 	t.Cleanup(srv.Close)
-	reg := tools.NewRegistry()
-	reg.MustRegister("http", toolhttp.New(toolhttp.Config{}))
-	sum, evs := runCompleted(t, engine.Config{Tools: reg}, header+`
+	sum, evs := runCompleted(t, engine.Config{Tools: httpTools()}, header+`
 workflow:
   - step: start
     tool: {kind: http, method: GET, url: '`+srv.URL+`'}
