@@ -242,20 +242,21 @@ type frameDonePayload struct {
 
 func (p frameClaimedPayload) appendJSON(b []byte) ([]byte, error) {
 	if p.Rows == nil {
-		return append(b, `{"rows":null}`...), nil
-	}
-	b = slices.Grow(b, 48*len(p.Rows)) // a row of a few values: one growth, not six
-	b = append(b, `{"rows":[`...)
-	for i, r := range p.Rows {
-		if i > 0 {
-			b = append(b, ',')
+		b = append(b, `{"rows":null`...)
+	} else {
+		b = slices.Grow(b, 48*len(p.Rows)) // a row of a few values: one growth, not six
+		b = append(b, `{"rows":[`...)
+		for i, r := range p.Rows {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = r.appendJSON(b); err != nil {
+				return nil, err
+			}
 		}
-		var err error
-		if b, err = r.appendJSON(b); err != nil {
-			return nil, err
-		}
+		b = append(b, ']')
 	}
-	b = append(b, ']')
 	b = appendStrings(b, "buried", p.Buried)
 	return append(b, '}'), nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -17,6 +18,7 @@ func TestMemberDecodersAgree(t *testing.T) {
 	for _, payload := range []string{
 		`{"rows":[{"key":"1","values":{"id":1,"payload":"a]}\""},"attempt":1}]}`,
 		`{"rows":[]}`, `{}`, `{"Rows":[1]}`, `{"rows":null}`,
+		`{"rows":[{"key":"2","values":{},"attempt":1}],"buried":["1","q\"<&>\u2028"]}`,
 		`{"items":[{"key":"1","outcome":"ok","ms":2}],"counts":{"rows":1,"ok":1,"failed":0,"dead":0},"ctx":{"n":9007199254740993,"f":1.5},"fail":"x \"y\"","ms":3,"claim_open_us":12}`,
 		`{"drained":true,"counts":{"rows":0,"ok":0,"failed":0,"dead":0}}`,
 		`{"counts":{"rows":2,"ok":1,"failed":1,"dead":0},"fail":"","ctx":null}`,
@@ -29,8 +31,8 @@ func TestMemberDecodersAgree(t *testing.T) {
 		if err := unmarshal(ev.Payload, &whole); err != nil {
 			t.Fatal(err)
 		}
-		if string(fast.Rows) != string(whole.Rows) {
-			t.Errorf("%s: rows %s, decoded whole %s", payload, fast.Rows, whole.Rows)
+		if string(fast.Rows) != string(whole.Rows) || !slices.Equal(fast.Buried, whole.Buried) {
+			t.Errorf("%s: rows %s buried %q, decoded whole %s %q", payload, fast.Rows, fast.Buried, whole.Rows, whole.Buried)
 		}
 		var fd, wd frameDoneSummary
 		if err := decode(ev, &fd); err != nil {
@@ -74,6 +76,9 @@ func TestPayloadAppendersAgree(t *testing.T) {
 		claimed := frameClaimedPayload{Rows: rows}
 		if r.IntN(5) == 0 {
 			claimed.Rows = nil
+		}
+		if r.IntN(3) == 0 {
+			claimed.Buried = []string{text(), text()}
 		}
 		var items []ItemOutcome
 		for range r.IntN(4) {
