@@ -229,6 +229,40 @@ workflow:
 	}
 }
 
+// TestPrevAcrossRetryAndSet: _prev is carried through a durable retry of
+// the task that reads it, and a task's set: can replace it for the next.
+func TestPrevAcrossRetryAndSet(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    tool:
+      - name: generate
+        kind: rec
+        key: gen
+        record_id: 100
+      - name: flaky
+        kind: rec
+        key: flaky
+        fail: 1
+        retry: {max_attempts: 2}
+        saw: '{{ _prev.record_id }}'
+        set:
+          _prev: {record_id: 7}
+      - name: save
+        kind: rec
+        key: save
+        saw: '{{ _prev.record_id }}'
+        again: '{{ flaky.saw }}'
+`, nil)
+	defer dumpOnFail(t, evs)
+	got := data(t, sum, "start")
+	if sum.Status != engine.StatusCompleted || b.rec.count("flaky") != 2 || got["saw"] != int64(7) || got["again"] != int64(100) {
+		t.Fatalf("summary %+v (%d flaky calls), data %v", sum, b.rec.count("flaky"), got)
+	}
+}
+
 // TestWorkbookActionRetry: an action's own retry block applies when it is
 // called.
 func TestWorkbookActionRetry(t *testing.T) {

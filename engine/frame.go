@@ -628,7 +628,9 @@ func (f *frameRun) runFrameChain(ctx context.Context) {
 	}
 	for i, r := range f.rows {
 		f.items[i] = ItemOutcome{Key: r.Key, Outcome: outcome, Ms: ms, Error: msg}
-		f.interrupted[i] = cut
+		if cut {
+			f.interrupted[i] = true
+		}
 	}
 	f.ctxDelta = res.ctx
 }
@@ -701,7 +703,9 @@ func (f *frameRun) runRow(ctx context.Context, i int) {
 	}
 	f.mu.Lock()
 	f.items[i] = it
-	f.interrupted[i] = cut
+	if cut {
+		f.interrupted[i] = true
+	}
 	if res.failed && res.explicit && f.fatal == "" {
 		f.fatal = fmt.Sprintf("row %s: %s", f.rows[i].Key, res.err)
 	}

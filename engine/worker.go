@@ -429,6 +429,36 @@ type chainState struct {
 	// tasks is the pipeline's task list (nil for a single tool), whose
 	// named tasks' results make up results.
 	tasks []*dsl.Task
+	// prev is NoETL's _prev, the last task's result data, when hasPrev.
+	// It is a local like any other, kept out of Locals so that a single
+	// tool's chain (every row of a frame) makes no map for it; a carry
+	// holds it under locals as before (see carry, chainFromCarry), and
+	// a set: that writes _prev moves it back into Locals first
+	// (takePrev), so exactly one of the two holds it.
+	prev    any
+	hasPrev bool
+}
+
+// setPrev records a task's result data as _prev.
+func (cs *chainState) setPrev(data any) {
+	delete(cs.Locals, "_prev")
+	cs.prev, cs.hasPrev = data, true
+}
+
+// takePrev moves _prev into Locals, for a set: that writes under it.
+func (cs *chainState) takePrev() {
+	if cs.hasPrev {
+		cs.local()["_prev"] = cs.prev
+		cs.prev, cs.hasPrev = nil, false
+	}
+}
+
+// local returns Locals, made on first use.
+func (cs *chainState) local() map[string]any {
+	if cs.Locals == nil {
+		cs.Locals = map[string]any{}
+	}
+	return cs.Locals
 }
 
 // results is NoETL's pipeline-local results: the result data of each
@@ -466,7 +496,12 @@ func (cs *chainState) ensure(ns string) {
 }
 
 func (cs *chainState) carry() map[string]any {
-	b, _ := json.Marshal(cs)
+	c := *cs
+	if c.hasPrev {
+		c.Locals = copyMap(c.Locals)
+		c.Locals["_prev"] = c.prev
+	}
+	b, _ := json.Marshal(&c)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
 	return m
@@ -483,6 +518,10 @@ func chainFromCarry(carry map[string]any) chainState {
 	cs := new(chainState)
 	b, _ := json.Marshal(carry)
 	_ = json.Unmarshal(b, cs)
+	if p, ok := cs.Locals["_prev"]; ok {
+		delete(cs.Locals, "_prev")
+		cs.prev, cs.hasPrev = p, true
+	}
 	return *cs
 }
 
@@ -524,9 +563,6 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	}
 	// Iter, Ctx and Vars are made when a set first writes them.
 	cs := chainFromCarry(carry)
-	if cs.Locals == nil {
-		cs.Locals = map[string]any{}
-	}
 	if step.Pipeline {
 		cs.tasks = tasks
 	}
@@ -650,14 +686,14 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		if task.Name != "" {
 			// Later tasks read a task's result by its name: its data, as
 			// in NoETL (an http task's {status_code, headers, data}).
-			cs.Locals[task.Name] = out["data"]
+			cs.local()[task.Name] = out["data"]
 		} else if !step.Pipeline {
 			// A single tool's policy reads its result by the step's name,
 			// as the step's own set: does after it.
 			view[step.Name] = out["data"]
 		}
 		// NoETL's _prev: the previous task's result data, for the next.
-		cs.Locals["_prev"] = out["data"]
+		cs.setPrev(out["data"])
 		// The task's own rules, else the loop's for its items, else the
 		// step's for its single tool.
 		policy := eff.Policy
@@ -819,12 +855,15 @@ func taskIndex(tasks []*dsl.Task, name string) int {
 // view is the scope a task renders against: the command's scope with the
 // pipeline's accumulated iter, locals, ctx and vars on top.
 func (w *Worker) view(scope map[string]any, cs *chainState) map[string]any {
-	v := make(map[string]any, len(scope)+len(cs.Locals)+4)
+	v := make(map[string]any, len(scope)+len(cs.Locals)+5)
 	for k, x := range scope {
 		v[k] = x
 	}
 	for k, x := range cs.Locals {
 		v[k] = x
+	}
+	if cs.hasPrev {
+		v["_prev"] = cs.prev
 	}
 	if r := cs.results(); r != nil {
 		// A step, workload key or local of that name keeps it.
@@ -877,7 +916,10 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 			setPath(cs.Vars, view["vars"], rest, x)
 			view["vars"] = overlay(view["vars"], cs.Vars)
 		default:
-			setPath(cs.Locals, nil, a.Path, x)
+			if strings.SplitN(a.Path, ".", 2)[0] == "_prev" {
+				cs.takePrev()
+			}
+			setPath(cs.local(), nil, a.Path, x)
 			view[strings.SplitN(a.Path, ".", 2)[0]] = cs.Locals[strings.SplitN(a.Path, ".", 2)[0]]
 		}
 	}
