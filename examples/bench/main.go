@@ -111,6 +111,7 @@ func main() {
 	flag.DurationVar(&heapProfileAfter, "heapprofile-after", 5*time.Second, "when to take the heap profile")
 	flag.DurationVar(&c.logDelay, "log-delay", 0, "hold every append of the engine's event log this long after it returned (diagnostics: what the log's latency costs a drain)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	allocprofile := flag.String("allocprofile", "", "write an allocation profile of the whole run to this file (where the GC's work comes from)")
 	flag.Parse()
 	var err error
 	if c.logDSN == "" {
@@ -162,6 +163,14 @@ func main() {
 		_ = pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
+	if *allocprofile != "" {
+		defer func() {
+			if f, err := os.Create(*allocprofile); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
+	}
 	run := runTable
 	if c.heap {
 		run = runHeap
@@ -201,8 +210,13 @@ type result struct {
 	// measured (serverOK).
 	serverCPU time.Duration
 	serverOK  bool
-	events    int64
-	peakHeap  uint64
+	// busy is the share of the machine's CPU time (all CPUs, every
+	// process) that was busy over the run; -1 when not measured. Near 1,
+	// the run was CPU-bound, and its rate follows the CPU each item
+	// costs this process and the servers together.
+	busy     float64
+	events   int64
+	peakHeap uint64
 	// claimOpen holds each frame's claim-to-commit window in microseconds
 	// (engine runs: frame.done's claim_open_us).
 	claimOpen []int64
@@ -363,8 +377,8 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 					return fmt.Errorf("%s N=%d run %d: %w", m.name, n, run+1, err)
 				}
 				res[m.name] = append(res[m.name], r)
-				fmt.Fprintf(out, "  run %d/%d N=%d %-20s %10s items/s %7.2fs cpu %6.1f µs/item pg %6s µs/item peak live %6.1f MB\n",
-					run+1, c.runs, n, m.name, rateText(r.rate()), r.seconds, cpuPerItem(r), serverText(r), mb(r.peakHeap))
+				fmt.Fprintf(out, "  run %d/%d N=%d %-20s %10s items/s %7.2fs cpu %6.1f µs/item pg %6s µs/item busy %4s peak live %6.1f MB\n",
+					run+1, c.runs, n, m.name, rateText(r.rate()), r.seconds, cpuPerItem(r), serverText(r), busyText(r.busy), mb(r.peakHeap))
 			}
 		}
 		fmt.Fprintln(out)
@@ -375,9 +389,12 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 	fmt.Fprintln(out, "vs base: items/s over the same run's base (noop: baseline-claim; row: baseline-row; frame: baseline-frame;")
 	fmt.Fprintln(out, "         nats-frame: the in-process frame with the same event log). vs river: items/s over river's jobs/s.")
 	fmt.Fprintln(out, "CPU: this process's user+system time per item. PG CPU: the PostgreSQL server's, all its processes, per")
-	fmt.Fprintln(out, "item (whatever else the server did meanwhile included). Peak live: largest live heap after a GC over the")
+	fmt.Fprintln(out, "item (whatever else the server did meanwhile included). Busy: share of the machine's CPU time (all CPUs,")
+	fmt.Fprintln(out, "every process) busy over the run, median; near 100 % a run is CPU-bound and its rate follows the CPU per item")
+	fmt.Fprintln(out, "of this process and the servers together, not latency. Peak live: largest live heap after a GC over the")
 	fmt.Fprintln(out, "runs. Claim open: per frame, from the claim returning rows to its commit (p50/p99). Append: p50 latency of")
-	fmt.Fprintln(out, "an append to the engine's event log (the claim commits only once its rows are on record).")
+	fmt.Fprintln(out, "an append to the engine's event log (the claim commits only once its rows are on record). Items/append:")
+	fmt.Fprintln(out, "items drained per append of the engine's log (group commit: a frame's rows are max_rows items).")
 	if c.logDelay > 0 {
 		fmt.Fprintf(out, "-log-delay %s: every append of the engine's log was held %s after it returned (in the append column too).\n", c.logDelay, c.logDelay)
 	}
@@ -386,19 +403,22 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 
 func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]result) {
 	fmt.Fprintf(out, "N=%d, %d runs\n", n, c.runs)
-	fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %9s %11s %14s %10s\n",
-		"mode", "items/s", "base", "vs base", "vs river", "CPU µs/item", "PG CPU µs/item", "peak MB", "events/item", "claim open µs", "append µs")
+	fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %-6s %9s %11s %14s %10s %12s\n",
+		"mode", "items/s", "base", "vs base", "vs river", "CPU µs/item", "PG CPU µs/item", "busy", "peak MB", "events/item", "claim open µs", "append µs", "items/append")
 	for _, m := range modes {
 		rs := res[m.name]
-		var rates, cpus, pgCPUs, vsBase, vsRiver []float64
+		var rates, cpus, pgCPUs, busy, vsBase, vsRiver []float64
 		var peak uint64
 		var events int64
-		var p50, p99, appendP50 []float64
+		var p50, p99, appendP50, perAppend []float64
 		for i, r := range rs {
 			rates = append(rates, r.rate())
 			cpus = append(cpus, cpuPerItem(r))
 			if r.serverOK {
 				pgCPUs = append(pgCPUs, serverPerItem(r))
+			}
+			if r.busy >= 0 {
+				busy = append(busy, r.busy)
 			}
 			peak = max(peak, r.peakHeap)
 			events += r.events
@@ -416,9 +436,10 @@ func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]r
 			if len(r.appendLat) > 0 {
 				slices.Sort(r.appendLat)
 				appendP50 = append(appendP50, float64(percentile(r.appendLat, 50)))
+				perAppend = append(perAppend, float64(r.n)/float64(len(r.appendLat)))
 			}
 		}
-		base, epi, claim, appendLat := "-", "-", "-", "-"
+		base, epi, claim, appendLat, itemsPerAppend := "-", "-", "-", "-", "-"
 		if m.base != "" {
 			base = m.base
 		}
@@ -430,10 +451,15 @@ func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]r
 		}
 		if len(appendP50) > 0 {
 			appendLat = fmt.Sprintf("%.0f", spreadOf(appendP50).med)
+			itemsPerAppend = fmt.Sprintf("%.0f", spreadOf(perAppend).med)
 		}
-		fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %9.1f %11s %14s %10s\n", m.name,
+		busyMed := "-"
+		if len(busy) > 0 {
+			busyMed = busyText(spreadOf(busy).med)
+		}
+		fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %-6s %9.1f %11s %14s %10s %12s\n", m.name,
 			spreadOf(rates).format(rateText), base, spreadOf(vsBase).format(ratioText), spreadOf(vsRiver).format(ratioText),
-			spreadOf(cpus).format(oneDecimal), spreadOf(pgCPUs).format(oneDecimal), mb(peak), epi, claim, appendLat)
+			spreadOf(cpus).format(oneDecimal), spreadOf(pgCPUs).format(oneDecimal), busyMed, mb(peak), epi, claim, appendLat, itemsPerAppend)
 	}
 }
 
@@ -503,6 +529,14 @@ func serverText(r result) string {
 	return oneDecimal(serverPerItem(r))
 }
 
+// busyText prints a busy share as a percentage, "-" when not measured.
+func busyText(b float64) string {
+	if b < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*b)
+}
+
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // measure runs f, timing it, taking the process's CPU time and sampling the
@@ -533,13 +567,19 @@ func measure(c config, f func() (int64, error)) (result, error) {
 		}
 	}()
 	srv0, ok0 := c.server.cpu()
+	busy0, total0, okm0 := machineTicks()
 	cpu0 := cpuTime()
 	start := time.Now()
 	events, err := f()
 	secs := time.Since(start).Seconds()
 	cpu := cpuTime() - cpu0
 	srv1, ok1 := c.server.cpu()
+	busy1, total1, okm1 := machineTicks()
 	close(stop)
 	wg.Wait()
-	return result{seconds: secs, cpu: cpu, serverCPU: srv1 - srv0, serverOK: ok0 && ok1, events: events, peakHeap: peak.Load()}, err
+	busy := -1.0
+	if okm0 && okm1 && total1 > total0 {
+		busy = float64(busy1-busy0) / float64(total1-total0)
+	}
+	return result{seconds: secs, cpu: cpu, serverCPU: srv1 - srv0, serverOK: ok0 && ok1, busy: busy, events: events, peakHeap: peak.Load()}, err
 }

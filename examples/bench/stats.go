@@ -79,6 +79,37 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// machineTicks returns the machine's busy and total CPU ticks so far,
+// across all its CPUs, from /proc/stat's first line; ok is false where
+// there is none (not Linux).
+func machineTicks() (busy, total uint64, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	// user nice system idle iowait irq softirq steal ...: idle and iowait
+	// are the idle time, the rest busy.
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		if i >= 8 { // guest time is counted in user already
+			break
+		}
+		total += n
+		if i != 3 && i != 4 {
+			busy += n
+		}
+	}
+	return busy, total, true
+}
+
 // server measures the CPU time of a PostgreSQL server that runs on this
 // machine: its postmaster and every process the postmaster forked,
 // running or already reaped. The zero value measures nothing.
