@@ -409,3 +409,32 @@ func TestFastPathLimits(t *testing.T) {
 		t.Fatalf("err = %v, want the output limit", err)
 	}
 }
+
+// TestToJSONEscapes pins tojson's output for the characters it escapes,
+// the runs of plain bytes between them, map keys in order (small maps and
+// large) and integers of many digits.
+func TestToJSONEscapes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   any
+		want string
+	}{
+		{"", `""`},
+		{"plain run", `"plain run"`},
+		{`q"b\s`, `"q\"b\\s"`},
+		{"a\nb\rc\td\be\ff", `"a\nb\rc\td\be\ff"`},
+		{"\x00\x1f\x7f~ ", `"\u0000\u001f\u007f~ "`},
+		{"ünï ✓\u2028\u2029end", "\"ünï ✓\\u2028\\u2029end\""},
+		{"bad\xffbyte", `"bad\ufffdbyte"`},
+		{"tail\"", `"tail\""`},
+		{int64(-1234567890123), `-1234567890123`},
+		{map[string]any{"z": int64(100), "a": "x", "m": []any{int64(7), nil}}, `{"a": "x", "m": [7, null], "z": 100}`},
+		{map[string]any{"k9": 1.5, "k1": true, "k5": false, "k3": nil, "k2": "", "k8": int64(8), "k4": "4", "k6": "6", "k7": "7"},
+			`{"k1": true, "k2": "", "k3": null, "k4": "4", "k5": false, "k6": "6", "k7": "7", "k8": 8, "k9": 1.5}`},
+	} {
+		got, err := marshalJSON(tc.in, 0)
+		if err != nil || got != tc.want {
+			t.Errorf("tojson(%#v) = %s, %v; want %s", tc.in, got, err, tc.want)
+		}
+	}
+}

@@ -547,7 +547,8 @@ func writeJSON(b *strings.Builder, v any, indent, level, depth int) error {
 			b.WriteString("false")
 		}
 	case int64:
-		b.WriteString(strconv.FormatInt(x, 10))
+		var digits [20]byte
+		b.Write(strconv.AppendInt(digits[:0], x, 10))
 	case float64:
 		switch {
 		case math.IsNaN(x):
@@ -583,11 +584,12 @@ func writeJSON(b *strings.Builder, v any, indent, level, depth int) error {
 			b.WriteString("{}")
 			return nil
 		}
-		keys := make([]string, 0, len(x))
+		var small [8]string // a row's columns: no allocation
+		keys := small[:0]
 		for k := range x {
 			keys = append(keys, k)
 		}
-		sort.Strings(keys)
+		slices.Sort(keys)
 		b.WriteByte('{')
 		for i, k := range keys {
 			if i > 0 {
@@ -621,6 +623,17 @@ const hexDigits = "0123456789abcdef"
 func writeJSONString(b *strings.Builder, s string) {
 	b.WriteByte('"')
 	for i := 0; i < len(s); {
+		// A run of bytes that stand for themselves goes in at once.
+		j := i
+		for j < len(s) && s[j] >= 0x20 && s[j] < 0x7f && s[j] != '"' && s[j] != '\\' {
+			j++
+		}
+		if j > i {
+			b.WriteString(s[i:j])
+			if i = j; i == len(s) {
+				break
+			}
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {
