@@ -134,20 +134,44 @@ func findServer(backendPID int) server {
 }
 
 // cpu returns the server's CPU time so far: the postmaster's own, that of
-// its reaped children, and that of its live ones.
+// its reaped children, and that of its live ones. A child reaped between
+// the postmaster's figures and the walk over its children would be in
+// neither (a run ending as its pools close lost a backend's whole CPU
+// that way), so the walk is taken again until the postmaster's reaped
+// total held still around it.
 func (s server) cpu() (time.Duration, bool) {
 	if s.postmaster == 0 {
 		return 0, false
 	}
-	pm, ok := procStat(s.postmaster)
-	if !ok {
-		return 0, false
+	for range 10 {
+		before, ok := procStat(s.postmaster)
+		if !ok {
+			return 0, false
+		}
+		children, ok := s.childTicks()
+		if !ok {
+			return 0, false
+		}
+		after, ok := procStat(s.postmaster)
+		if !ok {
+			return 0, false
+		}
+		if after.cutime != before.cutime || after.cstime != before.cstime {
+			continue // a child was reaped meanwhile
+		}
+		ticks := after.utime + after.stime + after.cutime + after.cstime + children
+		return time.Duration(ticks) * time.Second / clockTicks, true
 	}
-	ticks := pm.utime + pm.stime + pm.cutime + pm.cstime
+	return 0, false
+}
+
+// childTicks sums the CPU ticks of the postmaster's live children.
+func (s server) childTicks() (int64, bool) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, false
 	}
+	var ticks int64
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -157,7 +181,7 @@ func (s server) cpu() (time.Duration, bool) {
 			ticks += st.utime + st.stime
 		}
 	}
-	return time.Duration(ticks) * time.Second / clockTicks, true
+	return ticks, true
 }
 
 // stat is what the bench reads of /proc/<pid>/stat.
