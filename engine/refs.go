@@ -257,6 +257,12 @@ func (r *results) resolveOverlaid(ctx context.Context, ref resultstore.Ref, m ma
 		if _, own := base[k]; own || k == resultstore.MarkerKey {
 			continue
 		}
+		if _, alias := v.(bodyOfData); alias {
+			if body, ok := base["data"]; ok {
+				out[k] = body
+			}
+			continue
+		}
 		if out[k], _, err = r.resolveChanged(ctx, v); err != nil {
 			return nil, true, err
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/resultstore"
 )
 
 // scope builds the render context of the execution as it stands: workload
@@ -163,12 +164,27 @@ func withBody(data any) any {
 	if !ok {
 		return data
 	}
+	if _, taken := d["body"]; taken {
+		return data
+	}
+	if _, stored := resultstore.RefOf(d); stored {
+		// Stored data: the body is its data key, known once it is read
+		// (resolveOverlaid).
+		return overlay(d, map[string]any{"body": bodyOfData{}})
+	}
+	if _, stored := overlaidRef(d); stored {
+		return overlay(d, map[string]any{"body": bodyOfData{}})
+	}
 	body, ok := d["data"]
-	if _, taken := d["body"]; !ok || taken {
+	if !ok {
 		return data
 	}
 	return overlay(d, map[string]any{"body": body})
 }
+
+// bodyOfData stands, in a stored http result's view (withBody), for the
+// stored value's data key: resolveOverlaid puts that in its place.
+type bodyOfData struct{}
 
 // resultData returns the data of a result envelope {status, data, error}.
 func resultData(v any) any {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -274,6 +275,51 @@ workflow:
 		if ev.Type == eventlog.TypeStepCompleted && ev.Step == "start" && strings.Contains(string(ev.Payload), `"body"`) {
 			t.Fatalf("the http result is stored with a body copy: %s", ev.Payload)
 		}
+	}
+}
+
+// TestHTTPResultBodyOverStoredData: an http response over the result
+// store's threshold is stored once, as a reference, and still reads at
+// STEP.body as at STEP.data, in the step's arcs and in later steps.
+func TestHTTPResultBodyOverStoredData(t *testing.T) {
+	t.Parallel()
+	events := make([]string, 0, 20000)
+	for i := range 20000 {
+		events = append(events, strconv.Itoa(i))
+	}
+	body := `{"events": [` + strings.Join(events, ",") + `], "next_cursor": "Mg=="}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	sum, evs := runCompleted(t, engine.Config{Tools: httpTools(), Results: fileStore(t)}, header+`
+workflow:
+  - step: start
+    tool: {kind: http, method: GET, url: '`+srv.URL+`'}
+    next:
+      - step: use
+        when: '{{ start.body.next_cursor == "Mg==" }}'
+  - step: use
+    tool:
+      kind: rec
+      key: use
+      from_body: '{{ start.body.events | length }} {{ start.body.next_cursor }}'
+      from_data: '{{ start.data.events | length }} {{ start.data.next_cursor }}'
+      status: '{{ start.status_code }}'
+`)
+	got := data(t, sum, "use")
+	if got["from_body"] != "20000 Mg==" || got["from_data"] != "20000 Mg==" || toString(got["status"]) != "200" {
+		t.Fatalf("use read %v", got)
+	}
+	stored := false
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeStepCompleted && ev.Step == "start" {
+			stored = strings.Contains(string(ev.Payload), resultstore.MarkerKey)
+		}
+	}
+	if !stored {
+		t.Fatal("start's step.completed holds no reference: the response was not over the threshold")
 	}
 }
 
