@@ -185,6 +185,9 @@ func (t *pgTx) end(ctx context.Context, stmt string) (string, error) {
 	return res[len(res)-1].CommandTag.String(), nil
 }
 
+// rowChunk is how many rows' values query allocates at once.
+const rowChunk = 16
+
 // query runs sql (with params: as one bound statement) and returns the
 // last result set that has columns.
 func query(ctx context.Context, c *pgxpool.Conn, sql string, params [][]byte) (sqlcursor.Result, error) {
@@ -198,15 +201,22 @@ func query(ctx context.Context, c *pgxpool.Conn, sql string, params [][]byte) (s
 			_, err := rr.Close()
 			return err
 		}
-		cur := sqlcursor.Result{Columns: make([]string, len(fds)), Rows: [][]any{}}
+		cur := sqlcursor.Result{Columns: make([]string, len(fds)), Rows: make([][]any, 0, rowChunk)}
 		fields := make([]pgconn.FieldDescription, len(fds))
 		copy(fields, fds)
 		for i, fd := range fields {
 			cur.Columns[i] = fd.Name
 		}
+		// Rows' values are cut from chunks of rowChunk rows: a claim of
+		// 100 rows makes 7 slices, not 100.
+		var chunk []any
 		for rr.NextRow() {
 			raw := rr.Values()
-			vals := make([]any, len(raw))
+			if len(chunk) < len(raw) {
+				chunk = make([]any, rowChunk*len(raw))
+			}
+			vals := chunk[:len(raw):len(raw)]
+			chunk = chunk[len(raw):]
 			for i, b := range raw {
 				v, err := decode(m, fields[i], b)
 				if err != nil && decodeErr == nil {
