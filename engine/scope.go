@@ -167,12 +167,10 @@ func withBody(data any) any {
 	if _, taken := d["body"]; taken {
 		return data
 	}
-	if _, stored := resultstore.RefOf(d); stored {
+	_, stored := resultstore.RefOf(d)
+	if _, overlaid := overlaidRef(d); stored || overlaid {
 		// Stored data: the body is its data key, known once it is read
 		// (resolveOverlaid).
-		return overlay(d, map[string]any{"body": bodyOfData{}})
-	}
-	if _, stored := overlaidRef(d); stored {
 		return overlay(d, map[string]any{"body": bodyOfData{}})
 	}
 	body, ok := d["data"]

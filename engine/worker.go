@@ -916,11 +916,12 @@ func (w *Worker) assignChain(list []*dsl.Assignment, view map[string]any, cs *ch
 			setPath(cs.Vars, view["vars"], rest, x)
 			view["vars"] = overlay(view["vars"], cs.Vars)
 		default:
-			if strings.SplitN(a.Path, ".", 2)[0] == "_prev" {
+			root, _, _ := strings.Cut(a.Path, ".")
+			if root == "_prev" {
 				cs.takePrev()
 			}
 			setPath(cs.local(), nil, a.Path, x)
-			view[strings.SplitN(a.Path, ".", 2)[0]] = cs.Locals[strings.SplitN(a.Path, ".", 2)[0]]
+			view[root] = cs.Locals[root]
 		}
 	}
 	return nil
