@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
 )
 
 // TestHonouredFields: fields the table marks honoured change the run.
@@ -229,12 +230,10 @@ workflow:
 	}
 }
 
-// TestPrevAcrossRetryAndSet: _prev is carried through a durable retry of
-// the task that reads it, and a task's set: can replace it for the next.
-func TestPrevAcrossRetryAndSet(t *testing.T) {
-	t.Parallel()
-	b := setup(t, nil)
-	sum, evs := b.run(t, header+`
+// prevFlow reads _prev in a task that fails its first attempt and is
+// retried (durably: the retry's carry holds _prev), then replaces _prev
+// with its own set: for the next task.
+const prevFlow = header + `
 workflow:
   - step: start
     tool:
@@ -245,7 +244,7 @@ workflow:
       - name: flaky
         kind: rec
         key: flaky
-        fail: 1
+        fail_attempts: 1
         retry: {max_attempts: 2}
         saw: '{{ _prev.record_id }}'
         set:
@@ -255,12 +254,27 @@ workflow:
         key: save
         saw: '{{ _prev.record_id }}'
         again: '{{ flaky.saw }}'
-`, nil)
+`
+
+// TestPrevAcrossRetryAndSet: _prev is carried through a durable retry of
+// the task that reads it, and a task's set: can replace it for the next;
+// a history cut after any event and resumed by a fresh engine reads the
+// same.
+func TestPrevAcrossRetryAndSet(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, prevFlow, nil)
 	defer dumpOnFail(t, evs)
 	got := data(t, sum, "start")
 	if sum.Status != engine.StatusCompleted || b.rec.count("flaky") != 2 || got["saw"] != int64(7) || got["again"] != int64(100) {
 		t.Fatalf("summary %+v (%d flaky calls), data %v", sum, b.rec.count("flaky"), got)
 	}
+	resumeFromEveryCut(t, prevFlow, func(k int, got *engine.Summary, _ []eventlog.Event) {
+		d := data(t, got, "start")
+		if d["saw"] != int64(7) || d["again"] != int64(100) {
+			t.Fatalf("cut at %d: start's data %v, want saw 7 and again 100", k, d)
+		}
+	})
 }
 
 // TestWorkbookActionRetry: an action's own retry block applies when it is

@@ -249,15 +249,11 @@ workflow:
 // the result is stored once, under data.
 func TestHTTPResultBody(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"events": [1, 2, 3], "next_cursor": "Mg=="}`))
-	}))
-	t.Cleanup(srv.Close)
+	url := jsonServer(t, `{"events": [1, 2, 3], "next_cursor": "Mg=="}`)
 	sum, evs := runCompleted(t, engine.Config{Tools: httpTools()}, header+`
 workflow:
   - step: start
-    tool: {kind: http, method: GET, url: '`+srv.URL+`'}
+    tool: {kind: http, method: GET, url: '`+url+`'}
     next: [use]
   - step: use
     tool:
@@ -287,16 +283,11 @@ func TestHTTPResultBodyOverStoredData(t *testing.T) {
 	for i := range 20000 {
 		events = append(events, strconv.Itoa(i))
 	}
-	body := `{"events": [` + strings.Join(events, ",") + `], "next_cursor": "Mg=="}`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(body))
-	}))
-	t.Cleanup(srv.Close)
+	url := jsonServer(t, `{"events": [`+strings.Join(events, ",")+`], "next_cursor": "Mg=="}`)
 	sum, evs := runCompleted(t, engine.Config{Tools: httpTools(), Results: fileStore(t)}, header+`
 workflow:
   - step: start
-    tool: {kind: http, method: GET, url: '`+srv.URL+`'}
+    tool: {kind: http, method: GET, url: '`+url+`'}
     next:
       - step: use
         when: '{{ start.body.next_cursor == "Mg==" }}'
@@ -321,6 +312,18 @@ workflow:
 	if !stored {
 		t.Fatal("start's step.completed holds no reference: the response was not over the threshold")
 	}
+}
+
+// jsonServer serves body as JSON to every request until the test ends and
+// returns its URL.
+func jsonServer(t *testing.T, body string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // TestPipelineTaskResultsOverStoredData: the pipeline's last task's
