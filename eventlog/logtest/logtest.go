@@ -38,6 +38,8 @@ func Run(t *testing.T, newLog func(t *testing.T) eventlog.Log) {
 		{"DuplicateSeparateAppends", testDuplicateSeparate},
 		{"DuplicateWithinBatch", testDuplicateWithinBatch},
 		{"DuplicateRace", testDuplicateRace},
+		{"DuplicateInDrainBatch", testDuplicateInDrainBatch},
+		{"DuplicateRaceDrainBatch", testDuplicateRaceDrainBatch},
 		{"FaninOnce", testFaninOnce},
 		{"StartOnce", testStartOnce},
 		{"StartRace", testStartRace},
@@ -393,6 +395,20 @@ func testDuplicateWithinBatch(t *testing.T, l eventlog.Log) {
 	want := []eventlog.Result{
 		{Seq: 2}, {Duplicate: true}, {Seq: 3}, {Seq: 4}, {Duplicate: true}, {Duplicate: true}, {Seq: 5},
 	}
+	got := wantResults(t, l, exec, res, want)
+	types := []string{eventlog.TypeCommandIssued, eventlog.TypeCommandIssued, eventlog.TypeStepStarted, eventlog.TypeLoopDone, eventlog.TypeCommandIssued}
+	for i, e := range got {
+		if e.Type != types[i] {
+			t.Fatalf("stored types differ at %d: %+v", i, got)
+		}
+	}
+}
+
+// wantResults fails t unless res matches want (a duplicate has zero ID,
+// a stored event a positive one) and exec holds seqs 1..5; it returns
+// exec's events.
+func wantResults(t *testing.T, l eventlog.Log, exec string, res, want []eventlog.Result) []eventlog.Event {
+	t.Helper()
 	for i := range res {
 		if res[i].Duplicate != want[i].Duplicate || res[i].Seq != want[i].Seq ||
 			(want[i].Duplicate && res[i].ID != 0) || (!want[i].Duplicate && res[i].ID <= 0) {
@@ -403,12 +419,7 @@ func testDuplicateWithinBatch(t *testing.T, l eventlog.Log) {
 	if !slices.Equal(seqs(got), seqRange(1, 5)) {
 		t.Fatalf("stored seqs = %v, want 1..5", seqs(got))
 	}
-	types := []string{eventlog.TypeCommandIssued, eventlog.TypeCommandIssued, eventlog.TypeStepStarted, eventlog.TypeLoopDone, eventlog.TypeCommandIssued}
-	for i, e := range got {
-		if e.Type != types[i] {
-			t.Fatalf("stored types differ at %d: %+v", i, got)
-		}
-	}
+	return got
 }
 
 // testFaninOnce: loop.fanin.completed is stored once per (execution_id,
@@ -461,46 +472,108 @@ func testDuplicateRace(t *testing.T, l eventlog.Log) {
 	const racers, rounds = 16, 4
 	exec := ExecutionID("dup-race")
 	for round := range rounds {
-		cmd := fmt.Sprintf("cmd-%d", round)
-		loop := fmt.Sprintf("loop-%d", round)
-		var (
-			wg      sync.WaitGroup
-			start   = make(chan struct{})
-			mu      sync.Mutex
-			stored  []eventlog.Result
-			errs    []error
-			storedL int
-		)
-		for range racers {
-			wg.Go(func() {
-				<-start
-				res, err := l.Append(ctxT(t), []eventlog.Event{issued(exec, cmd), loopDone(exec, loop)})
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-					return
-				}
-				if !res[0].Duplicate {
-					stored = append(stored, res[0])
-				}
-				if !res[1].Duplicate {
-					storedL++
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		if len(errs) > 0 {
-			t.Fatalf("round %d: racing appends failed: %v", round, errs)
-		}
-		if len(stored) != 1 || storedL != 1 {
-			t.Fatalf("round %d: %d command.issued and %d loop.done stored, want exactly one each", round, len(stored), storedL)
+		batch := []eventlog.Event{issued(exec, fmt.Sprintf("cmd-%d", round)), loopDone(exec, fmt.Sprintf("loop-%d", round))}
+		if stored := raceAppend(t, l, racers, batch); stored != [2]int{1, 1} {
+			t.Fatalf("round %d: %d command.issued and %d loop.done stored, want exactly one each", round, stored[0], stored[1])
 		}
 	}
 	got := mustRead(t, l, exec, 0, 0)
 	if !slices.Equal(seqs(got), seqRange(1, 2*rounds)) {
 		t.Fatalf("stored seqs = %v, want 1..%d", seqs(got), 2*rounds)
+	}
+}
+
+// raceAppend appends batch (two events) from racers goroutines at once
+// and returns how many stored each event (did not report it duplicate).
+func raceAppend(t *testing.T, l eventlog.Log, racers int, batch []eventlog.Event) (stored [2]int) {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		mu    sync.Mutex
+		errs  []error
+	)
+	for range racers {
+		wg.Go(func() {
+			<-start
+			res, err := l.Append(ctxT(t), batch)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			for i := range stored {
+				if !res[i].Duplicate {
+					stored[i]++
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("racing appends failed: %v", errs)
+	}
+	return stored
+}
+
+// testDuplicateInDrainBatch: the batch a cursor drain appends (a frame's
+// done, the next command, its claim) resent after a lost reply, with its
+// command.issued on record: that one is a duplicate, the rest is stored
+// with contiguous seqs. Also an execution's first append without
+// execution.started.
+func testDuplicateInDrainBatch(t *testing.T, l eventlog.Log) {
+	exec := ExecutionID("dup-drain")
+	frame := func(typ string) eventlog.Event {
+		return eventlog.Event{ExecutionID: exec, Type: typ, Step: "s", LoopID: "l", Frame: 1, Payload: json.RawMessage(`{"rows":[1]}`)}
+	}
+	if r := mustAppend(t, l, issued(exec, "c1"), frame(eventlog.TypeFrameClaimed)); r[0].Seq != 1 || r[1].Seq != 2 || r[0].Duplicate || r[1].Duplicate {
+		t.Fatalf("first append = %+v, want seqs 1, 2", r)
+	}
+	all, err := l.Executions(ctxT(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unfinished, err := l.Executions(ctxT(t), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(all, exec) || slices.Contains(unfinished, exec) {
+		t.Fatalf("Executions: all %v, unfinished %v: want %s in all only (its first event is no execution.started)", all, unfinished, exec)
+	}
+	res := mustAppend(t, l, frame(eventlog.TypeFrameDone), issued(exec, "c1"), issued(exec, "c2"), frame(eventlog.TypeFrameClaimed))
+	want := []eventlog.Result{{Seq: 3}, {Duplicate: true}, {Seq: 4}, {Seq: 5}}
+	got := wantResults(t, l, exec, res, want)
+	types := []string{eventlog.TypeCommandIssued, eventlog.TypeFrameClaimed, eventlog.TypeFrameDone, eventlog.TypeCommandIssued, eventlog.TypeFrameClaimed}
+	for i, e := range got {
+		if e.Type != types[i] || (i == 3 && e.CommandID != "c2") {
+			t.Fatalf("stored event %d = %s %q, want %s (all: %+v)", i, e.Type, e.CommandID, types[i], got)
+		}
+	}
+	if !JSONEqual(got[4].Payload, json.RawMessage(`{"rows":[1]}`)) || got[4].LoopID != "l" || got[4].Frame != 1 {
+		t.Fatalf("stored frame.claimed = %+v", got[4])
+	}
+}
+
+// testDuplicateRaceDrainBatch: racing appends of a command.issued with an
+// event that has no rule: one command.issued is stored, every other event
+// is, and the seqs stay contiguous.
+func testDuplicateRaceDrainBatch(t *testing.T, l eventlog.Log) {
+	const racers, rounds = 16, 4
+	exec := ExecutionID("dup-race-drain")
+	for round := range rounds {
+		batch := []eventlog.Event{issued(exec, fmt.Sprintf("cmd-%d", round)), ev(exec, eventlog.TypeStepStarted)}
+		if stored := raceAppend(t, l, racers, batch); stored != [2]int{1, racers} {
+			t.Fatalf("round %d: %d command.issued and %d step.started stored, want 1 and %d", round, stored[0], stored[1], racers)
+		}
+	}
+	got := mustRead(t, l, exec, 0, 0)
+	if !slices.Equal(seqs(got), seqRange(1, rounds*(racers+1))) {
+		t.Fatalf("stored seqs = %v, want 1..%d", seqs(got), rounds*(racers+1))
+	}
+	if n := CountType(got, eventlog.TypeCommandIssued); n != rounds {
+		t.Fatalf("%d command.issued stored, want %d", n, rounds)
 	}
 }
 

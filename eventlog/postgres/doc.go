@@ -39,6 +39,15 @@
 // executions rows in a single CTE. The third queues a NOTIFY, delivered at
 // commit. Any error rolls the whole batch back.
 //
+// The batch a cursor drain appends most (one execution; a frame's done,
+// the next command.issued and its claim) takes a leaner second statement:
+// with no loop.done, loop.fanin.completed, execution.started or terminal
+// event and no command_id twice, only the command.issued events can be
+// duplicates, so it numbers the batch from last_seq without window
+// functions, unless one of them is on record already. Then it stores
+// nothing and the batch is sent again with the general statement (a
+// second round trip, only for a resent batch).
+//
 // # Wait
 //
 // Each Log keeps one dedicated connection (opened on first Wait, outside

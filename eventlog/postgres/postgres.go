@@ -178,6 +178,17 @@ func (g *Guarded) Append(ctx context.Context, events []eventlog.Event) ([]eventl
 }
 
 func (l *Log) append(ctx context.Context, events []eventlog.Event, guard *AppendGuard) ([]eventlog.Result, error) {
+	return l.appendBatch(ctx, events, guard, true)
+}
+
+// appendGeneral appends with the general statement only.
+func (l *Log) appendGeneral(ctx context.Context, events []eventlog.Event, guard *AppendGuard) ([]eventlog.Result, error) {
+	return l.appendBatch(ctx, events, guard, false)
+}
+
+// appendBatch sends a batch in one round trip; with plainOK, a plain batch
+// (isPlain) of one execution goes through the lean statement.
+func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *AppendGuard, plainOK bool) ([]eventlog.Result, error) {
 	if results, stop, err := l.state.CheckAppend(ctx, events); stop {
 		return results, err
 	}
@@ -204,13 +215,18 @@ func (l *Log) append(ctx context.Context, events []eventlog.Event, guard *Append
 	distinct := slices.Clone(execIDs)
 	slices.Sort(distinct)
 	distinct = slices.Compact(distinct)
+	plain := plainOK && len(distinct) == 1 && isPlain(events)
 
 	b := &pgx.Batch{}
 	if guard != nil {
 		b.Queue(guard.SQL, guard.Args...)
 	}
 	b.Queue(l.sql.lock, distinct)
-	b.Queue(l.sql.append, execIDs, types, steps, commands, loops, frames, attempts, workers, payloads, metas, times)
+	if plain {
+		b.Queue(l.sql.appendPlain, distinct[0], types, steps, commands, loops, frames, attempts, workers, payloads, metas, times)
+	} else {
+		b.Queue(l.sql.append, execIDs, types, steps, commands, loops, frames, attempts, workers, payloads, metas, times)
+	}
 	b.Queue(l.sql.notify, l.channel, distinct)
 	br := l.pool.SendBatch(ctx, b)
 	var results []eventlog.Result
@@ -219,10 +235,15 @@ func (l *Log) append(ctx context.Context, events []eventlog.Event, guard *Append
 		_, err = br.Exec()
 	}
 	if err == nil {
-		results, err = readAppend(br, execIDs)
+		results, err = readAppend(br, execIDs, plain)
 	}
 	if closeErr := br.Close(); err == nil {
 		err = closeErr // the commit happens at the Sync that Close waits for
+	}
+	if errors.Is(err, errPlainDuplicate) {
+		// Stored nothing: a command.issued of the batch is on record
+		// (a retried append). The general statement sorts it out.
+		return l.appendGeneral(ctx, events, guard)
 	}
 	var started *eventlog.AlreadyStartedError
 	if errors.As(err, &started) {
@@ -247,11 +268,36 @@ func nilIfEmpty(b []byte) []byte {
 	return b
 }
 
+// errPlainDuplicate is readAppend's answer when the lean statement found a
+// command.issued of its batch on record and stored nothing.
+var errPlainDuplicate = errors.New("postgres eventlog: plain append met a duplicate")
+
+// isPlain reports whether a batch can go through the lean statement
+// (appendPlain): no event with a rule of its own (execution.started,
+// loop.done, loop.fanin.completed, a terminal one) and no command_id
+// issued twice in it.
+func isPlain(events []eventlog.Event) bool {
+	for i, e := range events {
+		switch {
+		case e.Type == eventlog.TypeExecutionStarted, e.Type == eventlog.TypeLoopDone,
+			e.Type == eventlog.TypeLoopFaninCompleted, eventlog.IsTerminal(e.Type):
+			return false
+		case e.Type == eventlog.TypeCommandIssued:
+			for _, f := range events[:i] {
+				if f.Type == eventlog.TypeCommandIssued && f.CommandID == e.CommandID {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
 // readAppend reads the results of the lock, append and notify
-// statements of a batch of the events of execIDs. A second
-// execution.started in it is an *eventlog.AlreadyStartedError: the append
-// stored nothing.
-func readAppend(br pgx.BatchResults, execIDs []string) ([]eventlog.Result, error) {
+// statements of a batch of the events of execIDs (plain: the lean
+// statement's). A second execution.started in it is an
+// *eventlog.AlreadyStartedError: the append stored nothing.
+func readAppend(br pgx.BatchResults, execIDs []string, plain bool) ([]eventlog.Result, error) {
 	n := len(execIDs)
 	if _, err := br.Exec(); err != nil {
 		return nil, err
@@ -266,8 +312,18 @@ func readAppend(br pgx.BatchResults, execIDs []string) ([]eventlog.Result, error
 	for rows.Next() {
 		var dup, restart bool
 		var id, seq *int64
-		if err := rows.Scan(&dup, &restart, &id, &seq); err != nil {
+		var err error
+		if plain {
+			err = rows.Scan(&dup, &id, &seq)
+		} else {
+			err = rows.Scan(&dup, &restart, &id, &seq)
+		}
+		if err != nil {
 			return nil, err
+		}
+		if plain && dup {
+			rows.Close()
+			return nil, errPlainDuplicate
 		}
 		if restart && restarted == "" && len(results) < n {
 			restarted = execIDs[len(results)]

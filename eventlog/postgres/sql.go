@@ -4,8 +4,8 @@ import "fmt"
 
 // statements holds the SQL of a Log, qualified with its schema.
 type statements struct {
-	lock, append, notify, read, lastSeq, executions, unfinished string
-	saveSnapshot, loadSnapshot                                  string
+	lock, append, appendPlain, notify, read, lastSeq, executions, unfinished string
+	saveSnapshot, loadSnapshot                                               string
 }
 
 func newStatements(schema string) statements {
@@ -92,6 +92,42 @@ func newStatements(schema string) statements {
 		SELECT n.dup, n.restart, i.id, i.seq
 		FROM numbered n LEFT JOIN ins i ON NOT n.dup AND i.execution_id = n.execution_id AND i.seq = n.seq
 		ORDER BY n.ord`),
+
+		// appendPlain is append for the batch a drain appends most: one
+		// execution, no event with a rule of its own but command.issued
+		// (isPlain), no command_id twice. It runs after lock, as append
+		// does, and stores the whole batch at last_seq+1.. unless a
+		// command.issued of it is on record already; then it stores nothing
+		// and returns a single row whose found is true, and the caller runs
+		// append instead. Without append's windows, sorts and per-type
+		// branches it runs in about half the time in a frame drain
+		// (pg_stat_statements, examples/bench: 0.58 ms against 1.1 ms).
+		appendPlain: f(`WITH x AS (
+			SELECT last_seq FROM %[1]s.executions WHERE execution_id = $1
+		), input AS (
+			SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
+				$7::bigint[], $8::text[], $9::text[], $10::text[], $11::timestamptz[]) WITH ORDINALITY
+				AS t(type, step, command_id, loop_id, frame, attempt, worker_id, payload, meta, at, ord)
+		), dup AS (
+			SELECT coalesce(bool_or((SELECT e.seq FROM %[1]s.events e WHERE e.execution_id = $1
+				AND e.type = 'command.issued' AND e.command_id = i.command_id) IS NOT NULL), false) AS found
+			FROM input i WHERE i.type = 'command.issued'
+		), ins AS (
+			INSERT INTO %[1]s.events (execution_id, seq, type, step, command_id, loop_id, frame, attempt,
+				worker_id, payload, meta, time)
+			SELECT $1, x.last_seq + i.ord, i.type, nullif(i.step, ''), nullif(i.command_id, ''), nullif(i.loop_id, ''),
+				i.frame, i.attempt, nullif(i.worker_id, ''), nullif(i.payload, '')::json, nullif(i.meta, '')::json, i.at
+			FROM input i, x WHERE NOT (SELECT found FROM dup) ORDER BY i.ord
+			RETURNING id, seq, time
+		), upd AS (
+			UPDATE %[1]s.executions e SET last_seq = a.last_seq,
+				first_id = coalesce(e.first_id, a.first_id),
+				started_at = coalesce(e.started_at, a.first_time)
+			FROM (SELECT max(seq) AS last_seq, min(id) AS first_id, (array_agg(time ORDER BY seq))[1] AS first_time
+				FROM ins) a
+			WHERE e.execution_id = $1 AND a.last_seq IS NOT NULL
+		)
+		SELECT d.found, i.id, i.seq FROM dup d LEFT JOIN ins i ON NOT d.found ORDER BY i.seq`),
 
 		// notify is delivered at commit, so a woken Wait sees the events.
 		notify: `SELECT pg_notify($1, u.id) FROM unnest($2::text[]) AS u(id)`,
