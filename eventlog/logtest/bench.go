@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cursorflow/cursorflow/eventlog"
 )
@@ -45,8 +46,32 @@ const frameRows = 100
 // Each reports events/s next to ns/op (except issued-duplicate, which
 // stores none).
 func Bench(b *testing.B, newLog func(b *testing.B) eventlog.Log) {
-	report := func(b *testing.B, events int64) {
-		b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	BenchServer(b, newLog, nil)
+}
+
+// BenchServer is Bench for a log whose database server's CPU time
+// serverCPU reads (pgcpu for a local PostgreSQL; false: not measured):
+// each benchmark also reports that server's CPU per op as server-µs/op,
+// whatever else the server did meanwhile included.
+func BenchServer(b *testing.B, newLog func(b *testing.B) eventlog.Log, serverCPU func() (time.Duration, bool)) {
+	// start is called just before a benchmark's loop; the func it returns,
+	// after it, reports events/s (when events > 0) and server-µs/op.
+	start := func(b *testing.B) func(events int64) {
+		var cpu0 time.Duration
+		ok0 := false
+		if serverCPU != nil {
+			cpu0, ok0 = serverCPU()
+		}
+		return func(events int64) {
+			if events > 0 {
+				b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+			}
+			if ok0 {
+				if cpu1, ok := serverCPU(); ok {
+					b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "server-µs/op")
+				}
+			}
+		}
 	}
 	// frameRuns runs cycle, which appends one frame of every one of slots
 	// slots (3 events each), once per op.
@@ -54,12 +79,13 @@ func Bench(b *testing.B, newLog func(b *testing.B) eventlog.Log) {
 		b.Run(name, func(b *testing.B) {
 			l := newLog(b)
 			f := newFrames(ExecutionID(exec), slots)
+			report := start(b)
 			for b.Loop() {
 				if !cycle(f, b, l) {
 					b.FailNow()
 				}
 			}
-			report(b, 3*int64(slots)*int64(b.N))
+			report(3 * int64(slots) * int64(b.N))
 		})
 	}
 	frameRuns("frame", "bench-frame", 1, (*frames).cycle)
@@ -70,6 +96,7 @@ func Bench(b *testing.B, newLog func(b *testing.B) eventlog.Log) {
 		const execs = 8
 		var next atomic.Int64
 		var wg sync.WaitGroup
+		report := start(b)
 		b.ResetTimer()
 		for i := range execs {
 			f := newFrames(ExecutionID(fmt.Sprintf("bench-exec%d", i)), 1)
@@ -82,13 +109,14 @@ func Bench(b *testing.B, newLog func(b *testing.B) eventlog.Log) {
 			})
 		}
 		wg.Wait()
-		report(b, 3*int64(b.N))
+		report(3 * int64(b.N))
 	})
 	b.Run("step", func(b *testing.B) {
 		l := newLog(b)
 		exec := ExecutionID("bench-step")
 		result := json.RawMessage(`{"status":"success","data":{"rows":3,"duration_ms":12}}`)
 		i := 0
+		report := start(b)
 		for b.Loop() {
 			i++
 			step := "step" + strconv.Itoa(i)
@@ -104,7 +132,7 @@ func Bench(b *testing.B, newLog func(b *testing.B) eventlog.Log) {
 				b.FailNow()
 			}
 		}
-		report(b, 3*int64(b.N))
+		report(3 * int64(b.N))
 	})
 	b.Run("issued-duplicate", func(b *testing.B) {
 		l := newLog(b)
@@ -113,6 +141,7 @@ func Bench(b *testing.B, newLog func(b *testing.B) eventlog.Log) {
 		if !appendOK(b, l, []eventlog.Event{ev}) {
 			b.FailNow()
 		}
+		report := start(b)
 		for b.Loop() {
 			res, err := l.Append(b.Context(), []eventlog.Event{ev})
 			if err != nil {
@@ -122,17 +151,19 @@ func Bench(b *testing.B, newLog func(b *testing.B) eventlog.Log) {
 				b.Fatal("a command.issued appended twice was stored twice")
 			}
 		}
+		report(0)
 	})
 	b.Run("single", func(b *testing.B) {
 		l := newLog(b)
 		batch := []eventlog.Event{{ExecutionID: ExecutionID("bench-single"), Type: eventlog.TypeStepCompleted, Step: "step",
 			Payload: json.RawMessage(`{"status":"success","data":{"rows":3,"duration_ms":12}}`)}}
+		report := start(b)
 		for b.Loop() {
 			if !appendOK(b, l, batch) {
 				b.FailNow()
 			}
 		}
-		report(b, int64(b.N))
+		report(int64(b.N))
 	})
 }
 

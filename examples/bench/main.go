@@ -51,6 +51,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
+
+	"github.com/cursorflow/cursorflow/internal/pgcpu"
 )
 
 // heapProfile, when set, names a file that receives a heap profile taken
@@ -81,7 +83,7 @@ type config struct {
 	logDelay time.Duration
 	// server is the PostgreSQL server's CPU meter when it runs on this
 	// machine (else its zero value, which measures nothing).
-	server server
+	server pgcpu.Server
 }
 
 func main() {
@@ -299,7 +301,7 @@ func open(ctx context.Context, c config) (*bench, func(), error) {
 		pool.Close()
 		return nil, nil, err
 	}
-	c.server = findServer(pid)
+	c.server = pgcpu.Find(pid)
 	return &bench{c: c, pool: pool, schema: schema}, func() {
 		_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 		pool.Close()
@@ -355,8 +357,8 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "river: %s MaxWorkers=%d FetchCooldown=%s, river's defaults otherwise\n", riverVersion(), c.riverWorkers, cool)
 	}
-	if b.c.server.postmaster != 0 {
-		fmt.Fprintf(out, "PostgreSQL CPU: measured from /proc (postmaster pid %d and its processes)\n", b.c.server.postmaster)
+	if b.c.server.Postmaster() != 0 {
+		fmt.Fprintf(out, "PostgreSQL CPU: measured from /proc (postmaster pid %d and its processes)\n", b.c.server.Postmaster())
 	} else {
 		fmt.Fprintln(out, "PostgreSQL CPU: not measured (the server is not a process this one can see in /proc)")
 	}
@@ -566,14 +568,14 @@ func measure(c config, f func() (int64, error)) (result, error) {
 			}
 		}
 	}()
-	srv0, ok0 := c.server.cpu()
+	srv0, ok0 := c.server.CPU()
 	busy0, total0, okm0 := machineTicks()
 	cpu0 := cpuTime()
 	start := time.Now()
 	events, err := f()
 	secs := time.Since(start).Seconds()
 	cpu := cpuTime() - cpu0
-	srv1, ok1 := c.server.cpu()
+	srv1, ok1 := c.server.CPU()
 	busy1, total1, okm1 := machineTicks()
 	close(stop)
 	wg.Wait()
