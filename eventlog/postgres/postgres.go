@@ -274,20 +274,26 @@ var errPlainDuplicate = errors.New("postgres eventlog: plain append met a duplic
 
 // isPlain reports whether a batch can go through the lean statement
 // (appendPlain): no event with a rule of its own (execution.started,
-// loop.done, loop.fanin.completed, a terminal one) and no command_id
-// issued twice in it.
+// loop.done, loop.fanin.completed, a terminal one), at most 16
+// command.issued and no command_id issued twice in it.
 func isPlain(events []eventlog.Event) bool {
-	for i, e := range events {
+	var issued []string // a drain's batch holds one or a few
+	for _, e := range events {
 		switch {
 		case e.Type == eventlog.TypeExecutionStarted, e.Type == eventlog.TypeLoopDone,
 			e.Type == eventlog.TypeLoopFaninCompleted, eventlog.IsTerminal(e.Type):
 			return false
 		case e.Type == eventlog.TypeCommandIssued:
-			for _, f := range events[:i] {
-				if f.Type == eventlog.TypeCommandIssued && f.CommandID == e.CommandID {
-					return false
-				}
-			}
+			issued = append(issued, e.CommandID)
+		}
+	}
+	if len(issued) > 16 {
+		// A fan-out's batch of many commands: the general statement.
+		return false
+	}
+	for i, id := range issued {
+		if slices.Contains(issued[:i], id) {
+			return false
 		}
 	}
 	return true
