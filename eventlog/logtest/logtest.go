@@ -40,6 +40,7 @@ func Run(t *testing.T, newLog func(t *testing.T) eventlog.Log) {
 		{"DuplicateRace", testDuplicateRace},
 		{"DuplicateInDrainBatch", testDuplicateInDrainBatch},
 		{"DuplicateRaceDrainBatch", testDuplicateRaceDrainBatch},
+		{"DuplicateManyCommands", testDuplicateManyCommands},
 		{"FaninOnce", testFaninOnce},
 		{"StartOnce", testStartOnce},
 		{"StartRace", testStartRace},
@@ -553,6 +554,29 @@ func testDuplicateInDrainBatch(t *testing.T, l eventlog.Log) {
 	}
 	if !JSONEqual(got[4].Payload, json.RawMessage(`{"rows":[1]}`)) || got[4].LoopID != "l" || got[4].Frame != 1 {
 		t.Fatalf("stored frame.claimed = %+v", got[4])
+	}
+}
+
+// testDuplicateManyCommands: a batch of many command.issued (a fan-out's)
+// with one of them twice and one on record: both are duplicates, the rest
+// is stored in order.
+func testDuplicateManyCommands(t *testing.T, l eventlog.Log) {
+	exec := ExecutionID("dup-many")
+	mustAppend(t, l, issued(exec, "c0"))
+	var batch []eventlog.Event
+	for i := range 24 {
+		batch = append(batch, issued(exec, fmt.Sprintf("c%d", i)))
+	}
+	batch = append(batch, issued(exec, "c5"))
+	res := mustAppend(t, l, batch...)
+	for i, r := range res {
+		dup := i == 0 || i == 24
+		if r.Duplicate != dup || (!dup && r.Seq != int64(i+1)) {
+			t.Fatalf("result %d = %+v, want duplicate %v, seq %d (all: %+v)", i, r, dup, i+1, res)
+		}
+	}
+	if got := seqs(mustRead(t, l, exec, 0, 0)); !slices.Equal(got, seqRange(1, 24)) {
+		t.Fatalf("stored seqs = %v, want 1..24", got)
 	}
 }
 
