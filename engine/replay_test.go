@@ -140,7 +140,15 @@ func TestResumeFromEveryCut(t *testing.T) {
 // whole history too.
 func resumeFromEveryCut(t *testing.T, src string, check func(k int, got *engine.Summary, evs []eventlog.Event)) {
 	t.Helper()
-	b := setup(t, nil)
+	resumeFromEveryCutWith(t, func() engine.Config { return engine.Config{} }, src, check)
+}
+
+// resumeFromEveryCutWith is resumeFromEveryCut with every engine, the first
+// and each fresh one, made from cfg() (with its own log; a Tools registry
+// cfg returns must be a new one each time, since the recorder is added to it).
+func resumeFromEveryCutWith(t *testing.T, cfg func() engine.Config, src string, check func(k int, got *engine.Summary, evs []eventlog.Event)) {
+	t.Helper()
+	b := setupWith(t, cfg())
 	sum, h := b.run(t, src, nil)
 	if sum.Status != engine.StatusCompleted {
 		t.Fatalf("first run: %s %s", sum.Status, sum.Error)
@@ -153,7 +161,9 @@ func resumeFromEveryCut(t *testing.T, src string, check func(k int, got *engine.
 		if _, err := log.Append(ctx, prefix); err != nil {
 			t.Fatal(err)
 		}
-		fresh := setup(t, log)
+		c := cfg()
+		c.Log = log
+		fresh := setupWith(t, c)
 		if err := fresh.eng.Resume(ctx, h[0].ExecutionID); err != nil {
 			t.Fatalf("cut at %d: resume: %v", k, err)
 		}

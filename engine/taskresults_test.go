@@ -279,26 +279,7 @@ workflow:
 // STEP.body as at STEP.data, in the step's arcs and in later steps.
 func TestHTTPResultBodyOverStoredData(t *testing.T) {
 	t.Parallel()
-	events := make([]string, 0, 20000)
-	for i := range 20000 {
-		events = append(events, strconv.Itoa(i))
-	}
-	url := jsonServer(t, `{"events": [`+strings.Join(events, ",")+`], "next_cursor": "Mg=="}`)
-	sum, evs := runCompleted(t, engine.Config{Tools: httpTools(), Results: fileStore(t)}, header+`
-workflow:
-  - step: start
-    tool: {kind: http, method: GET, url: '`+url+`'}
-    next:
-      - step: use
-        when: '{{ start.body.next_cursor == "Mg==" }}'
-  - step: use
-    tool:
-      kind: rec
-      key: use
-      from_body: '{{ start.body.events | length }} {{ start.body.next_cursor }}'
-      from_data: '{{ start.data.events | length }} {{ start.data.next_cursor }}'
-      status: '{{ start.status_code }}'
-`)
+	sum, evs := runCompleted(t, engine.Config{Tools: httpTools(), Results: fileStore(t)}, storedResponseFlow(t))
 	got := data(t, sum, "use")
 	if got["from_body"] != "20000 Mg==" || got["from_data"] != "20000 Mg==" || toString(got["status"]) != "200" {
 		t.Fatalf("use read %v", got)
@@ -312,6 +293,50 @@ workflow:
 	if !stored {
 		t.Fatal("start's step.completed holds no reference: the response was not over the threshold")
 	}
+}
+
+// TestHTTPResultBodyOverStoredDataResumed: TestHTTPResultBodyOverStoredData
+// resumed by a fresh engine (another process) from every cut of its
+// history, over the same result store: the resumed execution still reads
+// the stored response as start.body, in the arc and in the next step,
+// whether start ran before the cut or after it.
+func TestHTTPResultBodyOverStoredDataResumed(t *testing.T) {
+	t.Parallel()
+	src := storedResponseFlow(t)
+	store := fileStore(t)
+	cfg := func() engine.Config { return engine.Config{Tools: httpTools(), Results: store} }
+	resumeFromEveryCutWith(t, cfg, src, func(k int, got *engine.Summary, _ []eventlog.Event) {
+		if d := data(t, got, "use"); d["from_body"] != "20000 Mg==" || d["from_data"] != "20000 Mg==" {
+			t.Fatalf("cut at %d: use read %v", k, d)
+		}
+	})
+}
+
+// storedResponseFlow is a playbook whose start step GETs a JSON response
+// of about 110 KB, over the result store's default threshold, and whose
+// arc and next step (use, a rec) read it as start.body and start.data.
+func storedResponseFlow(t *testing.T) string {
+	t.Helper()
+	events := make([]string, 0, 20000)
+	for i := range 20000 {
+		events = append(events, strconv.Itoa(i))
+	}
+	url := jsonServer(t, `{"events": [`+strings.Join(events, ",")+`], "next_cursor": "Mg=="}`)
+	return header + `
+workflow:
+  - step: start
+    tool: {kind: http, method: GET, url: '` + url + `'}
+    next:
+      - step: use
+        when: '{{ start.body.next_cursor == "Mg==" }}'
+  - step: use
+    tool:
+      kind: rec
+      key: use
+      from_body: '{{ start.body.events | length }} {{ start.body.next_cursor }}'
+      from_data: '{{ start.data.events | length }} {{ start.data.next_cursor }}'
+      status: '{{ start.status_code }}'
+`
 }
 
 // jsonServer serves body as JSON to every request until the test ends and
