@@ -553,6 +553,13 @@ func (o *orchestrator) send(ctx context.Context, m message) error {
 	if o.stopped() {
 		return ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		// Checked first, since select picks at random among ready cases:
+		// a report made on a context the engine's shutdown cancelled (a
+		// tool that returned ctx.Err()) must not be recorded, or the
+		// command a resume should re-run would be on record as failed.
+		return err
+	}
 	m.reply = make(chan error, 1)
 	select {
 	case o.inbox <- m:

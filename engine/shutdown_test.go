@@ -317,3 +317,45 @@ workflow:
 		t.Fatalf("the engine did not go on: %+v", sum)
 	}
 }
+
+// TestReportOnCancelledContextIsNotRecorded: a report made on a context
+// already cancelled (a tool that returned ctx.Err() as the engine shut
+// down) is refused with that context's error and never recorded, every
+// time: a resume must find the command in flight, not failed. (It used to
+// be a coin toss between the context and the orchestrator's inbox.)
+func TestReportOnCancelledContextIsNotRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id := b.startHeld(t, ctx, "held")
+	evs, err := b.log.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var issued eventlog.Event
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeCommandIssued {
+			issued = ev
+		}
+	}
+	if issued.CommandID == "" {
+		t.Fatalf("no command.issued in %+v", evs)
+	}
+	gone, stop := context.WithCancel(ctx)
+	stop()
+	for range 200 {
+		err := b.eng.Reporter().Report(gone, eventlog.Event{ExecutionID: id, Type: eventlog.TypeCommandFailed, Step: issued.Step,
+			CommandID: issued.CommandID, Attempt: issued.Attempt, WorkerID: "w-test", Payload: []byte(`{"output":null,"error":"context canceled"}`)})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("report on a cancelled context: %v, want context.Canceled", err)
+		}
+	}
+	after, err := b.log.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := logtest.CountType(after, eventlog.TypeCommandFailed); n != 0 {
+		t.Fatalf("%d command.failed recorded from reports on a cancelled context", n)
+	}
+}
