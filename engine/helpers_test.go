@@ -105,6 +105,17 @@ func setupWith(t *testing.T, cfg engine.Config) *bundle {
 	return &bundle{log: cfg.Log, eng: e, rec: rec, reg: cfg.Tools}
 }
 
+// setupHeld is setup with a memory log and startHeld's execution running:
+// the bundle, a context that ends with the test (20 s at most) and the
+// execution's id.
+func setupHeld(t *testing.T, key string) (*bundle, context.Context, string) {
+	t.Helper()
+	b := setup(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return b, ctx, b.startHeld(t, ctx, key)
+}
+
 // startHeld starts a one-step execution whose command sleeps a minute (or
 // until cancelled) and returns once the command runs.
 func (b *bundle) startHeld(t *testing.T, ctx context.Context, key string) string {

@@ -266,10 +266,7 @@ workflow:
 // instead of running on for nothing.
 func TestCancelStopsRunningCommands(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	id := b.startHeld(t, ctx, "long")
+	b, ctx, id := setupHeld(t, "long")
 	if err := b.eng.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,7 @@ import (
 // engine closes (before, they hung).
 func TestCallsAfterCloseFail(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	id := b.startHeld(t, ctx, "slow")
+	b, ctx, id := setupHeld(t, "slow")
 	waited := make(chan error, 1)
 	go func() { _, err := b.eng.Wait(ctx, id); waited <- err }()
 	if err := b.eng.Close(); err != nil {
@@ -146,10 +143,7 @@ workflow:
 // still runs is cancelled and Shutdown says so.
 func TestShutdownDeadlineCancelsRunningCommands(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	b.startHeld(t, ctx, "slow")
+	b, ctx, _ := setupHeld(t, "slow")
 	sctx, scancel := context.WithCancel(ctx)
 	scancel()
 	if err := b.eng.Shutdown(sctx); !errors.Is(err, context.Canceled) {
@@ -325,10 +319,7 @@ workflow:
 // be a coin toss between the context and the orchestrator's inbox.)
 func TestReportOnCancelledContextIsNotRecorded(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	id := b.startHeld(t, ctx, "held")
+	b, ctx, id := setupHeld(t, "held")
 	evs, err := b.log.Read(ctx, id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
