@@ -296,12 +296,10 @@ func open(ctx context.Context, c config) (*bench, func(), error) {
 		pool.Close()
 		return nil, nil, err
 	}
-	var pid int
-	if err := pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+	if c.server, err = pgcpu.Of(ctx, pool); err != nil {
 		pool.Close()
 		return nil, nil, err
 	}
-	c.server = pgcpu.Find(pid)
 	return &bench{c: c, pool: pool, schema: schema}, func() {
 		_, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 		pool.Close()

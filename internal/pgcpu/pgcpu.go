@@ -5,8 +5,8 @@
 // client, which on a small machine is what a drain's rate follows.
 //
 // It works where the server is a process this one can see (same host and
-// pid namespace, Linux); elsewhere Find and Of return a Server that
-// measures nothing.
+// pid namespace, Linux); elsewhere Of returns a Server that measures
+// nothing.
 package pgcpu
 
 import (
@@ -28,10 +28,10 @@ const clockTicks = 100
 // nothing.
 type Server struct{ postmaster int }
 
-// Find returns the server of the backend whose pid the server reported
+// find returns the server of the backend whose pid the server reported
 // (pg_backend_pid), if that backend is a postgres process on this
 // machine, as seen in this process's /proc; otherwise the zero Server.
-func Find(backendPID int) Server {
+func find(backendPID int) Server {
 	st, ok := procStat(backendPID)
 	if !ok || st.comm != "postgres" {
 		return Server{}
@@ -42,13 +42,13 @@ func Find(backendPID int) Server {
 	return Server{postmaster: st.ppid}
 }
 
-// Of returns the server pool connects to: Find of one of its backends.
+// Of returns the server pool connects to, found from one of its backends.
 func Of(ctx context.Context, pool *pgxpool.Pool) (Server, error) {
 	var pid int
 	if err := pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		return Server{}, fmt.Errorf("pgcpu: backend pid: %w", err)
 	}
-	return Find(pid), nil
+	return find(pid), nil
 }
 
 // Postmaster returns the postmaster's pid, 0 for the zero Server.
