@@ -519,8 +519,7 @@ func chainFromCarry(carry map[string]any) chainState {
 	b, _ := json.Marshal(carry)
 	_ = json.Unmarshal(b, cs)
 	if p, ok := cs.Locals["_prev"]; ok {
-		delete(cs.Locals, "_prev")
-		cs.prev, cs.hasPrev = p, true
+		cs.setPrev(p)
 	}
 	return *cs
 }
