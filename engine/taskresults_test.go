@@ -249,20 +249,7 @@ workflow:
 // the result is stored once, under data.
 func TestHTTPResultBody(t *testing.T) {
 	t.Parallel()
-	url := jsonServer(t, `{"events": [1, 2, 3], "next_cursor": "Mg=="}`)
-	sum, evs := runCompleted(t, engine.Config{Tools: httpTools()}, header+`
-workflow:
-  - step: start
-    tool: {kind: http, method: GET, url: '`+url+`'}
-    next: [use]
-  - step: use
-    tool:
-      kind: rec
-      key: use
-      from_body: '{{ start.body.events | length }} {{ start.body.next_cursor }}'
-      from_data: '{{ start.data.events | length }} {{ start.data.next_cursor }}'
-      status: '{{ start.status_code }}'
-`)
+	sum, evs := runCompleted(t, engine.Config{Tools: httpTools()}, bodyFlow(t, `{"events": [1, 2, 3], "next_cursor": "Mg=="}`))
 	got := data(t, sum, "use")
 	if got["from_body"] != "3 Mg==" || got["from_data"] != "3 Mg==" || toString(got["status"]) != "200" {
 		t.Fatalf("use read %v", got)
@@ -312,20 +299,26 @@ func TestHTTPResultBodyOverStoredDataResumed(t *testing.T) {
 	})
 }
 
-// storedResponseFlow is a playbook whose start step GETs a JSON response
-// of about 110 KB, over the result store's default threshold, and whose
-// arc and next step (use, a rec) read it as start.body and start.data.
+// storedResponseFlow is bodyFlow over a JSON response of about 110 KB,
+// over the result store's default threshold.
 func storedResponseFlow(t *testing.T) string {
 	t.Helper()
 	events := make([]string, 0, 20000)
 	for i := range 20000 {
 		events = append(events, strconv.Itoa(i))
 	}
-	url := jsonServer(t, `{"events": [`+strings.Join(events, ",")+`], "next_cursor": "Mg=="}`)
+	return bodyFlow(t, `{"events": [`+strings.Join(events, ",")+`], "next_cursor": "Mg=="}`)
+}
+
+// bodyFlow is a playbook whose start step GETs body (JSON with events
+// and a next_cursor "Mg==") from a test server, and whose arc and next
+// step (use, a rec) read it as start.body and start.data.
+func bodyFlow(t *testing.T, body string) string {
+	t.Helper()
 	return header + `
 workflow:
   - step: start
-    tool: {kind: http, method: GET, url: '` + url + `'}
+    tool: {kind: http, method: GET, url: '` + jsonServer(t, body) + `'}
     next:
       - step: use
         when: '{{ start.body.next_cursor == "Mg==" }}'
