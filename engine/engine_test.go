@@ -145,10 +145,13 @@ workflow:
             - else:
                 then:
                   do: continue
-                  set: {ctx.attempts_seen: '{{ _attempt }}'}
+                  set:
+                    ctx.attempts_seen: '{{ _attempt }}'
+                    # every name a NoETL rule reads the outcome by
+                    ctx.seen: '{{ result.key }}/{{ start.key }}/{{ output.status }}/{{ attempt }}'
     next: [after]
   - step: after
-    tool: {kind: rec, key: after, attempts: '{{ ctx.attempts_seen }}'}
+    tool: {kind: rec, key: after, attempts: '{{ ctx.attempts_seen }}', seen: '{{ ctx.seen }}'}
 `, nil)
 	defer dumpOnFail(t, evs)
 	if sum.Status != engine.StatusCompleted {
@@ -162,6 +165,9 @@ workflow:
 	}
 	if got := data(t, sum, "after")["attempts"]; got != int64(3) {
 		t.Fatalf("after.attempts = %#v, want 3", got)
+	}
+	if got := data(t, sum, "after")["seen"]; got != "flaky/flaky/success/3" {
+		t.Fatalf("after.seen = %#v, want flaky/flaky/success/3", got)
 	}
 
 	// Exhausted retries fail the execution, naming step and task.

@@ -385,6 +385,9 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *Command, rep Reporter, firs
 	return func() { cancel(); <-done }
 }
 
+// iterKeys is how many keys setIter adds to a scope.
+const iterKeys = 3
+
 func setIter(scope map[string]any, iterator string, item any, index int) {
 	idx := any(index) // boxed once for both places
 	iter := map[string]any{"_index": idx}
@@ -569,7 +572,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	// and is the first task's.
 	var first map[string]any
 	if len(step.Args) > 0 || step.Spec.TimeoutTemplate != nil {
-		first = w.view(scope, &cs)
+		first = w.view(scope, &cs, 0)
 	}
 	var args map[string]any
 	if len(step.Args) > 0 {
@@ -606,11 +609,22 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	nextCall, pages := cmd.NextCall, cmd.Pages
 	for ti := start; ti < len(tasks); {
 		task := tasks[ti]
+		// A workbook call runs under its target's policy, retry, sink and
+		// set: the call's where it has them, else the action's.
+		eff := task
+		if task.Kind == "workbook" && task.Target != nil {
+			eff = task.Target
+		}
+		policy := policyOf(step, eff)
 		view := first
 		if first != nil {
 			first = nil
 		} else {
-			view = w.view(scope, &cs)
+			extra := 0
+			if policy != nil {
+				extra = judgedKeys
+			}
+			view = w.view(scope, &cs, extra)
 		}
 		addArgs(view, args)
 		out, field, err := w.runTask(ctx, cmd, step, task, view, args, taskAttempt, nextCall, await)
@@ -622,12 +636,6 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		}
 		if err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: field, output: out, explicit: true}
-		}
-		// A workbook call runs under its target's policy, retry, sink and
-		// set: the call's where it has them, else the action's.
-		eff := task
-		if task.Kind == "workbook" && task.Target != nil {
-			eff = task.Target
 		}
 		if out["status"] == tools.StatusSuccess && eff.Sink != nil {
 			out = w.runSink(ctx, cmd, step, eff.Sink, view, out)
@@ -678,33 +686,32 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		}
 		nextCall, pages = nil, nil
 		output, outputTask = out, task.Name
-		view["output"] = out
-		view["result"] = out["data"]
-		view["_attempt"] = taskAttempt
-		view["attempt"] = taskAttempt
 		if task.Name != "" {
 			// Later tasks read a task's result by its name: its data, as
 			// in NoETL (an http task's {status_code, headers, data}).
 			cs.local()[task.Name] = out["data"]
-		} else if !step.Pipeline {
-			// A single tool's policy reads its result by the step's name,
-			// as the step's own set: does after it.
-			view[step.Name] = out["data"]
 		}
 		// NoETL's _prev: the previous task's result data, for the next.
 		cs.setPrev(out["data"])
-		// The task's own rules, else the loop's for its items, else the
-		// step's for its single tool.
-		policy := eff.Policy
-		if policy == nil && step.Loop != nil {
-			policy = step.Loop.Policy
-		}
-		if policy == nil && !step.Pipeline {
-			policy = step.Spec.Policy
-		}
-		rule, err := matchRule(policy, policyScope(view, out))
-		if err != nil {
-			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy", output: out}
+		var rule *dsl.Rule
+		if policy != nil {
+			// (judgedKeys counts the keys added here.)
+			// What the policy's rules read of the outcome. Only they read
+			// the view from here on (a rule's then: and set:), so a task
+			// without rules (every row of a plain cursor loop) adds
+			// nothing to it.
+			view["output"] = out
+			view["result"] = out["data"]
+			view["_attempt"] = taskAttempt
+			view["attempt"] = taskAttempt
+			if task.Name == "" && !step.Pipeline {
+				// A single tool's policy reads its result by the step's
+				// name, as the step's own set: does after it.
+				view[step.Name] = out["data"]
+			}
+			if rule, err = matchRule(policy, policyScope(view, out)); err != nil {
+				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy", output: out}
+			}
 		}
 		action := dsl.Action{Do: dsl.DoContinue}
 		if rule != nil {
@@ -761,7 +768,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		sink = step.Loop.Sink
 	}
 	if sink != nil && output != nil && output["status"] == tools.StatusSuccess {
-		output = w.runSink(ctx, cmd, step, sink, w.view(scope, &cs), output)
+		output = w.runSink(ctx, cmd, step, sink, w.view(scope, &cs, 0), output)
 		if output["status"] != tools.StatusSuccess {
 			return chainResult{failed: true, err: errorText(output), field: "sink", output: output}
 		}
@@ -853,8 +860,16 @@ func taskIndex(tasks []*dsl.Task, name string) int {
 
 // view is the scope a task renders against: the command's scope with the
 // pipeline's accumulated iter, locals, ctx and vars on top.
-func (w *Worker) view(scope map[string]any, cs *chainState) map[string]any {
-	v := make(map[string]any, len(scope)+len(cs.Locals)+5)
+// The map has room for extra keys more, which the caller adds.
+func (w *Worker) view(scope map[string]any, cs *chainState, extra int) map[string]any {
+	// Sized for what it holds, not for every key it might hold: a map of
+	// up to 8 entries is one allocation of one group, a larger one a
+	// table (a row's view is usually the former).
+	n := len(scope) + len(cs.Locals) + extra
+	if cs.hasPrev {
+		n++
+	}
+	v := make(map[string]any, n)
 	for k, x := range scope {
 		v[k] = x
 	}
@@ -882,12 +897,31 @@ func (w *Worker) view(scope map[string]any, cs *chainState) map[string]any {
 	return v
 }
 
+// judgedKeys is how many keys runChain adds to a task's view for its
+// policy's rules.
+const judgedKeys = 5
+
+// policyOf returns the policy that judges a task's outcome: the task's
+// own rules (eff is the task, or a workbook call's target), else the
+// loop's for its items, else the step's for its single tool; nil when
+// none has rules.
+func policyOf(step *dsl.Step, eff *dsl.Task) *dsl.Policy {
+	policy := eff.Policy
+	if policy == nil && step.Loop != nil {
+		policy = step.Loop.Policy
+	}
+	if policy == nil && !step.Pipeline {
+		policy = step.Spec.Policy
+	}
+	return policy
+}
+
 // withOutput is the view of a task's own set: entries. There output is
 // the task's result (its data, what later tasks read by the task's name),
 // as in NoETL, where `x: "{{ output }}"` took the place of _prev; policy
 // rules see the whole output instead (status, data, error).
 func (w *Worker) withOutput(scope map[string]any, cs *chainState, out map[string]any) map[string]any {
-	v := w.view(scope, cs)
+	v := w.view(scope, cs, 2)
 	v["output"] = out["data"]
 	v["result"] = out["data"]
 	return v
