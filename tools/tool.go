@@ -25,7 +25,7 @@ type Output struct {
 
 // Map returns the envelope as the map templates render against.
 func (o Output) Map() map[string]any {
-	m := map[string]any{"status": o.Status, "data": o.Data, "error": nil}
+	m := map[string]any{"status": statusValue(o.Status), "data": o.Data, "error": nil}
 	if o.Error != "" {
 		m["error"] = o.Error
 	}
@@ -33,6 +33,18 @@ func (o Output) Map() map[string]any {
 		m["http"] = o.HTTP
 	}
 	return m
+}
+
+// statusValue returns s as an interface value, without allocating for
+// the two statuses every call returns.
+func statusValue(s string) any {
+	switch s {
+	case StatusSuccess:
+		return StatusSuccess
+	case StatusError:
+		return StatusError
+	}
+	return s
 }
 
 // Call is one invocation of a tool.
