@@ -78,7 +78,7 @@ func (p *plainParser) object(depth int) (any, bool) {
 		if p.i >= len(p.data) || p.data[p.i] != '"' {
 			return nil, false
 		}
-		k, ok := p.str()
+		k, ok := p.text()
 		if !ok {
 			return nil, false
 		}
@@ -92,7 +92,7 @@ func (p *plainParser) object(depth int) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		m[k.(string)] = v
+		m[k] = v
 		if more, ok := p.separator('}'); !ok || !more {
 			return m, ok
 		}
@@ -142,6 +142,16 @@ func (p *plainParser) array(depth int) (any, bool) {
 // with bytes that are not UTF-8 (which the Decoder replaces) is left to
 // the caller's fallback.
 func (p *plainParser) str() (any, bool) {
+	s, ok := p.text()
+	if !ok {
+		return nil, false
+	}
+	return s, true
+}
+
+// text is str as a string: an object's key, which would be boxed only to
+// be taken out again.
+func (p *plainParser) text() (string, bool) {
 	start := p.i
 	p.i++ // "
 	escaped, ascii := false, true
@@ -154,23 +164,23 @@ func (p *plainParser) str() (any, bool) {
 			case escaped:
 				var s string
 				if err := json.Unmarshal(p.data[start:p.i], &s); err != nil {
-					return nil, false
+					return "", false
 				}
 				return s, true
 			case !ascii && !utf8.Valid(raw):
-				return nil, false
+				return "", false
 			}
 			return string(raw), true
 		case c == '\\':
 			escaped = true
 			p.i++
 		case c < 0x20:
-			return nil, false
+			return "", false
 		case c >= utf8.RuneSelf:
 			ascii = false
 		}
 	}
-	return nil, false
+	return "", false
 }
 
 // number reads a number of JSON's grammar and converts it with Number.
