@@ -343,12 +343,35 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		}
 	}
 	if len(bad) > 0 {
-		if err := settle(func(sctx context.Context) error { return cur.Release(sctx, bad) }); err == nil {
+		err := settle(func(sctx context.Context) error { return cur.Release(sctx, bad) })
+		switch {
+		case err == nil:
 			p.Released += len(bad)
-		} else if len(cut) > 0 {
-			p.Abandoned = append(p.Abandoned, cut...)
-			w.logger().Error("cursor: rows a cancel interrupted could not be handed back; they stay claimed in the source",
-				"step", cmd.Step, "command_id", cmd.ID, "keys", cut, "error", err)
+		case errors.Is(err, cursor.ErrUnsupported):
+			// No release statement: failed rows stay with the playbook's
+			// own SQL, as documented; interrupted ones are recorded.
+			if len(cut) > 0 {
+				p.Abandoned = append(p.Abandoned, cut...)
+				w.logger().Error("cursor: rows a cancel interrupted could not be handed back; they stay claimed in the source",
+					"step", cmd.Step, "command_id", cmd.ID, "keys", cut, "error", err)
+			}
+		case driver.Features().LeaseExpiry:
+			// The source gives them out again once their lease runs out.
+			w.logger().Warn("cursor: failed rows could not be handed back; they come back when their lease runs out",
+				"step", cmd.Step, "command_id", cmd.ID, "rows", len(bad), "error", err)
+		default:
+			// The release statement failed (a broken statement, a lost
+			// connection): the rows stay claimed and nothing brings them
+			// back. They are recorded, and the loop stops on it, as on a
+			// failed ack, rather than drain on with rows stranded.
+			for _, r := range bad {
+				p.Abandoned = append(p.Abandoned, r.Key)
+			}
+			if h.fatal == "" {
+				h.fatal = fmt.Sprintf("loop.cursor: release: %v", err)
+			}
+			w.logger().Error("cursor: failed rows could not be handed back; they stay claimed in the source",
+				"step", cmd.Step, "command_id", cmd.ID, "rows", len(bad), "error", err)
 		}
 	}
 	p.Released += h.nReleased

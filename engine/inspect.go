@@ -46,13 +46,17 @@ type LoopStatus struct {
 	// outcomes. They count runs of rows: a row that failed, went back to
 	// the source (release) and was claimed again counts in Rows, and in
 	// OK or Failed, once per run.
-	Frames   int  `json:"frames,omitempty"`
-	InFlight int  `json:"in_flight"`
-	Rows     int  `json:"rows,omitempty"`
-	OK       int  `json:"ok,omitempty"`
-	Failed   int  `json:"failed,omitempty"`
-	Dead     int  `json:"dead,omitempty"`
-	Finished bool `json:"finished"`
+	Frames   int `json:"frames,omitempty"`
+	InFlight int `json:"in_flight"`
+	Rows     int `json:"rows,omitempty"`
+	OK       int `json:"ok,omitempty"`
+	Failed   int `json:"failed,omitempty"`
+	Dead     int `json:"dead,omitempty"`
+	// Abandoned counts rows the engine gave up on that stay claimed in
+	// the source: their release (or the frame's) failed. They are listed
+	// in frame.done's abandoned and need a hand: they never run again.
+	Abandoned int  `json:"abandoned,omitempty"`
+	Finished  bool `json:"finished"`
 	// StartedAt is when the loop started; Rate is Done per second from
 	// then to the last item or frame that finished.
 	StartedAt time.Time `json:"started_at,omitzero"`
@@ -106,7 +110,7 @@ func (s *State) loopStatus(id string, l *loopState) LoopStatus {
 	}
 	switch l.Mode {
 	case dsl.ModeCursor:
-		ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead = l.Frames, l.Rows, l.OK, l.Failed, l.Dead
+		ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead, ls.Abandoned = l.Frames, l.Rows, l.OK, l.Failed, l.Dead, l.Abandoned
 		ls.Done = l.OK + l.Failed + l.Dead
 	case dsl.ModeFanout:
 		// A fan-out loop counts its shards.

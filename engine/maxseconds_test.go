@@ -36,35 +36,10 @@ func TestMaxSecondsDefersRowsWithoutFailingThem(t *testing.T) {
 		return tools.Output{Status: tools.StatusSuccess}, nil
 	}))
 	e, log := sqliteEngine(t, path, reg)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	id, err := e.Start(ctx, []byte(header+`
-workflow:
-  - step: start
-    loop:
-      cursor:
-        kind: sqlite
-        auth: q
-        claim: |
-          UPDATE jobs SET status = 'claimed'
-          WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }})
-          RETURNING id
-        ack: UPDATE jobs SET status = 'done' WHERE id IN ({{ keys | join(',') }})
-        release: UPDATE jobs SET status = 'pending' WHERE id IN ({{ keys | join(',') }})
-      iterator: job
-      spec:
-        mode: cursor
-        max_in_flight: 1
-        frame: {max_rows: 4, row_concurrency: 1, process: row, max_seconds: 0.01, max_attempts: 1}
-    tool: {kind: slow, id: '{{ iter.job.id }}'}
-`), engine.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := e.Wait(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sum, evs := runPlaybook(t, e, log, jobsPlaybook([]string{jobsAck, jobsRelease},
+		1, `{max_rows: 4, row_concurrency: 1, process: row, max_seconds: 0.01, max_attempts: 1}`,
+		`{kind: slow, id: '{{ iter.job.id }}'}`), engine.StartOptions{}, time.Minute)
+	defer dumpOnFail(t, evs)
 	if sum.Status != engine.StatusCompleted {
 		t.Fatalf("status %s: %s", sum.Status, sum.Error)
 	}
@@ -82,7 +57,7 @@ workflow:
 			t.Errorf("row %v ran %d times", k, n)
 		}
 	}
-	st, err := engine.Inspect(ctx, log, id)
+	st, err := engine.Inspect(context.Background(), log, sum.ExecutionID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -366,6 +366,24 @@ type frameDoneSummary struct {
 	Ctx      map[string]any `json:"ctx,omitempty"`
 	Fail     string         `json:"fail,omitempty"`
 	Released int            `json:"released,omitempty"`
+	// Abandoned is how many keys frame.done's abandoned lists.
+	Abandoned int `json:"-"`
+}
+
+// UnmarshalJSON reads the summary without decodeMember (an abandoned
+// list's length too).
+func (p *frameDoneSummary) UnmarshalJSON(b []byte) error {
+	type plain frameDoneSummary
+	var full struct {
+		plain
+		Abandoned []string `json:"abandoned"`
+	}
+	if err := unmarshal(b, &full); err != nil {
+		return err
+	}
+	*p = frameDoneSummary(full.plain)
+	p.Abandoned = len(full.Abandoned)
+	return nil
 }
 
 func (p *frameDoneSummary) decodeMember(key string, raw []byte) error {
@@ -380,6 +398,12 @@ func (p *frameDoneSummary) decodeMember(key string, raw []byte) error {
 		return unmarshal(raw, &p.Fail)
 	case "released":
 		return unmarshal(raw, &p.Released)
+	case "abandoned":
+		var keys []string
+		if err := unmarshal(raw, &keys); err != nil {
+			return err
+		}
+		p.Abandoned = len(keys)
 	}
 	return nil
 }

@@ -50,25 +50,7 @@ func TestRowConcurrencyBoundsTheRowsRunningAtOnce(t *testing.T) {
 	e, _ := sqliteEngine(t, path, reg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	id, err := e.Start(ctx, []byte(header+`
-workflow:
-  - step: start
-    loop:
-      cursor:
-        kind: sqlite
-        auth: q
-        claim: |
-          UPDATE jobs SET status = 'claimed'
-          WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }})
-          RETURNING id
-        ack: UPDATE jobs SET status = 'done' WHERE id IN ({{ keys | join(',') }})
-      iterator: job
-      spec:
-        mode: cursor
-        max_in_flight: 1
-        frame: {max_rows: 20, row_concurrency: 3, process: row}
-    tool: {kind: count}
-`), engine.StartOptions{})
+	id, err := e.Start(ctx, []byte(jobsPlaybook([]string{jobsAck}, 1, `{max_rows: 20, row_concurrency: 3, process: row}`, `{kind: count}`)), engine.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,22 +33,7 @@ func TestShutdownRecordsFramesItCutShort(t *testing.T) {
 	e, log := sqliteEngine(t, path, reg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	id, err := e.Start(ctx, []byte(header+`
-workflow:
-  - step: start
-    loop:
-      cursor:
-        kind: sqlite
-        auth: q
-        claim: |
-          UPDATE jobs SET status = 'claimed'
-          WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }})
-          RETURNING id
-        release: UPDATE jobs SET status = 'pending' WHERE id IN ({{ keys | join(',') }})
-      iterator: job
-      spec: {mode: cursor, max_in_flight: 1, frame: {max_rows: 5, row_concurrency: 1, process: row}}
-    tool: {kind: block}
-`), engine.StartOptions{})
+	id, err := e.Start(ctx, []byte(jobsPlaybook([]string{jobsRelease}, 1, `{max_rows: 5, row_concurrency: 1, process: row}`, `{kind: block}`)), engine.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

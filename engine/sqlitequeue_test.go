@@ -3,6 +3,7 @@ package engine_test
 import (
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,3 +42,38 @@ func jobsQueue(t *testing.T, n int) (*sql.DB, string) {
 		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %d)
 		INSERT INTO jobs (id) SELECT i FROM s`, n))
 }
+
+// jobsPlaybook is a playbook draining jobsQueue's table as users write it:
+// the natural claim, then the cursor's other statements (lines such as
+// "ack: UPDATE ..."), the loop's spec.frame (a flow mapping) with
+// max_in_flight slots, and tool (a flow mapping) as the body.
+func jobsPlaybook(statements []string, slots int, frame, tool string) string {
+	var stmts strings.Builder
+	for _, st := range statements {
+		stmts.WriteString("\n        " + st)
+	}
+	return header + fmt.Sprintf(`
+workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: sqlite
+        auth: q
+        claim: |
+          UPDATE jobs SET status = 'claimed'
+          WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }})
+          RETURNING id%s
+      iterator: job
+      spec:
+        mode: cursor
+        max_in_flight: %d
+        frame: %s
+    tool: %s
+`, stmts.String(), slots, frame, tool)
+}
+
+// Statements of jobsPlaybook's cursor.
+const (
+	jobsAck     = `ack: UPDATE jobs SET status = 'done' WHERE id IN ({{ keys | join(',') }})`
+	jobsRelease = `release: UPDATE jobs SET status = 'pending' WHERE id IN ({{ keys | join(',') }})`
+)

@@ -243,6 +243,9 @@ type loopState struct {
 	OK     int
 	Failed int
 	Dead   int
+	// Abandoned counts recorded rows the engine gave up on that stay
+	// claimed in the source (frame.done's abandoned).
+	Abandoned int `json:",omitempty"`
 	// HandedBack counts, by row key, the failures of rows that went back
 	// to the source afterwards (released) to be claimed again; see
 	// State.countHandedBack.
@@ -583,6 +586,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		l.OK += p.Counts.OK
 		l.Failed += p.Counts.Failed
 		l.Dead += p.Counts.Dead
+		l.Abandoned += p.Abandoned
 		if p.Fail != "" && l.Fail == "" {
 			l.Fail = p.Fail
 		}

@@ -73,26 +73,8 @@ func newOutageBench(t *testing.T) *outageBench {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	b.ctx = ctx
-	b.id, err = e.Start(ctx, []byte(header+`
-workflow:
-  - step: start
-    loop:
-      cursor:
-        kind: sqlite
-        auth: q
-        claim: |
-          UPDATE jobs SET status = 'claimed'
-          WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }})
-          RETURNING id
-        ack: UPDATE jobs SET status = 'done' WHERE id IN ({{ keys | join(',') }})
-        dead_letter: UPDATE jobs SET status = 'dead' WHERE id IN ({{ keys | join(',') }})
-      iterator: job
-      spec:
-        mode: cursor
-        max_in_flight: 1
-        frame: {max_rows: 3, process: row, lease_seconds: 10, max_attempts: 2}
-    tool: {kind: job, id: '{{ iter.job.id }}'}
-`), engine.StartOptions{File: "outage.yaml"})
+	b.id, err = e.Start(ctx, []byte(jobsPlaybook([]string{jobsAck, `dead_letter: UPDATE jobs SET status = 'dead' WHERE id IN ({{ keys | join(',') }})`},
+		1, `{max_rows: 3, process: row, lease_seconds: 10, max_attempts: 2}`, `{kind: job, id: '{{ iter.job.id }}'}`)), engine.StartOptions{File: "outage.yaml"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,8 +79,18 @@ func (t dbTx) Exec(ctx context.Context, stmt string, args []any) error {
 	return err
 }
 
-func (t dbTx) Commit(context.Context) error   { return t.tx.Commit() }
-func (t dbTx) Rollback(context.Context) error { return t.tx.Rollback() }
+func (t dbTx) Commit(context.Context) error { return t.tx.Commit() }
+
+// Rollback rolls the transaction back. One that database/sql ended
+// already, rolled back when the context given to BeginTx was cancelled
+// (a stopping loop's claim made ahead), is what Rollback wants: no error.
+// Commit is never followed by Rollback (cursor.Claim settles once).
+func (t dbTx) Rollback(context.Context) error {
+	if err := t.tx.Rollback(); !errors.Is(err, sql.ErrTxDone) {
+		return err
+	}
+	return nil
+}
 
 // Cursor is a cursor.Cursor (and cursor.DeadLetterer) over a SQL source:
 // it renders the claim, runs it through an Executor in a transaction that
