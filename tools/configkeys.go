@@ -29,3 +29,38 @@ func ConfigKeys(t Tool) ([]string, bool) {
 	}
 	return slices.Clone(l.ConfigKeys()), true
 }
+
+// AliasKeys are the config keys AliasOf reads, in the order it tries them.
+var AliasKeys = []string{"auth", "credential", "credentials"}
+
+// AliasOf returns the keychain alias a tool's config names under auth or
+// credential (AliasKeys). Besides a plain string it accepts NoETL's object
+// forms {credential|key|alias|name: alias} and a one-entry map
+// {name: {...}}.
+func AliasOf(cfg map[string]any) (string, bool) {
+	for _, k := range AliasKeys {
+		if v, ok := cfg[k]; ok {
+			return aliasOf(v, 0)
+		}
+	}
+	return "", false
+}
+
+func aliasOf(v any, depth int) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, v != ""
+	case map[string]any:
+		for _, k := range []string{"credential", "key", "alias", "name"} {
+			if s, ok := v[k].(string); ok && s != "" {
+				return s, true
+			}
+		}
+		if len(v) == 1 && depth == 0 {
+			for _, inner := range v {
+				return aliasOf(inner, depth+1)
+			}
+		}
+	}
+	return "", false
+}

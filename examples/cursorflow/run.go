@@ -166,7 +166,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	id := u.String()
-	return withEngine(f, stdout, stderr, id, func(ctx context.Context, e *engine.Engine) (string, error) {
+	return withEngine(f, stdout, stderr, id, pb, func(ctx context.Context, e *engine.Engine) (string, error) {
 		return e.Start(ctx, src, engine.StartOptions{File: file, Workload: workload, ExecutionID: id})
 	})
 }
@@ -185,15 +185,17 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	id := pos[0]
-	return withEngine(f, stdout, stderr, id, func(ctx context.Context, e *engine.Engine) (string, error) {
+	return withEngine(f, stdout, stderr, id, nil, func(ctx context.Context, e *engine.Engine) (string, error) {
 		return id, e.Resume(ctx, id)
 	})
 }
 
 // withEngine opens the event log, locks execution id for this process,
-// builds an engine with the standard tools and drivers, starts (or
-// resumes) the execution with begin, waits for it and prints the outcome.
-func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(context.Context, *engine.Engine) (string, error)) int {
+// builds an engine with the standard tools and drivers, checks that the
+// keychain holds every credential pb names (for a resume, nil: the
+// playbook the execution recorded), starts (or resumes) the execution
+// with begin, waits for it and prints the outcome.
+func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playbook, begin func(context.Context, *engine.Engine) (string, error)) int {
 	if !validProgress(f.progress) {
 		fmt.Fprintf(stderr, "cursorflow: --progress %q: want auto, always or never\n", f.progress)
 		return exitUsage
@@ -254,6 +256,32 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 	defer e.Close()
 	_ = treg.Register("playbook", playbook.New(e))
 
+	// Progress and the final event count read a projection of the log:
+	// each look folds only what was appended since the last one.
+	proj, err := engine.NewProjection(engine.ProjectionConfig{Log: log, Logger: logger})
+	if err != nil {
+		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+		return exitInvalid
+	}
+	if pb == nil {
+		// A resume: the playbook the execution recorded (an unknown id is
+		// Resume's to report).
+		if file, src, err := proj.Playbook(ctx, id); err == nil {
+			pb, _ = dsl.Parse(file, []byte(src))
+		}
+	}
+	if pb != nil {
+		// A credential missing here would fail the execution at the step
+		// that needs it, for good: refuse before anything runs.
+		if problems := engine.CheckCredentials(ctx, pb, treg, kc); len(problems) > 0 {
+			for _, d := range problems {
+				fmt.Fprintln(stderr, d.Error())
+			}
+			fmt.Fprintln(stderr, "cursorflow: give each alias with --credential ALIAS=URL or the environment variable "+tools.EnvCredentialPrefix+"<ALIAS>")
+			return exitUsage
+		}
+	}
+
 	started := time.Now()
 	id, err = begin(ctx, e)
 	if err != nil {
@@ -275,14 +303,12 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, begin func(cont
 		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 		return exitInvalid
 	}
-	fmt.Fprintf(stdout, "execution %s\n", id)
-	// Progress and the final event count read a projection of the log:
-	// each look folds only what was appended since the last one.
-	proj, err := engine.NewProjection(engine.ProjectionConfig{Log: log, Logger: logger})
-	if err != nil {
-		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
-		return exitInvalid
+	// With --json, stdout holds the summary alone (for jq and friends).
+	idOut := stdout
+	if f.json {
+		idOut = stderr
 	}
+	fmt.Fprintf(idOut, "execution %s\n", id)
 	stopProgress := func() {}
 	if wantProgress(f.progress, f.json || (f.verbose && f.progress == progressAuto), stderr) {
 		stopProgress = watchProgress(ctx, stderr, func(ctx context.Context) (*engine.Status, error) { return proj.Status(ctx, id) })

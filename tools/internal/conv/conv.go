@@ -6,6 +6,7 @@ package conv
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/cursorflow/cursorflow/tools"
 	"math"
 	"strconv"
 	"strings"
@@ -171,39 +172,13 @@ func Truncate(s string, n int) string {
 	return s[:cut] + "…"
 }
 
-// AliasKeys are the config keys Alias reads, in the order it tries them.
-// Tools that call Alias list them among their keys (tools.ConfigKeyLister).
-var AliasKeys = []string{"auth", "credential", "credentials"}
+// AliasKeys are the config keys Alias reads, in the order it tries them
+// (tools.AliasKeys). Tools that call Alias list them among their keys
+// (tools.ConfigKeyLister).
+var AliasKeys = tools.AliasKeys
 
-// Alias returns the keychain alias a config names under auth or
-// credential. Besides a plain string it accepts NoETL's object forms
-// {credential|key|alias|name: alias} and a one-entry map {name: {...}}.
-func Alias(cfg map[string]any) (string, bool) {
-	v, _, ok := First(cfg, AliasKeys...)
-	if !ok {
-		return "", false
-	}
-	return aliasOf(v, 0)
-}
-
-func aliasOf(v any, depth int) (string, bool) {
-	switch v := v.(type) {
-	case string:
-		return v, v != ""
-	case map[string]any:
-		for _, k := range []string{"credential", "key", "alias", "name"} {
-			if s, ok := v[k].(string); ok && s != "" {
-				return s, true
-			}
-		}
-		if len(v) == 1 && depth == 0 {
-			for _, inner := range v {
-				return aliasOf(inner, depth+1)
-			}
-		}
-	}
-	return "", false
-}
+// Alias returns the keychain alias a config names (tools.AliasOf).
+func Alias(cfg map[string]any) (string, bool) { return tools.AliasOf(cfg) }
 
 // Decimal returns a decimal's text as int64 when it is integral and fits,
 // as float64 when float64 holds it exactly as written (trailing zeros
