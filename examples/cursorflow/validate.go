@@ -51,8 +51,11 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 }
 
 // validateFile reports on one playbook and says whether it is valid.
-// Warnings — what run would refuse (check's findings) and the parser's
-// lint — are always printed; notes on hint fields only when verbose.
+// Fields every build refuses at run (pb.Refusals: unknown keys, fields
+// this engine does not honour) make it invalid, as parse errors do, so
+// that validate can gate what run would refuse. Warnings (tool or cursor
+// kinds this build does not register, which a host may, and the lint)
+// are always printed; notes on hint fields only when verbose.
 func validateFile(path string, verbose bool, out io.Writer, check func(*dsl.Playbook) []dsl.Diagnostic) bool {
 	pb, err := dsl.ParseFile(path)
 	var errs dsl.ErrorList
@@ -63,7 +66,11 @@ func validateFile(path string, verbose bool, out io.Writer, check func(*dsl.Play
 	}
 	diags := make([]*dsl.Diagnostic, 0, len(errs))
 	diags = append(diags, errs...)
+	refusals := map[dsl.Diagnostic]bool{}
 	if pb != nil {
+		for _, d := range pb.Refusals {
+			refusals[d] = true
+		}
 		refused := check(pb)
 		seen := make(map[dsl.Diagnostic]bool, len(refused))
 		for i := range refused {
@@ -93,8 +100,12 @@ func validateFile(path string, verbose bool, out io.Writer, check func(*dsl.Play
 			notes[&pb.Notes[i]] = true
 		}
 	}
+	refusedAtRun := false
 	for _, d := range diags {
 		switch {
+		case refusals[*d]:
+			refusedAtRun = true
+			fmt.Fprintln(out, d.Error())
 		case notes[d]:
 			fmt.Fprintf(out, "%s: note: %s\n", d.Pos, d.Message)
 		case d.Warning:
@@ -103,7 +114,7 @@ func validateFile(path string, verbose bool, out io.Writer, check func(*dsl.Play
 			fmt.Fprintln(out, d.Error())
 		}
 	}
-	if len(errs) > 0 {
+	if len(errs) > 0 || refusedAtRun {
 		return false
 	}
 	fmt.Fprintf(out, "ok %s\n", path)

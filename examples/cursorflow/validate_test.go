@@ -13,21 +13,36 @@ import (
 	"testing"
 )
 
+// validPlaybook is valid with warnings: a tool kind this build does not
+// register (a host may), an unreachable step, and a hint field (a note).
 const validPlaybook = `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: ok}
 workflow:
   - step: start
     tool: {kind: snowflake}
-    surprise: 1
     loop:
-      aggregate: {}
       in: [1]
       iterator: x
   - step: island
     tool: {kind: noop}
     output:
       store: {kind: kv, ttl: 1h}
+`
+
+// refusedPlaybook parses, but run refuses it: an unknown key and a field
+// this build does not honour.
+const refusedPlaybook = `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: refused}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    surprise: 1
+    loop:
+      aggregate: {}
+      in: [1]
+      iterator: x
 `
 
 const invalidPlaybook = `apiVersion: noetl.io/v2
@@ -57,6 +72,7 @@ func TestValidateCommand(t *testing.T) {
 	t.Parallel()
 	good := writeFile(t, "good.yaml", validPlaybook)
 	bad := writeFile(t, "bad.yaml", invalidPlaybook)
+	refused := writeFile(t, "refused.yaml", refusedPlaybook)
 	tests := []struct {
 		name     string
 		args     []string
@@ -65,12 +81,10 @@ func TestValidateCommand(t *testing.T) {
 		wantErr  string   // substring of stderr
 	}{
 		{
-			name: "valid, with what run refuses", args: []string{good}, wantCode: 0,
+			name: "valid, with warnings", args: []string{good}, wantCode: 0,
 			wantOut: []string{
 				good + `:6:11: warning: step start: tool kind "snowflake" is not registered in this engine (refused at run)`,
-				good + `:7:5: warning: step start: unknown key "surprise" (refused at run)`,
-				good + `:9:7: warning: step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order (refused at run)`,
-				good + `:12:5: warning: step island is unreachable from start`,
+				good + `:10:5: warning: step island is unreachable from start`,
 				"ok " + good,
 			},
 		},
@@ -78,11 +92,18 @@ func TestValidateCommand(t *testing.T) {
 			name: "valid verbose", args: []string{"-v", good}, wantCode: 0,
 			wantOut: []string{
 				good + `:6:11: warning: step start: tool kind "snowflake" is not registered in this engine (refused at run)`,
-				good + `:7:5: warning: step start: unknown key "surprise" (refused at run)`,
-				good + `:9:7: warning: step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order (refused at run)`,
-				good + `:12:5: warning: step island is unreachable from start`,
-				good + `:15:25: note: step island: step.output.store.ttl is a hint: ttl, compression, bucket, ...: NoETL's tiers; the engine has one result store`,
+				good + `:10:5: warning: step island is unreachable from start`,
+				good + `:13:25: note: step island: step.output.store.ttl is a hint: ttl, compression, bucket, ...: NoETL's tiers; the engine has one result store`,
 				"ok " + good,
+			},
+		},
+		{
+			// What every build refuses at run fails validate too, so that
+			// validate can gate a playbook before it runs.
+			name: "what run refuses", args: []string{refused}, wantCode: 1,
+			wantOut: []string{
+				refused + `:7:5: step start: unknown key "surprise" (refused at run)`,
+				refused + `:9:7: step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order (refused at run)`,
 			},
 		},
 		{
@@ -96,9 +117,7 @@ func TestValidateCommand(t *testing.T) {
 			name: "mixed", args: []string{good, bad}, wantCode: 1,
 			wantOut: []string{
 				good + `:6:11: warning: step start: tool kind "snowflake" is not registered in this engine (refused at run)`,
-				good + `:7:5: warning: step start: unknown key "surprise" (refused at run)`,
-				good + `:9:7: warning: step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order (refused at run)`,
-				good + `:12:5: warning: step island is unreachable from start`,
+				good + `:10:5: warning: step island is unreachable from start`,
 				"ok " + good,
 				bad + ":5:5: step start: tool is required",
 				bad + `:6:12: step start: next step "nowhere" does not exist`,
