@@ -621,9 +621,15 @@ func (o *orchestrator) complete(b *batch) {
 		case eventlog.TypeCommandIssued:
 			if sc := b.cmds[i]; sc.ex == ex && sc.cmd != nil {
 				cmd := sc.cmd
-				// A chained frame's worker holds its rows: it took the
-				// command before it was issued.
-				ex.leases[cmd.ID] = &lease{deadline: now.Add(cmd.Lease), lease: cmd.Lease, beat: cmd.Heartbeat, taken: b.chained[i] != nil}
+				l := &lease{deadline: now.Add(cmd.Lease), lease: cmd.Lease, beat: cmd.Heartbeat}
+				if b.chained[i] != nil {
+					// A chained frame's worker holds its rows: it took the
+					// command before it was issued, and heartbeats from
+					// now on, so a worker that dies meanwhile is found out
+					// after missed heartbeats, not after the whole lease.
+					l.alive(now, o.missed)
+				}
+				ex.leases[cmd.ID] = l
 				if ch := b.chained[i]; ch != nil {
 					// The worker holds the rows: it goes on with the command
 					// (answered below, with the batch's replies).
