@@ -311,6 +311,12 @@ func TestPlaybooks(t *testing.T) {
 	}
 	r = b.do(t, http.MethodPost, "/v1/executions", api.StartRequest{Playbook: "missing"})
 	want(t, r, http.StatusNotFound)
+	// A playbook's YAML sent as its name is not echoed back whole.
+	r = b.do(t, http.MethodPost, "/v1/executions", api.StartRequest{Playbook: echoPlaybook})
+	want(t, r, http.StatusNotFound)
+	if body := string(r.body); strings.Contains(body, "workflow") || !strings.Contains(body, `goes in \"source\"`) {
+		t.Fatalf("YAML sent as a name: %s", body)
+	}
 	// A playbook that uses a field this build does not run registers (with
 	// its warning) but is refused at start, with the position.
 	want(t, b.do(t, http.MethodPost, "/v1/playbooks", strings.Replace(echoPlaybook, "name: echo", "name: odd", 1)+"    surprise: 1\n"), http.StatusCreated)

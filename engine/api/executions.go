@@ -71,9 +71,21 @@ func (s *server) startExecution(w http.ResponseWriter, r *http.Request) {
 			pb, err = s.cfg.Playbooks.Get(r.Context(), req.Playbook, req.Version)
 		}
 		if errors.Is(err, ErrPlaybookNotFound) {
-			msg := fmt.Sprintf("playbook %q is not registered", req.Playbook)
+			// The name as given, cut short: a client that put YAML where
+			// the name goes gets the hint, not its document back.
+			name := req.Playbook
+			if len(name) > 80 || strings.ContainsAny(name, "\n\r") {
+				name, _, _ = strings.Cut(name, "\n")
+				if len(name) > 80 {
+					name = strings.ToValidUTF8(name[:80], "")
+				}
+				name = strings.TrimSpace(name) + "…"
+				writeError(w, http.StatusNotFound, fmt.Sprintf(`playbook %q is not registered (a playbook's YAML goes in "source"; "playbook" names a registered one)`, name))
+				return
+			}
+			msg := fmt.Sprintf("playbook %q is not registered", name)
 			if req.Version > 0 {
-				msg = fmt.Sprintf("playbook %q has no version %d", req.Playbook, req.Version)
+				msg = fmt.Sprintf("playbook %q has no version %d", name, req.Version)
 			}
 			writeError(w, http.StatusNotFound, msg)
 			return
