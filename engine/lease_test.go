@@ -277,9 +277,9 @@ func TestWorkerKilledAfterClaimCountsBuriedRows(t *testing.T) {
 				t.Fatal("the victim frame never ran")
 			}
 			// The victim is its slot's second frame, chained to the first: its
-	// worker held it from the start, so missing three heartbeats (a
-	// tenth of lease_seconds each) is enough, well inside the lease.
-	clk.Advance(700 * time.Millisecond)
+			// worker held it from the start, so missing three heartbeats (a
+			// tenth of lease_seconds each) is enough, well inside the lease.
+			clk.Advance(700 * time.Millisecond)
 			checkBuriedCounted(t, ctx, e, log, pool, table, id, tc.wantDead)
 			if err := <-kd.lateErr; !errors.Is(err, engine.ErrStale) {
 				t.Fatalf("the dead worker's late frame.done was answered %v, want ErrStale", err)
@@ -312,9 +312,9 @@ func TestDeadLetterAttemptLostCountsBuriedRows(t *testing.T) {
 			t.Fatal("a victim never ran")
 		}
 		// The victim is its slot's second frame, chained to the first: its
-	// worker held it from the start, so missing three heartbeats (a
-	// tenth of lease_seconds each) is enough, well inside the lease.
-	clk.Advance(700 * time.Millisecond)
+		// worker held it from the start, so missing three heartbeats (a
+		// tenth of lease_seconds each) is enough, well inside the lease.
+		clk.Advance(700 * time.Millisecond)
 	}
 	checkBuriedCounted(t, ctx, e, log, pool, table, id, 10)
 	evs, _ := log.Read(ctx, id, 0, 0)
