@@ -136,9 +136,10 @@ func killingEngine(t *testing.T, dsn, victim string) (*killingDispatcher, *engin
 // TestWorkerKilledMidFrame: the worker of one frame dies after running
 // its rows, before reporting. On the fake clock, once every other slot has
 // drained and only the dead frame is in flight, time moves past three of
-// its heartbeats (not its whole lease: it was chained, so its worker
-// held it from the start): the frame is re-issued (exactly once) with its recorded rows, the dead
-// worker's late report is refused, and every row is done exactly once.
+// its heartbeats (not its whole lease: it was chained, so its worker held
+// it from the start): the frame is re-issued (exactly once) with its
+// recorded rows, the dead worker's late report is refused, and every row
+// is done exactly once.
 func TestWorkerKilledMidFrame(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	n := 100_000
@@ -276,10 +277,7 @@ func TestWorkerKilledAfterClaimCountsBuriedRows(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("the victim frame never ran")
 			}
-			// The victim is its slot's second frame, chained to the first: its
-			// worker held it from the start, so missing three heartbeats (a
-			// tenth of lease_seconds each) is enough, well inside the lease.
-			clk.Advance(700 * time.Millisecond)
+			clk.Advance(2*time.Second + time.Millisecond) // past lease_seconds
 			checkBuriedCounted(t, ctx, e, log, pool, table, id, tc.wantDead)
 			if err := <-kd.lateErr; !errors.Is(err, engine.ErrStale) {
 				t.Fatalf("the dead worker's late frame.done was answered %v, want ErrStale", err)
@@ -311,10 +309,7 @@ func TestDeadLetterAttemptLostCountsBuriedRows(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("a victim never ran")
 		}
-		// The victim is its slot's second frame, chained to the first: its
-		// worker held it from the start, so missing three heartbeats (a
-		// tenth of lease_seconds each) is enough, well inside the lease.
-		clk.Advance(700 * time.Millisecond)
+		clk.Advance(2*time.Second + time.Millisecond) // past lease_seconds
 	}
 	checkBuriedCounted(t, ctx, e, log, pool, table, id, 10)
 	evs, _ := log.Read(ctx, id, 0, 0)
