@@ -51,12 +51,27 @@ func Open(ctx context.Context, rawURL string) (eventlog.Log, error) {
 		var cfg postgres.Config
 		if q := u.Query(); q.Has(SchemaParam) {
 			cfg.Schema = q.Get(SchemaParam)
-			q.Del(SchemaParam)
-			u.RawQuery = q.Encode()
+			u.RawQuery = withoutParam(u.RawQuery, SchemaParam)
 		}
 		return postgres.Open(ctx, u.String(), cfg)
 	}
 	return nil, fmt.Errorf("%w: scheme %q (want memory, sqlite, postgres or postgresql)", ErrUnsupportedURL, scheme)
+}
+
+// withoutParam returns rawQuery without its name=... parameters, every
+// other one kept byte for byte: re-encoding the query (url.Values.Encode)
+// would turn %20 into +, which the driver does not read as a space
+// (options=-c%20statement_timeout%3D5s would break).
+func withoutParam(rawQuery, name string) string {
+	var kept []string
+	for _, p := range strings.Split(rawQuery, "&") {
+		key, _, _ := strings.Cut(p, "=")
+		if k, err := url.QueryUnescape(key); err == nil && k == name {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return strings.Join(kept, "&")
 }
 
 // redact hides a URL's password so that it never reaches an error.

@@ -85,16 +85,24 @@ func TestOpenPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := u.Query()
-	q.Set(eventlogurl.SchemaParam, schema)
-	u.RawQuery = q.Encode()
+	// The other parameters reach the driver as written: a space as %20
+	// (which a re-encoded query would turn into +) included.
+	if u.RawQuery != "" {
+		u.RawQuery += "&"
+	}
+	u.RawQuery += "options=-c%20statement_timeout%3D4321&" + eventlogurl.SchemaParam + "=" + schema
 	l, err := eventlogurl.Open(t.Context(), u.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if _, ok := l.(*postgres.Log); !ok {
+	pl, ok := l.(*postgres.Log)
+	if !ok {
 		t.Fatalf("postgres URL opened a %T", l)
+	}
+	var timeout string
+	if err := pl.Pool().QueryRow(t.Context(), "SHOW statement_timeout").Scan(&timeout); err != nil || timeout != "4321ms" {
+		t.Fatalf("statement_timeout through the log's pool = %q, %v; want the URL's 4321ms", timeout, err)
 	}
 	roundTrip(t, l)
 	pool, err := pgxpool.New(t.Context(), dsn)
