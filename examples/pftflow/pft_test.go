@@ -186,31 +186,40 @@ func TestPFTFlowV2UnderFaults(t *testing.T) {
 	}
 }
 
-// startAndReadID starts cmd, reads the execution id it prints first, and
-// returns a function that waits for the process and returns the rest of
-// its output.
+// startAndReadID starts cmd (with --json, which prints the execution id
+// on stderr and the summary on stdout), reads the id, and returns a
+// function that waits for the process and returns its output, stdout then
+// stderr.
 func startAndReadID(t *testing.T, cmd *exec.Cmd) (string, func() []byte) {
 	t.Helper()
-	stdout, err := cmd.StdoutPipe()
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	rd := bufio.NewReader(stdout)
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		_ = cmd.Wait()
-		t.Fatalf("reading execution id: %v\n%s", err, stderr.String())
+	var stderr strings.Builder
+	rd := bufio.NewReader(errPipe)
+	id := ""
+	for id == "" {
+		line, err := rd.ReadString('\n')
+		stderr.WriteString(line)
+		if rest, ok := strings.CutPrefix(line, "execution "); ok {
+			id = strings.TrimSpace(rest)
+		}
+		if err != nil && id == "" {
+			_ = cmd.Wait()
+			t.Fatalf("reading execution id: %v\n%s%s", err, stdout.String(), stderr.String())
+		}
 	}
-	id := strings.TrimSpace(strings.TrimPrefix(line, "execution "))
 	return id, func() []byte {
 		// The process is exiting: a read error only ends its output.
 		rest, _ := io.ReadAll(rd)
 		_ = cmd.Wait()
-		return append(rest, []byte(stderr.String())...)
+		stderr.Write(rest)
+		return []byte(stdout.String() + stderr.String())
 	}
 }
