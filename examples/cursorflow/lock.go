@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cursorflow/cursorflow/eventlog"
 	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
@@ -15,36 +19,116 @@ import (
 // conflicting events to its log.
 var errDriven = errors.New("another process is driving this execution (a run or resume of it is still going); wait for it to end, or stop it, then resume")
 
+// errLockLost is the error of a run or resume whose PostgreSQL session
+// holding the execution's lock went away (a server restart, an idle
+// timeout, a proxy's cut) while another process took the lock: that
+// process drives the execution now, so this one stops.
+var errLockLost = errors.New("lost the execution's lock to another process, which drives it now; this process stopped")
+
+// lockCheckEvery is how often a run makes sure that its PostgreSQL session
+// holding the execution's lock is still there.
+const lockCheckEvery = time.Second
+
+// execLock is a run's hold on its execution.
+type execLock struct {
+	// release gives the lock up (at the end of the run).
+	release func()
+	// lost receives errLockLost once if the lock is gone to another
+	// process; nil when the lock cannot go while the process lives.
+	lost <-chan error
+}
+
 // lockExecution takes the execution's lock for this process's lifetime, so
 // that no second run or resume drives it at the same time: a file lock
 // beside a SQLite log, a session advisory lock on a PostgreSQL log's
 // server. A memory log is this process's alone. The lock goes with the
-// process, however it ends.
-func lockExecution(ctx context.Context, logURL string, log eventlog.Log, id string) (release func(), err error) {
+// process, however it ends. A PostgreSQL session can end before the
+// process does: the lock is checked every lockCheckEvery and taken again
+// on a new session, or, when another process was quicker, lost (see
+// execLock.lost).
+func lockExecution(ctx context.Context, logURL string, log eventlog.Log, id string, logger *slog.Logger) (*execLock, error) {
 	if path, ok := strings.CutPrefix(logURL, "sqlite:"); ok {
-		return lockFile(strings.TrimPrefix(path, "//")+".locks", id)
+		release, err := lockFile(strings.TrimPrefix(path, "//")+".locks", id)
+		if err != nil {
+			return nil, err
+		}
+		return &execLock{release: release}, nil
 	}
 	pl, ok := log.(*pglog.Log)
 	if !ok {
-		return func() {}, nil
+		return &execLock{release: func() {}}, nil
 	}
-	conn, err := pl.Pool().Acquire(ctx)
+	key := "cursorflow execution " + id
+	conn, err := tryAdvisoryLock(ctx, pl.Pool(), key)
 	if err != nil {
 		return nil, fmt.Errorf("lock execution %s: %w", id, err)
 	}
+	if conn == nil {
+		return nil, fmt.Errorf("execution %s: %w", id, errDriven)
+	}
+	lost := make(chan error, 1)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(lockCheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				// Closing the session releases its advisory locks whatever
+				// happens to an unlock.
+				_ = conn.Conn().Close(context.WithoutCancel(ctx))
+				conn.Release()
+				return
+			case <-t.C:
+			}
+			cctx, cancel := context.WithTimeout(ctx, lockCheckEvery)
+			_, err := conn.Exec(cctx, "SELECT 1")
+			cancel()
+			if err == nil || ctx.Err() != nil {
+				continue
+			}
+			// The session, and the lock with it, is gone: take it again
+			// unless another process has.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+			conn.Release()
+			again, err := tryAdvisoryLock(ctx, pl.Pool(), key)
+			if err == nil && again != nil {
+				logger.Warn("the session holding the execution's lock ended; took the lock again", "execution_id", id)
+				conn = again
+				continue
+			}
+			if err == nil {
+				lost <- fmt.Errorf("execution %s: %w", id, errLockLost)
+			} else {
+				lost <- fmt.Errorf("execution %s: the session holding its lock ended and the lock could not be taken again (%v): %w", id, err, errLockLost)
+			}
+			<-stop
+			return
+		}
+	}()
+	return &execLock{
+		release: func() { close(stop); <-stopped },
+		lost:    lost,
+	}, nil
+}
+
+// tryAdvisoryLock takes the session advisory lock named key on a
+// connection of pool and returns that connection, which holds the lock
+// for as long as its session lives; nil when another session holds it.
+func tryAdvisoryLock(ctx context.Context, pool *pgxpool.Pool, key string) (*pgxpool.Conn, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, "cursorflow execution "+id).Scan(&got); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, key).Scan(&got); err != nil {
 		conn.Release()
-		return nil, fmt.Errorf("lock execution %s: %w", id, err)
+		return nil, err
 	}
 	if !got {
 		conn.Release()
-		return nil, fmt.Errorf("execution %s: %w", id, errDriven)
+		return nil, nil
 	}
-	return func() {
-		// Closing the session releases its advisory locks whatever happens
-		// to the unlock.
-		_ = conn.Conn().Close(context.WithoutCancel(ctx))
-		conn.Release()
-	}, nil
+	return conn, nil
 }

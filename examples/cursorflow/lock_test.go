@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cursorflow/cursorflow/eventlog/eventlogurl"
 	"github.com/cursorflow/cursorflow/internal/testenv"
@@ -98,4 +101,116 @@ func exitStatus(err error) int {
 		return -1
 	}
 	return 0
+}
+
+// TestLockSessionLost: the PostgreSQL session holding a run's lock ends
+// while the run goes on (here terminated; an idle timeout or a server
+// restart does the same). When no other process took the lock meanwhile,
+// the run takes it again and goes on, still alone: a resume is refused.
+// When another process took it first, the run stops (exit 1, saying so)
+// rather than drive the execution beside it.
+func TestLockSessionLost(t *testing.T) {
+	bin := cliBinary(t)
+	dsn := testenv.Postgres(t)
+	for _, another := range []bool{false, true} {
+		name := "taken again"
+		if another {
+			name = "taken by another"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			u, err := url.Parse(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := u.Query()
+			q.Set(eventlogurl.SchemaParam, "cli_lock_"+testenv.RandomSuffix(t))
+			u.RawQuery = q.Encode()
+			eventlog := u.String()
+			gate := filepath.Join(dir, "gate")
+			pb := filepath.Join(dir, "flow.yaml")
+			if err := os.WriteFile(pb, []byte(`apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: gated}
+workflow:
+  - step: start
+    tool: {kind: shell, command: "while [ ! -e `+gate+` ]; do sleep 0.02; done; echo passed"}
+`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			run := exec.CommandContext(ctx, bin, "run", pb, "--eventlog", eventlog)
+			var runErr strings.Builder
+			run.Stderr = &runErr
+			id, rest := startRun(t, run)
+
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			// The lock's key is hashtextextended(name, 0): a bigint, held
+			// as classid (high half) and objid (low half).
+			holder := `(SELECT l.pid FROM pg_locks l, (SELECT hashtextextended('cursorflow execution ` + id + `', 0) AS h) k
+				WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+				AND l.classid::bigint = (k.h >> 32) & 4294967295 AND l.objid::bigint = k.h & 4294967295)`
+			var before int
+			if err := conn.QueryRow(ctx, "SELECT "+holder).Scan(&before); err != nil {
+				t.Fatalf("no session holds the run's lock: %v", err)
+			}
+			if !another {
+				if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend("+holder+")"); err != nil {
+					t.Fatal(err)
+				}
+				// The run takes the lock again on a new session.
+				for {
+					var pid int
+					err := conn.QueryRow(ctx, "SELECT coalesce("+holder+", 0)").Scan(&pid)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if pid != 0 && pid != before {
+						break
+					}
+					select {
+					case <-ctx.Done():
+						t.Fatal("the run never took its lock again")
+					case <-time.After(20 * time.Millisecond):
+					}
+				}
+				out, err := exec.CommandContext(ctx, bin, "resume", id, "--eventlog", eventlog).CombinedOutput()
+				if code := exitStatus(err); code != exitInvalid || !strings.Contains(string(out), "another process is driving this execution") {
+					t.Fatalf("resume while the run holds its lock again: exit %d, %s", code, out)
+				}
+				if err := os.WriteFile(gate, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(rest)
+				if err := run.Wait(); err != nil || !strings.Contains(string(b), "completed") {
+					t.Fatalf("the run: %v\n%s\n%s", err, b, runErr.String())
+				}
+				return
+			}
+			// Another session waits for the lock as the holder is ended, so
+			// it has the lock before the run looks again.
+			if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend("+holder+"); SELECT pg_advisory_lock(hashtextextended('cursorflow execution "+id+"', 0))"); err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.ReadAll(rest)
+			if code := exitStatus(run.Wait()); code != exitInvalid || !strings.Contains(runErr.String(), "lost the execution's lock to another process") {
+				t.Fatalf("the run after its lock went to another session: exit %d\n%s", code, runErr.String())
+			}
+			if err := conn.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(gate, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.CommandContext(ctx, bin, "resume", id, "--eventlog", eventlog, "--json").CombinedOutput()
+			if code := exitStatus(err); code != exitOK || !strings.Contains(string(out), `"status":"completed"`) {
+				t.Fatalf("resume once the other session let go: exit %d, %s", code, out)
+			}
+		})
+	}
 }

@@ -228,12 +228,23 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 		return exitUsage
 	}
 	defer log.Close()
-	release, err := lockExecution(ctx, logURL, log, id)
+	lock, err := lockExecution(ctx, logURL, log, id, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 		return exitInvalid
 	}
-	defer release()
+	defer lock.release()
+	// A lock lost to another process stops this one: two orchestrators
+	// would each decide for the execution.
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	go func() {
+		select {
+		case err := <-lock.lost:
+			stopRun(err)
+		case <-ctx.Done():
+		}
+	}()
 
 	results, err := openResultStore(ctx, f.resultStore, f.threshold)
 	if err != nil {
@@ -320,6 +331,10 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 			// The log, and with it the execution, ends with this process:
 			// nothing to record for a resume.
 			fmt.Fprintf(stderr, "cursorflow: %v (the in-memory event log is gone with this process, so %s cannot be resumed; run with --eventlog sqlite:PATH or postgres://... to be able to resume)\n", err, id)
+			return exitInvalid
+		}
+		if cause := context.Cause(ctx); errors.Is(cause, errLockLost) {
+			fmt.Fprintf(stderr, "cursorflow: %v\n", cause)
 			return exitInvalid
 		}
 		if ctx.Err() != nil {
