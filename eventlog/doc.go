@@ -20,6 +20,12 @@
 // from goroutines or processes, exactly one is stored: that is what makes
 // issuing a command, or firing a loop's completion, safe to retry.
 //
+// Nothing is stored after an execution's terminal event
+// (execution.completed, .failed or .cancelled): every later event of it,
+// in a later Append or later in the same batch, is skipped and reported
+// as Result.Duplicate too, so a late decision of an orchestrator that
+// missed the end (two processes drove the execution) cannot follow it.
+//
 // execution.started is stored once per execution_id too, but a second one
 // is a conflict, not a retry (two callers chose the same execution id):
 // the batch holding it is refused whole with an *AlreadyStartedError

@@ -84,7 +84,9 @@ type Result struct {
 	// Duplicate is true when the event was not stored because the log
 	// already holds a command.issued with the same (execution_id,
 	// command_id), or a loop.done or loop.fanin.completed with the same
-	// (execution_id, loop_id).
+	// (execution_id, loop_id), or because its execution has ended: once
+	// a terminal event (IsTerminal) is stored, in an earlier batch or
+	// earlier in the same one, nothing more of that execution is.
 	Duplicate bool
 }
 

@@ -93,6 +93,12 @@ func (m *Memory) Append(ctx context.Context, events []Event) ([]Result, error) {
 			m.execs[ev.ExecutionID] = x
 			m.order = append(m.order, x)
 		}
+		if x.terminal {
+			// The execution ended: nothing more of it is stored (a late
+			// decision of an orchestrator that did not see the end).
+			results[i] = Result{Duplicate: true}
+			continue
+		}
 		if key, ok := UniqueKey(ev); ok {
 			if _, dup := x.unique[key]; dup {
 				results[i] = Result{Duplicate: true}

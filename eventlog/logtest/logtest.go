@@ -42,6 +42,7 @@ func Run(t *testing.T, newLog func(t *testing.T) eventlog.Log) {
 		{"DuplicateRaceDrainBatch", testDuplicateRaceDrainBatch},
 		{"DuplicateManyCommands", testDuplicateManyCommands},
 		{"FaninOnce", testFaninOnce},
+		{"NothingAfterTheEnd", testNothingAfterTheEnd},
 		{"StartOnce", testStartOnce},
 		{"StartRace", testStartRace},
 		{"ConcurrentAppends", testConcurrentAppends},
@@ -434,6 +435,40 @@ func wantResults(t *testing.T, l eventlog.Log, exec string, res, want []eventlog
 		t.Fatalf("stored seqs = %v, want 1..5", seqs(got))
 	}
 	return got
+}
+
+// testNothingAfterTheEnd: once an execution's terminal event is stored,
+// nothing more of it is: what follows it in its batch, a later batch of
+// any events, and a drain's batch (command.issued and frame events, which
+// the PostgreSQL log appends through its lean statement) all come back as
+// duplicates. Another execution in the same batch is stored as usual.
+// Two orchestrators that drove one execution (a lost lock) would
+// otherwise append a late decision after its end.
+func testNothingAfterTheEnd(t *testing.T, l eventlog.Log) {
+	exec, other := ExecutionID("ended"), ExecutionID("ended-other")
+	frame := eventlog.Event{ExecutionID: exec, Type: eventlog.TypeFrameClaimed, Step: "s", LoopID: "l", Frame: 1, Payload: json.RawMessage(`{"rows":[1]}`)}
+	res := mustAppend(t, l, ev(exec, eventlog.TypeExecutionStarted), issued(exec, "c1"),
+		ev(exec, eventlog.TypeExecutionCompleted), issued(exec, "c2"), ev(other, eventlog.TypeStepStarted))
+	if res[2].Seq != 3 || !res[3].Duplicate || res[3].ID != 0 || res[4].Seq != 1 {
+		t.Fatalf("results %+v: want the end stored at seq 3, the command after it a duplicate, the other execution at seq 1", res)
+	}
+	for _, batch := range [][]eventlog.Event{
+		{issued(exec, "c3"), frame},
+		{ev(exec, eventlog.TypeStepStarted), ev(exec, eventlog.TypeExecutionFailed)},
+	} {
+		for i, r := range mustAppend(t, l, batch...) {
+			if !r.Duplicate || r.ID != 0 {
+				t.Fatalf("event %d (%s) after the end: %+v, want a duplicate", i, batch[i].Type, r)
+			}
+		}
+	}
+	got := mustRead(t, l, exec, 0, 0)
+	if len(got) != 3 || got[2].Type != eventlog.TypeExecutionCompleted {
+		t.Fatalf("stored %d events, last %+v: want 3 ending with execution.completed", len(got), got[len(got)-1])
+	}
+	if r := mustAppend(t, l, ev(other, eventlog.TypeStepCompleted)); r[0].Seq != 2 {
+		t.Fatalf("the other execution's next event: %+v, want seq 2", r)
+	}
 }
 
 // testFaninOnce: loop.fanin.completed is stored once per (execution_id,

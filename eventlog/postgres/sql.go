@@ -47,7 +47,13 @@ func newStatements(schema string) statements {
 					row_number() OVER (PARTITION BY i.execution_id, i.type, i.loop_id ORDER BY i.ord) > 1
 					OR (SELECT e.seq FROM %[1]s.events e WHERE e.execution_id = i.execution_id
 						AND e.type = 'loop.fanin.completed' AND e.loop_id = i.loop_id) IS NOT NULL
-				ELSE false END AS dup,
+				ELSE false END
+				-- Nothing is stored after an execution's terminal event (a
+				-- late decision of an orchestrator that missed the end).
+				OR (SELECT x.terminal FROM %[1]s.executions x WHERE x.execution_id = i.execution_id) IS NOT NULL
+				OR coalesce(bool_or(i.type IN ('execution.completed', 'execution.failed', 'execution.cancelled'))
+					OVER (PARTITION BY i.execution_id ORDER BY i.ord ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), false)
+				AS dup,
 				-- A second execution.started refuses the whole batch (ins
 				-- stores nothing). The executions row lock makes the probe
 				-- exact, as for the duplicates above; the partial index
@@ -103,14 +109,17 @@ func newStatements(schema string) statements {
 		// branches it runs in about half the time in a frame drain
 		// (pg_stat_statements, examples/bench: 0.58 ms against 1.1 ms).
 		appendPlain: f(`WITH x AS (
-			SELECT last_seq FROM %[1]s.executions WHERE execution_id = $1
+			SELECT last_seq, terminal FROM %[1]s.executions WHERE execution_id = $1
 		), input AS (
 			SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
 				$7::bigint[], $8::text[], $9::text[], $10::text[], $11::timestamptz[]) WITH ORDINALITY
 				AS t(type, step, command_id, loop_id, frame, attempt, worker_id, payload, meta, at, ord)
 		), dup AS (
+			-- An execution that ended stores nothing more: found sends
+			-- the batch to append, which reports every event a duplicate.
 			SELECT coalesce(bool_or((SELECT e.seq FROM %[1]s.events e WHERE e.execution_id = $1
-				AND e.type = 'command.issued' AND e.command_id = i.command_id) IS NOT NULL), false) AS found
+				AND e.type = 'command.issued' AND e.command_id = i.command_id) IS NOT NULL), false)
+				OR coalesce((SELECT x.terminal IS NOT NULL FROM x), false) AS found
 			FROM input i WHERE i.type = 'command.issued'
 		), ins AS (
 			INSERT INTO %[1]s.events (execution_id, seq, type, step, command_id, loop_id, frame, attempt,

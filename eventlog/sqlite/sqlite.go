@@ -274,6 +274,12 @@ func (l *Log) appendLocked(ctx context.Context, events []eventlog.Event) (_ []ev
 			}
 			st.hasStart = true
 		}
+		if st.hadEnd {
+			// The execution ended: nothing more of it is stored (a late
+			// decision of an orchestrator that did not see the end).
+			results[i] = eventlog.Result{Duplicate: true}
+			continue
+		}
 		at := now
 		if !e.Time.IsZero() {
 			at = e.Time.UnixNano()
