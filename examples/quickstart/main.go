@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
 	_ "modernc.org/sqlite"
 
 	"github.com/cursorflow/cursorflow/cursor"
@@ -52,7 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	n := fs.Int("n", 10000, "jobs to create in a new queue")
 	dir := fs.String("dir", filepath.Join(os.TempDir(), "cursorflow-quickstart"), "where the queue and the event log live")
 	print := fs.Bool("print", false, "print the playbook and exit")
-	quiet := fs.Bool("quiet", false, "no live progress")
+	quiet := fs.Bool("quiet", false, "no live progress (there is none when stdout is not a terminal)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -62,7 +63,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := quickstart(ctx, *n, *dir, !*quiet, stdout); err != nil {
+	// Live progress redraws one line: only on a terminal.
+	f, isFile := stdout.(*os.File)
+	live := !*quiet && isFile && term.IsTerminal(int(f.Fd()))
+	if err := quickstart(ctx, *n, *dir, live, stdout); err != nil {
 		fmt.Fprintf(stderr, "quickstart: %v\n", err)
 		return 1
 	}
@@ -181,7 +185,9 @@ func quickstart(ctx context.Context, n int, dir string, progress bool, out io.Wr
 		return fmt.Errorf("execution %s ended %s at step %s (%s): %s", id, sum.Status, sum.Step, sum.Field, sum.Error)
 	}
 	ls := st.Loops["start#1"]
-	fmt.Fprintf(out, "\r%s\n", strings.Repeat(" ", 60))
+	if progress {
+		fmt.Fprintf(out, "\r%s\n", strings.Repeat(" ", 60)) // clears the progress line
+	}
 	fmt.Fprintf(out, "items           %d (%d ok, %d failed, %d dead-lettered)\n", ls.Rows, ls.OK, ls.Failed, ls.Dead)
 	fmt.Fprintf(out, "items/s         %.0f\n", float64(ls.Rows)/elapsed.Seconds())
 	fmt.Fprintf(out, "frames          %d\n", ls.Frames)
