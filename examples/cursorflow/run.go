@@ -127,6 +127,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var f runFlags
 	f.register(fs, true)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: cursorflow run FILE [flags]                     (runs here; flags below)")
+		fmt.Fprintln(stderr, "   or: cursorflow run FILE --server URL [--token TOKEN] [--set key=value]... [--json] [-v] [--progress auto|always|never]")
+		fmt.Fprintln(stderr, "                                                       (runs on a server; its token also from CURSORFLOW_TOKEN)")
+		fs.PrintDefaults()
+	}
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return exitUsage
