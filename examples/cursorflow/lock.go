@@ -44,8 +44,8 @@ type execLock struct {
 // server. A memory log is this process's alone. The lock goes with the
 // process, however it ends. A PostgreSQL session can end before the
 // process does: the lock is checked every lockCheckEvery and taken again
-// on a new session, or, when another process was quicker, lost (see
-// execLock.lost).
+// on a new session (at every check while the server does not answer),
+// or, when another process was quicker, lost (see execLock.lost).
 func lockExecution(ctx context.Context, logURL string, log eventlog.Log, id string, logger *slog.Logger) (*execLock, error) {
 	if path, ok := strings.CutPrefix(logURL, "sqlite:"); ok {
 		release, err := lockFile(strings.TrimPrefix(path, "//")+".locks", id)
@@ -72,39 +72,46 @@ func lockExecution(ctx context.Context, logURL string, log eventlog.Log, id stri
 		defer close(stopped)
 		t := time.NewTicker(lockCheckEvery)
 		defer t.Stop()
-		for {
-			select {
-			case <-stop:
+		drop := func() {
+			if conn != nil {
 				// Closing the session releases its advisory locks whatever
 				// happens to an unlock.
 				_ = conn.Conn().Close(context.WithoutCancel(ctx))
 				conn.Release()
+				conn = nil
+			}
+		}
+		for {
+			select {
+			case <-stop:
+				drop()
 				return
 			case <-t.C:
 			}
-			cctx, cancel := context.WithTimeout(ctx, lockCheckEvery)
-			_, err := conn.Exec(cctx, "SELECT 1")
-			cancel()
-			if err == nil || ctx.Err() != nil {
-				continue
+			if conn != nil {
+				cctx, cancel := context.WithTimeout(ctx, lockCheckEvery)
+				_, err := conn.Exec(cctx, "SELECT 1")
+				cancel()
+				if err == nil || ctx.Err() != nil {
+					continue
+				}
+				// The session, and the lock with it, is gone.
+				drop()
 			}
-			// The session, and the lock with it, is gone: take it again
-			// unless another process has.
-			_ = conn.Conn().Close(context.WithoutCancel(ctx))
-			conn.Release()
+			// Take the lock again unless another process has; a server
+			// that does not answer is asked again at the next check.
 			again, err := tryAdvisoryLock(ctx, pl.Pool(), key)
-			if err == nil && again != nil {
+			switch {
+			case err != nil:
+				logger.Warn("the session holding the execution's lock ended and the lock cannot be taken again yet", "execution_id", id, "error", err)
+			case again == nil:
+				lost <- fmt.Errorf("execution %s: %w", id, errLockLost)
+				<-stop
+				return
+			default:
 				logger.Warn("the session holding the execution's lock ended; took the lock again", "execution_id", id)
 				conn = again
-				continue
 			}
-			if err == nil {
-				lost <- fmt.Errorf("execution %s: %w", id, errLockLost)
-			} else {
-				lost <- fmt.Errorf("execution %s: the session holding its lock ended and the lock could not be taken again (%v): %w", id, err, errLockLost)
-			}
-			<-stop
-			return
 		}
 	}()
 	return &execLock{
