@@ -6,11 +6,12 @@ package conv
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/cursorflow/cursorflow/tools"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cursorflow/cursorflow/tools"
 )
 
 // First returns the value of the first key of keys present in m.
