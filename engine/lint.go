@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/tools"
 )
@@ -42,7 +43,64 @@ func Lint(pb *dsl.Playbook, toolReg *tools.Registry) []dsl.Diagnostic {
 				Message: fmt.Sprintf("%s: %s has no configuration key %q (ignored)", what, label, k)})
 		}
 	})
+	out = append(out, lintPlaceholders(pb)...)
 	sortByPos(out)
+	return out
+}
+
+// statementCursors are the cursor kinds whose statements take NoETL's
+// psycopg placeholders (sqlcursor.FillParams).
+var statementCursors = []string{"postgres", "mysql", "sqlite", "clickhouse"}
+
+// lintPlaceholders warns about %(name)s placeholders in a SQL cursor's
+// statements that name nothing the statement gets: the loop's scope
+// (workload keys, step results, ctx, vars, args), the rows' keys, rows
+// and reason, and the slot and frame variables. A typo there fails every
+// claim, ack or release at run time; a failed release stops the loop.
+func lintPlaceholders(pb *dsl.Playbook) []dsl.Diagnostic {
+	known := map[string]bool{}
+	for _, n := range []string{"keys", "rows", "reason", "__worker_slot_id", "__worker_slot_index", "__frame_max_rows",
+		"workload", "ctx", "vars", "execution_id", "parent_execution_id", "args", "input", "iter", "loop_index"} {
+		known[n] = true
+	}
+	for k := range pb.Workload {
+		known[k] = true
+	}
+	for _, s := range pb.Workflow {
+		known[s.Name] = true
+		for k := range s.Args {
+			known[k] = true
+		}
+	}
+	var out []dsl.Diagnostic
+	for _, s := range pb.Workflow {
+		if s.Loop == nil || s.Loop.Cursor == nil || !slices.Contains(statementCursors, s.Loop.Cursor.Kind) {
+			continue
+		}
+		c := s.Loop.Cursor
+		check := func(field, stmt string, pos dsl.Pos) {
+			for _, name := range sqlcursor.Placeholders(stmt) {
+				if !known[name] {
+					out = append(out, dsl.Diagnostic{Pos: pos, Warning: true, Message: fmt.Sprintf(
+						"step %s: loop.cursor.%s: placeholder %%(%s)s names no variable the statement gets (keys, rows, a workload key, ...)", s.Name, field, name)})
+				}
+			}
+		}
+		if c.Claim != nil {
+			check("claim", c.Claim.Source, c.Claim.Pos)
+		}
+		for _, field := range sortedKeys(c.Options) {
+			v := c.Options[field]
+			if sql := v.Get("sql"); sql != nil {
+				v = sql // the {sql, params} form
+			}
+			if t := v.Template(); t != nil {
+				check(field, t.Source, v.Pos)
+			} else if src, ok := v.Raw().(string); ok {
+				check(field, src, v.Pos)
+			}
+		}
+	}
 	return out
 }
 

@@ -180,3 +180,38 @@ func TestLintRepoPlaybooks(t *testing.T) {
 		t.Fatal("no playbooks found")
 	}
 }
+
+// TestLintPlaceholders: a psycopg placeholder in a SQL cursor's statement
+// that names nothing the statement gets is a warning at the statement;
+// the names it does get (the rows' keys, the slot and frame variables,
+// workload keys, step results) and an escaped %% are not.
+func TestLintPlaceholders(t *testing.T) {
+	t.Parallel()
+	got := lint(t, `workload: {table: q}
+workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: postgres
+        auth: pg
+        claim: SELECT id FROM q WHERE slot = %(__worker_slot_id)s AND note LIKE 'a%%' LIMIT %(__frame_max_rows)s
+        ack: UPDATE q SET done = true WHERE id IN %(keys)s AND t = %(table)s
+        release: "UPDATE q SET status = 'pending' WHERE id IN %(ids)s"
+        dead_letter: {sql: "UPDATE q SET status = 'dead', why = %(reason)s WHERE id = ANY(%(key)s)"}
+      iterator: r
+      spec: {mode: cursor}
+    tool: {kind: noop}
+`)
+	want := []string{
+		`p.yaml:10:19: step start: loop.cursor.release: placeholder %(ids)s names no variable`,
+		`p.yaml:11:29: step start: loop.cursor.dead_letter: placeholder %(key)s names no variable`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("lint:\n%s\nwant %d warnings", strings.Join(got, "\n"), len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("warning %d: %s\nwant it to start %s", i, got[i], want[i])
+		}
+	}
+}

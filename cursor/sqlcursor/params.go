@@ -61,6 +61,25 @@ func FillParams(stmt string, vars map[string]any, dialect string) (string, error
 	return b.String(), nil
 }
 
+// Placeholders returns the names of stmt's %(name)s placeholders, in
+// order, as FillParams reads them (%% escapes a percent sign).
+func Placeholders(stmt string) []string {
+	var names []string
+	for i := 0; i < len(stmt); i++ {
+		switch {
+		case stmt[i] != '%':
+		case strings.HasPrefix(stmt[i:], "%%"):
+			i++
+		default:
+			if name, n := param(stmt[i:]); n > 0 {
+				names = append(names, name)
+				i += n - 1
+			}
+		}
+	}
+	return names
+}
+
 // hasParams reports whether stmt holds a %(name)s placeholder outside a
 // %% escape.
 func hasParams(stmt string) bool {
