@@ -65,6 +65,27 @@ func FillParams(stmt string, vars map[string]any, dialect string) (string, error
 // order, as FillParams reads them (%% escapes a percent sign).
 func Placeholders(stmt string) []string {
 	var names []string
+	eachParam(stmt, func(name string) bool {
+		names = append(names, name)
+		return true
+	})
+	return names
+}
+
+// hasParams reports whether stmt holds a %(name)s placeholder outside a
+// %% escape.
+func hasParams(stmt string) bool {
+	found := false
+	eachParam(stmt, func(string) bool {
+		found = true
+		return false
+	})
+	return found
+}
+
+// eachParam calls fn with the name of each %(name)s placeholder of stmt
+// outside a %% escape, until fn returns false.
+func eachParam(stmt string, fn func(name string) bool) {
 	for i := 0; i < len(stmt); i++ {
 		switch {
 		case stmt[i] != '%':
@@ -72,29 +93,13 @@ func Placeholders(stmt string) []string {
 			i++
 		default:
 			if name, n := param(stmt[i:]); n > 0 {
-				names = append(names, name)
+				if !fn(name) {
+					return
+				}
 				i += n - 1
 			}
 		}
 	}
-	return names
-}
-
-// hasParams reports whether stmt holds a %(name)s placeholder outside a
-// %% escape.
-func hasParams(stmt string) bool {
-	for i := 0; i < len(stmt); i++ {
-		switch {
-		case stmt[i] != '%':
-		case strings.HasPrefix(stmt[i:], "%%"):
-			i++
-		default:
-			if _, n := param(stmt[i:]); n > 0 {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // param parses "%(name)s" at the start of s and returns the name and the
