@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/cursorflow/cursorflow/tools/playbook"
 )
@@ -22,7 +23,7 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 	if e.isClosed() {
 		return playbook.Result{}, ErrClosed
 	}
-	childID := req.ParentExecutionID + "/" + req.CommandID
+	childID := ChildExecutionID(req)
 	parentFile := ""
 	if events, err := e.cfg.Log.Read(ctx, req.ParentExecutionID, 0, 1); err == nil && len(events) == 1 {
 		var p startedPayload
@@ -85,6 +86,22 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 
 func childResult(id string, sum *Summary) playbook.Result {
 	return playbook.Result{ExecutionID: id, Status: sum.Status, Error: sum.Error, Steps: sum.Results}
+}
+
+// ChildExecutionID is the execution id of the child a sub-playbook call
+// runs: the parent's id, the calling command's, the calling task's name
+// in a pipeline, and the task's attempt from the second on. A resumed
+// call re-attaches to its child; a retry, or another task of the
+// pipeline, starts one of its own.
+func ChildExecutionID(req playbook.Request) string {
+	id := req.ParentExecutionID + "/" + req.CommandID
+	if req.Task != "" {
+		id += "." + req.Task
+	}
+	if req.Attempt > 1 {
+		id += "#try" + strconv.Itoa(req.Attempt)
+	}
+	return id
 }
 
 var _ playbook.Runner = (*Engine)(nil)

@@ -292,3 +292,51 @@ workflow:
 		t.Fatalf("child: %s %q, want cancelled", child.Status, child.Error)
 	}
 }
+
+// TestSubPlaybookRetryRunsTheChildAgain: a retried sub-playbook step runs
+// a fresh child on each attempt (the child here fails its first run
+// only), and two sub-playbook tasks of one pipeline run a child each.
+// Before, every call of the command got the first child back: a retry
+// "failed" at once without running anything, and the pipeline's second
+// task returned the first task's child.
+func TestSubPlaybookRetryRunsTheChildAgain(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeChild(t, dir, `
+workload: {key: flaky, fail: 1}
+workflow:
+  - step: start
+    tool: {kind: rec, key: '{{ key }}', fail: '{{ fail }}', n: '{{ key }}'}
+`)
+	b := setupWith(t, engine.Config{})
+	b.reg.MustRegister("playbook", playbook.New(b.eng))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool: {kind: playbook, path: child.yaml}
+    retry: {max_attempts: 3, initial_delay: 0.01}
+    next: [pipe]
+  - step: pipe
+    tool:
+      - {name: one, kind: playbook, path: child.yaml, workload: {key: one, fail: 0}}
+      - {name: two, kind: playbook, path: child.yaml, workload: {key: two, fail: 0}}
+`), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("parent: %s %q, want completed on the retry", sum.Status, sum.Error)
+	}
+	if n := b.rec.count("flaky"); n != 2 {
+		t.Errorf("the flaky child ran %d times, want 2 (failed, then retried)", n)
+	}
+	if one, two := b.rec.count("one"), b.rec.count("two"); one != 1 || two != 1 {
+		t.Errorf("the pipeline's children ran %d and %d times, want once each", one, two)
+	}
+}

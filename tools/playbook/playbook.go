@@ -36,6 +36,12 @@ type Request struct {
 	// ParentExecutionID and CommandID identify the calling command.
 	ParentExecutionID string
 	CommandID         string
+	// Task names the calling task of a pipeline ("" for a single tool)
+	// and Attempt is its attempt (0 or 1: the first): each task, and each
+	// retry of one, has a child of its own, while a resumed call of the
+	// same attempt re-attaches to its child.
+	Task    string
+	Attempt int
 	// Path names the child playbook as written in the step.
 	Path string
 	// Workload overrides the child's workload keys.
@@ -83,8 +89,8 @@ func New(r Runner) tools.Tool {
 				}
 			}
 		}
-		res, err := r.RunPlaybook(ctx, Request{ParentExecutionID: call.ExecutionID, CommandID: call.CommandID, Path: path,
-			Workload: workload, Await: call.Await})
+		res, err := r.RunPlaybook(ctx, Request{ParentExecutionID: call.ExecutionID, CommandID: call.CommandID,
+			Task: call.Task, Attempt: call.Attempt, Path: path, Workload: workload, Await: call.Await})
 		if err != nil {
 			return tools.Output{}, err
 		}
