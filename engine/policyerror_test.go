@@ -120,3 +120,38 @@ func httpTools() *tools.Registry {
 	reg.MustRegister("http", toolhttp.New(toolhttp.Config{}))
 	return reg
 }
+
+// TestPolicyThenSeesStructuredErrors: a rule's then: (its set: here)
+// reads the failed output as its when: does, output.error.message and
+// kind included. It used to render against the raw output, where
+// output.error is the error's text, so recording why a rule fired gave
+// null.
+func TestPolicyThenSeesStructuredErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    tool:
+      kind: rec
+      key: broken
+      fail: 9
+      spec:
+        policy:
+          rules:
+            - when: "{{ output.error.kind == 'error' }}"
+              then:
+                do: continue
+                set: {ctx.why: '{{ output.error.message }}/{{ output.error.kind }}'}
+    next: [after]
+  - step: after
+    tool: {kind: rec, key: after, why: '{{ ctx.why }}'}
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	if got := data(t, sum, "after")["why"]; got != "planned failure 1/error" {
+		t.Fatalf("after.why = %#v, want the structured error's message and kind", got)
+	}
+}

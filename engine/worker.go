@@ -694,6 +694,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		// NoETL's _prev: the previous task's result data, for the next.
 		cs.setPrev(out["data"])
 		var rule *dsl.Rule
+		judged := view // what the rules see: the structured output.error of a failure
 		if policy != nil {
 			// (judgedKeys counts the keys added here.)
 			// What the policy's rules read of the outcome. Only they read
@@ -709,13 +710,14 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 				// name, as the step's own set: does after it.
 				view[step.Name] = out["data"]
 			}
-			if rule, err = matchRule(policy, policyScope(view, out)); err != nil {
+			judged = policyScope(view, out)
+			if rule, err = matchRule(policy, judged); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy", output: out}
 			}
 		}
 		action := dsl.Action{Do: dsl.DoContinue}
 		if rule != nil {
-			if action, err = rule.Then.Resolve(view); err != nil {
+			if action, err = rule.Then.Resolve(judged); err != nil {
 				return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy", output: out, explicit: true}
 			}
 		} else if out["status"] == tools.StatusError {
@@ -738,7 +740,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		case dsl.DoFail:
 			return chainResult{failed: true, err: policyErrorText(out, rule, action.Do), task: task.Name, output: out, explicit: rule != nil}
 		}
-		if err := w.assignChain(action.Set, view, &cs); err != nil {
+		if err := w.assignChain(action.Set, judged, &cs); err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy.set", output: out}
 		}
 		if len(eff.Set) > 0 {
