@@ -93,6 +93,12 @@ func tableInsert(task *dsl.Task, scope map[string]any, body any) (string, error)
 	case map[string]any:
 		rows = []any{d}
 	case nil:
+		if task.Config["data"] != nil {
+			// A data: template that renders to nothing is a mistake (an
+			// undefined name, a missing key), not a load of no rows: the
+			// sink would report success and save nothing.
+			return "", fmt.Errorf("data rendered to nothing (an undefined name or a null value); a sink saves a row (a mapping) or a list of rows")
+		}
 		return "SELECT 0", nil
 	default:
 		return "", fmt.Errorf("data must be a row (a mapping) or a list of rows, got %T", data)

@@ -145,4 +145,18 @@ workflow:
 	if sum.Status != engine.StatusFailed || !strings.Contains(sum.Error, "sink") || !strings.Contains(sum.Error, "no_such_table") {
 		t.Fatalf("summary %+v, want failed by its sink", sum)
 	}
+
+	// A data: template that renders to nothing (a typo'd key) fails the
+	// step too, rather than save nothing and succeed.
+	sum, evs = b.run(t, header+`
+workload: {datakey: rowz}
+workflow:
+  - step: start
+    tool: {kind: rec, key: s, row: {id: 1}}
+    sink: {tool: postgres, auth: pg, table: t, data: '{{ result[workload.datakey] }}'}
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusFailed || !strings.Contains(sum.Error, "sink") || !strings.Contains(sum.Error, "data rendered to nothing") {
+		t.Fatalf("summary %+v, want failed by its sink's data", sum)
+	}
 }
