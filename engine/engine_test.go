@@ -345,6 +345,15 @@ workflow:
 			if sum.Status != engine.StatusFailed || !strings.Contains(sum.Error, "item 1: planned failure 1") {
 				t.Fatalf("summary %s %q, want failed naming item 1", sum.Status, sum.Error)
 			}
+			// The loop's status counts the failed item as failed, not
+			// only as done.
+			st, err := engine.Inspect(t.Context(), b.log, sum.ExecutionID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l := st.Loops["start#1"]; l.Failed != 1 || l.Done < 1 {
+				t.Fatalf("loop status %+v: want 1 failed item", l)
+			}
 		})
 	}
 }

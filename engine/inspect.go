@@ -39,7 +39,7 @@ type LoopStatus struct {
 	Step string `json:"step"`
 	Mode string `json:"mode"`
 	// Items is the collection size (collection loops) and Done how many
-	// finished.
+	// finished, Failed (below) counting those that failed among them.
 	Items int `json:"items,omitempty"`
 	Done  int `json:"done"`
 	// Cursor loops: frames issued, frames in flight, rows seen and their
@@ -116,7 +116,7 @@ func (s *State) loopStatus(id string, l *loopState) LoopStatus {
 		// A fan-out loop counts its shards.
 		ls.Items, ls.Done, ls.OK, ls.Failed = l.Shards, l.Done, l.OK, l.Failed
 	default:
-		ls.Items, ls.Done = l.count(), l.Done
+		ls.Items, ls.Done, ls.Failed = l.count(), l.Done, l.Failed
 	}
 	if d := l.ProgressAt.Sub(l.StartedAt).Seconds(); d > 0 {
 		ls.Rate = float64(ls.Done) / d

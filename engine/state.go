@@ -232,7 +232,9 @@ type loopState struct {
 	Chunk    int
 	Next     int
 	Outputs  []any
-	Done     int
+	// Done counts finished items (collection loops), Failed below those
+	// of them that failed.
+	Done int
 	// Fan-out loops: Shards commands, each ending in Done, as OK or
 	// Failed; Outputs holds each shard's output.
 	Shards int `json:",omitempty"`
@@ -855,6 +857,7 @@ func (s *State) failWork(c *commandState, p *completedPayload) {
 			if c.Kind == KindItem && c.Issued.Index < len(l.Outputs) {
 				l.Outputs[c.Issued.Index] = p.Output
 				l.Done += max(1, c.Issued.Count)
+				l.Failed += max(1, c.Issued.Count)
 			}
 			if c.Kind == KindFrame && c.Issued.Slot < len(l.Slots) {
 				l.Slots[c.Issued.Slot].Busy = false

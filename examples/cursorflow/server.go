@@ -498,7 +498,11 @@ func printStatus(w io.Writer, st *engine.Status) {
 			fmt.Fprintf(w, "  loop %-24s cursor %s: frames %d, rows %d (ok %d, failed %d, dead %d), in flight %d\n",
 				id, state, l.Frames, l.Rows, l.OK, l.Failed, l.Dead, l.InFlight)
 		} else {
-			fmt.Fprintf(w, "  loop %-24s %s %s: %d/%d done, in flight %d\n", id, l.Mode, state, l.Done, l.Items, l.InFlight)
+			failed := ""
+			if l.Failed > 0 {
+				failed = fmt.Sprintf(" (%d failed)", l.Failed)
+			}
+			fmt.Fprintf(w, "  loop %-24s %s %s: %d/%d done%s, in flight %d\n", id, l.Mode, state, l.Done, l.Items, failed, l.InFlight)
 		}
 	}
 	if len(st.InFlight) > 0 {
