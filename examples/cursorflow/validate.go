@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/cursorflow/cursorflow/dsl"
@@ -42,7 +44,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	code := exitOK
 	for _, path := range fs.Args() {
 		if !validateFile(path, *verbose, stdout, func(pb *dsl.Playbook) []dsl.Diagnostic {
-			return append(engine.Check(pb, treg, creg), engine.Lint(pb, treg)...)
+			return slices.Concat(engine.Check(pb, treg, creg), engine.Lint(pb, treg), subPlaybooks(pb, path))
 		}) {
 			code = exitInvalid
 		}
@@ -119,4 +121,53 @@ func validateFile(path string, verbose bool, out io.Writer, check func(*dsl.Play
 	}
 	fmt.Fprintf(out, "ok %s\n", path)
 	return true
+}
+
+// subPlaybooks warns about a sub-playbook task (kind: playbook) whose path,
+// as written, names no file next to the playbook at file, or a file that
+// does not parse: run would fail the step that calls it. A templated path
+// is left to run time.
+func subPlaybooks(pb *dsl.Playbook, file string) []dsl.Diagnostic {
+	var out []dsl.Diagnostic
+	check := func(t *dsl.Task, what string) {
+		if t == nil || t.Kind != "playbook" {
+			return
+		}
+		v := t.Config["path"]
+		if v == nil {
+			v = t.Config["playbook"]
+		}
+		if v == nil || !v.IsConstant() {
+			return
+		}
+		child, _ := v.Raw().(string)
+		if child == "" {
+			return
+		}
+		if !filepath.IsAbs(child) {
+			child = filepath.Join(filepath.Dir(file), child)
+		}
+		if _, err := os.Stat(child); err != nil {
+			out = append(out, dsl.Diagnostic{Pos: v.Pos, Warning: true,
+				Message: fmt.Sprintf("%s: sub-playbook %s: %v (run fails this step)", what, child, errors.Unwrap(err))})
+			return
+		}
+		cpb, err := dsl.ParseFile(child)
+		if err == nil && len(cpb.Refusals) > 0 {
+			err = &cpb.Refusals[0]
+		}
+		if err != nil {
+			out = append(out, dsl.Diagnostic{Pos: v.Pos, Warning: true,
+				Message: fmt.Sprintf("%s: sub-playbook %s would be refused (run fails this step): %v", what, child, err)})
+		}
+	}
+	for _, s := range pb.Workflow {
+		for _, t := range s.Tool {
+			check(t, "step "+s.Name)
+		}
+	}
+	for _, t := range pb.Workbook {
+		check(t, "workbook action "+t.Name)
+	}
+	return out
 }

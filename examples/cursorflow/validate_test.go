@@ -259,3 +259,35 @@ func TestValidateBinary(t *testing.T) {
 		t.Errorf("no files: exit %d, want 2", code)
 	}
 }
+
+// TestValidateSubPlaybookPaths: validate warns about a sub-playbook task
+// whose path names no file next to the playbook, or a child that run
+// would refuse, and is quiet about a good child.
+func TestValidateSubPlaybookPaths(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"parent.yaml": "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: p}\nworkflow:\n" +
+			"  - step: start\n    tool: {kind: playbook, path: ./chld.yaml}\n    next: [two]\n" +
+			"  - step: two\n    tool: {kind: playbook, path: refused.yaml}\n    next: [three]\n" +
+			"  - step: three\n    tool: {kind: playbook, path: good.yaml}\n",
+		"refused.yaml": refusedPlaybook,
+		"good.yaml":    "apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: g}\nworkflow:\n  - step: start\n    tool: {kind: noop}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parent := filepath.Join(dir, "parent.yaml")
+	code, out, _ := runValidate(parent)
+	got := lines(out)
+	want := []string{
+		parent + ":6:34: warning: step start: sub-playbook " + filepath.Join(dir, "chld.yaml") + ": no such file or directory (run fails this step)",
+		parent + ":9:34: warning: step two: sub-playbook " + filepath.Join(dir, "refused.yaml") + " would be refused (run fails this step): " +
+			filepath.Join(dir, "refused.yaml") + `:7:5: step start: unknown key "surprise" (refused at run)`,
+		"ok " + parent,
+	}
+	if code != 0 || !slices.Equal(got, want) {
+		t.Fatalf("exit %d, stdout:\n%s\nwant:\n%s", code, out, strings.Join(want, "\n"))
+	}
+}
