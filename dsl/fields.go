@@ -107,7 +107,7 @@ var Fields = []Field{
 
 	{"task.name", Honoured, "labels a pipeline task: later tasks read its result data as NAME and results.NAME, later steps and the step's arcs as STEP.results.NAME"},
 	{"task.kind", Honoured, "the tool kind; must be registered in the engine's tools registry at run"},
-	{"task.spec.policy", Honoured, "when/then rules deciding continue, retry, break, jump or fail; a failed task's output.error (and outcome.error) is structured there: kind (rate_limit, auth, not_found, timeout, server_error, client_error, error), retryable, status (HTTP), code (SQLSTATE), message, and prints as its text"},
+	{"task.spec.policy", Honoured, "when/then rules deciding continue, retry, break, jump or fail; a failed task's output.error (and outcome.error) is structured there, in when: and then: alike: kind (rate_limit, auth, not_found, timeout, server_error, client_error, error), retryable, status (HTTP), code (SQLSTATE), message, and prints as its text"},
 	{"task.spec.timeout", Honoured, "bounds one call of the tool"},
 	{"task.set", Honoured, "assignments after the task: iter., ctx., vars. or pipeline-local names; output there is the task's result (its data), as in NoETL; in a parallel loop each item reads the ctx it started with and the last to finish wins, so accumulate through the loop's result, not ctx"},
 	{"task.retry", Honoured, "retry policy (mapping form or the when/then list form)"},
