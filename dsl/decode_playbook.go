@@ -58,6 +58,7 @@ func (d *decoder) playbook(root *yaml.Node) *Playbook {
 		}
 	}
 	d.lintTaskResultRefs(pb)
+	d.lintWorkloadRefs(pb)
 	if workflow == nil {
 		d.errorf(root, "workflow is required")
 	} else if len(pb.Workflow) == 0 {

@@ -170,6 +170,34 @@ func (d *decoder) lintTaskResultRefs(pb *Playbook) {
 	}
 }
 
+// lintWorkloadRefs warns about each workload.<key> a template reads that
+// the playbook's workload block does not hold: a typo (workload.itemz for
+// workload.items) renders empty, and a loop over it runs no item and
+// succeeds. A run may add keys (--set, a parent's workload), so it is a
+// warning, and a playbook without a workload block is not checked.
+func (d *decoder) lintWorkloadRefs(pb *Playbook) {
+	if pb.Workload == nil {
+		return
+	}
+	reported := map[string]bool{}
+	for _, s := range pb.Workflow {
+		what := "step " + s.Name
+		walkStep(reflect.ValueOf(s), map[uintptr]bool{}, func(v *Value) {
+			v.templates(func(at *Value, t *Template) {
+				for _, key := range t.workloadAttrs {
+					if _, ok := pb.Workload[key]; ok || reported[key] {
+						continue
+					}
+					reported[key] = true
+					d.warns = append(d.warns, Diagnostic{Pos: at.Pos, Warning: true, Message: fmt.Sprintf(
+						"%s: workload.%s is not a key of the playbook's workload and renders empty unless the run sets it (--set %s=...)",
+						what, key, key)})
+				}
+			})
+		}, func(*Assignment) {})
+	}
+}
+
 // lintConcurrentCtx warns about each set: of loop step s that updates a
 // ctx key from its own value (ctx.total: '{{ ctx.total + iter.x }}')
 // while the loop's items run at once: each item reads ctx as it was when

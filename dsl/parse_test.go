@@ -927,6 +927,35 @@ func TestIterTypoWarns(t *testing.T) {
 	}
 }
 
+// TestWorkloadTypoWarns: a template reading workload.<key> that the
+// playbook's workload lacks (a typo: itemz for items) renders empty, and a
+// loop over it runs nothing; validate says so, once per key. Keys the
+// workload holds are not flagged, nor is a playbook without a workload.
+func TestWorkloadTypoWarns(t *testing.T) {
+	t.Parallel()
+	steps := `- step: start
+  loop:
+    in: '{{ workload.itemz }}'
+    iterator: x
+  tool: {kind: noop, a: '{{ workload.items }} {{ workload.itemz }}'}
+`
+	warnings := func(p *Playbook) (got []string) {
+		for _, w := range p.Warnings {
+			if strings.Contains(w.Message, "workload.") {
+				got = append(got, w.Error())
+			}
+		}
+		return got
+	}
+	got := warnings(mustParse(t, strings.Replace(header, "workflow:", "workload: {items: [1, 2]}\nworkflow:", 1)+steps))
+	if len(got) != 1 || !strings.Contains(got[0], "workload.itemz is not a key of the playbook's workload") || !strings.Contains(got[0], "t.yaml:9:") {
+		t.Fatalf("workload warnings %q: want one, for workload.itemz where the loop reads it", got)
+	}
+	if got := warnings(mustParse(t, pb(steps))); len(got) != 0 {
+		t.Fatalf("without a workload block: %q, want none", got)
+	}
+}
+
 // TestTaskResultTypoWarns: STEP.results.TASK naming no task of pipeline
 // step STEP renders empty, and an arc on it quietly takes the other
 // branch; validate says so, once per name, wherever it is read (an arc's

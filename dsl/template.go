@@ -61,8 +61,9 @@ type Template struct {
 	limits *limitsRef
 	// names are the variable names the template reads, for Refs.
 	names []string
-	// iterAttrs are the attributes of iter it reads, for the loop lint.
-	iterAttrs []string
+	// iterAttrs are the attributes of iter it reads, for the loop lint;
+	// workloadAttrs those of workload, for the workload lint.
+	iterAttrs, workloadAttrs []string
 	// taskRefs are the STEP.results.TASK it reads, as {STEP, TASK}, for
 	// the task results lint.
 	taskRefs [][2]string
@@ -276,6 +277,7 @@ func compileTemplate(src string, pos Pos, lim *limitsRef) (t *Template, err erro
 	t.needsBudget = w.needsBudget
 	t.names = sortedKeys(w.names)
 	t.iterAttrs = sortedKeys(w.iterAttrs)
+	t.workloadAttrs = sortedKeys(w.workloadAttrs)
 	t.taskRefs = w.taskRefs
 	t.tpl = tpl
 	t.kind = kindText
@@ -648,6 +650,8 @@ type guardWalker struct {
 	names       map[string]bool
 	// iterAttrs are the attributes read of iter ({{ iter.job.id }}: job).
 	iterAttrs map[string]bool
+	// workloadAttrs are the attributes read of workload.
+	workloadAttrs map[string]bool
 	// resultsOf holds the X.results nodes seen, with X; taskRefs the
 	// X.results.T read ({{ fetch_page.results.check.more }}: fetch_page,
 	// check).
@@ -770,6 +774,11 @@ func (w *guardWalker) noteAttribute(n *nodes.GetAttribute) {
 				w.iterAttrs = map[string]bool{}
 			}
 			w.iterAttrs[n.Attribute] = true
+		case x.Name.Val == "workload":
+			if w.workloadAttrs == nil {
+				w.workloadAttrs = map[string]bool{}
+			}
+			w.workloadAttrs[n.Attribute] = true
 		case n.Attribute == "results":
 			if w.resultsOf == nil {
 				w.resultsOf = map[*nodes.GetAttribute]string{}
