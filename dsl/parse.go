@@ -60,6 +60,10 @@ func Parse(file string, src []byte) (*Playbook, error) {
 		d.errorAt(Pos{File: file, Line: 1, Col: 1}, "empty document: a playbook needs apiVersion, kind, metadata and workflow")
 		return &Playbook{File: file}, d.errs
 	}
+	if n := countNodes(root, maxNodes+1); n > maxNodes {
+		d.errorAt(Pos{File: file, Line: 1, Col: 1}, "the playbook has more than %d YAML nodes (a collection that large belongs in a table or a file the playbook reads)", maxNodes)
+		return &Playbook{File: file}, d.errs
+	}
 	pb := d.playbook(root)
 	d.validate(pb)
 	// Sort by position and drop repeats (a value reached through several
@@ -91,6 +95,25 @@ func ParseFile(path string) (*Playbook, error) {
 
 // parseYAML reads the single YAML document in src. It returns a nil node
 // for an empty document.
+// maxNodes bounds the YAML nodes of one playbook as written: each costs
+// the decoder and the validation hundreds of bytes, so a few megabytes of
+// a flow list ([0, 1, 2, ...]) would cost hundreds of megabytes. It is
+// well above a collection loop's item limit.
+const maxNodes = 1 << 18
+
+// countNodes counts the nodes of the tree below n, stopping past limit.
+func countNodes(n *yaml.Node, limit int) int {
+	count := 0
+	stack := []*yaml.Node{n}
+	for len(stack) > 0 && count < limit {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		count++
+		stack = append(stack, x.Content...)
+	}
+	return count
+}
+
 func parseYAML(src []byte) (root *yaml.Node, err error) {
 	// The YAML library reports malformed input through its own recovered
 	// panics; guard against any that escape so that Parse never panics.

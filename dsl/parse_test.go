@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -1145,4 +1146,32 @@ func TestMetadataNameWithoutControlCharacters(t *testing.T) {
 		}
 	}
 	mustParse(t, pb("- step: start\n  tool: {kind: noop}\n")) // and a plain name passes
+}
+
+// TestNodeLimit: a playbook of more YAML nodes than maxNodes (a flow list
+// of 300,000 numbers: under 2 MB of text, hundreds of MB decoded) is
+// refused before it is decoded, and one of a collection loop's item limit
+// (100,000 items) parses; an alias bomb is refused by its own bound.
+func TestNodeLimit(t *testing.T) {
+	t.Parallel()
+	list := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(i))
+		}
+		return pb("- step: start\n  loop: {in: [" + b.String() + "], iterator: x}\n  tool: {kind: noop}\n")
+	}
+	_, err := Parse("t.yaml", []byte(list(300_000)))
+	if err == nil || !strings.Contains(err.Error(), "more than 262144 YAML nodes") {
+		t.Fatalf("300,000 items: %v, want the node limit", err)
+	}
+	mustParse(t, list(100_000))
+	bomb := "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n" +
+		"d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+	if _, err := Parse("t.yaml", []byte(pb("- step: start\n  tool: {kind: noop}\n")+bomb+"workload: {z: *f}\n")); err == nil || !strings.Contains(err.Error(), "aliases expand") {
+		t.Fatalf("alias bomb: %v, want refused", err)
+	}
 }
