@@ -260,7 +260,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: api.New(acfg), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: bodyDeadline(api.New(acfg), bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	logger.Info("server listening", "addr", ln.Addr().String(), "replica", lease.Owner(), "auth", o.token != "")
@@ -273,4 +273,22 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 		return herr
 	}
 	return err
+}
+
+// bodyTimeout bounds the reading of a request's body (a playbook, at most
+// a few MiB).
+const bodyTimeout = time.Minute
+
+// bodyDeadline gives a request with a body d to send it: a client that
+// sends a Content-Length and then stalls (before or after authentication,
+// whose refusal still drains the body) no longer holds its connection for
+// ever. Requests without a body, the event streams among them, get no
+// deadline: an http.Server ReadTimeout would also end those streams.
+func bodyDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The server refuses to start with an open API unless told --insecure,
@@ -95,4 +100,41 @@ func TestListensOnLoopbackByDefault(t *testing.T) {
 	if !strings.Contains(stderr.String(), DefaultListen) {
 		t.Fatalf("usage does not show the default %s:\n%s", DefaultListen, &stderr)
 	}
+}
+
+// TestStalledBodyTimesOut: a client that announces a body and stalls is
+// answered and let go once the body's deadline passes, whatever the
+// handler does (here it reads the body, as the API's handlers do); a
+// request without a body gets no deadline.
+func TestStalledBodyTimesOut(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(bodyDeadline(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, "body: "+err.Error(), http.StatusRequestTimeout)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}), 200*time.Millisecond))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nx"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	if res.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("status %d, want 408", res.StatusCode)
+	}
+	res, err = http.Get(srv.URL)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("a request without a body: %v %v", res, err)
+	}
+	res.Body.Close()
 }
