@@ -329,6 +329,12 @@ func TestPlaybooks(t *testing.T) {
 	}
 	r = b.do(t, http.MethodPost, "/v1/executions", api.StartRequest{Playbook: "echo", Version: 9})
 	want(t, r, http.StatusNotFound)
+	// A version that is not a whole number says what it wants.
+	r = b.do(t, http.MethodPost, "/v1/executions", `{"playbook": "echo", "version": 1.5}`)
+	want(t, r, http.StatusBadRequest)
+	if !strings.Contains(string(r.body), `field \"version\": got a JSON number 1.5, want an integer`) {
+		t.Fatalf("fractional version: %s", r.body)
+	}
 }
 
 func TestPlaybookValidationErrors(t *testing.T) {

@@ -137,7 +137,9 @@ func jsonKind(goKind string) string {
 		return "a string"
 	case "bool":
 		return "a boolean"
-	case "int", "int64", "int32", "uint", "uint64", "float64":
+	case "int", "int64", "int32", "uint", "uint64":
+		return "an integer"
+	case "float64":
 		return "a number"
 	}
 	return goKind
