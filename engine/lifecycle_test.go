@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/playbook"
 )
@@ -46,10 +48,17 @@ workflow:
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Cancel once the loop is under way.
+	// Cancel once the loop is under way, three times at once (as three
+	// clicks do): one cancel.requested is recorded.
 	b.waitForCall(t, ctx, "i3")
-	if err := b.eng.Cancel(ctx, id); err != nil {
-		t.Fatal(err)
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() { errs <- b.eng.Cancel(ctx, id) }()
+	}
+	for range 3 {
+		if err := <-errs; err != nil && !errors.Is(err, engine.ErrUnknownExecution) {
+			t.Fatal(err)
+		}
 	}
 	sum, err := b.eng.Wait(ctx, id)
 	if err != nil {
@@ -61,6 +70,9 @@ workflow:
 	evs, _ := b.log.Read(ctx, id, 0, 0)
 	if evs[len(evs)-1].Type != eventlog.TypeExecutionCancelled {
 		t.Fatalf("last event %s", evs[len(evs)-1].Type)
+	}
+	if n := logtest.CountType(evs, eventlog.TypeCancelRequested); n != 1 {
+		t.Fatalf("cancel.requested recorded %d times, want 1", n)
 	}
 	if n := len(b.rec.calls); n > 100 {
 		t.Fatalf("%d items ran after cancel", n)
@@ -280,5 +292,37 @@ func TestCancelStopsRunningCommands(t *testing.T) {
 			t.Fatal("the running command was not interrupted after its execution was cancelled")
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+}
+
+// TestRepeatedCancelRecordsOnce: cancelling an execution whose cancel is
+// on record already (its command is still stopping) answers nil and
+// records nothing more.
+func TestRepeatedCancelRecordsOnce(t *testing.T) {
+	t.Parallel()
+	d := &holdingDispatcher{}
+	log := eventlog.NewMemory()
+	e, err := engine.New(engine.Config{Log: log, Dispatcher: d, Tick: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	id, err := e.Start(ctx, []byte(header+"workflow:\n  - step: start\n    tool: {kind: noop}\n"), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := e.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := log.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := logtest.CountType(evs, eventlog.TypeCancelRequested); n != 1 {
+		t.Fatalf("cancel.requested recorded %d times, want 1", n)
 	}
 }

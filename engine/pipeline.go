@@ -329,6 +329,12 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 				b.answer(m.reply, fmt.Errorf("%w: %s", ErrUnknownExecution, id), id)
 				continue
 			}
+			if ex.state.cancelRequested {
+				// Asked already (recorded, or in this batch): nothing
+				// more to record; the answer still waits for the batch.
+				b.answer(m.reply, nil, id)
+				continue
+			}
 			ev := m.ev
 			ev.Time = now
 			_ = ex.state.Apply(ev)
