@@ -522,6 +522,12 @@ func TestEventsPaging(t *testing.T) {
 		t.Fatalf("page past the end %+v", page)
 	}
 	want(t, b.do(t, http.MethodGet, "/v1/executions/nope/events", nil), http.StatusNotFound)
+	// A huge id is named in the 404, cut short, not echoed whole.
+	r = b.do(t, http.MethodGet, "/v1/executions/"+strings.Repeat("x", 100_000), nil)
+	want(t, r, http.StatusNotFound)
+	if len(r.body) > 1000 || !strings.Contains(string(r.body), "xxx…") {
+		t.Fatalf("404 of a 100 KB id: %d bytes", len(r.body))
+	}
 }
 
 func TestEventStream(t *testing.T) {

@@ -189,8 +189,13 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// executionNotFound answers 404 for an execution the log does not hold.
+// executionNotFound answers 404 for an execution the log does not hold,
+// naming it (cut short: an id of a hundred kilobytes is not echoed back).
 func executionNotFound(w http.ResponseWriter, id string) {
+	const maxEcho = 200
+	if len(id) > maxEcho {
+		id = strings.ToValidUTF8(id[:maxEcho], "") + "…"
+	}
 	writeError(w, http.StatusNotFound, "execution "+strconv.Quote(id)+" not found")
 }
 
