@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
 // CheckCredentials lists the credential aliases pb names that kc does not
-// hold: a task's auth (or credential, tools.AliasKeys) where toolReg's
+// hold: a task's auth (or credential, tools.AliasKeys()) where toolReg's
 // tool for its kind reads that key (tools.ConfigKeyLister), and a cursor
 // loop's auth. Aliases written as templates are left to run time, as are
 // those kc could not look up for another reason than
@@ -45,12 +46,12 @@ func CheckCredentials(ctx context.Context, pb *dsl.Playbook, toolReg *tools.Regi
 		if !listed {
 			return // a tool with open keys may read auth as anything
 		}
-		for _, k := range tools.AliasKeys {
+		for _, k := range tools.AliasKeys() {
 			v, ok := t.Config[k]
 			if !ok {
 				continue
 			}
-			if !readsKey(keys, k) || !v.IsConstant() {
+			if !slices.Contains(keys, k) || !v.IsConstant() {
 				return
 			}
 			lit, err := v.Render(nil)
@@ -81,13 +82,4 @@ func CheckCredentials(ctx context.Context, pb *dsl.Playbook, toolReg *tools.Regi
 	}
 	sortByPos(out)
 	return out
-}
-
-func readsKey(keys []string, k string) bool {
-	for _, x := range keys {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }

@@ -30,15 +30,16 @@ func ConfigKeys(t Tool) ([]string, bool) {
 	return slices.Clone(l.ConfigKeys()), true
 }
 
-// AliasKeys are the config keys AliasOf reads, in the order it tries them.
-var AliasKeys = []string{"auth", "credential", "credentials"}
+// AliasKeys returns the config keys AliasOf reads, in the order it tries
+// them; the caller may keep and change the slice.
+func AliasKeys() []string { return []string{"auth", "credential", "credentials"} }
 
 // AliasOf returns the keychain alias a tool's config names under auth or
-// credential (AliasKeys). Besides a plain string it accepts NoETL's object
+// credential (AliasKeys()). Besides a plain string it accepts NoETL's object
 // forms {credential|key|alias|name: alias} and a one-entry map
 // {name: {...}}.
 func AliasOf(cfg map[string]any) (string, bool) {
-	for _, k := range AliasKeys {
+	for _, k := range AliasKeys() {
 		if v, ok := cfg[k]; ok {
 			return aliasOf(v, 0)
 		}

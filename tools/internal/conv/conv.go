@@ -173,11 +173,6 @@ func Truncate(s string, n int) string {
 	return s[:cut] + "…"
 }
 
-// AliasKeys are the config keys Alias reads, in the order it tries them
-// (tools.AliasKeys). Tools that call Alias list them among their keys
-// (tools.ConfigKeyLister).
-var AliasKeys = tools.AliasKeys
-
 // Alias returns the keychain alias a config names (tools.AliasOf).
 func Alias(cfg map[string]any) (string, bool) { return tools.AliasOf(cfg) }
 

@@ -9,7 +9,7 @@
 // or a selector ending in .Config (call.Config) — and read through:
 //
 //	conv.String(cfg, "a", "b"), conv.First(cfg, "a", "b")
-//	conv.Alias(cfg)                         conv.AliasKeys
+//	conv.Alias(cfg)                         tools.AliasKeys()
 //	proc.WithTimeout(ctx, cfg)              proc.TimeoutKeys
 //	cfg["a"]
 //	for _, k := range []string{"a", "b"} { ... cfg[k] ... }
@@ -33,7 +33,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cursorflow/cursorflow/tools/internal/conv"
+	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/proc"
 )
 
@@ -163,7 +163,7 @@ func (s *scan) call(c *ast.CallExpr) {
 				s.literals(c.Args[1:])
 			}
 		case "conv.Alias":
-			for _, k := range conv.AliasKeys {
+			for _, k := range tools.AliasKeys() {
 				s.found[k] = true
 			}
 		case "proc.WithTimeout":
