@@ -256,6 +256,12 @@ func (d *decoder) loopPolicy(n *yaml.Node, what string) *Policy {
 // playbook must supply.
 var sqlCursorKinds = []string{"postgres", "mysql", "sqlite", "clickhouse"}
 
+// IsSQLCursor reports whether a cursor of kind claims through a SQL
+// statement of the playbook's (claim:, and ack:, release:, dead_letter:
+// where the driver takes them), whose %(name)s placeholders sqlcursor
+// fills.
+func IsSQLCursor(kind string) bool { return slices.Contains(sqlCursorKinds, kind) }
+
 // statementCursorKinds are the cursor kinds whose dead letter is a
 // dead_letter statement of the playbook's.
 var statementCursorKinds = []string{"postgres", "mysql", "sqlite"}
@@ -310,7 +316,7 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 	}
 	if c.Kind == "" {
 		d.errorf(n, "%s: cursor.kind is required", what)
-	} else if c.Claim == nil && slices.Contains(sqlCursorKinds, c.Kind) && !hasKey(ps, "claim") {
+	} else if c.Claim == nil && IsSQLCursor(c.Kind) && !hasKey(ps, "claim") {
 		d.errorf(n, "%s: a %s cursor needs claim (the SQL that leases rows)", what, c.Kind)
 	}
 	if len(knobs) > 0 && slices.Contains(statementCursorKinds, c.Kind) && !hasKey(ps, "dead_letter") {

@@ -48,10 +48,6 @@ func Lint(pb *dsl.Playbook, toolReg *tools.Registry) []dsl.Diagnostic {
 	return out
 }
 
-// statementCursors are the cursor kinds whose statements take NoETL's
-// psycopg placeholders (sqlcursor.FillParams).
-var statementCursors = []string{"postgres", "mysql", "sqlite", "clickhouse"}
-
 // lintPlaceholders warns about %(name)s placeholders in a SQL cursor's
 // statements that name nothing the statement gets: the loop's scope
 // (workload keys, step results, ctx, vars, args), the rows' keys, rows
@@ -74,7 +70,7 @@ func lintPlaceholders(pb *dsl.Playbook) []dsl.Diagnostic {
 	}
 	var out []dsl.Diagnostic
 	for _, s := range pb.Workflow {
-		if s.Loop == nil || s.Loop.Cursor == nil || !slices.Contains(statementCursors, s.Loop.Cursor.Kind) {
+		if s.Loop == nil || s.Loop.Cursor == nil || !dsl.IsSQLCursor(s.Loop.Cursor.Kind) {
 			continue
 		}
 		c := s.Loop.Cursor
