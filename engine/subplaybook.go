@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/cursorflow/cursorflow/tools/playbook"
@@ -47,10 +46,7 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 			return playbook.Result{}, fmt.Errorf("sub-playbook %s: resume %s: %w", req.Path, childID, err)
 		}
 	} else {
-		path := req.Path
-		if !filepath.IsAbs(path) && parentFile != "" {
-			path = filepath.Join(filepath.Dir(parentFile), path)
-		}
+		path := playbook.ChildPath(parentFile, req.Path)
 		src, err := os.ReadFile(path)
 		if err != nil {
 			return playbook.Result{}, fmt.Errorf("sub-playbook: %w", err)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/cursorflow/cursorflow/dsl"
@@ -144,9 +143,7 @@ func subPlaybooks(pb *dsl.Playbook, file string) []dsl.Diagnostic {
 		if child == "" {
 			return
 		}
-		if !filepath.IsAbs(child) {
-			child = filepath.Join(filepath.Dir(file), child)
-		}
+		child = playbook.ChildPath(file, child)
 		if _, err := os.Stat(child); err != nil {
 			out = append(out, dsl.Diagnostic{Pos: v.Pos, Warning: true,
 				Message: fmt.Sprintf("%s: sub-playbook %s: %v (run fails this step)", what, child, errors.Unwrap(err))})

@@ -27,6 +27,7 @@ package playbook
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/cursorflow/cursorflow/tools"
 )
@@ -64,6 +65,16 @@ type Result struct {
 	Error string
 	// Steps holds each child step's result by name.
 	Steps map[string]any
+}
+
+// ChildPath returns the file a call's path names: a relative path is
+// read next to the parent playbook's file (parentFile; when that is
+// unknown, as written).
+func ChildPath(parentFile, path string) string {
+	if filepath.IsAbs(path) || parentFile == "" {
+		return path
+	}
+	return filepath.Join(filepath.Dir(parentFile), path)
 }
 
 // Runner runs child executions; the engine implements it.
