@@ -19,6 +19,39 @@ import (
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
+// pgLockLog is an event log URL for PostgreSQL at dsn, in a schema of the
+// test's own.
+func pgLockLog(t *testing.T, dsn string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set(eventlogurl.SchemaParam, "cli_lock_"+testenv.RandomSuffix(t))
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// gatedPlaybook writes dir/flow.yaml, whose one step waits until the test
+// creates the file gate (dir/gate), and returns both paths.
+func gatedPlaybook(t *testing.T, dir string) (pb, gate string) {
+	t.Helper()
+	gate = filepath.Join(dir, "gate")
+	pb = filepath.Join(dir, "flow.yaml")
+	src := `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: gated}
+workflow:
+  - step: start
+    tool: {kind: shell, command: "while [ ! -e ` + gate + ` ]; do sleep 0.02; done; echo passed"}
+`
+	if err := os.WriteFile(pb, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return pb, gate
+}
+
 // TestOneDriverPerExecution: while `cursorflow run` drives an execution,
 // a `cursorflow resume` of it is refused, as a user who resumes too early
 // would otherwise have two processes writing conflicting decisions to one
@@ -27,35 +60,14 @@ import (
 func TestOneDriverPerExecution(t *testing.T) {
 	bin := cliBinary(t)
 	logs := map[string]func(t *testing.T, dir string) string{
-		"sqlite": func(t *testing.T, dir string) string { return "sqlite:" + filepath.Join(dir, "events.db") },
-		"postgres": func(t *testing.T, _ string) string {
-			u, err := url.Parse(testenv.Postgres(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			q := u.Query()
-			q.Set(eventlogurl.SchemaParam, "cli_lock_"+testenv.RandomSuffix(t))
-			u.RawQuery = q.Encode()
-			return u.String()
-		},
+		"sqlite":   func(t *testing.T, dir string) string { return "sqlite:" + filepath.Join(dir, "events.db") },
+		"postgres": func(t *testing.T, _ string) string { return pgLockLog(t, testenv.Postgres(t)) },
 	}
 	for name, logURL := range logs {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			eventlog := logURL(t, dir)
-			gate := filepath.Join(dir, "gate")
-			pb := filepath.Join(dir, "flow.yaml")
-			// The step waits for the test to open the gate.
-			src := `apiVersion: noetl.io/v2
-kind: Playbook
-metadata: {name: gated}
-workflow:
-  - step: start
-    tool: {kind: shell, command: "while [ ! -e ` + gate + ` ]; do sleep 0.02; done; echo passed"}
-`
-			if err := os.WriteFile(pb, []byte(src), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			pb, gate := gatedPlaybook(t, dir)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			run := exec.CommandContext(ctx, bin, "run", pb, "--eventlog", eventlog)
@@ -118,26 +130,8 @@ func TestLockSessionLost(t *testing.T) {
 			name = "taken by another"
 		}
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			u, err := url.Parse(dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q := u.Query()
-			q.Set(eventlogurl.SchemaParam, "cli_lock_"+testenv.RandomSuffix(t))
-			u.RawQuery = q.Encode()
-			eventlog := u.String()
-			gate := filepath.Join(dir, "gate")
-			pb := filepath.Join(dir, "flow.yaml")
-			if err := os.WriteFile(pb, []byte(`apiVersion: noetl.io/v2
-kind: Playbook
-metadata: {name: gated}
-workflow:
-  - step: start
-    tool: {kind: shell, command: "while [ ! -e `+gate+` ]; do sleep 0.02; done; echo passed"}
-`), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			eventlog := pgLockLog(t, dsn)
+			pb, gate := gatedPlaybook(t, t.TempDir())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			run := exec.CommandContext(ctx, bin, "run", pb, "--eventlog", eventlog)
