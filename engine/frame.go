@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -713,9 +714,7 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 // runRow runs the chain for row i and records its outcome.
 func (f *frameRun) runRow(ctx context.Context, i int) {
 	sc := make(map[string]any, len(f.scope)+iterKeys)
-	for k, v := range f.scope {
-		sc[k] = v
-	}
+	maps.Copy(sc, f.scope)
 	setIter(sc, f.step.Loop.Iterator, f.rows[i].Values, i)
 	t0 := time.Now()
 	res := f.w.runChain(withPartials(ctx, f.part, f.rows[i].Key), f.cmd, f.step, sc, 0, 1, nil, false)

@@ -696,11 +696,10 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		var rule *dsl.Rule
 		judged := view // what the rules see: the structured output.error of a failure
 		if policy != nil {
-			// (judgedKeys counts the keys added here.)
-			// What the policy's rules read of the outcome. Only they read
-			// the view from here on (a rule's then: and set:), so a task
-			// without rules (every row of a plain cursor loop) adds
-			// nothing to it.
+			// What the policy's rules read of the outcome (judgedKeys
+			// counts these keys). Only they read the view from here on (a
+			// rule's then: and set:), so a task without rules (every row
+			// of a plain cursor loop) adds nothing to it.
 			view["output"] = out
 			view["result"] = out["data"]
 			view["_attempt"] = taskAttempt
