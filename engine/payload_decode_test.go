@@ -22,6 +22,7 @@ func TestMemberDecodersAgree(t *testing.T) {
 		`{"items":[{"key":"1","outcome":"ok","ms":2}],"counts":{"rows":1,"ok":1,"failed":0,"dead":0},"ctx":{"n":9007199254740993,"f":1.5},"fail":"x \"y\"","ms":3,"claim_open_us":12}`,
 		`{"drained":true,"counts":{"rows":0,"ok":0,"failed":0,"dead":0}}`,
 		`{"counts":{"rows":2,"ok":1,"failed":1,"dead":0},"fail":"","ctx":null}`,
+		`{"counts":{"rows":2,"ok":1,"failed":1,"dead":0},"abandoned":["7","q\"]"]}`,
 	} {
 		ev := eventlog.Event{Payload: []byte(payload)}
 		var fast, whole frameClaimedRaw
@@ -43,6 +44,13 @@ func TestMemberDecodersAgree(t *testing.T) {
 		}
 		if !reflect.DeepEqual(fd, wd) {
 			t.Errorf("%s: summary %+v, decoded whole %+v", payload, fd, wd)
+		}
+	}
+	// Both readings count the rows a frame left claimed.
+	for _, p := range []string{`{"abandoned":["7","q\"]"]}`, `{"\u0061bandoned":["7","8"]}`} {
+		var fd frameDoneSummary
+		if err := decode(eventlog.Event{Payload: []byte(p)}, &fd); err != nil || fd.Abandoned != 2 {
+			t.Errorf("%s: abandoned %d (%v), want 2", p, fd.Abandoned, err)
 		}
 	}
 	for _, bad := range []string{`[1]`, `{"counts":{"rows":"x"}}`, `{"drained":1}`} {
