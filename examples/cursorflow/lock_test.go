@@ -116,21 +116,33 @@ func exitStatus(err error) int {
 }
 
 // TestLockSessionLost: the PostgreSQL session holding a run's lock ends
-// while the run goes on (here terminated; an idle timeout or a server
-// restart does the same). When no other process took the lock meanwhile,
-// the run takes it again and goes on, still alone: a resume is refused.
-// When another process took it first, the run stops (exit 1, saying so)
+// while the run goes on (terminated; or cut by the network, the server
+// then unreachable for a few seconds, as across a restart). When no other
+// process took the lock meanwhile, the run takes it again (once the
+// server answers) and goes on, still alone: a resume is refused. When
+// another process took it first, the run stops (exit 1, saying so)
 // rather than drive the execution beside it.
 func TestLockSessionLost(t *testing.T) {
 	bin := cliBinary(t)
 	dsn := testenv.Postgres(t)
-	for _, another := range []bool{false, true} {
-		name := "taken again"
-		if another {
-			name = "taken by another"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		outage, another bool
+	}{{"taken again", false, false}, {"taken again after an outage", true, false}, {"taken by another", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			eventlog := pgLockLog(t, dsn)
+			var proxy *testenv.Proxy
+			if tc.outage {
+				// The run reaches the server through a proxy that the test
+				// cuts.
+				u, err := url.Parse(eventlog)
+				if err != nil {
+					t.Fatal(err)
+				}
+				proxy = testenv.NewProxy(t, u.Host)
+				u.Host = proxy.Addr()
+				eventlog = u.String()
+			}
 			pb, gate := gatedPlaybook(t, t.TempDir())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -153,8 +165,13 @@ func TestLockSessionLost(t *testing.T) {
 			if err := conn.QueryRow(ctx, "SELECT "+holder).Scan(&before); err != nil {
 				t.Fatalf("no session holds the run's lock: %v", err)
 			}
-			if !another {
-				if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend("+holder+")"); err != nil {
+			if !tc.another {
+				if tc.outage {
+					// Every session cut, and the next three connections
+					// refused: the run asks again at each check.
+					proxy.RefuseNext(3)
+					proxy.DropConnections()
+				} else if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend("+holder+")"); err != nil {
 					t.Fatal(err)
 				}
 				// The run takes the lock again on a new session.
@@ -183,6 +200,9 @@ func TestLockSessionLost(t *testing.T) {
 				b, _ := io.ReadAll(rest)
 				if err := run.Wait(); err != nil || !strings.Contains(string(b), "completed") {
 					t.Fatalf("the run: %v\n%s\n%s", err, b, runErr.String())
+				}
+				if tc.outage && !strings.Contains(runErr.String(), "the lock cannot be taken again yet") {
+					t.Fatalf("the run never found the server unreachable:\n%s", runErr.String())
 				}
 				return
 			}
