@@ -18,8 +18,8 @@ import (
 // templateFilters returns the filters we add to gonja's builtins or use
 // in place of them, where gonja's behaviour differs from Jinja2's in ways
 // playbooks notice. Every other Jinja2 filter is gonja's builtin (join,
-// list, round, abs, min, max, sum, unique, sort, map, select, selectattr,
-// reject, dictsort, items, ...).
+// list, abs, min, max, unique, sort, map, select, selectattr, reject,
+// items, ...).
 func templateFilters() map[string]exec.FilterFunction {
 	return map[string]exec.FilterFunction{
 		// int("12"), int("12.7"), int(True) and int(None) like Jinja2:
@@ -58,6 +58,13 @@ func templateFilters() map[string]exec.FilterFunction {
 		"_truediv":  filterTrueDiv,
 		"_floordiv": filterFloorDiv,
 		"_mod":      filterMod,
+		"_sub":      filterSub,
+		// Python's arithmetic and ordering (pyarith.go): bools count as
+		// 0 and 1, a dict literal of the template sorts like any mapping,
+		// round ties go to the even digit.
+		"sum":      filterSum,
+		"dictsort": filterDictSort,
+		"round":    filterRound,
 	}
 }
 

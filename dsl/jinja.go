@@ -275,9 +275,10 @@ var arithmeticFilters = map[tokens.Type]string{
 	tokens.Modulo:        "_mod",
 	// The operators that can build large strings and lists: the same
 	// values as gonja's, checked against the render budget (limits.go).
-	tokens.Multiply: filterMul,
-	tokens.Addition: filterAdd,
-	tokens.Tilde:    filterConcat,
+	tokens.Multiply:    filterMul,
+	tokens.Addition:    filterAdd,
+	tokens.Subtraction: "_sub",
+	tokens.Tilde:       filterConcat,
 }
 
 // pythonArithmetic replaces a division or modulo node by its filter; nil
@@ -331,7 +332,7 @@ func numberArgs(in *exec.Value, params *exec.VarArgs) (l, r *exec.Value, err err
 			return nil, nil, fmt.Errorf("unsupported operand %s", describeOperand(v))
 		}
 	}
-	return in, r, nil
+	return pyNumber(in), pyNumber(r), nil
 }
 
 func describeOperand(v *exec.Value) string {

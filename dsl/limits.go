@@ -213,14 +213,31 @@ func guardedOperators() map[string]exec.FilterFunction {
 			if l.IsError() || r == nil || r.IsError() {
 				return errOr(l, r)
 			}
+			l, r = pyNumber(l), pyNumber(r)
+			if r.IsString() || r.IsList() {
+				l, r = r, l // 3 * 'ab' is 'ab' * 3
+			}
 			b := budgetOf(e)
 			switch {
-			case l.IsFloat() || r.IsFloat():
-				return exec.AsValue(l.Float() * r.Float())
-			case l.IsString():
-				n := r.Integer()
-				if n < 0 {
-					n = 0
+			case l.IsString() || l.IsList():
+				if !r.IsInteger() {
+					return unsupportedOperands("*", l, r)
+				}
+				n := max(r.Integer(), 0)
+				if l.IsList() {
+					if n > 0 && l.Len() > b.MaxRange/n {
+						return exec.AsValue(b.fail(fmt.Errorf("%w: list repeated %d times would exceed %d items", ErrRenderLimit, n, b.MaxRange)))
+					}
+					if err := b.check(); err != nil {
+						return exec.AsValue(err)
+					}
+					out := make([]any, 0, l.Len()*n)
+					for range n {
+						for i := 0; i < l.Len(); i++ {
+							out = append(out, l.Index(i).Interface())
+						}
+					}
+					return exec.AsValue(out)
 				}
 				if len(l.String()) > 0 && n > b.MaxBytes/len(l.String()) {
 					return exec.AsValue(b.fail(fmt.Errorf("%w: string repeated %d times would exceed %d bytes", ErrRenderLimit, n, b.MaxBytes)))
@@ -229,14 +246,19 @@ func guardedOperators() map[string]exec.FilterFunction {
 					return exec.AsValue(err)
 				}
 				return exec.AsValue(strings.Repeat(l.String(), n))
+			case (!l.IsNumber() && !l.IsNil()) || (!r.IsNumber() && !r.IsNil()):
+				return unsupportedOperands("*", l, r)
+			case l.IsFloat() || r.IsFloat():
+				return exec.AsValue(l.Float() * r.Float())
 			}
-			return exec.AsValue(l.Integer() * r.Integer())
+			return exec.AsValue(mulInt(int64(l.Integer()), int64(r.Integer())))
 		},
 		filterAdd: func(e *exec.Evaluator, l *exec.Value, params *exec.VarArgs) *exec.Value {
 			r := arg(params, 0, "")
 			if l.IsError() || r == nil || r.IsError() {
 				return errOr(l, r)
 			}
+			l, r = pyNumber(l), pyNumber(r)
 			b := budgetOf(e)
 			switch {
 			case l.IsList():
@@ -257,16 +279,21 @@ func guardedOperators() map[string]exec.FilterFunction {
 					out = append(out, r.Index(i).Interface())
 				}
 				return exec.AsValue(out)
-			case l.IsFloat() || r.IsFloat():
-				return exec.AsValue(l.Float() + r.Float())
-			case l.IsString() || r.IsString():
-				ls, rs := l.String(), r.String()
+			case l.IsString() && (r.IsString() || r.IsNil()), l.IsNil() && r.IsString():
+				// Undefined (None) adds as the empty string here, and
+				// as 0 to a number: the engine's leniency about
+				// undefined names, where Jinja2 raises.
+				ls, rs := str(l), str(r)
 				if err := b.size(len(ls)+len(rs), "string"); err != nil {
 					return exec.AsValue(err)
 				}
 				return exec.AsValue(ls + rs)
+			case (!l.IsNumber() && !l.IsNil()) || (!r.IsNumber() && !r.IsNil()):
+				return unsupportedOperands("+", l, r)
+			case l.IsFloat() || r.IsFloat():
+				return exec.AsValue(l.Float() + r.Float())
 			}
-			return exec.AsValue(l.Integer() + r.Integer())
+			return exec.AsValue(addInt(int64(l.Integer()), int64(r.Integer())))
 		},
 		filterConcat: func(e *exec.Evaluator, l *exec.Value, params *exec.VarArgs) *exec.Value {
 			r := arg(params, 0, "")

@@ -400,6 +400,13 @@ var filterCallDump = regexp.MustCompile(`&\{<Token\[\w+\] Val='[^']*' Pos=\d+ Li
 // tokenDump matches gonja's rendering of a *tokens.Token.
 var tokenDump = regexp.MustCompile(`<Token\[\w+\] Val='([^']*)' Pos=\d+ Line=\d+ Col=\d+>`)
 
+// operatorDump matches gonja's report of a failed operator (which the
+// parser turned into a filter, jinja.go), with the expression it dumps.
+var operatorDump = regexp.MustCompile(`(?:filtered_expression\(.*?\): )?unable to evaluate filter (?:_[a-z]+|__cursorflow_[a-z]+): filter '[^']*': `)
+
+// filterFailure matches gonja's report of a failed filter.
+var filterFailure = regexp.MustCompile(`(?:filtered_expression\(.*?\): )?unable to evaluate filter (\w+): filter '\w+': `)
+
 // tidyError rewrites gonja's messages into something a playbook author
 // can read; the original error stays reachable through Unwrap.
 func tidyError(err error) error {
@@ -407,6 +414,8 @@ func tidyError(err error) error {
 	tidy := filterCallDump.ReplaceAllString(msg, "$1: ")
 	tidy = tokenDump.ReplaceAllString(tidy, "'$1'")
 	tidy = strings.ReplaceAll(tidy, "invalid call to filter ", "filter ")
+	tidy = operatorDump.ReplaceAllString(tidy, "")
+	tidy = filterFailure.ReplaceAllString(tidy, "filter $1: ")
 	if tidy == msg {
 		return err
 	}
