@@ -52,7 +52,7 @@ type runFlags struct {
 
 func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
 	if withSet {
-		fs.Var(&f.sets, "set", "override a workload key: key=value (value read as a YAML scalar; a dotted key such as config.limit sets a key inside a workload mapping); repeatable")
+		fs.Var(&f.sets, "set", "override a workload key: key=value (a YAML number, bool, null, quoted string or flow [list]/{map}, else the text as given; a dotted key such as config.limit sets a key inside a workload mapping); repeatable")
 	}
 	fs.Var(&f.credentials, "credential", "map a keychain alias (letters, digits, _ - .) to a connection URL: "+credflag.Form+" as in CURSORFLOW_CREDENTIAL_<ALIAS>; repeatable")
 	fs.StringVar(&f.eventlog, "eventlog", "", "event log: sqlite:PATH (default under the user's state directory), postgres://... or memory:")

@@ -352,7 +352,7 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 	return o.report(stdout, f.json)
 }
 
-// parseSets reads --set key=value pairs, each value as a YAML scalar, into
+// parseSets reads --set key=value pairs, each value as setValue reads it, into
 // overrides of the top-level keys of base (the playbook's workload). A
 // dotted key that is not itself a key of base sets a key inside a mapping:
 // config.limit=9 overrides config with a copy whose limit is 9, its other
@@ -365,14 +365,7 @@ func parseSets(sets []string, base map[string]any) (map[string]any, error) {
 		if !ok || k == "" {
 			return nil, fmt.Errorf("--set %q: want key=value", kv)
 		}
-		var x any
-		if err := yaml.Unmarshal([]byte(v), &x); err != nil {
-			x = v
-		}
-		if x == nil && v != "" && v != "null" && v != "~" {
-			x = v
-		}
-		x = normalizeYAML(x)
+		x := setValue(v)
 		if _, top := base[k]; top || !strings.Contains(k, ".") {
 			workload[k] = x
 			continue
@@ -392,6 +385,37 @@ func parseSets(sets []string, base map[string]any) (map[string]any, error) {
 		workload[path[0]] = m
 	}
 	return workload, nil
+}
+
+// setValue reads a --set value: a YAML number, bool or null as that value,
+// a quoted YAML string as its text, a flow list or mapping ([1, 2],
+// {a: 1}) as the collection, and anything else as the text exactly as
+// given. So "Error: disk full", "- a" and "fix #12" stay the text they
+// are, where YAML would read a mapping, a list and a comment.
+func setValue(v string) any {
+	var y any
+	if err := yaml.Unmarshal([]byte(v), &y); err != nil {
+		return v
+	}
+	trimmed := strings.TrimSpace(v)
+	switch y.(type) {
+	case nil:
+		if trimmed == "" || trimmed == "null" || trimmed == "~" || trimmed == "Null" || trimmed == "NULL" {
+			return nil
+		}
+		return v
+	case string:
+		if strings.HasPrefix(trimmed, "'") || strings.HasPrefix(trimmed, `"`) {
+			return y
+		}
+		return v
+	case map[string]any, []any:
+		if strings.HasPrefix(trimmed, "[") || strings.HasPrefix(trimmed, "{") {
+			return normalizeYAML(y)
+		}
+		return v
+	}
+	return normalizeYAML(y)
 }
 
 // setPath returns a copy of the mapping v (nil: a new one), named name in

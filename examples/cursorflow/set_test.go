@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -46,5 +47,37 @@ workflow:
 	args = []string{"run", pb, "--eventlog", "memory:", "--progress", "never", "--set", "config.name.first=y"}
 	if code := dispatch(args, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "config.name") {
 		t.Fatalf("run exited %d: %s %s", code, out.String(), errOut.String())
+	}
+}
+
+// TestSetValue: a --set value is a YAML scalar or flow collection, and any
+// other text stays exactly as given: a message with ": " in it is not a
+// mapping, "- a" is not a list, " #12" is not a comment.
+func TestSetValue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want any
+	}{
+		{"7", int64(7)},
+		{"2.5", 2.5},
+		{"true", true},
+		{"null", nil},
+		{"", nil},
+		{"[1, 2]", []any{int64(1), int64(2)}},
+		{"{a: 1}", map[string]any{"a": int64(1)}},
+		{`"quoted: yes"`, "quoted: yes"},
+		{"'007'", "007"},
+		{"Error: disk full", "Error: disk full"},
+		{"- a", "- a"},
+		{"fix #12", "fix #12"},
+		{"a: [1]", "a: [1]"},
+		{"no", "no"},
+		{"[unclosed", "[unclosed"},
+	}
+	for _, tt := range tests {
+		if got := setValue(tt.in); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("setValue(%q) = %#v, want %#v", tt.in, got, tt.want)
+		}
 	}
 }
