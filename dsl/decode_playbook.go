@@ -22,8 +22,8 @@ func (d *decoder) playbook(root *yaml.Node) *Playbook {
 		switch p.key {
 		case "apiVersion":
 			pb.APIVersion, _ = d.str(p.v, "apiVersion")
-			if pb.APIVersion != "" && !strings.HasPrefix(pb.APIVersion, "noetl.io/") {
-				d.warnf(p.v, "unexpected apiVersion %q (want noetl.io/v2)", pb.APIVersion)
+			if pb.APIVersion != "" && pb.APIVersion != "noetl.io/v2" {
+				d.warnf(p.v, "unexpected apiVersion %q (this build reads noetl.io/v2 playbooks)", pb.APIVersion)
 			}
 		case "kind":
 			pb.Kind, _ = d.str(p.v, "kind")

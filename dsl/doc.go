@@ -43,6 +43,11 @@
 // workflow, the list of steps. workflow is required, and so is a step
 // named start (or executor.spec.entry_step); step names are unique.
 //
+// Values are read as NoETL's Python engine (PyYAML, YAML 1.1) reads them
+// in one respect where YAML 1.2 differs: an unquoted yes, no, on or off
+// (any of PyYAML's spellings) is a boolean, with a warning; quote it for
+// the text. Keys are never converted.
+//
 // A step has a name (step:), an optional desc and when guard, args (NoETL
 // also spells it input:), vars, set assignments, an optional loop, a
 // tool, next, spec (timeout, on_error, policy, admit), retry, sink and

@@ -64,6 +64,7 @@ func Parse(file string, src []byte) (*Playbook, error) {
 		d.errorAt(Pos{File: file, Line: 1, Col: 1}, "the playbook has more than %d YAML nodes (a collection that large belongs in a table or a file the playbook reads)", maxNodes)
 		return &Playbook{File: file}, d.errs
 	}
+	d.readYAML11Bools(root)
 	pb := d.playbook(root)
 	d.validate(pb)
 	// Sort by position and drop repeats (a value reached through several
