@@ -670,7 +670,15 @@ func (d *decoder) task(n *yaml.Node, what, prefix string, named bool) *Task {
 	}
 	for _, p := range ps {
 		switch p.key {
-		case "name", "kind":
+		case "kind":
+		case "name":
+			// A single tool's name labels it and is also the tool's own
+			// key (the secrets tool's alias, a noop's field), as NoETL
+			// hands a tool every key of its mapping. A pipeline task's
+			// name only labels it.
+			if !named && t.Kind != "workbook" {
+				t.setConfig(p.key, d.valueOf(p.v, cfg+p.key), d.pos(p.k))
+			}
 		case "action":
 			if t.Kind != "workbook" {
 				t.setConfig(p.key, d.valueOf(p.v, cfg+p.key), d.pos(p.k))

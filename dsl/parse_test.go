@@ -1175,3 +1175,26 @@ func TestNodeLimit(t *testing.T) {
 		t.Fatalf("alias bomb: %v, want refused", err)
 	}
 }
+
+// TestSingleToolName: a single tool's name is its label and also one of
+// its keys (the secrets tool reads its alias from it); a pipeline task's
+// name only labels it.
+func TestSingleToolName(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  tool: {kind: secrets, name: mytok}
+  next: [two]
+- step: two
+  tool:
+    - name: fetch
+      kind: noop
+`))
+	one := p.Step("start").Tool[0]
+	if one.Name != "mytok" || one.Config["name"] == nil || one.Config["name"].Raw() != "mytok" {
+		t.Errorf("single tool: name %q, config %v", one.Name, one.Config)
+	}
+	task := p.Step("two").Tool[0]
+	if task.Name != "fetch" || task.Config["name"] != nil {
+		t.Errorf("pipeline task: name %q, config %v", task.Name, task.Config)
+	}
+}

@@ -124,6 +124,8 @@ func lintKeys(t *dsl.Task, role taskRole, toolReg *tools.Registry) ([]string, st
 	if !ok {
 		return nil, ""
 	}
+	// name labels a task; a single tool also gets it (dsl), read or not.
+	keys = append(slices.Clip(keys), "name")
 	if role == roleAction {
 		// runAction hands the tool the call's rendered inputs as input.
 		keys = append(keys, "input")
