@@ -246,7 +246,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	defer part.close()
 	h := &frameRun{w: w, cmd: cmd, step: step, cur: cur, scope: scope, rows: rows, claimed: claimed, part: part,
 		cancelled: cancelled, settle: settle, items: make([]ItemOutcome, len(rows)),
-		released: map[int]bool{}, interrupted: map[int]bool{}}
+		released: map[int]bool{}, interrupted: map[int]bool{}, stopped: map[int]bool{}}
 	if cmd.Settle == SettleRelease {
 		h.cancelled = closedChan
 	}
@@ -266,6 +266,28 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	}
 	// The rows' partials are recorded before the frame's outcome.
 	part.close()
+	if len(h.stopped) > 0 {
+		// The worker is stopping (an engine shutdown, a second interrupt)
+		// and cut these rows short or kept them from starting: neither run
+		// nor failed. They go back to the source, and the frame reports
+		// the rest. A source that cannot take them back keeps them
+		// claimed: then the frame is left unreported, as a killed worker
+		// leaves it, and whoever resumes the execution (or the lease's
+		// expiry) runs its recorded rows again: at least once, never lost
+		// as failures.
+		idx := make([]int, 0, len(h.stopped))
+		for i := range rows {
+			if h.stopped[i] {
+				idx = append(idx, i)
+			}
+		}
+		if err := h.handBack(idx); err != nil {
+			w.logger().Warn("worker stopping: the frame's unfinished rows stay claimed; it is left for a resume to run again",
+				"step", cmd.Step, "command_id", cmd.ID, "rows", len(idx), "error", err)
+			return nil, ErrClosed
+		}
+		p.Released += len(idx)
+	}
 	if len(h.unstarted) > 0 {
 		// Interrupted before they started: hand them back if the source
 		// can, else they are abandoned (claimed, never run).
@@ -545,7 +567,14 @@ type frameRun struct {
 	// late lists the rows not started by the frame's max_seconds.
 	late        []int
 	interrupted map[int]bool
+	// stopped marks the rows the worker's stopping (an engine shutdown, not
+	// a cancel) cut short or kept from starting: they are not outcomes.
+	stopped map[int]bool
 }
+
+// workerStopping reports whether ctx, a frame's rows' context, ended
+// because the worker is stopping rather than by a cancel's grace.
+func workerStopping(ctx context.Context) bool { return ctx.Err() != nil && !cutShort(ctx) }
 
 // handBack releases the claimed rows at idx, which never started, to the
 // source and marks them released (kept out of the frame's outcomes).
@@ -627,6 +656,12 @@ func (f *frameRun) runFrameChain(ctx context.Context) {
 		}
 		return
 	}
+	if ctx.Err() != nil {
+		for i := range f.rows {
+			f.stopped[i] = true
+		}
+		return
+	}
 	values := make([]any, len(f.rows))
 	for i, r := range f.rows {
 		values[i] = r.Values
@@ -646,6 +681,12 @@ func (f *frameRun) runFrameChain(ctx context.Context) {
 		}
 	}
 	ms := time.Since(t0).Milliseconds()
+	if res.failed && workerStopping(ctx) {
+		for i := range f.rows {
+			f.stopped[i] = true
+		}
+		return
+	}
 	cut := res.failed && cutShort(ctx)
 	if cut {
 		msg = errCancelGrace.Error()
@@ -702,9 +743,15 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 		// engine shutdown): the rest never starts, and goes back.
 		if cutShort(ctx) || ctx.Err() != nil {
 			<-sem
+			f.mu.Lock()
 			for j := i; j < len(f.rows); j++ {
-				f.unstarted = append(f.unstarted, j)
+				if cutShort(ctx) {
+					f.unstarted = append(f.unstarted, j)
+				} else {
+					f.stopped[j] = true
+				}
 			}
+			f.mu.Unlock()
 			break
 		}
 		next <- i
@@ -719,6 +766,13 @@ func (f *frameRun) runRow(ctx context.Context, i int) {
 	t0 := time.Now()
 	res := f.w.runChain(withPartials(ctx, f.part, f.rows[i].Key), f.cmd, f.step, sc, 0, 1, nil, false)
 	it := ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeOK, Ms: time.Since(t0).Milliseconds()}
+	if res.failed && workerStopping(ctx) {
+		// Cut short by the worker stopping: not the row's outcome.
+		f.mu.Lock()
+		f.stopped[i] = true
+		f.mu.Unlock()
+		return
+	}
 	if res.failed {
 		it.Outcome, it.Error = OutcomeError, res.err
 	}

@@ -170,6 +170,14 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		res.output = selectOutput(step, res.output)
 		p = completedPayload{Output: res.output, Ctx: res.ctx, Vars: res.vars, Jump: res.jump}
 	}
+	if (res.failed || (res.retry != nil && !res.retry.Paging)) && ctx.Err() != nil && !closed(cancelled) {
+		// The worker is stopping (an engine shutdown, a second interrupt)
+		// and cut the command short: that is not its outcome. It stays in
+		// flight in the log, as a killed worker leaves it, for whoever
+		// resumes the execution (or the lease's expiry) to run again,
+		// rather than fail the execution for good.
+		return ErrClosed
+	}
 	// The partials are recorded before the command's outcome.
 	part.close()
 	p.Ms = time.Since(start).Milliseconds()
