@@ -627,7 +627,9 @@ func (e *Engine) markClosed() bool {
 // cancels what still runs. Whatever is left — commands issued and not
 // run, successors not yet decided — stays in the log for Resume (here or
 // in another process) to take up. It returns ctx's error if it had to
-// cancel running commands. Either way the workers' last reports (a cursor
+// cancel running commands; it waits at most two seconds past ctx for
+// them to return, and abandons a tool that ignores its context (see
+// Close). Either way the workers' last reports (a cursor
 // frame cut short says which rows it handed back) are recorded before it
 // returns, waiting up to 5s more for the log.
 func (e *Engine) Shutdown(ctx context.Context) error {
@@ -654,7 +656,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 				err = ctx.Err()
 			}
 			e.stopWork()
-			<-finished
+			e.awaitWorkers(finished)
 		}
 	}
 	e.stopWork()
@@ -672,16 +674,39 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 // stopped, for the log to record their last reports.
 const shutdownFlush = 5 * time.Second
 
+// abandonAfter bounds how long Close, and Shutdown past its context, wait
+// for the commands they cancelled to return. A tool that ignores its
+// context is abandoned then: its goroutine runs on until the tool
+// returns, nothing it reports is recorded, and its command stays in
+// flight in the log for whoever resumes the execution.
+const abandonAfter = 2 * time.Second
+
+// awaitWorkers waits for finished (closed once every worker returned), at
+// most abandonAfter, and says loudly what it abandons.
+func (e *Engine) awaitWorkers(finished <-chan struct{}) {
+	t := time.NewTimer(abandonAfter)
+	defer t.Stop()
+	select {
+	case <-finished:
+	case <-t.C:
+		e.cfg.Logger.Error("commands still running after their cancellation are abandoned: their tools ignore their context; the commands stay in flight in the log for a resume",
+			"commands", e.busy.Load(), "waited", abandonAfter)
+	}
+}
 // Close stops the orchestrator and the workers at once. Running commands
-// are cancelled; their executions can be resumed from the log. Calls
-// made after Close fail with ErrClosed.
+// are cancelled; their executions can be resumed from the log. Close
+// waits for the cancelled tools to return, at most two seconds: a tool
+// that ignores its context is abandoned (its goroutine runs on, its
+// outcome is not recorded). Calls made after Close fail with ErrClosed.
 func (e *Engine) Close() error {
 	if !e.markClosed() {
 		return nil
 	}
 	e.stopWork()
 	e.stopOrch()
-	e.workWG.Wait()
+	finished := make(chan struct{})
+	go func() { e.workWG.Wait(); close(finished) }()
+	e.awaitWorkers(finished)
 	e.orchWG.Wait()
 	return nil
 }

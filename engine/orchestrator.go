@@ -100,6 +100,11 @@ type execution struct {
 	// cancel.requested: only then are workers told (the state may hold it
 	// speculatively, decided on a batch still being appended).
 	cancelRecorded bool
+	// cancelAt is when the cancel was recorded. Heartbeats stop counting
+	// one lease later: a command still running then (its tool ignores its
+	// context) is given up when its lease runs out, so a cancel is
+	// bounded even when a worker's heartbeats outlive its tool's sense.
+	cancelAt time.Time
 }
 
 // lease is an in-flight command's hold on its worker: it is re-issued
@@ -232,6 +237,9 @@ func (o *orchestrator) install(st *State) *execution {
 	st.maxLoopItems = o.maxLoopItems
 	st.res = o.res
 	ex := &execution{state: st, leases: map[string]*lease{}, cancelRecorded: st.cancelRequested}
+	if ex.cancelRecorded {
+		ex.cancelAt = o.clock.Now()
+	}
 	o.execs[st.ExecutionID] = ex
 	o.mu.Lock()
 	o.driving[st.ExecutionID] = true

@@ -275,7 +275,7 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 			}
 		case msgHeartbeat:
 			if ex := o.execs[m.ev.ExecutionID]; ex != nil {
-				if l := ex.leases[m.ev.CommandID]; l != nil {
+				if l := ex.leases[m.ev.CommandID]; l != nil && !(ex.cancelRecorded && now.Sub(ex.cancelAt) > l.lease) {
 					l.alive(now, o.missed)
 				}
 			}
@@ -649,7 +649,9 @@ func (o *orchestrator) complete(b *batch) {
 			// may the lease go.
 			delete(ex.leases, ev.CommandID)
 		case eventlog.TypeCancelRequested:
-			ex.cancelRecorded = true
+			if !ex.cancelRecorded {
+				ex.cancelRecorded, ex.cancelAt = true, now
+			}
 		}
 	}
 	o.sendReplies(b, nil)
