@@ -276,21 +276,34 @@ func (e *Engine) work(ctx context.Context, rep Reporter) {
 	}
 }
 
-func (e *Engine) execute(ctx context.Context, cmd *Command, rep Reporter) {
+func (e *Engine) execute(workCtx context.Context, cmd *Command, rep Reporter) {
 	e.busy.Add(1)
 	defer e.busy.Add(-1)
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(workCtx)
 	e.running.add(cmd.ExecutionID, cmd.ID, cancel)
 	defer e.running.remove(cmd.ExecutionID, cmd.ID)
+	returned := false
 	defer func() {
 		if r := recover(); r != nil {
 			// A tool that panics must not take the engine down: the
 			// command fails with the panic recorded.
 			e.cfg.Logger.Error("command panicked", "command_id", cmd.ID, "panic", r, "stack", string(debug.Stack()))
 			_ = e.worker.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: fmt.Sprintf("panic: %v", r)})
+			return
+		}
+		if !returned {
+			// runtime.Goexit in a tool (t.FailNow in a test's tool, say)
+			// ends this worker goroutine whatever is done here: another
+			// takes its place, and the command, whose heartbeats stopped,
+			// is re-issued when its lease runs out, within max_attempts.
+			e.cfg.Logger.Error("a tool ended its worker goroutine (runtime.Goexit: t.FailNow in a tool?); another worker replaces it, and the command is re-issued when its lease runs out",
+				"command_id", cmd.ID)
+			e.workWG.Add(1)
+			go func() { defer e.workWG.Done(); e.work(workCtx, rep) }()
 		}
 	}()
 	err := e.worker.Execute(ctx, cmd, rep)
+	returned = true
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, ErrClosed):
 	case errors.Is(err, ErrStale), errors.Is(err, ErrUnknownExecution):

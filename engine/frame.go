@@ -709,12 +709,7 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(conc, len(f.rows)) {
-		wg.Go(func() {
-			for i := range next {
-				f.runRow(ctx, i)
-				<-sem
-			}
-		})
+		wg.Go(func() { f.rowLoop(ctx, next, sem, &wg) })
 	}
 	defer func() {
 		close(next)
@@ -757,6 +752,34 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 		next <- i
 	}
 }
+
+// rowLoop runs the rows sent on next, freeing a slot of sem after each.
+// A tool that ends its goroutine (runtime.Goexit, as t.FailNow in a tool
+// does) cannot be stopped from ending this one: its row fails, and
+// another goroutine takes this one's place, so the frame's other rows
+// still run.
+func (f *frameRun) rowLoop(ctx context.Context, next <-chan int, sem chan struct{}, wg *sync.WaitGroup) {
+	for i := range next {
+		returned := false
+		func() {
+			defer func() {
+				<-sem
+				if returned {
+					return
+				}
+				f.w.logger().Error("a tool ended its goroutine (runtime.Goexit: t.FailNow in a tool?); its row fails",
+					"step", f.cmd.Step, "command_id", f.cmd.ID, "row", f.rows[i].Key)
+				f.setItem(i, ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeError, Error: errGoexit.Error()})
+				wg.Go(func() { f.rowLoop(ctx, next, sem, wg) })
+			}()
+			f.runRow(ctx, i)
+			returned = true
+		}()
+	}
+}
+
+// errGoexit is the failure of a tool that ended its goroutine.
+var errGoexit = errors.New("the tool ended its goroutine (runtime.Goexit) instead of returning")
 
 // runRow runs the chain for row i and records its outcome.
 func (f *frameRun) runRow(ctx context.Context, i int) {

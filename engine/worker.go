@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -1062,7 +1063,7 @@ func (w *Worker) runTool(ctx context.Context, cmd *Command, step *dsl.Step, task
 		Config: cfg, Args: args, Scope: view, Attempt: attempt, Keychain: kc, Logger: w.logger(), Await: await,
 		Revealed: revealed, Partial: partialFunc(ctx, task.Name, revealed),
 	}
-	out, err := tool.Execute(ctx, call)
+	out, err := w.executeTool(ctx, tool, call)
 	if await && awaitOf(err) != nil || errors.Is(err, ErrClosed) {
 		return nil, "", err
 	}
@@ -1078,6 +1079,20 @@ func (w *Worker) runTool(ctx context.Context, cmd *Command, step *dsl.Step, task
 		m, _ = tools.ConcealSecrets(m, revealed).(map[string]any)
 	}
 	return m, "", nil
+}
+
+// executeTool runs tool. A panic in it fails the call, with its stack
+// logged, instead of the process: a cursor frame's rows run on goroutines
+// of their own, where nothing above would recover it.
+func (w *Worker) executeTool(ctx context.Context, tool tools.Tool, call *tools.Call) (out tools.Output, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.logger().Error("tool panicked", "kind", call.Kind, "step", call.Step, "command_id", call.CommandID,
+				"panic", r, "stack", string(debug.Stack()))
+			out, err = tools.Output{}, fmt.Errorf("tool kind %q panicked: %v", call.Kind, r)
+		}
+	}()
+	return tool.Execute(ctx, call)
 }
 
 // secretRefKey returns the first key of cfg, in sorted order, whose value
