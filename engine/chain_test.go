@@ -398,3 +398,34 @@ func TestChainedAnswerLaterThanTheLease(t *testing.T) {
 		}
 	}
 }
+
+// TestChainedReportCopiesAtOnce: a transport that resent a chained report
+// while it was cut off delivers the copies together. Every copy gets the
+// command the first one got, whether the orchestrator folds it with the
+// first (it answers the batch's first copy's command) or after it (the
+// claim is on record): an ErrStale would have the worker roll back a
+// claim the log records, and another slot claim and run its rows while
+// the re-issued frame ran them too.
+func TestChainedReportCopiesAtOnce(t *testing.T) {
+	const copies = 16
+	var answers [copies]*engine.Command
+	var errs [copies]error
+	chainDrain(t, 200, "max_rows: 10", func(forward func() (*engine.Command, error)) (*engine.Command, error) {
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range copies {
+			wg.Go(func() {
+				<-start
+				answers[i], errs[i] = forward()
+			})
+		}
+		close(start)
+		wg.Wait()
+		return answers[0], errs[0]
+	})
+	for i := range copies {
+		if errs[i] != nil || answers[i] == nil || answers[i].ID != answers[0].ID {
+			t.Fatalf("copy %d: %v, %v; want the command the first copy got (%v)", i, answers[i], errs[i], answers[0])
+		}
+	}
+}

@@ -43,6 +43,13 @@ type batch struct {
 	// frame.claimed the batch records from a worker's claim ahead: it goes
 	// to that worker, not to the dispatcher.
 	chained map[int]*chainRequest
+	// chainFirst holds, by execution and command, the chained frame.done
+	// reports the batch accepted; chainDups pairs each with the copies of
+	// it the batch got too (a worker resends a report its transport may
+	// have lost): they get its answer, not ErrStale, which would have the
+	// worker roll back a claim the log records.
+	chainFirst map[[2]string]*chainRequest
+	chainDups  [][2]*chainRequest
 	// results and err are the append's.
 	results []eventlog.Result
 	err     error
@@ -235,6 +242,13 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 				continue
 			}
 			if !ex.state.Accepts(m.ev) {
+				if first := b.chainFirst[[2]string{id, m.ev.CommandID}]; first != nil && m.chain != nil && m.ev.Type == eventlog.TypeFrameDone {
+					// The same chained report twice in one batch: this copy
+					// gets the first one's command once the batch has it.
+					b.chainDups = append(b.chainDups, [2]*chainRequest{first, m.chain})
+					b.answer(m.reply, nil, id)
+					continue
+				}
 				if m.chain != nil && o.chainRecorded(ex, m.ev, m.chain) {
 					// A chained report sent again: its claim is on record
 					// already, under the command it gets once more.
@@ -255,6 +269,12 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 			if err := ex.state.Apply(ev); err != nil {
 				b.answer(m.reply, err, id)
 				continue
+			}
+			if m.chain != nil && ev.Type == eventlog.TypeFrameDone {
+				if b.chainFirst == nil {
+					b.chainFirst = map[[2]string]*chainRequest{}
+				}
+				b.chainFirst[[2]string{id, ev.CommandID}] = m.chain
 			}
 			if l := ex.leases[ev.CommandID]; l != nil {
 				// Any report says a worker took the attempt. A claim is a
@@ -714,6 +734,10 @@ func (o *orchestrator) abandon(b *batch, err error) {
 // sendReplies answers a batch's reporters: each with its own answer when
 // err is nil (the batch is recorded), all with err otherwise.
 func (o *orchestrator) sendReplies(b *batch, err error) {
+	for _, d := range b.chainDups {
+		d[1].cmd = d[0].cmd
+	}
+	b.chainDups, b.chainFirst = nil, nil
 	for _, r := range b.replies {
 		e := r.err
 		if err != nil {
