@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -64,6 +65,13 @@ type Config struct {
 	// requires. Empty disables authentication (local development only;
 	// New logs a warning).
 	Token string
+	// AllowedHosts are the host names (without port) an open server
+	// (no Token) answers under besides IP addresses and localhost: a
+	// request naming another host in its Host header gets 403, so a web
+	// page cannot reach an open server on the visitor's machine by
+	// pointing its own name at 127.0.0.1 (DNS rebinding). Unused with a
+	// Token, which such a page does not have.
+	AllowedHosts []string
 	// MaxBody bounds request bodies; larger ones get 413. Defaults to
 	// DefaultMaxBody (4 MiB).
 	MaxBody int64
@@ -284,6 +292,10 @@ func headIfGet(methods []string) []string {
 // driving an open server through the visitor's browser.
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Token == "" && !s.allowedHost(r.Host) {
+			writeError(w, http.StatusForbidden, "host not allowed: an open server answers only under an IP address, localhost or a name given in AllowedHosts (--allowed-host)")
+			return
+		}
 		auth := r.Header.Get("Authorization")
 		if auth == "" {
 			if s.cfg.Token != "" && !s.validSession(r) {
@@ -316,6 +328,29 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// allowedHost reports whether an open server answers a request for host
+// (a Host header, with or without port): an IP address, localhost (and
+// its subdomains, which resolve to loopback), or a name in AllowedHosts.
+func (s *server) allowedHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if host == "" || net.ParseIP(host) != nil {
+		return true
+	}
+	lower := strings.ToLower(host)
+	if lower == "localhost" || strings.HasSuffix(lower, ".localhost") {
+		return true
+	}
+	for _, h := range s.cfg.AllowedHosts {
+		if strings.EqualFold(strings.TrimSuffix(h, "."), host) {
+			return true
+		}
+	}
+	return false
 }
 
 func safeMethod(m string) bool {

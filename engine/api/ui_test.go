@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -226,5 +227,58 @@ func TestDashboardUnderPrefix(t *testing.T) {
 	want(t, r, http.StatusOK)
 	if !strings.Contains(string(r.body), `src="/cf/ui/static/list.js"`) {
 		t.Fatalf("list page does not load its script under the prefix: %s", r.body)
+	}
+}
+
+// TestOpenServerRefusesForeignHosts: a page of evil.example whose name
+// now points at 127.0.0.1 (DNS rebinding) is same-origin with itself, so
+// the origin checks pass it; an open server answers only under an IP
+// address, localhost or a name it was given. With a token the name does
+// not matter: such a page has no token.
+func TestOpenServerRefusesForeignHosts(t *testing.T) {
+	t.Parallel()
+	send := func(t *testing.T, b *bundle, method, host, token string) int {
+		t.Helper()
+		req, err := http.NewRequest(method, b.URL()+"/v1/executions", strings.NewReader(`{"source": `+strconv.Quote(echoPlaybook)+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		req.Header.Set("Content-Type", "text/plain")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := b.HTTP.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		return res.StatusCode
+	}
+	open := &bundle{apitest.Start(t, apitest.Config{Logger: testLogger(t), Configure: func(c *api.Config) {
+		c.AllowedHosts = []string{"cf.internal"}
+	}})}
+	for host, status := range map[string]int{
+		"evil.example:8080":   http.StatusForbidden,
+		"evil.example":        http.StatusForbidden,
+		"127.0.0.1:8080":      http.StatusCreated,
+		"[::1]:8080":          http.StatusCreated,
+		"localhost:8080":      http.StatusCreated,
+		"app.localhost":       http.StatusCreated,
+		"CF.internal:8080":    http.StatusCreated,
+		"cf.internal.evil.io": http.StatusForbidden,
+	} {
+		if got := send(t, open, http.MethodPost, host, ""); got != status {
+			t.Errorf("open server, Host %s: %d, want %d", host, got, status)
+		}
+	}
+	if got := send(t, open, http.MethodGet, "evil.example", ""); got != http.StatusForbidden {
+		t.Errorf("open server, a read under a foreign Host: %d, want 403", got)
+	}
+	closed := setup(t)
+	if got := send(t, closed, http.MethodPost, "evil.example", testToken); got != http.StatusCreated {
+		t.Errorf("server with a token, Host evil.example: %d, want 201", got)
 	}
 }

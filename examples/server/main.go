@@ -73,6 +73,7 @@ const DefaultListen = "127.0.0.1:8080"
 type options struct {
 	listen, eventlog, schema, natsURL, prefix, token, tokenFile, id string
 	insecure, verbose, prometheus                                   bool
+	allowedHosts                                                    []string
 	otlp                                                            string
 	lease, commandLease, ackWait, eventAckWait                      time.Duration
 	resultStore                                                     string
@@ -95,6 +96,10 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.token, "token", "", "API bearer token, trimmed of surrounding white space (default: env "+envAPIToken+", else "+envCLIToken+", the name the cursorflow CLI reads)")
 	fs.StringVar(&o.tokenFile, "token-file", "", "read the API bearer token from this file (trimmed of surrounding white space)")
 	fs.BoolVar(&o.insecure, "insecure", false, "serve the API and dashboard without a token (anyone who can connect may run playbooks)")
+	fs.Func("allowed-host", "with --insecure, a host name (besides IP addresses and localhost) the server answers under; repeatable", func(v string) error {
+		o.allowedHosts = append(o.allowedHosts, v)
+		return nil
+	})
 	fs.StringVar(&o.id, "id", "", "this replica's id in the leader lease (default hostname-pid-random)")
 	fs.DurationVar(&o.lease, "lease", leader.DefaultTTL, "leader lease TTL: a dead leader is replaced within about this long")
 	fs.DurationVar(&o.commandLease, "command-lease", engine.DefaultCommandLease, "engine lease of step and item commands (and of in-flight commands after a takeover)")
@@ -252,7 +257,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	}
 	defer workers.Close()
 	acfg := api.Config{Engine: orch, Log: log, Projection: proj, Playbooks: store, Token: o.token, Logger: logger,
-		Metrics: metrics, Ready: orch.Ready, Workers: workers}
+		AllowedHosts: o.allowedHosts, Metrics: metrics, Ready: orch.Ready, Workers: workers}
 	if err := acfg.Validate(); err != nil {
 		return err
 	}
