@@ -149,6 +149,15 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		defer cancel()
 		return f(sctx)
 	}
+	// settleAgain is settle for the idempotent statements (ack, release):
+	// a transient failure (the source restarting, a broken connection) is
+	// tried again within settleTimeout rather than stop the loop.
+	settleAgain := func(op string, f func(context.Context) error) error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		return w.retryTransient(sctx, cmd, op, nil, f)
+	}
+	release := func(f func(context.Context) error) error { return settleAgain("release", f) }
 
 	if cmd.Settle == SettleDeadLetter {
 		var p frameDonePayload
@@ -187,7 +196,11 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 					return nil, err
 				}
 			}
-			claim, err = cur.Claim(ctx, max(1, fs.MaxRows))
+			err = w.retryTransient(ctx, cmd, "claim", cancelled, func(ctx context.Context) error {
+				var cerr error
+				claim, cerr = cur.Claim(ctx, max(1, fs.MaxRows))
+				return cerr
+			})
 			if err != nil {
 				return nil, fail(fmt.Sprintf("loop.cursor.claim: %v", err))
 			}
@@ -225,7 +238,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			// (a re-issue runs every recorded row), or run them where the
 			// source cannot take them back.
 			extra := claimed[keep:]
-			if err := settle(func(sctx context.Context) error { return cur.Release(sctx, extra) }); err == nil {
+			if err := release(func(sctx context.Context) error { return cur.Release(sctx, extra) }); err == nil {
 				p.Released += len(claimed) - keep
 				claimed, rows = claimed[:keep], rows[:keep]
 			} else if !errors.Is(err, cursor.ErrUnsupported) {
@@ -245,7 +258,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	part := w.startPartials(ctx, cmd, rep)
 	defer part.close()
 	h := &frameRun{w: w, cmd: cmd, step: step, cur: cur, scope: scope, rows: rows, claimed: claimed, part: part,
-		cancelled: cancelled, settle: settle, items: make([]ItemOutcome, len(rows)),
+		cancelled: cancelled, settle: release, items: make([]ItemOutcome, len(rows)),
 		released: map[int]bool{}, interrupted: map[int]bool{}, stopped: map[int]bool{}}
 	if cmd.Settle == SettleRelease {
 		h.cancelled = closedChan
@@ -339,7 +352,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		}
 	}
 	if len(ok) > 0 {
-		if err := settle(func(sctx context.Context) error { return cur.Ack(sctx, ok) }); err != nil {
+		if err := settleAgain("ack", func(sctx context.Context) error { return cur.Ack(sctx, ok) }); err != nil {
 			switch {
 			case errors.Is(err, cursor.ErrStaleLease):
 				// The source handed some rows to another claimer after their
@@ -353,7 +366,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				// The rows ran, but the source still holds them claimed and
 				// the loop stops: hand them back rather than strand them
 				// (they run again, at least once, in a later drain).
-				if rerr := settle(func(sctx context.Context) error { return cur.Release(sctx, ok) }); rerr == nil {
+				if rerr := release(func(sctx context.Context) error { return cur.Release(sctx, ok) }); rerr == nil {
 					p.Released += len(ok)
 				} else {
 					for _, r := range ok {
@@ -366,7 +379,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		}
 	}
 	if len(bad) > 0 {
-		err := settle(func(sctx context.Context) error { return cur.Release(sctx, bad) })
+		err := release(func(sctx context.Context) error { return cur.Release(sctx, bad) })
 		switch {
 		case err == nil:
 			p.Released += len(bad)
@@ -413,6 +426,42 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		w.logger().Debug("frame not chained; reporting it alone", "command_id", cmd.ID, "error", err)
 	}
 	return nil, done(p)
+}
+
+// Retries of a cursor operation that failed transiently (cursor.Transient):
+// a claim is tried again for up to transientBudget, an ack or release
+// within settleTimeout, backing off from transientFirst to transientMax.
+// A source restarting or unreachable for a while is ridden out; a longer
+// outage fails the loop as any failed claim does.
+const (
+	transientBudget = time.Minute
+	transientFirst  = 100 * time.Millisecond
+	transientMax    = 5 * time.Second
+)
+
+// retryTransient runs f until it succeeds, fails other than transiently,
+// the budget (transientBudget, or ctx's deadline) runs out, ctx ends or
+// the execution is cancelled (cancelled, when not nil), and returns its
+// last error.
+func (w *Worker) retryTransient(ctx context.Context, cmd *Command, op string, cancelled <-chan struct{}, f func(context.Context) error) error {
+	clk := w.clock()
+	deadline := clk.Now().Add(transientBudget)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	wait := transientFirst
+	for {
+		err := f(ctx)
+		if err == nil || !cursor.Transient(err) || (cancelled != nil && closed(cancelled)) || !clk.Now().Add(wait).Before(deadline) {
+			return err
+		}
+		w.logger().Warn("cursor: transient failure; trying again", "op", op, "step", cmd.Step, "command_id", cmd.ID,
+			"in", wait, "error", err)
+		if sleepCtx(ctx, clk, wait) != nil {
+			return err
+		}
+		wait = min(2*wait, transientMax)
+	}
 }
 
 // abortAheadFailed is the warning of a claim made ahead that could not be

@@ -152,7 +152,7 @@ func (e *executor) retry(ctx context.Context, op string, fn func() error) error 
 			locked++
 			e.log.Info("mysql cursor: lock conflict; retrying", "op", op, "err", err)
 		default:
-			return err
+			return classify(err)
 		}
 	}
 }
@@ -175,6 +175,17 @@ func connectionLost(err error) bool {
 	}
 	var me *gomysql.MySQLError
 	return errors.As(err, &me) && lostConnectionErrors[me.Number]
+}
+
+// classify marks the errors that may pass by themselves (a lost or
+// refused connection, a lock conflict, too many connections) transient,
+// so that the engine tries the operation again for a while.
+func classify(err error) error {
+	var me *gomysql.MySQLError
+	if connectionLost(err) || lockConflict(err) || errors.As(err, &me) && me.Number == 1040 {
+		return cursor.MarkTransient(err)
+	}
+	return err
 }
 
 // lockConflict reports a deadlock (1213) or a lock wait timeout (1205);

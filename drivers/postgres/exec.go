@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cursorflow/cursorflow/cursor"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -115,7 +117,11 @@ func (e *executor) retry(ctx context.Context, op string, fn func(*pgxpool.Conn) 
 	for attempt := 0; ; attempt++ {
 		c, err := e.pool.Acquire(ctx)
 		if err != nil {
-			return fmt.Errorf("acquire connection: %w", err)
+			err = fmt.Errorf("acquire connection: %w", err)
+			if connectMayPass(err) {
+				err = cursor.MarkTransient(err)
+			}
+			return err
 		}
 		keep, err := fn(c)
 		if keep {
@@ -133,6 +139,17 @@ func (e *executor) retry(ctx context.Context, op string, fn func(*pgxpool.Conn) 
 		e.pool.Reset()
 		e.log.Warn("postgres cursor: connection lost; retrying once on a fresh connection", "op", op, "err", err)
 	}
+}
+
+// connectMayPass reports whether a failure to connect may pass by itself
+// (the server unreachable, restarting, or not accepting connections for
+// now), as opposed to a refused login or a database that does not exist.
+func connectMayPass(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return !strings.HasPrefix(pgErr.Code, "28") && pgErr.Code != "3D000"
+	}
+	return !errors.Is(err, context.Canceled)
 }
 
 // pgTx is a claim's open transaction on its pooled connection.
