@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -48,7 +49,16 @@ type execLock struct {
 // or, when another process was quicker, lost (see execLock.lost).
 func lockExecution(ctx context.Context, logURL string, log eventlog.Log, id string, logger *slog.Logger) (*execLock, error) {
 	if path, ok := strings.CutPrefix(logURL, "sqlite:"); ok {
-		release, err := lockFile(strings.TrimPrefix(path, "//")+".locks", id)
+		path = strings.TrimPrefix(path, "//")
+		// One lock per log file, however it is named: a symlink or a
+		// relative path reaches the same locks as the file's own path.
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			path = real
+		}
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+		release, err := lockFile(path+".locks", id)
 		if err != nil {
 			return nil, err
 		}

@@ -76,6 +76,17 @@ func TestOneDriverPerExecution(t *testing.T) {
 			if code := exitStatus(err); code != exitInvalid || !strings.Contains(string(out), "another process is driving this execution") {
 				t.Fatalf("resume during the run: exit %d, %s", code, out)
 			}
+			if name == "sqlite" {
+				// The same log reached through a symlink has the same lock.
+				link := filepath.Join(t.TempDir(), "alias.db")
+				if err := os.Symlink(filepath.Join(dir, "events.db"), link); err != nil {
+					t.Fatal(err)
+				}
+				out, err := exec.CommandContext(ctx, bin, "resume", id, "--eventlog", "sqlite:"+link).CombinedOutput()
+				if code := exitStatus(err); code != exitInvalid || !strings.Contains(string(out), "another process is driving this execution") {
+					t.Fatalf("resume through a symlink during the run: exit %d, %s", code, out)
+				}
+			}
 			if err := run.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
