@@ -74,6 +74,15 @@ func withoutParam(rawQuery, name string) string {
 	return strings.Join(kept, "&")
 }
 
+// Redact returns an event log URL fit for messages: its password, if
+// any, replaced by "xxxxx" (url.URL.Redacted).
+func Redact(raw string) string {
+	if !strings.Contains(raw, "://") {
+		return raw // sqlite:PATH, memory:
+	}
+	return redact(raw)
+}
+
 // redact hides a URL's password so that it never reaches an error.
 func redact(raw string) string {
 	if u, err := url.Parse(raw); err == nil {

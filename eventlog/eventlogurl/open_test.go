@@ -133,3 +133,17 @@ func TestOpenUnsupported(t *testing.T) {
 		}
 	}
 }
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"postgres://u:secret@h:5432/db?sslmode=disable": "postgres://u:xxxxx@h:5432/db?sslmode=disable",
+		"postgres://u@h/db":                             "postgres://u@h/db",
+		"sqlite:/var/lib/cf/events.db":                  "sqlite:/var/lib/cf/events.db",
+		"memory:":                                       "memory:",
+	} {
+		if got := eventlogurl.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -192,7 +192,15 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	}
 	id := pos[0]
 	return withEngine(f, stdout, stderr, id, nil, func(ctx context.Context, e *engine.Engine) (string, error) {
-		return id, e.Resume(ctx, id)
+		err := e.Resume(ctx, id)
+		if errors.Is(err, engine.ErrUnknownExecution) {
+			logURL := f.eventlog
+			if logURL == "" {
+				logURL = defaultEventLog()
+			}
+			err = fmt.Errorf("%w, in the event log %s (check --eventlog)", err, eventlogurl.Redact(logURL))
+		}
+		return id, err
 	})
 }
 
@@ -226,6 +234,14 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 		logURL = defaultEventLog()
 	}
 	if path, ok := strings.CutPrefix(logURL, "sqlite:"); ok {
+		if pb == nil {
+			// A resume reads an existing log: a mistyped path must not
+			// leave a new, empty one behind.
+			if _, err := os.Stat(strings.TrimPrefix(path, "//")); err != nil {
+				fmt.Fprintf(stderr, "cursorflow: no event log at %s (check --eventlog)\n", path)
+				return exitInvalid
+			}
+		}
 		_ = os.MkdirAll(filepath.Dir(path), 0o755)
 	}
 	log, err := eventlogurl.Open(ctx, logURL)
@@ -346,7 +362,7 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 		if ctx.Err() != nil {
 			stopGracefully(e, stderr)
 		}
-		fmt.Fprintf(stderr, "cursorflow: %v (resume with: cursorflow resume %s --eventlog %s)\n", err, id, logURL)
+		fmt.Fprintf(stderr, "cursorflow: %v (resume with: cursorflow resume %s --eventlog %s)\n", err, id, eventlogurl.Redact(logURL))
 		return exitInvalid
 	}
 	// The log's view of the execution: its event count (the summary's own

@@ -113,7 +113,7 @@ func cmdEventsLocal(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		if next == 0 && len(evs) == 0 {
-			fmt.Fprintf(stderr, "cursorflow: execution %s has no events in %s\n", id, *logURL)
+			fmt.Fprintf(stderr, "cursorflow: execution %s has no events in %s (check --eventlog)\n", id, eventlogurl.Redact(*logURL))
 			return exitInvalid
 		}
 		if !*follow {
