@@ -1067,6 +1067,14 @@ func (w *Worker) runTool(ctx context.Context, cmd *Command, step *dsl.Step, task
 	if await && awaitOf(err) != nil || errors.Is(err, ErrClosed) {
 		return nil, "", err
 	}
+	if errors.Is(err, tools.ErrAborted) {
+		// Aborted: the task fails at once, past its policy rules.
+		if len(revealed) > 0 {
+			msg, _ := tools.ConcealSecrets(err.Error(), revealed).(string)
+			return nil, "", errors.New(msg)
+		}
+		return nil, "", err
+	}
 	if err != nil {
 		// The call could not be made; policies still see it as an error.
 		out = tools.Output{Status: tools.StatusError, Error: err.Error()}

@@ -113,11 +113,13 @@ func (c *Call) EmitPartial(data any) {
 
 // Tool executes one kind of task.
 //
-// Execute returns an error only when the call could not be made at all in
-// a way a policy should not see (for example an unknown credential alias);
-// failures of the work itself (HTTP 500, SQL error, Python exception) are
+// Failures of the work itself (HTTP 500, SQL error, Python exception) are
 // reported as an Output with Status "error", so policy rules can match
-// them.
+// them. Execute returns an error when the call could not be made at all
+// (a bad configuration, an unknown credential alias); the engine records
+// it as an error Output all the same (output.error is its message), so
+// policies see it too, unless it wraps ErrAborted: then the task fails at
+// once, no policy rule is consulted, and in a cursor loop the loop stops.
 type Tool interface {
 	Execute(ctx context.Context, call *Call) (Output, error)
 }
@@ -127,6 +129,11 @@ type ToolFunc func(ctx context.Context, call *Call) (Output, error)
 
 // Execute calls f.
 func (f ToolFunc) Execute(ctx context.Context, call *Call) (Output, error) { return f(ctx, call) }
+
+// ErrAborted, wrapped in the error a tool returns from Execute, fails the
+// task at once: no policy rule sees it (no retry, no jump, no continue).
+// tools/fn's Abort wraps it.
+var ErrAborted = errors.New("tools: call aborted")
 
 // ErrUnknownKind is returned when no tool is registered for a kind.
 var ErrUnknownKind = errors.New("tools: unknown tool kind")

@@ -33,9 +33,13 @@ type abortError struct{ err error }
 func (e abortError) Error() string { return e.err.Error() }
 func (e abortError) Unwrap() error { return e.err }
 
-// Abort wraps err so that the tool returns it from Execute (the call
-// could not be made; policies do not see it) instead of reporting an
-// error Output.
+// Is makes an aborted call's error match tools.ErrAborted.
+func (e abortError) Is(target error) bool { return target == tools.ErrAborted }
+
+// Abort wraps err so that the tool returns it from Execute, marked
+// tools.ErrAborted, instead of reporting an error Output: the task fails
+// at once with err's message, and no policy rule sees it (a cursor loop
+// stops).
 func Abort(err error) error {
 	if err == nil {
 		return nil
@@ -78,7 +82,7 @@ func (t Tool) Execute(ctx context.Context, call *tools.Call) (out tools.Output, 
 	if ferr != nil {
 		var ab abortError
 		if errors.As(ferr, &ab) {
-			return tools.Output{}, ab.err
+			return tools.Output{}, ab
 		}
 		return tools.Output{Status: tools.StatusError, Error: ferr.Error()}, nil
 	}
