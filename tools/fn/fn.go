@@ -13,7 +13,10 @@
 // involvement returns an error wrapped by Abort. A value the log cannot
 // record as JSON (one holding a channel, a func or a complex number, or
 // holding itself) fails the step with an error saying where in the value
-// it is, rather than being dropped.
+// it is, rather than being dropped; NaN and ±Inf, which JSON has no
+// numbers for, are recorded as the strings "NaN", "+Inf" and "-Inf". In
+// a cursor loop a row's result is not recorded at all (only its outcome),
+// so it is checked only where a set: or a template of the row reads it.
 package fn
 
 import (
