@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -322,6 +324,31 @@ func (e *Engine) Reporter() Reporter { return e.orch }
 // it commands from elsewhere.
 func (e *Engine) Worker() *Worker { return e.worker }
 
+// ErrInvalidExecutionID is wrapped by the error Start returns for a
+// StartOptions.ExecutionID that cannot name an execution: longer than
+// MaxExecutionIDLen bytes, not UTF-8, holding white space at its ends or a
+// control character (a NUL, which no SQL log stores, a newline). Trying
+// again cannot help.
+var ErrInvalidExecutionID = errors.New("engine: invalid execution id")
+
+// MaxExecutionIDLen bounds the length, in bytes, of an execution id a
+// host chooses (StartOptions.ExecutionID).
+const MaxExecutionIDLen = 200
+
+func validExecutionID(id string) error {
+	switch {
+	case len(id) > MaxExecutionIDLen:
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidExecutionID, len(id), MaxExecutionIDLen)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%w: not UTF-8", ErrInvalidExecutionID)
+	case strings.TrimSpace(id) != id:
+		return fmt.Errorf("%w: %q has white space at its ends", ErrInvalidExecutionID, id)
+	case strings.ContainsFunc(id, unicode.IsControl):
+		return fmt.Errorf("%w: %q holds a control character", ErrInvalidExecutionID, id)
+	}
+	return nil
+}
+
 // ErrExecutionExists is wrapped by the error Start returns when the log
 // already holds an execution under the id asked for (StartOptions.
 // ExecutionID): a retry of a start that went through, say, or two
@@ -336,7 +363,8 @@ type StartOptions struct {
 	// Workload overrides top-level workload keys.
 	Workload map[string]any
 	// ExecutionID fixes the new execution's id; defaults to a new UUIDv7.
-	// Start refuses an id the log already holds (ErrExecutionExists).
+	// Start refuses an id the log already holds (ErrExecutionExists) and
+	// one that cannot name an execution (ErrInvalidExecutionID).
 	ExecutionID string
 	// Parent is the parent execution of a sub-playbook.
 	Parent string
@@ -382,6 +410,8 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 			return "", err
 		}
 		id = u.String()
+	} else if err := validExecutionID(id); err != nil {
+		return "", err
 	} else if err := e.checkFresh(ctx, id); err != nil {
 		return "", err
 	}
@@ -706,6 +736,7 @@ func (e *Engine) awaitWorkers(finished <-chan struct{}) {
 			"commands", e.busy.Load(), "waited", abandonAfter)
 	}
 }
+
 // Close stops the orchestrator and the workers at once. Running commands
 // are cancelled; their executions can be resumed from the log. Close
 // waits for the cancelled tools to return, at most two seconds: a tool

@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,5 +149,22 @@ workflow:
 				t.Fatalf("%d of 5 jobs done; loops %s", done, fmt.Sprint(st.Loops))
 			}
 		})
+	}
+}
+
+// TestInvalidExecutionID: an id a host chooses that cannot name an
+// execution is refused as such, not as the log being unavailable (which
+// invites a retry that can never succeed).
+func TestInvalidExecutionID(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil).eng
+	for _, id := range []string{"bad\x00id", " padded", "line\nbreak", strings.Repeat("x", engine.MaxExecutionIDLen+1), "\xff"} {
+		_, err := e.Start(context.Background(), []byte(twoSteps), engine.StartOptions{ExecutionID: id})
+		if !errors.Is(err, engine.ErrInvalidExecutionID) || errors.Is(err, engine.ErrUnavailable) {
+			t.Errorf("ExecutionID %q: %v, want ErrInvalidExecutionID", id, err)
+		}
+	}
+	if _, err := e.Start(context.Background(), []byte(twoSteps), engine.StartOptions{ExecutionID: "order-42/attempt-1"}); err != nil {
+		t.Fatalf("a plain id: %v", err)
 	}
 }
