@@ -414,7 +414,9 @@ func (s *server) logRequests(next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
 		level := slog.LevelDebug
-		if rec.status >= 500 {
+		if rec.status >= 500 && r.URL.Path != "/readyz" {
+			// A standby's /readyz answers 503 to every probe of its load
+			// balancer: that is its job, not an error.
 			level = slog.LevelError
 		}
 		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start)}
@@ -434,7 +436,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		if err := s.cfg.Ready(r.Context()); err != nil {
 			// The reason may name hosts; it goes to the log, not to an
 			// unauthenticated client.
-			s.log.Warn("api: not ready", "error", err)
+			s.log.Debug("api: not ready", "error", err)
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 			return
 		}

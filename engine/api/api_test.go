@@ -273,6 +273,15 @@ func TestPlaybooks(t *testing.T) {
 		t.Fatalf("v2 %+v", reg)
 	}
 	want(t, b.do(t, http.MethodPost, "/v1/playbooks", loopPlaybook), http.StatusCreated)
+	// A playbook no build runs (a typo in a key) is not stored: it could
+	// never start.
+	typo := strings.Replace(echoPlaybook, "metadata: {name: echo}", "metadata: {name: typo}", 1) + "    nxt: [start]\n"
+	r = b.do(t, http.MethodPost, "/v1/playbooks", typo)
+	want(t, r, http.StatusUnprocessableEntity)
+	if e := r.errorBody(t); len(e.Problems) != 1 || !strings.Contains(e.Problems[0].Message, "nxt") || e.Problems[0].Line != 8 {
+		t.Fatalf("typo: %+v", e)
+	}
+	want(t, b.do(t, http.MethodGet, "/v1/playbooks/typo", nil), http.StatusNotFound)
 
 	r = b.do(t, http.MethodGet, "/v1/playbooks", nil)
 	want(t, r, http.StatusOK)
@@ -317,10 +326,11 @@ func TestPlaybooks(t *testing.T) {
 	if body := string(r.body); strings.Contains(body, "workflow") || !strings.Contains(body, `goes in \"source\"`) {
 		t.Fatalf("YAML sent as a name: %s", body)
 	}
-	// A playbook that uses a field this build does not run registers (with
-	// its warning) but is refused at start, with the position.
-	want(t, b.do(t, http.MethodPost, "/v1/playbooks", strings.Replace(echoPlaybook, "name: echo", "name: odd", 1)+"    surprise: 1\n"), http.StatusCreated)
-	r = b.do(t, http.MethodPost, "/v1/executions", api.StartRequest{Playbook: "odd"})
+	// A playbook that uses a field this build does not run is refused,
+	// with the position, at start as at registration.
+	odd := strings.Replace(echoPlaybook, "name: echo", "name: odd", 1) + "    surprise: 1\n"
+	want(t, b.do(t, http.MethodPost, "/v1/playbooks", odd), http.StatusUnprocessableEntity)
+	r = b.do(t, http.MethodPost, "/v1/executions", api.StartRequest{Source: odd})
 	want(t, r, http.StatusUnprocessableEntity)
 	var refused api.ErrorBody
 	r.decode(t, &refused)

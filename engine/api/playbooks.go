@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -32,6 +33,18 @@ func (s *server) registerPlaybook(w http.ResponseWriter, r *http.Request) {
 	pb, err := dsl.Parse(file, src)
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if len(pb.Refusals) > 0 {
+		// What every build refuses at run (an unknown key, a field this
+		// build does not honour): stored, it could never start.
+		probs := make([]*dsl.Diagnostic, len(pb.Refusals))
+		for i := range pb.Refusals {
+			probs[i] = &pb.Refusals[i]
+		}
+		writeJSON(w, http.StatusUnprocessableEntity, ErrorBody{
+			Error:    fmt.Sprintf("playbook uses what no build runs: %d problem(s)", len(probs)),
+			Problems: problemsOf(probs)})
 		return
 	}
 	name := pb.Metadata.Name
