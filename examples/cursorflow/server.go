@@ -221,11 +221,20 @@ func (c *apiClient) stream(ctx context.Context, id string, after int64, fn func(
 }
 
 // follow streams events (reconnecting after a dropped stream) until the
-// execution's terminal event.
-func (c *apiClient) follow(ctx context.Context, id string, after int64, fn func(eventlog.Event)) error {
+// execution's terminal event. While the server does not answer it says so
+// on warn, once, and again once it answers.
+func (c *apiClient) follow(ctx context.Context, id string, after int64, fn func(eventlog.Event), warn io.Writer) error {
 	backoff := 100 * time.Millisecond
+	unreachable := false
+	emit := func(ev eventlog.Event) {
+		if unreachable {
+			unreachable = false
+			fmt.Fprintf(warn, "cursorflow: the server at %s answers again\n", c.base)
+		}
+		fn(ev)
+	}
 	for {
-		done, next, err := c.stream(ctx, id, after, fn)
+		done, next, err := c.stream(ctx, id, after, emit)
 		if done {
 			return nil
 		}
@@ -235,6 +244,10 @@ func (c *apiClient) follow(ctx context.Context, id string, after int64, fn func(
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if err != nil && !unreachable {
+			unreachable = true
+			fmt.Fprintf(warn, "cursorflow: the server at %s does not answer (%v); trying again until it does (the execution goes on without this process)\n", c.base, err)
 		}
 		if next > after {
 			backoff = 100 * time.Millisecond
@@ -332,7 +345,7 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 		if *verbose {
 			printEvent(stderr, ev)
 		}
-	})
+	}, stderr)
 	stopProgress()
 	if err != nil {
 		fmt.Fprintf(stderr, "cursorflow: following %s: %v (check later with: cursorflow status %s --server %s)\n", id, err, id, c.base)
@@ -555,7 +568,7 @@ func cmdEvents(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *followFlag {
-		if err := c.follow(ctx, id, *after, emit); err != nil {
+		if err := c.follow(ctx, id, *after, emit, stderr); err != nil {
 			fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 			return exitInvalid
 		}

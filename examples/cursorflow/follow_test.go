@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// TestFollowSaysWhenTheServerIsGone: `run --server` follows an execution
+// through a server that stops answering for a while; it says so once,
+// instead of waiting in silence, and says so again when the server is
+// back, then ends with the execution.
+func TestFollowSaysWhenTheServerIsGone(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 3 {
+			// Down: the connection drops without an answer.
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"execution_id\":\"x\",\"seq\":1,\"type\":%q}\n\n", eventlog.TypeExecutionCompleted)
+	}))
+	defer srv.Close()
+	c := &apiClient{base: srv.URL, http: srv.Client()}
+	var warn bytes.Buffer
+	var seen []string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.follow(ctx, "x", 0, func(ev eventlog.Event) { seen = append(seen, ev.Type) }, &warn); err != nil {
+		t.Fatal(err)
+	}
+	out := warn.String()
+	if strings.Count(out, "does not answer") != 1 || strings.Count(out, "answers again") != 1 || len(seen) != 1 {
+		t.Fatalf("events %v; said:\n%s", seen, out)
+	}
+}
