@@ -42,6 +42,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cursorflow/cursorflow/examples/internal/natslog"
 	"io"
 	"log/slog"
 	"net"
@@ -205,7 +206,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(o.natsURL, nats.Name("cursorflow-server "+lease.Owner()), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(o.natsURL, append(natslog.Options(logger), nats.Name("cursorflow-server "+lease.Owner()), nats.MaxReconnects(-1))...)
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}

@@ -49,6 +49,7 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/examples/internal/credflag"
+	"github.com/cursorflow/cursorflow/examples/internal/natslog"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
@@ -125,7 +126,7 @@ func run(args []string, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	nc, err := nats.Connect(*natsURL, nats.Name("cursorflow-worker "+*id), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(*natsURL, append(natslog.Options(logger), nats.Name("cursorflow-worker "+*id), nats.MaxReconnects(-1))...)
 	if err != nil {
 		logger.Error("nats", "error", err)
 		return 1

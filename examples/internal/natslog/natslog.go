@@ -1,0 +1,28 @@
+// Package natslog logs a NATS connection's losses and recoveries, which
+// nats.go reconnects through silently: an operator reading the logs of a
+// stalled worker or server sees that NATS was away, and when it came back.
+package natslog
+
+import (
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Options returns the nats.Connect options that log, on logger, each
+// disconnection (a warning, with its error), reconnection and final close.
+func Options(logger *slog.Logger) []nats.Option {
+	return []nats.Option{
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			logger.Warn("nats: disconnected; reconnecting", "error", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			logger.Info("nats: reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if err := nc.LastError(); err != nil {
+				logger.Warn("nats: connection closed", "error", err)
+			}
+		}),
+	}
+}
