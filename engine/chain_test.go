@@ -429,3 +429,34 @@ func TestChainedReportCopiesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainedWorkerChainsNoFrames: a drained worker (one that is stopping:
+// Engine.Shutdown, a natsjs worker's SIGTERM) finishes the frames it is
+// given without claiming its slots' next rows ahead, so that it takes no
+// new rows; the orchestrator's frames still drain the queue.
+func TestDrainedWorkerChainsNoFrames(t *testing.T) {
+	log := eventlog.NewMemory()
+	pool, table, cfg := chainQueue(t, 100, log)
+	h := &chainHook{nth: -1}
+	cfg.Dispatcher = h
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng = e
+	t.Cleanup(func() { _ = e.Close(); h.wg.Wait() })
+	e.Worker().Drain()
+	b := &claimBench{pool: pool, table: table, log: log, eng: e}
+	sum, _ := b.run(t, withMaxInFlight(b.playbook("", "max_rows: 10", ""), 2))
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	if counts, _ := b.counts(t); counts["done"] != 100 {
+		t.Fatalf("statuses %v: want all 100 done", counts)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n != 0 {
+		t.Fatalf("the drained worker sent %d chained reports, want none", h.n)
+	}
+}

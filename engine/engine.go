@@ -676,6 +676,9 @@ func (e *Engine) markClosed() bool {
 // frame cut short says which rows it handed back) are recorded before it
 // returns, waiting up to 5s more for the log.
 func (e *Engine) Shutdown(ctx context.Context) error {
+	// The frames running claim no rows ahead (from before calls fail, so
+	// that a caller who sees ErrClosed knows it).
+	e.worker.Drain()
 	if !e.markClosed() {
 		return nil
 	}

@@ -50,7 +50,7 @@ func (w *Worker) runFrame(ctx context.Context, cmd *Command, step *dsl.Step, rep
 		limit = DefaultMaxChain
 	}
 	for chained := 0; ; chained++ {
-		mayChain := limit < 0 || chained < limit
+		mayChain := (limit < 0 || chained < limit) && !w.draining.Load()
 		next, err := w.frame(ctx, cmd, step, rep, cancelled, &cur, held, mayChain)
 		if err != nil || next == nil {
 			return err

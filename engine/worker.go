@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cursorflow/cursorflow/clock"
@@ -54,7 +55,9 @@ type Worker struct {
 
 	cancels cancels
 	resOnce sync.Once
-	res     *results
+	// draining is set by Drain.
+	draining atomic.Bool
+	res      *results
 }
 
 // results returns the worker's stored results (reads are cached).
@@ -73,6 +76,12 @@ func (w *Worker) clock() clock.Clock {
 	}
 	return clock.System()
 }
+
+// Drain tells the worker that it is stopping: the cursor frames it runs
+// finish their rows and report without claiming their slot's next rows
+// ahead (chaining), so that a stopping worker takes no new rows. Commands
+// it is given still run. A drained worker stays drained.
+func (w *Worker) Drain() { w.draining.Store(true) }
 
 // Cancel tells the worker that an execution is being cancelled. Its
 // frames running now stop between rows: rows not started are handed back

@@ -249,6 +249,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 	}
 	loops.Wait()
+	// Stopping: the frames running finish without claiming more rows.
+	w.opts.Worker.Drain()
 	idle := make(chan struct{})
 	go func() { wg.Wait(); close(idle) }()
 	select {
