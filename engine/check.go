@@ -40,6 +40,9 @@ func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupport
 // orchestrator of a scale-out deployment does not know its workers'
 // tools). The problems are warnings, sorted by position.
 func Check(pb *dsl.Playbook, toolReg *tools.Registry, cursorReg *cursor.Registry) []dsl.Diagnostic {
+	if pb == nil {
+		return []dsl.Diagnostic{{Message: "no playbook (nil)"}}
+	}
 	out := slices.Clone(pb.Refusals)
 	add := func(pos dsl.Pos, format string, args ...any) {
 		out = append(out, dsl.Diagnostic{Pos: pos, Message: fmt.Sprintf(format, args...), Warning: true})

@@ -25,6 +25,9 @@ import (
 // orchestrator of a scale-out deployment does not call it: its workers
 // hold the credentials.
 func CheckCredentials(ctx context.Context, pb *dsl.Playbook, toolReg *tools.Registry, kc tools.Keychain) []dsl.Diagnostic {
+	if pb == nil {
+		return []dsl.Diagnostic{{Message: "no playbook (nil)"}}
+	}
 	var out []dsl.Diagnostic
 	missing := func(alias string) bool {
 		_, err := kc.Resolve(ctx, alias)

@@ -169,7 +169,10 @@ type Engine struct {
 }
 
 // New creates an engine and starts its orchestrator and workers. Close
-// stops them.
+// stops them. The engine drives the executions it starts or resumes: the
+// unfinished executions an earlier process left in Log wait for a Resume
+// (list them with Log.Executions(ctx, true)), or for engine/leader's
+// Orchestrator, which resumes them all when it takes the lease.
 func New(cfg Config) (*Engine, error) {
 	if cfg.Log == nil {
 		return nil, errors.New("engine: Config.Log is required")
@@ -473,7 +476,7 @@ func (e *Engine) Check(pb *dsl.Playbook) []dsl.Diagnostic {
 		creg = e.cfg.Cursors
 	}
 	probs := Check(pb, treg, creg)
-	if e.cfg.Results == nil {
+	if e.cfg.Results == nil && pb != nil {
 		probs = append(probs, needsStore(pb)...)
 	}
 	return probs

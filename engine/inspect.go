@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -66,6 +67,9 @@ type LoopStatus struct {
 // Inspect folds an execution's events from log into a Status. It reads
 // only; any process with access to the log can call it.
 func Inspect(ctx context.Context, log eventlog.Log, executionID string) (*Status, error) {
+	if log == nil {
+		return nil, errors.New("engine: Inspect: nil event log")
+	}
 	events, err := log.Read(ctx, executionID, 0, 0)
 	if err != nil {
 		return nil, err

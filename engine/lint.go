@@ -21,6 +21,9 @@ import (
 // runs as written, and a NoETL playbook may carry keys meant for NoETL's
 // tools.
 func Lint(pb *dsl.Playbook, toolReg *tools.Registry) []dsl.Diagnostic {
+	if pb == nil {
+		return nil
+	}
 	var out []dsl.Diagnostic
 	eachTask(pb, func(t *dsl.Task, what string, role taskRole) {
 		known, label := lintKeys(t, role, toolReg)

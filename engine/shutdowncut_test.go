@@ -168,3 +168,22 @@ func TestInvalidExecutionID(t *testing.T) {
 		t.Fatalf("a plain id: %v", err)
 	}
 }
+
+// TestNilArguments: the package's functions answer a nil playbook or log
+// with an error or a finding, not a nil dereference.
+func TestNilArguments(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil).eng
+	if probs := e.Check(nil); len(probs) != 1 {
+		t.Errorf("Check(nil) = %v", probs)
+	}
+	if probs := engine.CheckCredentials(context.Background(), nil, nil, nil); len(probs) != 1 {
+		t.Errorf("CheckCredentials(nil) = %v", probs)
+	}
+	if probs := engine.Lint(nil, nil); len(probs) != 0 {
+		t.Errorf("Lint(nil) = %v", probs)
+	}
+	if _, err := engine.Inspect(context.Background(), nil, "x"); err == nil {
+		t.Error("Inspect with a nil log: no error")
+	}
+}

@@ -2,12 +2,13 @@
 // `kind: playbook` runs another playbook as a child execution and takes
 // the child's outcome as its output.
 //
-//   - step: enrich
-//     tool:
-//     kind: playbook
-//     path: ./enrich.yaml        # relative to the parent playbook's file
-//     workload:                  # overrides of the child's workload
-//     customer_id: '{{ iter.customer.id }}'
+//	workflow:
+//	  - step: enrich
+//	    tool:
+//	      kind: playbook
+//	      path: ./enrich.yaml      # relative to the parent playbook's file
+//	      workload:                # overrides of the child's workload
+//	        customer_id: '{{ iter.customer.id }}'
 //
 // The child's execution id is derived from the parent's command, so a
 // retried or resumed call re-attaches to the same child instead of
