@@ -3,6 +3,7 @@ package cursor
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 )
@@ -28,7 +29,7 @@ func (r *Registry) Register(kind string, d Driver) error {
 	if kind == "" {
 		return errors.New("cursor: register: empty kind")
 	}
-	if d == nil {
+	if d == nil || nilPointer(d) {
 		return fmt.Errorf("cursor: register %q: nil driver", kind)
 	}
 	r.mu.Lock()
@@ -105,4 +106,11 @@ func (r *Registry) Close() error {
 // Spec.Options as written in the playbook, unrendered.
 type TemplateOptioner interface {
 	TemplateOptions() []string
+}
+
+// nilPointer reports whether v holds a nil pointer (a typed nil in an
+// interface), whose first method call would panic.
+func nilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

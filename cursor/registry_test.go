@@ -42,6 +42,7 @@ func TestRegister(t *testing.T) {
 		{name: "duplicate", kind: "postgres", driver: &closeRecorder{}, wantErr: cursor.ErrDuplicateKind, wantMsg: `"postgres"`},
 		{name: "empty kind", kind: "", driver: &closeRecorder{}, wantMsg: "empty kind"},
 		{name: "nil driver", kind: "redis", driver: nil, wantMsg: "nil driver"},
+		{name: "typed nil driver", kind: "sqlite", driver: (*sqlite.Driver)(nil), wantMsg: "nil driver"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

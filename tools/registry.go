@@ -3,6 +3,7 @@ package tools
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 )
@@ -36,7 +37,7 @@ func (r *Registry) Register(kind string, t Tool) error {
 	}
 	// A nil ToolFunc is a non-nil Tool that panics on its first call:
 	// refused here, where the mistake is made.
-	if f, ok := t.(ToolFunc); t == nil || (ok && f == nil) {
+	if f, ok := t.(ToolFunc); t == nil || (ok && f == nil) || nilPointer(t) {
 		return fmt.Errorf("tools: register %q: nil tool", kind)
 	}
 	r.mu.Lock()
@@ -81,4 +82,11 @@ func (r *Registry) Kinds() []string {
 	r.mu.RUnlock()
 	slices.Sort(kinds)
 	return kinds
+}
+
+// nilPointer reports whether v holds a nil pointer (a typed nil in an
+// interface), whose first method call would panic.
+func nilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

@@ -31,6 +31,7 @@ func TestRegistry(t *testing.T) {
 		{"duplicate", "http", okTool(), tools.ErrDuplicateKind},
 		{"empty kind", "", okTool(), errors.New("any")},
 		{"nil tool", "x", nil, errors.New("any")},
+		{"typed nil tool", "y", (*pointerTool)(nil), errors.New("any")},
 	}
 	for _, tt := range tests {
 		err := r.Register(tt.kind, tt.tool)
@@ -81,4 +82,10 @@ func TestRegistryConcurrent(t *testing.T) {
 	if n := len(r.Kinds()); n != 9 {
 		t.Errorf("kinds %d, want 9", n)
 	}
+}
+
+type pointerTool struct{}
+
+func (*pointerTool) Execute(context.Context, *tools.Call) (tools.Output, error) {
+	return tools.Output{}, nil
 }
