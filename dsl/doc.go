@@ -93,8 +93,11 @@
 // keys, ctx, vars, earlier steps' results by step name, iter.<iterator>,
 // output (in set blocks, arc guards and policies), and a few others. A
 // template that is exactly one {{ expression }} renders to the
-// expression's native value (a list stays a list); any other renders to a
-// string. A template syntax error is a parse error.
+// expression's native value (a list stays a list); any other renders to
+// text that is read as NoETL reads it ("[{% for ... %}]" is a list,
+// "{% if x %}true{% else %}false{% endif %}" a bool, "{{ a }}{{ b }}" of
+// digits a number: see Template), unless it uses tojson. A template
+// syntax error is a parse error.
 //
 // Values that end up in SQL text go through the sql_literal filter (a
 // quoted, escaped literal: None is NULL, lists and maps their JSON; an

@@ -47,7 +47,7 @@ func TestRefsResolveOnlyWhatATemplateReads(t *testing.T) {
 	}{
 		{"{{ small.rows | length }}", int64(1), 0},
 		{"{{ big.rows | length }}", int64(3), 1},
-		{"{% for r in big.rows %}{{ r }}{% endfor %}", "123", 2},
+		{"{% for r in big.rows %}-{{ r }}{% endfor %}", "-1-2-3", 2},
 		{"{{ ctx.n + (small.rows | first) }}", int64(16), 2},
 	} {
 		tpl, err := CompileTemplate(tc.src, Pos{Line: 1, Col: 1})

