@@ -23,54 +23,56 @@ func keepsText(src string) bool {
 	return strings.Contains(src, "| tojson") || strings.Contains(src, "|tojson")
 }
 
-// coerceText reads a text template's rendered text s as NoETL does.
-func coerceText(s string) any {
+// coerceText reads a text template's rendered text s as NoETL does; false
+// when s stays the text it is.
+func coerceText(s string) (any, bool) {
 	if s == "" {
-		return s
+		return nil, false
 	}
 	if (strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]")) || (strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}")) {
 		var v any
 		dec := json.NewDecoder(strings.NewReader(s))
 		dec.UseNumber()
 		if err := dec.Decode(&v); err == nil && !dec.More() {
-			return normalizeJSON(v)
+			return normalizeJSON(v), true
 		}
 		if v, ok := parsePyLiteral(s); ok {
-			return v
+			return v, true
 		}
 	}
-	switch strings.ToLower(s) {
-	case "true":
-		return true
-	case "false":
-		return false
+	switch {
+	case strings.EqualFold(s, "true"):
+		return true, true
+	case strings.EqualFold(s, "false"):
+		return false, true
 	}
 	if isDigits(s) {
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return n
+			return n, true
 		}
 		f, _ := new(big.Float).SetString(s)
 		if f != nil {
 			x, _ := f.Float64()
-			return x
+			return x, true
 		}
 	}
 	if floatLike(s) {
 		if f, err := strconv.ParseFloat(s, 64); err == nil {
-			return f
+			return f, true
 		}
 	}
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "none", "null":
-		return nil
+	if t := strings.TrimSpace(s); strings.EqualFold(t, "none") || strings.EqualFold(t, "null") {
+		return nil, true
 	}
-	if v, ok := parsePyLiteral(s); ok {
-		return v
+	if mayBePyLiteral(s) {
+		if v, ok := parsePyLiteral(s); ok {
+			return v, true
+		}
 	}
-	if strings.TrimSpace(s) == "" {
-		return ""
+	if s != "" && strings.TrimSpace(s) == "" {
+		return "", true
 	}
-	return s
+	return nil, false
 }
 
 // isDigits is Python's str.isdigit for the ASCII digits NoETL's playbooks
@@ -85,16 +87,31 @@ func isDigits(s string) bool {
 }
 
 // floatLike is NoETL's test for a float: a '.', 'e' or 'E' in the text,
-// and digits once one of each and a leading sign are taken away.
+// and digits once the first of each and then the leading signs are taken
+// away ("-1.5", "1e5"; not "1e-5", which the literal reading takes).
 func floatLike(s string) bool {
 	if !strings.ContainsAny(s, ".eE") {
 		return false
 	}
-	t := strings.Replace(s, ".", "", 1)
-	t = strings.Replace(t, "e", "", 1)
-	t = strings.Replace(t, "E", "", 1)
-	t = strings.TrimLeft(t, "+-")
-	return isDigits(t)
+	var dot, e, bigE bool
+	lead, digits := true, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.' && !dot:
+			dot = true
+		case c == 'e' && !e:
+			e = true
+		case c == 'E' && !bigE:
+			bigE = true
+		case lead && (c == '+' || c == '-'):
+		case c >= '0' && c <= '9':
+			lead = false
+			digits++
+		default:
+			return false
+		}
+	}
+	return digits > 0
 }
 
 // normalizeJSON turns json.Numbers into int64 (or float64) values, as
@@ -117,6 +134,21 @@ func normalizeJSON(v any) any {
 		}
 	}
 	return v
+}
+
+// mayBePyLiteral reports whether s starts (past spaces and tabs) as a
+// Python literal can: most rendered text (SQL, a URL, a sentence) does
+// not, and is not parsed.
+func mayBePyLiteral(s string) bool {
+	s = strings.TrimLeft(s, " \t")
+	if s == "" {
+		return false
+	}
+	switch c := s[0]; {
+	case strings.IndexByte("[({'\"+-.", c) >= 0, c >= '0' && c <= '9':
+		return true
+	}
+	return strings.HasPrefix(s, "True") || strings.HasPrefix(s, "False") || strings.HasPrefix(s, "None")
 }
 
 // parsePyLiteral reads s as Python's ast.literal_eval does for the values
@@ -190,14 +222,20 @@ func (p *pyParser) value() (any, bool) {
 	case c == '-' || c == '+' || c == '.' || c >= '0' && c <= '9':
 		return p.number()
 	}
-	for word, v := range map[string]any{"True": true, "False": false, "None": nil} {
-		if strings.HasPrefix(p.s[p.i:], word) && !identChar(p.s, p.i+len(word)) {
-			p.i += len(word)
-			return v, true
+	for _, w := range pyWords {
+		if strings.HasPrefix(p.s[p.i:], w.word) && !identChar(p.s, p.i+len(w.word)) {
+			p.i += len(w.word)
+			return w.v, true
 		}
 	}
 	return nil, false
 }
+
+// pyWords are the named constants of a Python literal.
+var pyWords = []struct {
+	word string
+	v    any
+}{{"True", true}, {"False", false}, {"None", nil}}
 
 func identChar(s string, i int) bool {
 	if i >= len(s) {
@@ -298,56 +336,24 @@ func (p *pyParser) str() (any, bool) {
 			return nil, false // triple quotes: not for a template's text
 		}
 		p.i++
-		for {
+		for closed := false; !closed; {
 			if p.i >= len(p.s) {
 				return nil, false
 			}
-			c := p.s[p.i]
-			switch {
-			case c == q:
+			switch c := p.s[p.i]; c {
+			case q:
 				p.i++
-			case c == '\n':
+				closed = true
+			case '\n':
 				return nil, false
-			case c == '\\':
-				if p.i+1 >= len(p.s) {
+			case '\\':
+				if !p.escape(&b) {
 					return nil, false
 				}
-				e := p.s[p.i+1]
-				p.i += 2
-				switch e {
-				case 'n':
-					b.WriteByte('\n')
-				case 't':
-					b.WriteByte('\t')
-				case 'r':
-					b.WriteByte('\r')
-				case '0':
-					b.WriteByte(0)
-				case '\\', '\'', '"':
-					b.WriteByte(e)
-				case '\n':
-				case 'x', 'u', 'U':
-					n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
-					if p.i+n > len(p.s) {
-						return nil, false
-					}
-					r, err := strconv.ParseUint(p.s[p.i:p.i+n], 16, 32)
-					if err != nil || r > unicode.MaxRune {
-						return nil, false
-					}
-					b.WriteRune(rune(r))
-					p.i += n
-				default:
-					b.WriteByte('\\')
-					b.WriteByte(e)
-				}
-				continue
 			default:
 				b.WriteByte(c)
 				p.i++
-				continue
 			}
-			break
 		}
 		save := p.i
 		p.space()
@@ -356,6 +362,43 @@ func (p *pyParser) str() (any, bool) {
 			return b.String(), true
 		}
 	}
+}
+
+// escape reads the backslash escape at p.i into b.
+func (p *pyParser) escape(b *strings.Builder) bool {
+	if p.i+1 >= len(p.s) {
+		return false
+	}
+	e := p.s[p.i+1]
+	p.i += 2
+	switch e {
+	case 'n':
+		b.WriteByte('\n')
+	case 't':
+		b.WriteByte('\t')
+	case 'r':
+		b.WriteByte('\r')
+	case '0':
+		b.WriteByte(0)
+	case '\\', '\'', '"':
+		b.WriteByte(e)
+	case '\n': // a line continuation
+	case 'x', 'u', 'U':
+		n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
+		if p.i+n > len(p.s) {
+			return false
+		}
+		r, err := strconv.ParseUint(p.s[p.i:p.i+n], 16, 32)
+		if err != nil || r > unicode.MaxRune {
+			return false
+		}
+		b.WriteRune(rune(r))
+		p.i += n
+	default:
+		b.WriteByte('\\')
+		b.WriteByte(e)
+	}
+	return true
 }
 
 // number reads a Python int or float literal, with a sign, underscores

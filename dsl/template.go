@@ -370,7 +370,9 @@ func (t *Template) Render(vars map[string]any) (v any, err error) {
 	v, err = t.render(vars, true)
 	if err == nil && t.kind == kindText && !t.keepText {
 		if s, ok := v.(string); ok {
-			v = coerceText(s)
+			if x, read := coerceText(s); read {
+				v = x
+			}
 		}
 	}
 	return v, err

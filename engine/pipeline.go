@@ -295,7 +295,7 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 			}
 		case msgHeartbeat:
 			if ex := o.execs[m.ev.ExecutionID]; ex != nil {
-				if l := ex.leases[m.ev.CommandID]; l != nil && !(ex.cancelRecorded && now.Sub(ex.cancelAt) > l.lease) {
+				if l := ex.leases[m.ev.CommandID]; l != nil && (!ex.cancelRecorded || now.Sub(ex.cancelAt) <= l.lease) {
 					l.alive(now, o.missed)
 				}
 			}

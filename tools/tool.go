@@ -130,8 +130,8 @@ type ToolFunc func(ctx context.Context, call *Call) (Output, error)
 // Execute calls f.
 func (f ToolFunc) Execute(ctx context.Context, call *Call) (Output, error) { return f(ctx, call) }
 
-// ErrAborted, wrapped in the error a tool returns from Execute, fails the
-// task at once: no policy rule sees it (no retry, no jump, no continue).
+// ErrAborted fails the task at once when the error a tool returns from
+// Execute wraps it: no policy rule sees it (no retry, no jump, no continue).
 // tools/fn's Abort wraps it.
 var ErrAborted = errors.New("tools: call aborted")
 

@@ -42,7 +42,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/cursorflow/cursorflow/examples/internal/natslog"
 	"io"
 	"log/slog"
 	"net"
@@ -62,6 +61,7 @@ import (
 	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/engine/otelobserve"
 	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
+	"github.com/cursorflow/cursorflow/examples/internal/natslog"
 	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
 )
