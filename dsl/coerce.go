@@ -3,7 +3,6 @@ package dsl
 import (
 	"encoding/json"
 	"math"
-	"math/big"
 	"strconv"
 	"strings"
 	"unicode"
@@ -17,10 +16,16 @@ import (
 // text template's result is read the same way here (coerceText), in the
 // same order. A template that uses tojson keeps its text, as there.
 
-// keepsText reports whether a template's source asks for JSON text, which
-// NoETL then leaves as text.
+// keepsText reports whether a template's source asks for text that must
+// stay text: JSON (tojson, which NoETL then leaves as text) or SQL
+// (sql_literal, sql_ident: "'O''Brien'" would read as a Python string).
 func keepsText(src string) bool {
-	return strings.Contains(src, "| tojson") || strings.Contains(src, "|tojson")
+	for _, f := range []string{"tojson", "to_json", "sql_literal", "sql_ident"} {
+		if strings.Contains(src, "| "+f) || strings.Contains(src, "|"+f) {
+			return true
+		}
+	}
+	return false
 }
 
 // coerceText reads a text template's rendered text s as NoETL does; false
@@ -34,7 +39,10 @@ func coerceText(s string) (any, bool) {
 		dec := json.NewDecoder(strings.NewReader(s))
 		dec.UseNumber()
 		if err := dec.Decode(&v); err == nil && !dec.More() {
-			return normalizeJSON(v), true
+			if normalizeJSON(&v) {
+				return v, true
+			}
+			return nil, false // an int past int64: the text keeps its digits
 		}
 		if v, ok := parsePyLiteral(s); ok {
 			return v, true
@@ -50,11 +58,9 @@ func coerceText(s string) (any, bool) {
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return n, true
 		}
-		f, _ := new(big.Float).SetString(s)
-		if f != nil {
-			x, _ := f.Float64()
-			return x, true
-		}
+		// Past int64 (a 20-digit id): Python keeps every digit of the
+		// int; a float would not, the text does.
+		return nil, false
 	}
 	if floatLike(s) {
 		if f, err := strconv.ParseFloat(s, 64); err == nil {
@@ -114,26 +120,36 @@ func floatLike(s string) bool {
 	return digits > 0
 }
 
-// normalizeJSON turns json.Numbers into int64 (or float64) values, as
-// templates' native values are.
-func normalizeJSON(v any) any {
-	switch t := v.(type) {
+// normalizeJSON turns the json.Numbers in *v into int64 (or float64)
+// values, as templates' native values are; false if an integer does not
+// fit an int64.
+func normalizeJSON(v *any) bool {
+	switch t := (*v).(type) {
 	case json.Number:
 		if n, err := t.Int64(); err == nil {
-			return n
+			*v = n
+			return true
+		}
+		if !strings.ContainsAny(string(t), ".eE") {
+			return false
 		}
 		f, _ := t.Float64()
-		return f
+		*v = f
 	case []any:
 		for i := range t {
-			t[i] = normalizeJSON(t[i])
+			if !normalizeJSON(&t[i]) {
+				return false
+			}
 		}
 	case map[string]any:
-		for k := range t {
-			t[k] = normalizeJSON(t[k])
+		for k, x := range t {
+			if !normalizeJSON(&x) {
+				return false
+			}
+			t[k] = x
 		}
 	}
-	return v
+	return true
 }
 
 // mayBePyLiteral reports whether s starts (past spaces and tabs) as a
@@ -420,19 +436,17 @@ func (p *pyParser) number() (any, bool) {
 		return nil, false
 	}
 	clean := strings.ReplaceAll(lit, "_", "")
-	if n, err := strconv.ParseInt(clean, 0, 64); err == nil && (len(clean) == 1 || clean[0] != '0' || clean[1] < '0' || clean[1] > '9' || strings.Trim(clean, "0") == "") {
+	if isDigits(clean) && clean[0] == '0' && strings.Trim(clean, "0") != "" {
+		return nil, false // 007: Python refuses a decimal int with leading zeros
+	}
+	if n, err := strconv.ParseInt(clean, 0, 64); err == nil {
 		if neg {
 			n = -n
 		}
 		return n, true
 	}
-	if isDigits(clean) && clean[0] != '0' {
-		f, _ := new(big.Float).SetString(clean)
-		x, _ := f.Float64()
-		if neg {
-			x = -x
-		}
-		return x, true
+	if isDigits(clean) {
+		return nil, false // past int64: the text keeps its digits
 	}
 	f, err := strconv.ParseFloat(clean, 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || strings.HasPrefix(strings.ToLower(clean), "0x") {

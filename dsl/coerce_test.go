@@ -12,7 +12,7 @@ import (
 func TestTextReadAsNoETLDoes(t *testing.T) {
 	t.Parallel()
 	vars := map[string]any{"items": []any{int64(1), int64(2), int64(3)}, "n": int64(7), "s": "abc", "yes": true, "no": false,
-		"ids": []any{"a", "b"}, "a": int64(1), "b": int64(2), "zip": "007"}
+		"ids": []any{"a", "b"}, "a": int64(1), "b": int64(2), "zip": "007", "pre": "8901", "acct": "2600000000000000001", "name": "O'Brien"}
 	for _, tt := range []struct {
 		src  string
 		want any
@@ -35,6 +35,14 @@ func TestTextReadAsNoETLDoes(t *testing.T) {
 		{"{{ a }}, {{ b }}", []any{int64(1), int64(2)}},
 		{`{"ids": {{ ids | tojson }}}`, `{"ids": ["a", "b"]}`},
 		{"[{{ s }}", "[abc"},
+		// Python keeps every digit of a long int; a float would not.
+		{"{{ pre }}{{ acct }}", "89012600000000000000001"},
+		{`{"id": {{ pre }}{{ acct }}}`, `{"id": 89012600000000000000001}`},
+		// Python refuses 007 as a literal: the text stays.
+		{`{"a": {{ zip }}}`, `{"a": 007}`},
+		{"[1, {{ zip }}]", "[1, 007]"},
+		// SQL text stays SQL text.
+		{"{{ name | sql_literal }}, {{ s | sql_literal }}", "'O''Brien', 'abc'"},
 	} {
 		tpl, err := CompileTemplate(tt.src, Pos{})
 		if err != nil {

@@ -28,10 +28,14 @@ import (
 // number, bool, nil). Any other template renders to text, which Render
 // then reads as NoETL's render_template does: JSON or a Python literal
 // ("[1, 2]", "{'a': 1}", "'x'"), true/false in any case, digits, a float,
-// none/null; anything else stays text, and so does the text of a
-// template that uses tojson (RenderString always gives the text). A
-// source with no template syntax at all is a constant and renders without
-// gonja.
+// none/null; anything else stays text, and so does an int past int64
+// (every digit kept) and the text of a template that uses tojson,
+// sql_literal or sql_ident (RenderString always gives the text). Unlike
+// NoETL, which renders a filtered or conditional single expression to
+// text and reads that too, a single expression keeps its value: a string
+// stays a string ("{{ zip | trim }}" stays "007"; write a flag as
+// {{ true if x else false }}, not as the text 'true'). A source with no
+// template syntax at all is a constant and renders without gonja.
 //
 // Native values are normalised to plain Go values the caller owns:
 // []any, map[string]any, string, int64 (every integer kind), float64,
