@@ -19,8 +19,10 @@ import (
 // response (the response body), this and output (the whole result)
 // in scope. A postgres sink that names a table and no SQL inserts rows:
 // its data (a mapping is one row, a list many), else the response body (a
-// list of rows, or one). With mode upsert and key, rows whose key exists
-// are replaced.
+// list of rows, or one). With mode upsert and key (a column or a list of
+// columns) a row whose key exists gets the columns the rows name (INSERT
+// ... ON CONFLICT: the others keep their values, nothing is deleted);
+// mode replace deletes the rows whose key exists and inserts them anew.
 func (w *Worker) runSink(ctx context.Context, cmd *Command, step *dsl.Step, sink *dsl.Sink, view, out map[string]any) map[string]any {
 	sv := copyMap(view)
 	sv["result"], sv["data"], sv["this"], sv["output"], sv["response"] = out["data"], out["data"], out, out, responseBody(out)
@@ -133,14 +135,67 @@ func tableInsert(task *dsl.Task, scope map[string]any, body any) (string, error)
 	case "", "append", "insert":
 		return insert, nil
 	case "upsert", "replace":
-		key, _ := keyV.(string)
-		if key == "" {
-			return "", fmt.Errorf("mode %s needs key (the column rows are matched on)", mode)
+		keys, err := sinkKeys(keyV)
+		if err != nil {
+			return "", fmt.Errorf("mode %s needs key, the column (or list of columns) rows are matched on: %w", mode, err)
 		}
-		k := quoteIdent(key)
-		return fmt.Sprintf("DELETE FROM %s t USING %s s WHERE t.%s = s.%s; %s", ident, src, k, k, insert), nil
+		qk := make([]string, len(keys))
+		isKey := map[string]bool{}
+		for i, k := range keys {
+			qk[i] = quoteIdent(k)
+			isKey[qk[i]] = true
+		}
+		kl := strings.Join(qk, ", ")
+		if mode == "replace" {
+			// The rows whose key exists are deleted, then all inserted:
+			// columns the rows do not name go back to their defaults.
+			on := make([]string, len(qk))
+			for i, k := range qk {
+				on[i] = fmt.Sprintf("t.%s = s.%s", k, k)
+			}
+			return fmt.Sprintf("DELETE FROM %s t USING %s s WHERE %s; %s", ident, src, strings.Join(on, " AND "), insert), nil
+		}
+		// INSERT ... ON CONFLICT, as NoETL's sink: a row whose key exists
+		// gets the columns the rows name, the others keep their values,
+		// and nothing is deleted (no cascade). Of the rows sharing a key,
+		// the last wins, as if saved one after the other.
+		var set []string
+		for _, n := range names {
+			if !isKey[n] {
+				set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", n, n))
+			}
+		}
+		action := "DO NOTHING"
+		if len(set) > 0 {
+			action = "DO UPDATE SET " + strings.Join(set, ", ")
+		}
+		return fmt.Sprintf("INSERT INTO %s (%s) SELECT DISTINCT ON (%s) %s FROM %s WITH ORDINALITY AS s ORDER BY %s, s.ordinality DESC ON CONFLICT (%s) %s",
+			ident, list, kl, list, src, kl, kl, action), nil
 	}
-	return "", fmt.Errorf("bad mode %q (want append or upsert)", mode)
+	return "", fmt.Errorf("bad mode %q (want append, upsert or replace)", mode)
+}
+
+// sinkKeys reads a sink's key: a column name, or a list of them.
+func sinkKeys(v any) ([]string, error) {
+	switch k := v.(type) {
+	case string:
+		if k != "" {
+			return []string{k}, nil
+		}
+	case []any:
+		keys := make([]string, 0, len(k))
+		for _, x := range k {
+			s, ok := x.(string)
+			if !ok || s == "" {
+				return nil, fmt.Errorf("key %v: want column names", v)
+			}
+			keys = append(keys, s)
+		}
+		if len(keys) > 0 {
+			return keys, nil
+		}
+	}
+	return nil, fmt.Errorf("key is %v", v)
 }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

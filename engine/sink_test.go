@@ -160,3 +160,45 @@ workflow:
 		t.Fatalf("summary %+v, want failed by its sink's data", sum)
 	}
 }
+
+// TestSinkUpsertUpdatesInPlace: an upsert sink updates the columns its
+// rows name where the key exists, as NoETL's INSERT ... ON CONFLICT does:
+// the other columns keep their values, and no row is deleted on the way
+// (which a foreign key's ON DELETE CASCADE would carry to other tables).
+// The key may be a list of columns; of rows sharing a key the last wins.
+func TestSinkUpsertUpdatesInPlace(t *testing.T) {
+	t.Parallel()
+	b, dsn := setupPG(t)
+	sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    tool:
+      kind: postgres
+      auth: pg
+      command: |
+        CREATE TABLE parents (id INT, region TEXT, name TEXT, note TEXT DEFAULT 'default', PRIMARY KEY (id, region));
+        INSERT INTO parents VALUES (1, 'eu', 'old', 'kept');
+        CREATE TABLE children (cid INT PRIMARY KEY, parent INT, region TEXT,
+          FOREIGN KEY (parent, region) REFERENCES parents (id, region) ON DELETE CASCADE);
+        INSERT INTO children VALUES (100, 1, 'eu')
+    next: [save]
+  - step: save
+    tool: {kind: rec, key: s, rows: [{id: 1, region: eu, name: first}, {id: 2, region: eu, name: two}, {id: 1, region: eu, name: new}]}
+    sink: {tool: postgres, auth: pg, table: parents, mode: upsert, key: [id, region], data: '{{ result.rows }}'}
+`, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	var name, note string
+	testenv.QueryRow(t, dsn, "SELECT name, note FROM parents WHERE id = 1", &name, &note)
+	if name != "new" || note != "kept" {
+		t.Errorf("row 1: name %q note %q, want the last row's name and its note kept", name, note)
+	}
+	if n := queryInts(t, dsn, "SELECT count(*) FROM children"); n[0] != 1 {
+		t.Errorf("%d child rows left, want 1: the upsert deleted its parent", n[0])
+	}
+	if n := queryInts(t, dsn, "SELECT count(*) FROM parents"); n[0] != 2 {
+		t.Errorf("%d rows, want 2", n[0])
+	}
+}
