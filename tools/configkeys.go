@@ -58,7 +58,10 @@ func aliasOf(v any, depth int) (string, bool) {
 			}
 		}
 		if len(v) == 1 && depth == 0 {
-			for _, inner := range v {
+			for k, inner := range v {
+				if k == "type" {
+					break // {type: bearer} names a kind of auth, not a credential
+				}
 				return aliasOf(inner, depth+1)
 			}
 		}

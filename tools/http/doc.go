@@ -19,7 +19,11 @@
 //	follow_redirects default true
 //	auth             keychain alias: a "token" field → Bearer; "api_key" →
 //	                 header_name (default X-API-Key); username/password →
-//	                 Basic
+//	                 Basic. Also NoETL's blocks: {type, credential: alias}
+//	                 (an api_key block's header_name wins), {alias: {type,
+//	                 ...}}, and inline {type: bearer, token}, {type: basic,
+//	                 username, password}, {type: api_key, value,
+//	                 header_name}; any other block is refused
 //
 // A credential goes only to the hosts its keychain entry allows
 // (tools.Credential.AllowsHost: its hosts: list, else the host of its own

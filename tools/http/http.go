@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	nethttp "net/http"
 	"net/url"
@@ -381,7 +382,21 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 		req.Header[k] = vs
 	}
 
-	if alias, ok := conv.Alias(cfg); ok {
+	inline, isInline, err := inlineAuth(cfg)
+	if err != nil {
+		return nil, nil, nil, 0, false, err
+	}
+	alias, named := conv.Alias(cfg)
+	switch {
+	case isInline:
+		// The playbook carries the credential (a secret it revealed goes
+		// no further than its entry allows: DisallowedSecret below).
+		authHeaders = applyAuth(req, inline)
+		cred = &inline
+	case !named && cfg["auth"] != nil:
+		return nil, nil, nil, 0, false, errAuthForm(cfg["auth"])
+	}
+	if named && !isInline {
 		kc := call.Keychain
 		if kc == nil {
 			kc = t.cfg.Keychain
@@ -396,6 +411,11 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 		if !c.AllowsHost(u.Host) {
 			return nil, nil, nil, 0, false, fmt.Errorf("http: auth %q may not be sent to %s: %w (list the host under hosts: in its keychain entry)",
 				alias, u.Host, tools.ErrHostNotAllowed)
+		}
+		if h := headerNameOf(cfg); h != "" && c.Fields["api_key"] != "" {
+			// The playbook's header for its api key wins, as in NoETL.
+			c.Fields = maps.Clone(c.Fields)
+			c.Fields["header_name"] = h
 		}
 		authHeaders = applyAuth(req, c)
 		cred = &c
