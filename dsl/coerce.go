@@ -18,7 +18,8 @@ import (
 
 // keepsText reports whether a template's source asks for text that must
 // stay text: JSON (tojson, which NoETL then leaves as text) or SQL
-// (sql_literal, sql_ident: "'O''Brien'" would read as a Python string).
+// (sql_literal, sql_ident: a quoted SQL literal would read as a Python
+// string, its doubled quotes lost).
 func keepsText(src string) bool {
 	for _, f := range []string{"tojson", "to_json", "sql_literal", "sql_ident"} {
 		if strings.Contains(src, "| "+f) || strings.Contains(src, "|"+f) {
