@@ -99,9 +99,16 @@ workflow:
 	if err := first.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
+	var rest strings.Builder
 	for lines.Scan() {
+		rest.WriteString(lines.Text() + "\n")
 	}
-	_ = first.Wait()
+	// An interrupted run says so, and how to resume, in words and in its
+	// exit status (not "context canceled" and a failed execution's 1).
+	if code := exitStatus(first.Wait()); code != exitInterrupted || !strings.Contains(rest.String(), "interrupted; "+id+" is unfinished") ||
+		!strings.Contains(rest.String(), "resume with: cursorflow resume "+id) {
+		t.Fatalf("interrupted run: exit %d, stderr:\n%s", code, rest.String())
+	}
 	drainAndResume(t, bin, pb, logURL, cred, id, side, rows)
 }
 

@@ -79,6 +79,10 @@ const (
 	exitOK      = 0 // success
 	exitInvalid = 1 // the command ran and found a problem (or failed)
 	exitUsage   = 2 // bad command line
+	// exitInterrupted: a run or resume stopped by SIGINT or SIGTERM (128
+	// plus SIGINT's number, as shells report it); its execution is
+	// unfinished in the log, for resume.
+	exitInterrupted = 130
 )
 
 // dispatch runs the subcommand named by args[0]. Each subcommand is a

@@ -361,6 +361,8 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 		}
 		if ctx.Err() != nil {
 			stopGracefully(e, stderr)
+			fmt.Fprintf(stderr, "cursorflow: interrupted; %s is unfinished in the log (resume with: cursorflow resume %s --eventlog %s)\n", id, id, eventlogurl.Redact(logURL))
+			return exitInterrupted
 		}
 		fmt.Fprintf(stderr, "cursorflow: %v (resume with: cursorflow resume %s --eventlog %s)\n", err, id, eventlogurl.Redact(logURL))
 		return exitInvalid
