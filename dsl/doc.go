@@ -46,7 +46,9 @@
 // Values are read as NoETL's Python engine (PyYAML, YAML 1.1) reads them
 // in one respect where YAML 1.2 differs: an unquoted yes, no, on or off
 // (any of PyYAML's spellings) is a boolean, with a warning; quote it for
-// the text. Keys are never converted.
+// the text. And a number with a leading 0 that is no octal number
+// (02139, a zip code) is text, where YAML 1.2 reads 2139. Keys are never
+// converted.
 //
 // A step has a name (step:), an optional desc and when guard, args (NoETL
 // also spells it input:), vars, set assignments, an optional loop, a

@@ -20,6 +20,8 @@ workload:
   quoted: 'no'
   tagged: !!str yes
   short: y
+  zip: 02139
+  mode: 0755
   list: [ON, off, "on"]
   on: 1
 workflow:
@@ -29,13 +31,13 @@ workflow:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"enabled": false, "verbose": false, "quoted": "no", "tagged": "yes", "short": "y",
+	want := map[string]any{"enabled": false, "verbose": false, "quoted": "no", "tagged": "yes", "short": "y", "zip": "02139", "mode": int64(493),
 		"list": []any{true, false, "on"}, "on": int64(1)}
 	if !reflect.DeepEqual(p.Workload, want) {
 		t.Errorf("workload = %#v, want %#v", p.Workload, want)
 	}
 	want4 := []string{"y11.yaml:5:12: warning: no is read as false", "y11.yaml:6:12: warning: Off is read as false",
-		"y11.yaml:10:10: warning: ON is read as true", "y11.yaml:10:14: warning: off is read as false"}
+		"y11.yaml:12:10: warning: ON is read as true", "y11.yaml:12:14: warning: off is read as false"}
 	for i, w := range p.Warnings {
 		if i < len(want4) && !strings.HasPrefix(w.Pos.String()+": warning: "+w.Message, want4[i]) {
 			t.Errorf("warning %d = %q, want %q...", i, w.Pos.String()+": "+w.Message, want4[i])

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -411,14 +412,15 @@ func setValue(v string) any {
 		return v
 	}
 	trimmed := strings.TrimSpace(v)
-	switch y.(type) {
+	switch x := y.(type) {
 	case nil:
 		if trimmed == "" || trimmed == "null" || trimmed == "~" || trimmed == "Null" || trimmed == "NULL" {
 			return nil
 		}
 		return v
 	case string:
-		if strings.HasPrefix(trimmed, "'") || strings.HasPrefix(trimmed, `"`) {
+		// A quoted string, and nothing after its closing quote.
+		if q := trimmed[:min(1, len(trimmed))]; (q == "'" || q == `"`) && len(trimmed) > 1 && strings.HasSuffix(trimmed, q) {
 			return y
 		}
 		return v
@@ -427,8 +429,27 @@ func setValue(v string) any {
 			return normalizeYAML(y)
 		}
 		return v
+	case bool:
+		return y
+	case int:
+		if leadingZero(trimmed) {
+			return v // 007, 02139: an id or a code, not a number
+		}
+		return normalizeYAML(y)
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) || leadingZero(trimmed) || !strings.ContainsAny(trimmed, ".eE") {
+			return v // .inf, 02139, an integer past int64: the text keeps it
+		}
+		return y
 	}
-	return normalizeYAML(y)
+	return v // a date, a time, an integer past int64: the text as given
+}
+
+// leadingZero reports whether s is a number written with a leading 0
+// (after a sign), such as 007 or 02139.
+func leadingZero(s string) bool {
+	s = strings.TrimLeft(s, "+-")
+	return len(s) > 1 && s[0] == '0' && s[1] >= '0' && s[1] <= '9'
 }
 
 // setPath returns a copy of the mapping v (nil: a new one), named name in

@@ -74,6 +74,15 @@ func TestSetValue(t *testing.T) {
 		{"a: [1]", "a: [1]"},
 		{"no", "no"},
 		{"[unclosed", "[unclosed"},
+		{"2024-01-02", "2024-01-02"},
+		{`"a"b`, `"a"b`},
+		{".inf", ".inf"},
+		{"9223372036854775808", "9223372036854775808"},
+		{"02139", "02139"},
+		{"0755", "0755"},
+		{"-3", int64(-3)},
+		{"1e3", 1000.0},
+		{"false", false},
 	}
 	for _, tt := range tests {
 		if got := setValue(tt.in); !reflect.DeepEqual(got, tt.want) {
