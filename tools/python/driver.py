@@ -81,14 +81,36 @@ def main():
                 result = None
         payload = {"ok": True, "result": result}
         try:
-            text = json.dumps(payload, default=str)
-        except (TypeError, ValueError):
+            text = json.dumps(payload, default=str, allow_nan=False)
+        except ValueError:
+            # NaN and infinities, which JSON has no numbers for, become
+            # the strings the engine records them as elsewhere.
+            try:
+                text = json.dumps({"ok": True, "result": finite(result)}, default=str, allow_nan=False)
+            except (TypeError, ValueError):
+                text = json.dumps({"ok": True, "result": repr(result)})
+        except TypeError:
             text = json.dumps({"ok": True, "result": repr(result)})
     except BaseException as e:
         text = json.dumps({"ok": False, "type": type(e).__name__, "error": str(e),
                            "traceback": tail(e)})
     out.write(text)
     out.flush()
+
+
+def finite(v, depth=0):
+    """v with float NaN and infinities as the strings NaN, +Inf, -Inf."""
+    if depth > 200:
+        return v
+    if isinstance(v, float) and v != v:
+        return "NaN"
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return "+Inf" if v > 0 else "-Inf"
+    if isinstance(v, dict):
+        return {k: finite(x, depth + 1) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [finite(x, depth + 1) for x in v]
+    return v
 
 
 main()

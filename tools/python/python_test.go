@@ -62,6 +62,15 @@ result = {"code": process_result.get("status_code"), "total": sum(n for n in [1,
 			want:   map[string]any{"code": int64(200), "total": int64(6)},
 		},
 		{
+			// JSON has no number for them: they come back as the
+			// strings the engine records them as, not as a failure to
+			// read the result.
+			name:   "NaN and infinities",
+			config: map[string]any{"code": "return {'nan': float('nan'), 'big': [float('inf'), -float('inf')], 'x': 1.5}"},
+			status: tools.StatusSuccess,
+			want:   map[string]any{"nan": "NaN", "big": []any{"+Inf", "-Inf"}, "x": 1.5},
+		},
+		{
 			name:   "config input overrides step args",
 			config: map[string]any{"input": map[string]any{"x": "config"}, "code": "return [x, y, input_data['x']]"},
 			args:   map[string]any{"x": "step", "y": 1.5},
