@@ -105,7 +105,7 @@ var Fields = []Field{
 	{"step.output.store.*", Hint, "ttl, compression, bucket, ...: NoETL's tiers; the engine has one result store"},
 	{"step.output.inline_max_bytes", Honoured, "the size above which a kind auto result is stored (default: the store's threshold, 64 KiB)"},
 
-	{"task.name", Honoured, "labels a pipeline task: later tasks read its result data as NAME and results.NAME, later steps and the step's arcs as STEP.results.NAME"},
+	{"task.name", Honoured, "labels a pipeline task: later tasks read its result data as NAME and results.NAME, later steps and the step's arcs as STEP.results.NAME (when the step's own result data, its last task's, is a mapping without a results key, or null)"},
 	{"task.kind", Honoured, "the tool kind; must be registered in the engine's tools registry at run"},
 	{"task.spec.policy", Honoured, "when/then rules deciding continue, retry, break, jump or fail; a failed task's output.error (and outcome.error) is structured there, in when: and then: alike: kind (rate_limit, auth, not_found, timeout, server_error, client_error, error), retryable, status (HTTP), code (SQLSTATE), message, and prints as its text"},
 	{"task.spec.timeout", Honoured, "bounds one call of the tool"},
