@@ -410,7 +410,7 @@ func (d *decider) expire(id, reason string) {
 		return
 	}
 	if c.Issued.Settle == SettleDeadLetter {
-		d.giveUpFrame(c, c.Issued.SettleReason+"; the dead-letter attempt was lost")
+		d.giveUpFrame(c, OutcomeDead, c.Issued.SettleReason+"; the dead-letter attempt was lost")
 		return
 	}
 	limit := DefaultMaxAttempts
@@ -453,20 +453,21 @@ func (d *decider) expireCancelling(id, reason string) {
 		}
 		d.reissue(c, p)
 	case c.Kind == KindFrame && len(c.rows) > 0:
-		d.giveUpFrame(c, "execution cancelled; the attempt to settle the rows was lost")
+		d.giveUpFrame(c, OutcomeError, "execution cancelled; the attempt to release the rows was lost")
 	default:
 		d.giveUp(c, frameDonePayload{Cancelled: true}, "execution cancelled")
 	}
 }
 
-// giveUpFrame records a frame's rows dead without the source having
-// settled them: they are listed as abandoned.
-func (d *decider) giveUpFrame(c *commandState, msg string) {
+// giveUpFrame records a frame's rows given up without the source having
+// settled them: dead (their dead-letter attempt was lost) or failed (a
+// cancel's release attempt was), and listed as abandoned either way.
+func (d *decider) giveUpFrame(c *commandState, outcome, msg string) {
 	rows := c.frameRows()
 	items := make([]ItemOutcome, len(rows))
 	keys := make([]string, len(rows))
 	for i, r := range rows {
-		items[i] = ItemOutcome{Key: r.Key, Outcome: OutcomeDead, Error: msg}
+		items[i] = ItemOutcome{Key: r.Key, Outcome: outcome, Error: msg}
 		keys[i] = r.Key
 	}
 	items = append(items, buriedItems(c.Buried)...)

@@ -738,7 +738,7 @@ func (e *Engine) awaitWorkers(finished <-chan struct{}) {
 	select {
 	case <-finished:
 	case <-t.C:
-		e.cfg.Logger.Error("commands still running after their cancellation are abandoned: their tools ignore their context; the commands stay in flight in the log for a resume",
+		e.cfg.Logger.Error("commands still running after their cancellation are abandoned: their tools ignore their context; what the log holds of them is settled by a resume (or their lease)",
 			"commands", e.busy.Load(), "waited", abandonAfter)
 	}
 }

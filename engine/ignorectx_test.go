@@ -106,3 +106,41 @@ workflow:
 		}
 	})
 }
+
+// TestCancelAFrameWhoseToolIgnoresIt: a cursor frame whose tool ignores
+// the cancel ends with the execution, its rows counted as left claimed
+// (the source has no release statement), not as dead-lettered.
+func TestCancelAFrameWhoseToolIgnoresIt(t *testing.T) {
+	t.Parallel()
+	_, path := jobsQueue(t, 4)
+	deaf := newDeafTool(t)
+	reg := tools.NewRegistry()
+	reg.MustRegister("deaf", deaf)
+	e, log := sqliteEngine(t, path, reg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	id, err := e.Start(ctx, []byte(jobsPlaybook([]string{jobsAck}, 1, `{max_rows: 4, row_concurrency: 4, lease_seconds: 0.3, heartbeat_seconds: 0.1}`, `{kind: deaf}`)), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		<-deaf.started
+	}
+	if err := e.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	sum, err := e.Wait(wctx, id)
+	if err != nil || sum.Status != engine.StatusCancelled {
+		t.Fatalf("Wait: %v %+v, want the execution cancelled", err, sum)
+	}
+	st, err := engine.Inspect(ctx, log, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := st.Loops["start#1"]
+	if ls.Dead != 0 || ls.Abandoned != 4 {
+		t.Fatalf("loop %+v: want 4 rows left claimed, none dead", ls)
+	}
+}
