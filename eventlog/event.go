@@ -123,6 +123,11 @@ type Log interface {
 // ErrClosed is returned by operations on a closed log.
 var ErrClosed = errors.New("eventlog: log is closed")
 
+// ErrNoLog is wrapped by the error of an open that must find an existing
+// log (eventlogurl.OpenExisting, postgres.Config.MustExist) and finds
+// none: a mistyped path or database, which is better said than created.
+var ErrNoLog = errors.New("eventlog: no event log there")
+
 // ErrAlreadyStarted is wrapped by the error Append returns when the batch
 // holds an execution.started for an execution that has one already, in
 // the log or earlier in the batch (see AlreadyStartedError). Nothing of

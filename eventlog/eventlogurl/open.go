@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -30,6 +31,18 @@ const SchemaParam = "eventlog_schema"
 //
 // The caller closes the returned log.
 func Open(ctx context.Context, rawURL string) (eventlog.Log, error) {
+	return open(ctx, rawURL, false)
+}
+
+// OpenExisting is Open for a log that must be there already (a resume, a
+// status): a sqlite path with no file, or a postgres schema without the
+// log's tables, is an error wrapping eventlog.ErrNoLog rather than a new,
+// empty log. A memory: log is always new.
+func OpenExisting(ctx context.Context, rawURL string) (eventlog.Log, error) {
+	return open(ctx, rawURL, true)
+}
+
+func open(ctx context.Context, rawURL string, mustExist bool) (eventlog.Log, error) {
 	scheme, rest, ok := strings.Cut(rawURL, ":")
 	if !ok {
 		return nil, fmt.Errorf("%w: %q has no scheme", ErrUnsupportedURL, redact(rawURL))
@@ -42,13 +55,18 @@ func Open(ctx context.Context, rawURL string) (eventlog.Log, error) {
 		if path == "" {
 			return nil, fmt.Errorf("%w: sqlite URL without a path", ErrUnsupportedURL)
 		}
+		if mustExist {
+			if _, err := os.Stat(path); err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", eventlog.ErrNoLog, path, err)
+			}
+		}
 		return sqlite.Open(ctx, path, sqlite.Config{})
 	case "postgres", "postgresql":
 		u, err := url.Parse(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnsupportedURL, redactErr(err, rawURL))
 		}
-		var cfg postgres.Config
+		cfg := postgres.Config{MustExist: mustExist}
 		if q := u.Query(); q.Has(SchemaParam) {
 			cfg.Schema = q.Get(SchemaParam)
 			u.RawQuery = withoutParam(u.RawQuery, SchemaParam)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,6 +92,10 @@ func TestOpenPostgres(t *testing.T) {
 		u.RawQuery += "&"
 	}
 	u.RawQuery += "options=-c%20statement_timeout%3D4321&" + eventlogurl.SchemaParam + "=" + schema
+	// A reader's open finds no log in the schema, and creates none.
+	if _, err := eventlogurl.OpenExisting(t.Context(), u.String()); !errors.Is(err, eventlog.ErrNoLog) {
+		t.Fatalf("OpenExisting before the log exists: %v, want ErrNoLog", err)
+	}
 	l, err := eventlogurl.Open(t.Context(), u.String())
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +110,11 @@ func TestOpenPostgres(t *testing.T) {
 		t.Fatalf("statement_timeout through the log's pool = %q, %v; want the URL's 4321ms", timeout, err)
 	}
 	roundTrip(t, l)
+	existing, err := eventlogurl.OpenExisting(t.Context(), u.String())
+	if err != nil {
+		t.Fatalf("OpenExisting once the log exists: %v", err)
+	}
+	_ = existing.Close()
 	pool, err := pgxpool.New(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -145,5 +155,16 @@ func TestRedact(t *testing.T) {
 		if got := eventlogurl.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestOpenExistingSQLite(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "typo.db")
+	if _, err := eventlogurl.OpenExisting(t.Context(), "sqlite:"+path); !errors.Is(err, eventlog.ErrNoLog) {
+		t.Fatalf("OpenExisting of a missing file: %v, want ErrNoLog", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("OpenExisting created %s", path)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,11 @@ type Config struct {
 	// Logger receives the listener's connection problems. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+	// MustExist refuses a schema that holds no log (an error wrapping
+	// eventlog.ErrNoLog) instead of creating one: for a reader pointed
+	// at a log that must be there already (a resume, a status). An
+	// existing log is still migrated. Defaults to false.
+	MustExist bool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -124,6 +130,16 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Log, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.MustExist {
+		var found bool
+		q := "SELECT to_regclass(" + quoteLiteral(pgx.Identifier{cfg.Schema, "events"}.Sanitize()) + ") IS NOT NULL"
+		if err := pool.QueryRow(ctx, q).Scan(&found); err != nil {
+			return nil, fmt.Errorf("postgres eventlog: look for schema %q: %w", cfg.Schema, err)
+		}
+		if !found {
+			return nil, fmt.Errorf("%w: schema %q holds no log", eventlog.ErrNoLog, cfg.Schema)
+		}
 	}
 	if err := migrate(ctx, pool, cfg.Schema); err != nil {
 		return nil, fmt.Errorf("postgres eventlog: migrate schema %q: %w", cfg.Schema, err)
@@ -510,3 +526,6 @@ func (l *Log) Close() error {
 	})
 	return nil
 }
+
+// quoteLiteral quotes s as a SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

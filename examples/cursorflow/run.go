@@ -21,6 +21,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/eventlogurl"
 	"github.com/cursorflow/cursorflow/examples/internal/credflag"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
@@ -233,21 +234,21 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 	if logURL == "" {
 		logURL = defaultEventLog()
 	}
-	if path, ok := strings.CutPrefix(logURL, "sqlite:"); ok {
-		if pb == nil {
-			// A resume reads an existing log: a mistyped path must not
-			// leave a new, empty one behind.
-			if _, err := os.Stat(strings.TrimPrefix(path, "//")); err != nil {
-				fmt.Fprintf(stderr, "cursorflow: no event log at %s (check --eventlog)\n", path)
-				return exitInvalid
-			}
+	var log eventlog.Log
+	if pb == nil {
+		// A resume reads an existing log: a mistyped path or database
+		// must not leave a new, empty log behind.
+		if log, err = openExistingLog(ctx, logURL, stderr); err != nil {
+			return exitInvalid
 		}
-		_ = os.MkdirAll(filepath.Dir(path), 0o755)
-	}
-	log, err := eventlogurl.Open(ctx, logURL)
-	if err != nil {
-		fmt.Fprintf(stderr, "cursorflow: event log: %v\n", err)
-		return exitUsage
+	} else {
+		if path, ok := strings.CutPrefix(logURL, "sqlite:"); ok {
+			_ = os.MkdirAll(filepath.Dir(strings.TrimPrefix(path, "//")), 0o755)
+		}
+		if log, err = eventlogurl.Open(ctx, logURL); err != nil {
+			fmt.Fprintf(stderr, "cursorflow: event log: %v\n", err)
+			return exitUsage
+		}
 	}
 	defer log.Close()
 	lock, err := lockExecution(ctx, logURL, log, id, logger)

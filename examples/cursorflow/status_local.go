@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -39,10 +40,9 @@ func cmdStatusLocal(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	ctx := context.Background()
-	log, err := eventlogurl.Open(ctx, *logURL)
+	log, err := openExistingLog(ctx, *logURL, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "cursorflow: event log: %v\n", err)
-		return exitUsage
+		return exitInvalid
 	}
 	defer log.Close()
 	// The projection continues from the execution's latest snapshot in the
@@ -84,10 +84,9 @@ func cmdEventsLocal(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	log, err := eventlogurl.Open(ctx, *logURL)
+	log, err := openExistingLog(ctx, *logURL, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "cursorflow: event log: %v\n", err)
-		return exitUsage
+		return exitInvalid
 	}
 	defer log.Close()
 	id, next := pos[0], *after
@@ -131,3 +130,17 @@ func cmdEventsLocal(args []string, stdout, stderr io.Writer) int {
 
 // eventsPage is how many events one read of a local log returns.
 const eventsPage = 1000
+
+// openExistingLog opens the log a reader (status, events, resume) names,
+// which must be there already: a mistyped path or database is said, not
+// created. It prints what went wrong.
+func openExistingLog(ctx context.Context, logURL string, stderr io.Writer) (eventlog.Log, error) {
+	log, err := eventlogurl.OpenExisting(ctx, logURL)
+	switch {
+	case errors.Is(err, eventlog.ErrNoLog):
+		fmt.Fprintf(stderr, "cursorflow: no event log at %s (check --eventlog)\n", eventlogurl.Redact(logURL))
+	case err != nil:
+		fmt.Fprintf(stderr, "cursorflow: event log: %v\n", err)
+	}
+	return log, err
+}

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cursorflow/cursorflow/eventlog/eventlogurl"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
@@ -17,7 +19,7 @@ func TestResumeWithTheWrongEventLog(t *testing.T) {
 	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "typo.db")
 	code, _, errOut := cli("resume", "01a21c00-0000-7000-8000-000000000000", "--eventlog", "sqlite:"+missing)
-	if code != exitInvalid || !strings.Contains(errOut, "no event log at "+missing) || !strings.Contains(errOut, "check --eventlog") {
+	if code != exitInvalid || !strings.Contains(errOut, "no event log at sqlite:"+missing) || !strings.Contains(errOut, "check --eventlog") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
@@ -32,7 +34,30 @@ func TestResumeWithTheWrongEventLog(t *testing.T) {
 	}
 	u.User = url.UserPassword(u.User.Username(), "hunter2-secret")
 	code, _, errOut = cli("resume", "01a21c00-0000-7000-8000-000000000000", "--eventlog", u.String())
-	if code != exitInvalid || !strings.Contains(errOut, "check --eventlog") || strings.Contains(errOut, "hunter2-secret") {
+	if code != exitInvalid || !strings.Contains(errOut, "no event log at") || strings.Contains(errOut, "hunter2-secret") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// ... and creates no log schema in that database.
+	schema := u.Query().Get(eventlogurl.SchemaParam)
+	var n int
+	testenv.QueryRow(t, testenv.Postgres(t), "SELECT count(*) FROM information_schema.schemata WHERE schema_name = '"+schema+"'", &n)
+	if n != 0 {
+		t.Fatalf("the resume created schema %s", schema)
+	}
+	for _, cmd := range []string{"status", "events"} {
+		if code, _, errOut := cli(cmd, "01a21c00-0000-7000-8000-000000000000", "--eventlog", u.String()); code != exitInvalid || !strings.Contains(errOut, "no event log at") {
+			t.Fatalf("%s: exit %d: %s", cmd, code, errOut)
+		}
+	}
+
+	// A log that is there, without the execution: said, with where.
+	log, err := eventlogurl.Open(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = log.Close()
+	code, _, errOut = cli("resume", "01a21c00-0000-7000-8000-000000000000", "--eventlog", u.String())
+	if code != exitInvalid || !strings.Contains(errOut, "has no events, in the event log") || strings.Contains(errOut, "hunter2-secret") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
