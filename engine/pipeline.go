@@ -593,6 +593,10 @@ func (o *orchestrator) complete(b *batch) {
 				"error", b.err, "events", len(b.events), "executions", b.order)
 		}
 		err := fmt.Errorf("%w: event log: %w", ErrUnavailable, b.err)
+		if errors.Is(b.err, eventlog.ErrClosed) {
+			// Closed under the engine: sending again cannot help.
+			err = fmt.Errorf("engine: event log: %w", b.err)
+		}
 		var starts []string
 		if conflict {
 			starts = o.refuseStart(b, started.ExecutionID)

@@ -187,3 +187,16 @@ func TestNilArguments(t *testing.T) {
 		t.Error("Inspect with a nil log: no error")
 	}
 }
+
+// TestLogClosedUnderTheEngine: a Start on an engine whose log the host
+// closed fails with the log's ErrClosed, not ErrUnavailable's invitation
+// to send it again, which can never succeed.
+func TestLogClosedUnderTheEngine(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	_ = b.log.Close()
+	_, err := b.eng.Start(context.Background(), []byte(twoSteps), engine.StartOptions{})
+	if !errors.Is(err, eventlog.ErrClosed) || errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("Start on a closed log: %v, want eventlog.ErrClosed and not ErrUnavailable", err)
+	}
+}
