@@ -53,6 +53,9 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 			}
 			limitKey = p.key
 			intField(pair{key: "max_in_flight", k: p.k, v: p.v}, w, &l.MaxInFlight)
+			if l.MaxInFlight > MaxInFlight {
+				d.errorf(p.v, "%s: %d is more than %d", w, l.MaxInFlight, MaxInFlight)
+			}
 		case "chunk_size", "batch_size":
 			intField(pair{key: "chunk_size", k: p.k, v: p.v}, w, &l.ChunkSize)
 		case "loop_mode":
@@ -355,11 +358,11 @@ func (d *decoder) frame(f *FrameSpec, n *yaml.Node, what string) {
 			v, _ := d.nonNegInt(p.v, w)
 			f.RowConcurrency = int(min(v, math.MaxInt32))
 		case "lease_seconds":
-			f.LeaseSeconds, _ = d.nonNegFloat(p.v, w)
+			f.LeaseSeconds = d.frameSeconds(p.v, w)
 		case "heartbeat_seconds":
-			f.HeartbeatSeconds, _ = d.nonNegFloat(p.v, w)
+			f.HeartbeatSeconds = d.frameSeconds(p.v, w)
 		case "max_seconds":
-			f.MaxSeconds, _ = d.nonNegFloat(p.v, w)
+			f.MaxSeconds = d.frameSeconds(p.v, w)
 		case "max_bytes":
 			f.MaxBytes, _ = d.nonNegInt(p.v, w)
 		case "max_attempts":
@@ -790,4 +793,14 @@ func defaultBackoff(hasDelay bool, delayed string) string {
 		return delayed
 	}
 	return BackoffNone
+}
+
+// frameSeconds reads a frame's seconds field: a non-negative number of at
+// most MaxFrameSeconds.
+func (d *decoder) frameSeconds(n *yaml.Node, what string) float64 {
+	v, ok := d.nonNegFloat(n, what)
+	if ok && v > MaxFrameSeconds {
+		d.errorf(n, "%s: %g is more than %d seconds (30 days)", what, v, MaxFrameSeconds)
+	}
+	return v
 }

@@ -1198,3 +1198,44 @@ func TestSingleToolName(t *testing.T) {
 		t.Errorf("pipeline task: name %q, config %v", task.Name, task.Config)
 	}
 }
+
+// TestLoopBounds: a lease (or heartbeat, or frame time) of more than 30
+// days, which a duration of years would overflow into a negative lease,
+// and more than MaxInFlight slots are refused, as literals at parse and as
+// templates when they render.
+func TestLoopBounds(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{
+		"spec: {mode: cursor, frame: {lease_seconds: 1e12}}",
+		"spec: {mode: cursor, frame: {max_seconds: 3000000}}",
+		"spec: {mode: cursor, max_in_flight: 100000}",
+	} {
+		el := parseErrors(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s}
+    `+src+`
+`))
+		if len(el) != 1 || !strings.Contains(el[0].Message, "is more than") {
+			t.Errorf("%s: %v", src, el)
+		}
+	}
+	p := mustParse(t, pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor: {kind: redisstream, stream: s}
+    spec: {mode: cursor, max_in_flight: '{{ mif }}', frame: {lease_seconds: '{{ lease }}'}}
+`))
+	lp := p.Step("start").Loop
+	if _, err := lp.Frame.Resolve(map[string]any{"lease": 1e10}); err == nil || !strings.Contains(err.Error(), "30 days") {
+		t.Errorf("a templated lease of 1e10 s: %v", err)
+	}
+	if _, _, err := lp.ResolveLimits(map[string]any{"mif": int64(100000)}); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("a templated max_in_flight of 100000: %v", err)
+	}
+	if _, _, err := lp.ResolveLimits(map[string]any{"mif": int64(64)}); err != nil {
+		t.Errorf("max_in_flight 64: %v", err)
+	}
+}

@@ -28,14 +28,28 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // of number each takes.
 var frameNumbers = map[string]numberKind{
 	"max_rows": wholeNumber, "row_concurrency": wholeNumber, "max_bytes": wholeNumber, "max_attempts": wholeNumber,
-	"lease_seconds": realNumber, "heartbeat_seconds": realNumber, "max_seconds": realNumber,
+	"lease_seconds": frameSeconds, "heartbeat_seconds": frameSeconds, "max_seconds": frameSeconds,
 }
 
 type numberKind uint8
 
+// Bounds of a loop's numbers: beyond them a value is a mistake (a lease
+// of years, which overflows a duration past about 292 years; more slots
+// or items in flight than any pool has workers, each re-issued untaken
+// at every lease).
+const (
+	// MaxFrameSeconds bounds lease_seconds, heartbeat_seconds and
+	// max_seconds: 30 days.
+	MaxFrameSeconds = 30 * 24 * 3600
+	// MaxInFlight bounds a loop's max_in_flight.
+	MaxInFlight = 10000
+)
+
 const (
 	realNumber numberKind = iota
 	wholeNumber
+	// frameSeconds is a real number of at most MaxFrameSeconds.
+	frameSeconds
 )
 
 // renderNumber renders a numeric field's template. The result must be a
@@ -73,6 +87,8 @@ func numberOf(v any, field string, kind numberKind) (float64, error) {
 		return 0, &FieldError{Field: field, Err: fmt.Errorf("rendered %v, must not be negative", f)}
 	case kind == wholeNumber && (f != math.Trunc(f) || f > math.MaxInt32):
 		return 0, &FieldError{Field: field, Err: fmt.Errorf("rendered %v, want a whole number", f)}
+	case kind == frameSeconds && f > MaxFrameSeconds:
+		return 0, &FieldError{Field: field, Err: fmt.Errorf("rendered %v, more than %d seconds (30 days)", f, MaxFrameSeconds)}
 	}
 	return f, nil
 }
@@ -176,6 +192,9 @@ func (l *Loop) ResolveLimits(scope map[string]any) (maxInFlight, chunkSize int, 
 		x, err := renderNumber(t, scope, "loop.spec.max_in_flight", wholeNumber)
 		if err != nil {
 			return 0, 0, err
+		}
+		if x > MaxInFlight {
+			return 0, 0, &FieldError{Field: "loop.spec.max_in_flight", Err: fmt.Errorf("rendered %v, more than %d", x, MaxInFlight)}
 		}
 		maxInFlight = int(x)
 	}

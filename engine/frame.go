@@ -233,10 +233,11 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		p.ClaimOpenUs = time.Since(claimedAt).Microseconds()
 		claimed = claim.Rows
 		buried = deadItems(claim.Dead)
-		if keep := w.limitBytes(claimed, fs.MaxBytes); keep < len(claimed) {
+		if keep := w.limitBytes(claimed, fs.MaxBytes); keep < len(claimed) && allMayGoBack(claimed[keep:], lp, fs) {
 			// The rows past max_bytes are recorded too: hand them back now
 			// (a re-issue runs every recorded row), or run them where the
-			// source cannot take them back.
+			// source cannot take them back, or where another delivery
+			// would bury them unrun (mayGoBack).
 			extra := claimed[keep:]
 			if err := release(func(sctx context.Context) error { return cur.Release(sctx, extra) }); err == nil {
 				p.Released += len(claimed) - keep
@@ -263,6 +264,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	if cmd.Settle == SettleRelease {
 		h.cancelled = closedChan
 	}
+	h.fs = fs
 	if fs.MaxSeconds > 0 {
 		h.deadline = time.Now().Add(time.Duration(fs.MaxSeconds * float64(time.Second)))
 	}
@@ -426,6 +428,28 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		w.logger().Debug("frame not chained; reporting it alone", "command_id", cmd.ID, "error", err)
 	}
 	return nil, done(p)
+}
+
+// mayGoBack reports whether a row the frame has not run may be handed
+// back for a later frame (max_bytes, max_seconds): not when the source
+// counts its deliveries and the next one would pass max_attempts, so
+// that the next claim would bury it unrun; such a row runs now.
+func mayGoBack(r cursor.Row, lp *dsl.Loop, fs dsl.FrameSpec) bool {
+	limit := max(1, fs.MaxAttempts)
+	if lp != nil && lp.Cursor != nil && lp.Cursor.MaxAttempts > 0 {
+		limit = lp.Cursor.MaxAttempts
+	}
+	return r.Lease.Attempt == 0 || r.Lease.Attempt < limit
+}
+
+// allMayGoBack is mayGoBack for every row of rows.
+func allMayGoBack(rows []cursor.Row, lp *dsl.Loop, fs dsl.FrameSpec) bool {
+	for _, r := range rows {
+		if !mayGoBack(r, lp, fs) {
+			return false
+		}
+	}
+	return true
 }
 
 // Retries of a cursor operation that failed transiently (cursor.Transient):
@@ -598,6 +622,7 @@ type frameRun struct {
 	cancelled <-chan struct{}
 	settle    func(func(context.Context) error) error
 	deadline  time.Time
+	fs        dsl.FrameSpec
 	// part takes the partial results of the rows' tools.
 	part *partials
 
@@ -767,7 +792,7 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 	for i := range f.rows {
 		// The first row always starts, so that every frame makes progress
 		// however slow the claim was.
-		if i > 0 && !f.deadline.IsZero() && time.Now().After(f.deadline) {
+		if i > 0 && !f.deadline.IsZero() && time.Now().After(f.deadline) && mayGoBack(f.claimed[i], f.step.Loop, f.fs) {
 			f.late = append(f.late, i)
 			continue
 		}
