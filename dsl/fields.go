@@ -118,7 +118,7 @@ var Fields = []Field{
 	{"task.output_select", Hint, "results stay inline in the event log whatever their size"},
 	{"task.*", Honoured, "every other key is the tool's own configuration, rendered and handed to the tool; a key the tool does not read (it lists its keys: tools.ConfigKeyLister) is ignored with a warning (engine.Lint, cursorflow validate), never refused, since NoETL playbooks may carry keys of NoETL's own tools"},
 
-	{"loop.in", Honoured, "the collection (also collection)"},
+	{"loop.in", Honoured, "the collection (also collection): a list; null or blank text is none, anything else (a mapping, a string, a number) one item, as NoETL wraps it"},
 	{"loop.iterator", Honoured, "the item's name (also element)"},
 	{"loop.cursor", Honoured, "a cursor source: kind, auth/credential, claim and driver options"},
 	{"loop.cursor.max_attempts", Honoured, "deliveries a row gets before the driver dead-letters it, and the frame's attempt limit unless frame.max_attempts is set; a literal number"},

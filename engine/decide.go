@@ -252,6 +252,9 @@ func (d *decider) enter(w wantedStep) {
 	d.emit(eventlog.Event{Type: eventlog.TypeLoopStarted, Step: step.Name, LoopID: w.Run, Payload: mustJSON(lp)})
 }
 
+// renderItems renders a loop's collection: a list is its items; null or
+// blank text none; anything else (a mapping, a string, a number) one
+// item, as NoETL reads it.
 func renderItems(v *dsl.Value, scope map[string]any) ([]any, error) {
 	if v == nil {
 		return nil, fmt.Errorf("no collection")
@@ -265,19 +268,14 @@ func renderItems(v *dsl.Value, scope map[string]any) ([]any, error) {
 		return []any{}, nil
 	case []any:
 		return t, nil
-	case map[string]any:
-		keys := sortedKeys(t)
-		items := make([]any, 0, len(t))
-		for _, k := range keys {
-			items = append(items, map[string]any{"key": k, "value": t[k]})
-		}
-		return items, nil
 	case string:
 		if strings.TrimSpace(t) == "" {
 			return []any{}, nil
 		}
-		return nil, fmt.Errorf("rendered to a string, not a list: %.80q", t)
+		return []any{t}, nil
 	default:
+		// One item, as NoETL wraps a mapping (a step's single object) or
+		// a scalar it is given to loop over.
 		return []any{t}, nil
 	}
 }

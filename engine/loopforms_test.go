@@ -120,3 +120,32 @@ workflow:
 		t.Fatalf("summary %+v, after=%v", sum, sum.Results["after"])
 	}
 }
+
+// TestLoopOverOneThing: a loop over a mapping (a step's single object) or
+// a string runs once with it as the item, as NoETL wraps them; blank text
+// and null run nothing.
+func TestLoopOverOneThing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	for name, want := range map[string]int{"one": 1, "text": 1, "blank": 0, "none": 0} {
+		coll, key := "{{ workload."+name+" }}", "item-"+name
+		sum, evs := b.run(t, header+`
+workload: {one: {a: 1, b: 2}, text: hello, blank: "  ", none: null}
+workflow:
+  - step: start
+    loop: {in: '`+coll+`', iterator: it}
+    tool: {kind: rec, key: '`+key+`-{{ it.a | default(it) }}'}
+`, nil)
+		defer dumpOnFail(t, evs)
+		if sum.Status != engine.StatusCompleted {
+			t.Fatalf("%s: %+v", coll, sum)
+		}
+		got := 0
+		for _, k := range []string{key + "-1", key + "-hello"} {
+			got += b.rec.count(k)
+		}
+		if got != want {
+			t.Errorf("%s: %d items ran with the whole value, want %d", coll, got, want)
+		}
+	}
+}
