@@ -151,7 +151,7 @@ var Fields = []Field{
 	{"rule.then.attempts", Honoured, "total attempts of a retry (also max_attempts); may be a template"},
 	{"rule.then.backoff", Honoured, "none, fixed, linear or exponential"},
 	{"rule.then.delay", Honoured, "base retry delay; may be a template"},
-	{"rule.then.to", Honoured, "jump target: a pipeline task or a step"},
+	{"rule.then.to", Honoured, "jump target: a pipeline task or a step (not a step from a loop item: refused)"},
 	{"rule.then.set", Honoured, "assignments when the rule matches"},
 	{"rule.then.allow", Honoured, "admission rules only: whether the step runs"},
 

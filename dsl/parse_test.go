@@ -1239,3 +1239,30 @@ func TestLoopBounds(t *testing.T) {
 		t.Errorf("max_in_flight 64: %v", err)
 	}
 }
+
+// TestJumpOutOfALoopIsRefused: a policy rule of a loop's item that jumps
+// to another step is refused (the engine cannot leave the loop from one
+// item, and would ignore it); a jump to a task of the item's pipeline is
+// fine.
+func TestJumpOutOfALoopIsRefused(t *testing.T) {
+	t.Parallel()
+	p, _ := Parse("t.yaml", []byte(pb(`- step: start
+  loop: {in: [1, 2], iterator: x}
+  tool:
+    - name: work
+      kind: noop
+      spec:
+        policy:
+          rules:
+            - when: '{{ output.status == "error" }}'
+              then: {do: jump, to: fallback}
+            - when: '{{ false }}'
+              then: {do: jump, to: work}
+  next: [fallback]
+- step: fallback
+  tool: {kind: noop}
+`)))
+	if len(p.Refusals) != 1 || !strings.Contains(p.Refusals[0].Message, `jump to step "fallback" from a loop's item`) {
+		t.Fatalf("refusals %v", p.Refusals)
+	}
+}

@@ -85,22 +85,22 @@ func (d *decoder) validate(pb *Playbook) {
 			}
 		}
 		for _, t := range s.Tool {
-			d.checkJumps(pb, t.Policy, pipeline, what)
+			d.checkJumps(pb, t.Policy, pipeline, what, s.Loop != nil)
 			checkCall(t, what)
 		}
-		d.checkJumps(pb, s.Spec.Policy, pipeline, what)
+		d.checkJumps(pb, s.Spec.Policy, pipeline, what, s.Loop != nil)
 		if s.Loop != nil {
-			d.checkJumps(pb, s.Loop.Policy, nil, what)
+			d.checkJumps(pb, s.Loop.Policy, nil, what, true)
 		}
 	}
 	for _, t := range pb.Workbook {
-		d.checkJumps(pb, t.Policy, nil, "task "+t.Name)
+		d.checkJumps(pb, t.Policy, nil, "task "+t.Name, false)
 	}
 	d.checkReachable(pb)
 	d.checkEndlessCycles(pb)
 }
 
-func (d *decoder) checkJumps(pb *Playbook, pol *Policy, pipeline []string, what string) {
+func (d *decoder) checkJumps(pb *Playbook, pol *Policy, pipeline []string, what string, inLoop bool) {
 	if pol == nil {
 		return
 	}
@@ -109,7 +109,17 @@ func (d *decoder) checkJumps(pb *Playbook, pol *Policy, pipeline []string, what 
 		if r.Then.Do != DoJump || to == "" {
 			continue
 		}
-		if slices.Contains(pipeline, to) || pb.steps[to] != nil {
+		if slices.Contains(pipeline, to) {
+			continue
+		}
+		if pb.steps[to] != nil {
+			if inLoop {
+				// An item cannot leave its loop for another step.
+				diag := Diagnostic{Pos: r.Then.Pos, Warning: true,
+					Message: fmt.Sprintf("%s: jump to step %q from a loop's item is not supported: jump to a task of the item's pipeline, or route after the loop with next (refused at run)", what, to)}
+				d.refusals = append(d.refusals, diag)
+				d.warns = append(d.warns, diag)
+			}
 			continue
 		}
 		if pipeline != nil {
