@@ -86,7 +86,7 @@ var Fields = []Field{
 	{"step.args", Honoured, "rendered before the tool chain; also input"},
 	{"step.vars", Honoured, "rendered after the step, read as vars.*"},
 	{"step.set", Honoured, "ctx./vars. assignments rendered against output after the step; there output is the step's result envelope (status, data, error): its data at output.data"},
-	{"step.loop", Honoured, "iterate over a collection or drain a cursor"},
+	{"step.loop", Honoured, "iterate over a collection or drain a cursor; later steps read a collection loop as the list of its items' data in order (its arcs also see output.results and output.count), not as NoETL's {results, stats}"},
 	{"step.tool", Honoured, "a task mapping, a pipeline list, or a kind name with the tool's fields on the step"},
 	{"step.next", Honoured, "routing: a name, a list, or {spec, arcs}"},
 	{"step.spec.timeout", Honoured, "bounds one run of the tool chain (seconds, a duration, or a template); a sub-playbook call then waits for its child instead of parking, and cancels it when the time is up"},
