@@ -24,8 +24,9 @@
 //
 // The rows come from the claim, a SELECT template rendered for every
 // claim with the loop's scope, __frame_max_rows and __worker_slot_id
-// (the driver adds the filtering and the limit itself), or, without a
-// claim, from option table. Options: table, key (the identifying column,
+// (the driver adds the filtering and the limit itself). A playbook's
+// clickhouse cursor needs a claim; a host opening the driver itself may
+// give option table instead. Options: table, key (the identifying column,
 // default id; Row.Key is toString(key)), columns (the select list of
 // Row.Values, default *), where (an extra condition), order_by (the order
 // in which candidates are claimed; default a hash of the key and the

@@ -3,9 +3,9 @@ package s3prefix
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"io"
 	"log/slog"
 	"slices"
@@ -352,8 +352,9 @@ func (c *Cursor) values(ctx context.Context, cand candidate) (map[string]any, bo
 // when it is not UTF-8.
 func setBody(v map[string]any, body []byte, asJSON bool) {
 	if asJSON {
-		var x any
-		err := json.Unmarshal(body, &x)
+		// Whole numbers as int64, as the other drivers give them (1, not
+		// 1.0 in a template).
+		x, err := jsonnum.Decode(body)
 		if err == nil {
 			v["body"] = x
 			return
