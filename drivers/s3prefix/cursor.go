@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"io"
 	"log/slog"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // listPageSize is the page size of listings (S3's maximum).
