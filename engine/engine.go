@@ -44,7 +44,9 @@ const (
 	DefaultMaxLoopItems = 100_000
 )
 
-// Config configures an Engine.
+// Config configures an Engine. A numeric field left zero, or set
+// negative, takes its default (Workers excepted: a negative count is an
+// error).
 type Config struct {
 	// Log is the event log, the only authority on every execution.
 	// Required.
