@@ -26,8 +26,9 @@ workflow:
     tool: {kind: rec, key: slow, sleep_ms: 5000}
 `, nil)
 	defer dumpOnFail(t, evs)
-	if sum.Status != engine.StatusFailed || sum.Step != "start" || !strings.Contains(sum.Error, "deadline") {
-		t.Fatalf("summary %+v, want failed at start with a deadline error", sum)
+	// The error says which deadline: the step's spec.timeout.
+	if sum.Status != engine.StatusFailed || sum.Step != "start" || !strings.Contains(sum.Error, "spec.timeout of 50ms reached") {
+		t.Fatalf("summary %+v, want failed at start by its spec.timeout", sum)
 	}
 }
 

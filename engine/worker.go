@@ -612,7 +612,7 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	await := durable
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, timeoutReached{timeout})
 		defer cancel()
 		await = false
 	}
@@ -1028,7 +1028,7 @@ func (w *Worker) runTool(ctx context.Context, cmd *Command, step *dsl.Step, task
 	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, timeoutReached{timeout})
 		defer cancel()
 		await = false // a parked command has no deadline (see runChain)
 	}
@@ -1088,6 +1088,11 @@ func (w *Worker) runTool(ctx context.Context, cmd *Command, step *dsl.Step, task
 		// The call could not be made; policies still see it as an error.
 		out = tools.Output{Status: tools.StatusError, Error: err.Error()}
 	}
+	var tr timeoutReached
+	if out.Status == tools.StatusError && ctx.Err() != nil && errors.As(context.Cause(ctx), &tr) {
+		// "context deadline exceeded" says nothing of which deadline.
+		out.Error = tr.Error() + ": " + out.Error
+	}
 	if out.Status == "" {
 		out.Status = tools.StatusSuccess
 	}
@@ -1097,6 +1102,12 @@ func (w *Worker) runTool(ctx context.Context, cmd *Command, step *dsl.Step, task
 	}
 	return m, "", nil
 }
+
+// timeoutReached is the cause of a step's or task's spec.timeout ending
+// its context.
+type timeoutReached struct{ d time.Duration }
+
+func (t timeoutReached) Error() string { return fmt.Sprintf("spec.timeout of %s reached", t.d) }
 
 // executeTool runs tool. A panic in it fails the call, with its stack
 // logged, instead of the process: a cursor frame's rows run on goroutines
