@@ -1266,3 +1266,41 @@ func TestJumpOutOfALoopIsRefused(t *testing.T) {
 		t.Fatalf("refusals %v", p.Refusals)
 	}
 }
+
+// TestArcForAnEventThatNeverComes: an arc guarded by loop.done on a step
+// without a loop, or by call.done on a loop step, never matches; validate
+// warns at its guard.
+func TestArcForAnEventThatNeverComes(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  tool: {kind: noop}
+  next:
+    - step: looped
+      when: '{{ event.name == "loop.done" }}'
+- step: looped
+  loop: {in: [1], iterator: x}
+  tool: {kind: noop}
+  next:
+    - step: after
+      when: "{{ 'call.done' == event.name }}"
+    - step: after
+      when: '{{ event.name == "loop.done" }}'
+- step: after
+  tool: {kind: noop}
+`))
+	for _, w := range []string{"the arc to looped asks for event.name loop.done, which never comes: step start has no loop",
+		"the arc to after asks for event.name call.done, which never comes: step looped is a loop"} {
+		if !hasWarning(p, w) {
+			t.Errorf("no warning %q in %v", w, p.Warnings)
+		}
+	}
+	n := 0
+	for _, w := range p.Warnings {
+		if strings.Contains(w.Message, "never comes") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d such warnings, want 2: %v", n, p.Warnings)
+	}
+}

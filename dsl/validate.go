@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -98,6 +99,47 @@ func (d *decoder) validate(pb *Playbook) {
 	}
 	d.checkReachable(pb)
 	d.checkEndlessCycles(pb)
+	d.checkEventNames(pb)
+}
+
+// eventNameIs matches a guard's test of event.name for equality with a
+// literal.
+var eventNameIs = regexp.MustCompile(`event\.name\s*==\s*['"]([a-z_.]+)['"]|['"]([a-z_.]+)['"]\s*==\s*event\.name`)
+
+// checkEventNames warns about an arc whose guard asks for an event its
+// step never routes with: loop.done of a step without a loop, call.done of
+// a loop step. It never matches, and the flow after it silently never
+// runs.
+func (d *decoder) checkEventNames(pb *Playbook) {
+	for _, s := range pb.Workflow {
+		if s.Next == nil {
+			continue
+		}
+		var never string
+		switch {
+		case s.Loop == nil:
+			never = "loop.done"
+		case s.Loop.Mode != ModeFanout:
+			never = "call.done"
+		default:
+			continue
+		}
+		for _, a := range s.Next.Arcs {
+			if a.When == nil {
+				continue
+			}
+			for _, m := range eventNameIs.FindAllStringSubmatch(a.When.Source, -1) {
+				if name := m[1] + m[2]; name == never {
+					kind := "has no loop: its arcs see call.done, or call.error"
+					if s.Loop != nil {
+						kind = "is a loop: its arcs see loop.done"
+					}
+					d.warns = append(d.warns, Diagnostic{Pos: a.When.Pos, Warning: true,
+						Message: fmt.Sprintf("step %s: the arc to %s asks for event.name %s, which never comes: step %s %s", s.Name, a.Step, name, s.Name, kind)})
+				}
+			}
+		}
+	}
 }
 
 func (d *decoder) checkJumps(pb *Playbook, pol *Policy, pipeline []string, what string, inLoop bool) {
