@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // NoETL renders a template to text and then reads the text as a value
@@ -127,15 +129,10 @@ func floatLike(s string) bool {
 func normalizeJSON(v *any) bool {
 	switch t := (*v).(type) {
 	case json.Number:
-		if n, err := t.Int64(); err == nil {
-			*v = n
-			return true
-		}
-		if !strings.ContainsAny(string(t), ".eE") {
+		if _, err := t.Int64(); err != nil && !strings.ContainsAny(string(t), ".eE") {
 			return false
 		}
-		f, _ := t.Float64()
-		*v = f
+		*v = jsonnum.Number(t)
 	case []any:
 		for i := range t {
 			if !normalizeJSON(&t[i]) {

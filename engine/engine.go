@@ -692,8 +692,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	if e.queue != nil {
 		e.queue.close()
 	}
-	finished := make(chan struct{})
-	go func() { e.workWG.Wait(); close(finished) }()
+	finished := e.workersDone()
 	var err error
 	select {
 	case <-finished:
@@ -732,6 +731,14 @@ const shutdownFlush = 5 * time.Second
 // flight in the log for whoever resumes the execution.
 const abandonAfter = 2 * time.Second
 
+// workersDone returns a channel closed once every worker goroutine has
+// returned.
+func (e *Engine) workersDone() <-chan struct{} {
+	finished := make(chan struct{})
+	go func() { e.workWG.Wait(); close(finished) }()
+	return finished
+}
+
 // awaitWorkers waits for finished (closed once every worker returned), at
 // most abandonAfter, and says loudly what it abandons.
 func (e *Engine) awaitWorkers(finished <-chan struct{}) {
@@ -756,9 +763,7 @@ func (e *Engine) Close() error {
 	}
 	e.stopWork()
 	e.stopOrch()
-	finished := make(chan struct{})
-	go func() { e.workWG.Wait(); close(finished) }()
-	e.awaitWorkers(finished)
+	e.awaitWorkers(e.workersDone())
 	e.orchWG.Wait()
 	return nil
 }

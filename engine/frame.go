@@ -153,9 +153,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	// a transient failure (the source restarting, a broken connection) is
 	// tried again within settleTimeout rather than stop the loop.
 	settleAgain := func(op string, f func(context.Context) error) error {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-		defer cancel()
-		return w.retryTransient(sctx, cmd, op, nil, f)
+		return settle(func(sctx context.Context) error { return w.retryTransient(sctx, cmd, op, nil, f) })
 	}
 	release := func(f func(context.Context) error) error { return settleAgain("release", f) }
 

@@ -2,6 +2,8 @@ package http
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/cursorflow/cursorflow/tools"
@@ -98,9 +100,5 @@ func describeAuth(v any) string {
 	if !ok {
 		return fmt.Sprintf("(%T)", v)
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	return "with keys " + strings.Join(keys, ", ")
+	return "with keys " + strings.Join(slices.Sorted(maps.Keys(m)), ", ")
 }
