@@ -1217,7 +1217,7 @@ func TestLoopBounds(t *testing.T) {
     cursor: {kind: redisstream, stream: s}
     `+src+`
 `))
-		if len(el) != 1 || !strings.Contains(el[0].Message, "is more than") {
+		if len(el) != 1 || !strings.Contains(el[0].Message, "is more than") || el[0].Pos.Line != 11 {
 			t.Errorf("%s: %v", src, el)
 		}
 	}
@@ -1262,7 +1262,7 @@ func TestJumpOutOfALoopIsRefused(t *testing.T) {
 - step: fallback
   tool: {kind: noop}
 `)))
-	if len(p.Refusals) != 1 || !strings.Contains(p.Refusals[0].Message, `jump to step "fallback" from a loop's item`) {
+	if len(p.Refusals) != 1 || !strings.Contains(p.Refusals[0].Message, `jump to step "fallback" from a loop's item`) || p.Refusals[0].Pos.Line != 15 {
 		t.Fatalf("refusals %v", p.Refusals)
 	}
 }

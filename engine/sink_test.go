@@ -183,7 +183,7 @@ workflow:
         INSERT INTO children VALUES (100, 1, 'eu')
     next: [save]
   - step: save
-    tool: {kind: rec, key: s, rows: [{id: 1, region: eu, name: first}, {id: 2, region: eu, name: two}, {id: 1, region: eu, name: new}]}
+    tool: {kind: rec, key: s, rows: [{id: 1, region: eu, name: first}, {id: 2, region: eu, name: two}, {id: 1, region: eu, name: "O'Brien $$"}]}
     sink: {tool: postgres, auth: pg, table: parents, mode: upsert, key: [id, region], data: '{{ result.rows }}'}
 `, nil)
 	defer dumpOnFail(t, evs)
@@ -192,7 +192,7 @@ workflow:
 	}
 	var name, note string
 	testenv.QueryRow(t, dsn, "SELECT name, note FROM parents WHERE id = 1", &name, &note)
-	if name != "new" || note != "kept" {
+	if name != "O'Brien $$" || note != "kept" {
 		t.Errorf("row 1: name %q note %q, want the last row's name and its note kept", name, note)
 	}
 	if n := queryInts(t, dsn, "SELECT count(*) FROM children"); n[0] != 1 {
