@@ -54,14 +54,19 @@
 // %(name)s is replaced by the variable name of the statement's render
 // context as a SQL literal (strings quoted and escaped for the
 // database's dialect, numbers bare, NULL for nil, lists as (a, b, ...)),
-// and %% by %, when the statement holds at least one placeholder
-// (sqlcursor.FillParams).
+// and %% by %, when the statement as written holds at least one
+// placeholder (sqlcursor.FillParams): a value a template splices (a
+// row's text through sql_literal) into a statement without one is never
+// read as a placeholder.
 //
 // Values. Columns become JSON-friendly Go values: int64, float64, string,
 // bool, nil; times as RFC 3339 strings in UTC; json/jsonb as maps and
 // lists (integral numbers as int64); arrays as lists; bytes as a string
-// when valid UTF-8, else base64. postgres numeric is an int64 when
-// integral and in range, else a float64.
+// when valid UTF-8, else base64. postgres numeric and mysql DECIMAL are
+// an int64 when integral and in range, a float64 when that float64 is the
+// same decimal (12.50 is 12.5), else the decimal's exact text; unsigned
+// integers past int64 (mysql BIGINT UNSIGNED) are their decimal text, so
+// a key keeps every digit.
 //
 // Keys. Option key names the column or columns identifying a row (a
 // string, comma-separated for a composite key, or a list). By default it

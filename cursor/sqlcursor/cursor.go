@@ -175,11 +175,21 @@ func Vars(spec cursor.Spec, rows []cursor.Row, reason string) map[string]any {
 }
 
 // Render renders a statement template with vars and fills its %(name)s
-// placeholders (FillParams) with literals of dialect.
+// placeholders (FillParams) with literals of dialect. Only a statement
+// whose source, as the playbook wrote it, holds a placeholder is filled:
+// values a template splices into a statement without one (a row's text
+// through sql_literal, say "50%% off" or "%(x)s") reach the database as
+// they are, rather than being read as placeholders. In a statement whose
+// source holds one, every %(name)s and %% of the rendered text is read,
+// as psycopg reads the text it is given: bind such values (params)
+// instead.
 func Render(t *dsl.Template, vars map[string]any, dialect string) (string, error) {
 	stmt, err := t.RenderString(vars)
 	if err != nil {
 		return "", err
+	}
+	if t == nil || !hasParams(t.Source) {
+		return stmt, nil
 	}
 	return FillParams(stmt, vars, dialect)
 }

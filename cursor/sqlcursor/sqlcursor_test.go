@@ -129,7 +129,7 @@ func TestNormalize(t *testing.T) {
 		{"uint8", uint8(200), int64(200)},
 		{"uint32", uint32(4000000000), int64(4000000000)},
 		{"uint64 small", uint64(5), int64(5)},
-		{"uint64 huge", uint64(math.MaxUint64), float64(math.MaxUint64)},
+		{"uint64 huge", uint64(math.MaxUint64), "18446744073709551615"},
 		{"float32", float32(1.5), float64(1.5)},
 		{"float64", 2.25, 2.25},
 		{"bool", true, true},

@@ -15,7 +15,9 @@ import (
 )
 
 // Normalize converts a database value into a JSON-friendly Go value:
-// integers become int64 (unsigned ones beyond int64 become float64),
+// integers become int64 (unsigned ones beyond int64, and big.Int values
+// beyond it, their exact decimal text: a float64 would change the value,
+// and with it a key such as MySQL's BIGINT UNSIGNED 18446744073709551615),
 // floats float64, time.Time an RFC 3339 string in UTC (nanoseconds kept),
 // []byte a string when it is valid UTF-8 and base64 (standard encoding)
 // otherwise, json.RawMessage its decoded value, maps and slices are
@@ -55,8 +57,7 @@ func Normalize(v any) any {
 		if v.IsInt64() {
 			return v.Int64()
 		}
-		f, _ := new(big.Float).SetInt(v).Float64()
-		return f
+		return v.String()
 	case time.Time:
 		return v.UTC().Format(time.RFC3339Nano)
 	case json.RawMessage:
@@ -107,7 +108,7 @@ func normalizeUint(u uint64) any {
 	if u <= math.MaxInt64 {
 		return int64(u)
 	}
-	return float64(u)
+	return strconv.FormatUint(u, 10)
 }
 
 // normalizeReflect handles typed slices, arrays and maps (e.g. []int32,

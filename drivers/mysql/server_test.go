@@ -211,3 +211,68 @@ func TestBoundParams(t *testing.T) {
 		t.Fatalf("%d rows done: %v", done, err)
 	}
 }
+
+// TestUnsignedBigintKeysDrain: a queue keyed by BIGINT UNSIGNED ids past
+// 2^63 drains. Each id reaches the mark, the ack and the row's values with
+// all its digits, so the mark claims exactly the claimed rows and the
+// queue empties instead of handing the same rows out forever; DECIMAL
+// columns keep their digits too.
+func TestUnsignedBigintKeysDrain(t *testing.T) {
+	h := newHarness(t, mysql.Config{})
+	name, cred := h.newDatabase(t, 0)
+	ctx := context.Background()
+	_, err := h.admin.ExecContext(ctx, `CREATE TABLE `+name+`.u (
+		id bigint unsigned PRIMARY KEY, status varchar(8) NOT NULL DEFAULT 'pending', amount decimal(65,30));
+		INSERT INTO `+name+`.u (id, amount) VALUES
+		(42, 12.5), (9223372036854775808, 12345678901234567890.123456789), (18446744073709551615, 99999999999999999999)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := h.drv.Open(ctx, cursor.Spec{Kind: "mysql", Credential: cred,
+		Claim: compile(t, `SELECT id, amount FROM u WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }} FOR UPDATE SKIP LOCKED`),
+		Options: map[string]any{
+			"mark": `UPDATE u SET status = 'claimed' WHERE id IN ({{ keys | join(',') }})`,
+			"ack":  `UPDATE u SET status = 'done' WHERE status = 'claimed' AND id IN ({{ keys | join(',') }})`,
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	rows, err := cursortest.ClaimCommitted(ctx, cur, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	var ids, amounts []any
+	for _, r := range rows {
+		keys = append(keys, r.Key)
+		ids = append(ids, r.Values["id"])
+		amounts = append(amounts, r.Values["amount"])
+	}
+	if want := []string{"42", "9223372036854775808", "18446744073709551615"}; !reflect.DeepEqual(keys, want) {
+		t.Fatalf("keys %q, want %q", keys, want)
+	}
+	if want := []any{int64(42), "9223372036854775808", "18446744073709551615"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("ids %#v, want %#v", ids, want)
+	}
+	if want := []any{12.5, "12345678901234567890.123456789000000000000000000000", "99999999999999999999.000000000000000000000000000000"}; !reflect.DeepEqual(amounts, want) {
+		t.Errorf("amounts %#v, want %#v", amounts, want)
+	}
+	var claimed int
+	if err := h.admin.QueryRowContext(ctx, `SELECT count(*) FROM `+name+`.u WHERE status = 'claimed'`).Scan(&claimed); err != nil {
+		t.Fatal(err)
+	}
+	if claimed != 3 {
+		t.Fatalf("the mark claimed %d of the 3 rows", claimed)
+	}
+	if err := cur.Ack(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	again, err := cursortest.ClaimCommitted(ctx, cur, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 0 {
+		t.Fatalf("claimed %d rows again after the ack, want the queue drained", len(again))
+	}
+}

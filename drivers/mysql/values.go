@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,7 +13,9 @@ import (
 // convert turns one scanned column value into a JSON-friendly Go value,
 // given the column's type name as go-sql-driver reports it.
 //
-//   - DECIMAL becomes an int64 when integral and in range, else a float64.
+//   - DECIMAL becomes an int64 when integral and in range, a float64 when
+//     that float64 is the same decimal, else its exact text
+//     (jsonnum.Decimal), so no digit is lost.
 //   - JSON (MySQL's JSON type) is decoded; integral numbers become int64.
 //     MariaDB stores JSON as LONGTEXT, so there it stays a string.
 //   - BIT(n) becomes an int64.
@@ -54,19 +57,16 @@ func convert(typeName string, v any) (any, error) {
 	return sqlcursor.Normalize(v), nil
 }
 
-// decimalValue parses a DECIMAL's text form.
+// decimalValue converts a DECIMAL's text form (jsonnum.Decimal),
+// refusing text that is not a number.
 func decimalValue(s string) (any, error) {
-	intPart, frac, hasFrac := strings.Cut(s, ".")
-	if !hasFrac || strings.Trim(frac, "0") == "" {
-		if n, err := strconv.ParseInt(intPart, 10, 64); err == nil {
-			return n, nil
+	if _, err := strconv.ParseFloat(s, 64); err != nil {
+		var ne *strconv.NumError
+		if !errors.As(err, &ne) || ne.Err != strconv.ErrRange {
+			return nil, fmt.Errorf("decimal %q: %w", s, err)
 		}
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return nil, fmt.Errorf("decimal %q: %w", s, err)
-	}
-	return f, nil
+	return jsonnum.Decimal(s), nil
 }
 
 // jsonValue decodes a JSON column, keeping integers exact.

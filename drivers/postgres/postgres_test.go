@@ -451,3 +451,94 @@ func TestClaimCommitsWithoutWaitingForTheFlush(t *testing.T) {
 		}
 	}
 }
+
+// TestSplicedValuesReachTheDatabaseAsTheyAre: a row value spliced into an
+// ack with sql_literal, as the driver documentation says to, is written as
+// it is even when it looks like a psycopg placeholder or escape: the ack
+// holds no placeholder of its own, so nothing in it is read as one. A
+// statement that does hold one still has it filled.
+func TestSplicedValuesReachTheDatabaseAsTheyAre(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	table := h.createTable(t, 0)
+	notes := []string{"discount 50%% off", "slot %(__worker_slot_id)s here", "%(no_such_variable)s", "100%"}
+	for i, n := range notes {
+		if _, err := h.admin.Exec(t.Context(), `INSERT INTO `+table+` (id, payload) VALUES ($1, jsonb_build_object('note', $2::text))`, i+1, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := cursor.Spec{Kind: "postgres", Credential: h.base, WorkerSlotID: 7,
+		Scope: map[string]any{"table": table},
+		Claim: mustTemplate(t, `UPDATE {{ table }} SET status = 'claimed' WHERE status = 'pending'
+			RETURNING id, payload->>'note' AS note`),
+		Options: map[string]any{
+			"ack": `UPDATE {{ table }} t SET status = 'done', payload = t.payload || jsonb_build_object('out', r.note)
+				FROM jsonb_to_recordset({{ rows | tojson | sql_literal }}::jsonb) AS r(id bigint, note text)
+				WHERE t.id = r.id`,
+			"release": `UPDATE {{ table }} SET status = 'pending', claimed_at = now() - interval '%(__worker_slot_id)s seconds'
+				WHERE id IN ({{ keys | join(',') }})`,
+		},
+	}
+	cur := openCursor(t, h, spec)
+	rows, err := cursortest.ClaimCommitted(t.Context(), cur, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(notes) {
+		t.Fatalf("claimed %d rows, want %d", len(rows), len(notes))
+	}
+	if err := cur.Ack(t.Context(), rows); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	got, err := h.admin.Query(t.Context(), `SELECT payload->>'out' FROM `+table+` WHERE status = 'done' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for got.Next() {
+		var s string
+		if err := got.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := got.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(out, notes) {
+		t.Fatalf("acked notes %q, want %q", out, notes)
+	}
+	// The release's own placeholder is filled.
+	if err := cur.Release(t.Context(), rows[:1]); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	var secs float64
+	if err := h.admin.QueryRow(t.Context(), `SELECT extract(epoch FROM now() - claimed_at) FROM `+table+` WHERE id = 1`).Scan(&secs); err != nil {
+		t.Fatal(err)
+	}
+	if secs < 7 || secs > 60 {
+		t.Fatalf("released row's claimed_at is %vs ago, want about 7s (%%(__worker_slot_id)s filled)", secs)
+	}
+}
+
+// TestNumericKeepsEveryDigit: numeric values reach the rows exactly: an
+// int64 or a float64 where one holds the value, else the decimal's text.
+func TestNumericKeepsEveryDigit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	spec := cursor.Spec{Kind: "postgres", Credential: h.base, Claim: mustTemplate(t, `SELECT 1 AS id,
+		12.50::numeric AS dec, 0.1::numeric AS tenth, 42::numeric AS whole,
+		12345678901234567890.123456789::numeric AS long, 99999999999999999999::numeric AS huge,
+		3.14159265358979323846264338327950288::numeric AS pi, 'Infinity'::numeric AS inf, NULL::numeric AS nul`)}
+	cur := openCursor(t, h, spec)
+	rows, err := cursortest.ClaimCommitted(t.Context(), cur, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"id": int64(1), "dec": 12.5, "tenth": 0.1, "whole": int64(42),
+		"long": "12345678901234567890.123456789", "huge": "99999999999999999999",
+		"pi": "3.14159265358979323846264338327950288", "inf": "Infinity", "nul": nil}
+	if len(rows) != 1 || !reflect.DeepEqual(rows[0].Values, want) {
+		t.Fatalf("rows %#v, want one row %#v", rows, want)
+	}
+}

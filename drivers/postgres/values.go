@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"fmt"
-	"math/big"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -11,8 +10,9 @@ import (
 )
 
 // normalize converts the values pgx decodes into JSON-friendly Go values:
-// numeric becomes int64 when integral and in range, float64 otherwise
-// ("NaN", "Infinity" and "-Infinity" stay strings); uuid its canonical
+// numeric as jsonnum.Decimal does (int64 when integral and in range,
+// float64 when that float64 is the same decimal, else its exact text;
+// "NaN", "Infinity" and "-Infinity" stay strings); uuid its canonical
 // string; arrays []any; everything else as sqlcursor.Normalize does.
 func normalize(v any) any {
 	switch v := v.(type) {
@@ -49,25 +49,11 @@ func numeric(n pgtype.Numeric) any {
 	case n.Int == nil:
 		return int64(0)
 	}
-	r := new(big.Rat).SetInt(n.Int)
-	exp := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(n.Exp))), nil)
-	if n.Exp >= 0 {
-		r.Mul(r, new(big.Rat).SetInt(exp))
-	} else {
-		r.Quo(r, new(big.Rat).SetInt(exp))
+	text, err := n.Value()
+	if s, ok := text.(string); ok && err == nil {
+		return jsonnum.Decimal(s)
 	}
-	if r.IsInt() && r.Num().IsInt64() {
-		return r.Num().Int64()
-	}
-	f, _ := r.Float64()
-	return f
-}
-
-func abs(x int32) int32 {
-	if x < 0 {
-		return -x
-	}
-	return x
+	return fmt.Sprint(text)
 }
 
 // decodeJSON decodes json/jsonb text keeping integers exact: integral

@@ -43,6 +43,7 @@ import (
 
 	duckdbgo "github.com/duckdb/duckdb-go/v2"
 
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
 )
@@ -262,7 +263,7 @@ func plain(v any, dbType string) any {
 		}
 		return x.String()
 	case duckdbgo.Decimal:
-		return conv.Decimal(x.String())
+		return jsonnum.Decimal(x.String())
 	case duckdbgo.UUID:
 		return x.String()
 	case time.Time:

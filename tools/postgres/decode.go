@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/internal/jsonnum"
-	"github.com/cursorflow/cursorflow/tools/internal/conv"
 )
 
 // Type OIDs the decoder knows (pg_type.oid; stable across servers).
@@ -78,7 +77,7 @@ func decode(oid uint32, raw []byte) any {
 		}
 		return f
 	case oidNumeric:
-		return conv.Decimal(string(raw))
+		return jsonnum.Decimal(string(raw))
 	case oidJSON, oidJSONB:
 		if v, err := jsonnum.Decode(raw); err == nil {
 			return v

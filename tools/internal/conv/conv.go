@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cursorflow/cursorflow/tools"
@@ -175,29 +174,3 @@ func Truncate(s string, n int) string {
 
 // Alias returns the keychain alias a config names (tools.AliasOf).
 func Alias(cfg map[string]any) (string, bool) { return tools.AliasOf(cfg) }
-
-// Decimal returns a decimal's text as int64 when it is integral and fits,
-// as float64 when float64 holds it exactly as written (trailing zeros
-// aside), and as the text otherwise, so no digit is ever lost silently.
-func Decimal(s string) any {
-	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return i
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return s
-	}
-	if normDecimal(strconv.FormatFloat(f, 'f', -1, 64)) == normDecimal(s) {
-		return f
-	}
-	return s
-}
-
-// normDecimal strips trailing fractional zeros and a bare point.
-func normDecimal(s string) string {
-	if strings.IndexByte(s, '.') < 0 {
-		return s
-	}
-	s = strings.TrimRight(s, "0")
-	return strings.TrimSuffix(s, ".")
-}
