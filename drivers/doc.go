@@ -102,8 +102,9 @@
 // them — a statement may be {sql: ..., params: [...]}, the claim takes
 // claim_params, each param rendered per call and bound to $1.. or ?
 // (lists and maps as JSON text) — or quote them with the sql_literal
-// filter ({{ rows | tojson | sql_literal }}::jsonb) or NoETL's %(name)s
-// placeholders (filled as literals). Without an ack statement Ack does
+// filter ({{ rows | tojson | sql_literal }}::jsonb; in a driver's
+// statements it and sql_ident quote for that driver's database unless
+// given a dialect) or NoETL's %(name)s placeholders (filled as literals). Without an ack statement Ack does
 // nothing: SQL drivers leave completion to the playbook's own SQL.
 // Without a release statement Release cannot hand rows back and returns
 // an error wrapping cursor.ErrUnsupported: the engine then runs rows it

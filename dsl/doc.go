@@ -103,8 +103,8 @@
 //
 // Values that end up in SQL text go through the sql_literal filter (a
 // quoted, escaped literal: None is NULL, lists and maps their JSON; an
-// optional dialect argument, postgres by default, sqlite, mysql or
-// clickhouse) or sql_ident (a quoted identifier) — or better, are bound
+// optional dialect argument, sqlite, mysql or clickhouse, else the one
+// the render's SQLDialectVar names, else postgres) or sql_ident (a quoted identifier) — or better, are bound
 // with the tool's params. '{{ x }}' in quotes breaks, or injects, on a
 // value holding a quote.
 //

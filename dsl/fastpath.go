@@ -238,10 +238,13 @@ func (c *fastCompiler) filter(in fastExpr, fc *nodes.FilterCall) fastExpr {
 	if !ok {
 		return nil
 	}
+	// Without a dialect argument, sql_literal and sql_ident quote for the
+	// render's SQLDialectVar, which only gonja's filters read.
+	dialected := (fc.Name == "sql_literal" || fc.Name == "sql_ident") && len(fc.Args) == 0 && fc.Kwargs["dialect"] == nil
 	if direct := directFilters[fc.Name]; direct != nil && len(fc.Args) == 0 && len(fc.Kwargs) == 0 {
-		return &fastDirect{in: in, fn: direct, filter: fn}
+		return &fastDirect{in: in, fn: direct, filter: fn, dialected: dialected}
 	}
-	f := &fastFilter{in: in, fn: fn}
+	f := &fastFilter{in: in, fn: fn, dialected: dialected}
 	constant := true
 	for _, a := range fc.Args {
 		e := c.expr(a)
@@ -421,6 +424,18 @@ type fastFilter struct {
 	args        []fastExpr
 	kwargs      map[string]fastExpr
 	constParams *exec.VarArgs
+	dialected   bool // see otherDialect
+}
+
+// otherDialect reports whether a filter that quotes SQL for the render's
+// dialect (dialected) meets one other than PostgreSQL's: gonja renders
+// it, its filter reading SQLDialectVar.
+func otherDialect(dialected bool, vars map[string]any) bool {
+	if !dialected {
+		return false
+	}
+	d, ok := vars[SQLDialectVar]
+	return ok && d != sqlquote.Postgres
 }
 
 func (f *fastFilter) params(vars map[string]any) (*exec.VarArgs, error) {
@@ -443,6 +458,9 @@ func (f *fastFilter) params(vars map[string]any) (*exec.VarArgs, error) {
 }
 
 func (f *fastFilter) eval(vars map[string]any) (any, error) {
+	if otherDialect(f.dialected, vars) {
+		return nil, errNotFast
+	}
 	in, err := f.in.eval(vars)
 	if err != nil {
 		return nil, err
@@ -501,12 +519,16 @@ func directToJSON(x any) (any, bool) {
 // fastDirect is a filter of directFilters; filter is its gonja function,
 // for the inputs the direct one leaves to it.
 type fastDirect struct {
-	in     fastExpr
-	fn     func(any) (any, bool)
-	filter exec.FilterFunction
+	in        fastExpr
+	fn        func(any) (any, bool)
+	filter    exec.FilterFunction
+	dialected bool // see otherDialect
 }
 
 func (f *fastDirect) eval(vars map[string]any) (any, error) {
+	if otherDialect(f.dialected, vars) {
+		return nil, errNotFast
+	}
 	in, err := f.in.eval(vars)
 	if err != nil {
 		return nil, err

@@ -392,17 +392,38 @@ func filterLength(_ *exec.Evaluator, in *exec.Value, _ *exec.VarArgs) *exec.Valu
 	return fail("length", fmt.Errorf("object of type %T has no length", in.Interface()))
 }
 
-// sqlDialect reads the filter's dialect argument (default postgres).
-func sqlDialect(name string, params *exec.VarArgs) (string, error) {
+// sqlDialect reads the filter's dialect argument (default:
+// defaultSQLDialect).
+func sqlDialect(e *exec.Evaluator, name string, params *exec.VarArgs) (string, error) {
 	d := arg(params, 0, "dialect")
 	if d == nil || d.IsNil() {
-		return sqlquote.Postgres, nil
+		return defaultSQLDialect(e), nil
 	}
 	dialect, err := sqlquote.Dialect(str(d))
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", name, err)
 	}
 	return dialect, nil
+}
+
+// SQLDialectVar names the render variable that sets the dialect
+// sql_literal and sql_ident quote for when a template names none: the SQL
+// cursor drivers set it to their database's for their own statements, so
+// a MySQL cursor's ack quotes a backslash as MySQL reads it. Without it
+// the dialect is PostgreSQL's.
+const SQLDialectVar = "__sql_dialect"
+
+// defaultSQLDialect is the dialect SQLDialectVar names in the render's
+// context, else PostgreSQL's.
+func defaultSQLDialect(e *exec.Evaluator) string {
+	if e != nil && e.Environment != nil && e.Environment.Context != nil {
+		if v, ok := e.Environment.Context.Get(SQLDialectVar); ok {
+			if d, err := sqlquote.Dialect(fmt.Sprint(v)); err == nil {
+				return d
+			}
+		}
+	}
+	return sqlquote.Postgres
 }
 
 // filterSQLLiteral renders a value as an SQL literal: None as NULL,
@@ -415,11 +436,11 @@ func sqlDialect(name string, params *exec.VarArgs) (string, error) {
 // for mysql and clickhouse, whose strings treat backslash as an escape,
 // backslashes are doubled. A string with a NUL byte is an error: no
 // dialect stores one in a text literal.
-func filterSQLLiteral(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+func filterSQLLiteral(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	if in.IsError() {
 		return in
 	}
-	dialect, err := sqlDialect("sql_literal", params)
+	dialect, err := sqlDialect(e, "sql_literal", params)
 	if err != nil {
 		return fail("sql_literal", err)
 	}
@@ -445,11 +466,11 @@ func filterSQLLiteral(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *
 // every double quote doubled (`name` with backticks doubled for mysql and
 // clickhouse). A dotted name is one identifier: quote each part of a
 // qualified name on its own ({{ s | sql_ident }}.{{ t | sql_ident }}).
-func filterSQLIdent(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+func filterSQLIdent(e *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
 	if in.IsError() {
 		return in
 	}
-	dialect, err := sqlDialect("sql_ident", params)
+	dialect, err := sqlDialect(e, "sql_ident", params)
 	if err != nil {
 		return fail("sql_ident", err)
 	}

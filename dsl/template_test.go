@@ -3,6 +3,7 @@ package dsl
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"sync"
@@ -640,6 +641,22 @@ func TestSQLFilters(t *testing.T) {
 				t.Fatalf("got %s, want %s", got, tt.want)
 			}
 		})
+	}
+	// SQLDialectVar sets the dialect of those without one, on the fast
+	// path and through gonja alike; an explicit one still wins.
+	mysql := map[string]any{SQLDialectVar: "mysql"}
+	maps.Copy(mysql, vars)
+	for src, want := range map[string]string{
+		"{{ bs | sql_literal }}":                    `'C:\\temp\\''x'`,
+		"{{ job.path | sql_literal }}":              `'a\\b'`,
+		"{{ bs | upper | sql_literal }}":            `'C:\\TEMP\\''X'`,
+		"SELECT {{ col | sql_ident }} FROM t":       "SELECT `we\"ird` FROM t",
+		"{{ bs | sql_literal('postgres') }}":        `E'C:\\temp\\''x'`,
+		"{{ col | sql_ident(dialect='postgres') }}": `"we""ird"`,
+	} {
+		if got := render(t, src, mysql); got != want {
+			t.Errorf("%s with %s mysql: got %s, want %s", src, SQLDialectVar, got, want)
+		}
 	}
 	for _, src := range []string{"{{ 'a\x00b' | sql_literal }}", "{{ '' | sql_ident }}", "{{ none | sql_ident }}", "{{ 'x' | sql_literal('oracle') }}"} {
 		tpl, err := CompileTemplate(src, Pos{})

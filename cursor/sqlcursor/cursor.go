@@ -174,8 +174,10 @@ func Vars(spec cursor.Spec, rows []cursor.Row, reason string) map[string]any {
 	return vars
 }
 
-// Render renders a statement template with vars and fills its %(name)s
-// placeholders (FillParams) with literals of dialect. Only a statement
+// Render renders a statement template with vars, in which it sets
+// dsl.SQLDialectVar to dialect (so sql_literal and sql_ident quote for the
+// database), and fills its %(name)s placeholders (FillParams) with
+// literals of dialect. Only a statement
 // whose source, as the playbook wrote it, holds a placeholder is filled:
 // values a template splices into a statement without one (a row's text
 // through sql_literal, say "50%% off" or "%(x)s") reach the database as
@@ -184,6 +186,8 @@ func Vars(spec cursor.Spec, rows []cursor.Row, reason string) map[string]any {
 // as psycopg reads the text it is given: bind such values (params)
 // instead.
 func Render(t *dsl.Template, vars map[string]any, dialect string) (string, error) {
+	// sql_literal and sql_ident without a dialect quote for this database.
+	vars[dsl.SQLDialectVar] = dialect
 	stmt, err := t.RenderString(vars)
 	if err != nil {
 		return "", err

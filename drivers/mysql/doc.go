@@ -67,8 +67,9 @@
 // column(s), an attempts column is Lease.Attempt, rows past max attempts
 // go through dead_letter, and ack, release and dead_letter run in their
 // own transaction. Bind values (claim_params, {sql, params} statements
-// with ? placeholders) or quote them with sql_literal(dialect='mysql')
-// rather than splice them in quotes. DECIMAL columns become int64 when
+// with ? placeholders) or quote them with sql_literal (in this driver's
+// statements it quotes for MySQL, as sql_ident does) rather than splice
+// them in quotes. DECIMAL columns become int64 when
 // integral, else float64; MySQL's JSON columns are decoded (MariaDB's
 // JSON is LONGTEXT and stays a string); BIT becomes an int64; binary
 // data that is not UTF-8 becomes base64.

@@ -276,3 +276,49 @@ func TestUnsignedBigintKeysDrain(t *testing.T) {
 		t.Fatalf("claimed %d rows again after the ack, want the queue drained", len(again))
 	}
 }
+
+// TestSQLFiltersQuoteForMySQL: in a mysql cursor's statements,
+// sql_literal and sql_ident without a dialect quote as MySQL reads them,
+// so a value with a backslash and a quote is written back as it was read
+// (with PostgreSQL's E'...' literal MySQL refused the ack) and a quoted
+// table name is an identifier, not a string.
+func TestSQLFiltersQuoteForMySQL(t *testing.T) {
+	h := newHarness(t, mysql.Config{})
+	name, cred := h.newDatabase(t, 0)
+	ctx := context.Background()
+	note := `it's a \ backslash, a "quote" and 50% off`
+	if _, err := h.admin.ExecContext(ctx, `CREATE TABLE `+name+`.jobs (
+		id bigint PRIMARY KEY, status varchar(8) NOT NULL DEFAULT 'pending', note text, echo text)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.admin.ExecContext(ctx, `INSERT INTO `+name+`.jobs (id, note) VALUES (1, ?)`, note); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := h.drv.Open(ctx, cursor.Spec{Kind: "mysql", Credential: cred,
+		Claim: compile(t, `SELECT id, note FROM {{ 'jobs' | sql_ident }} WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }} FOR UPDATE SKIP LOCKED`),
+		Options: map[string]any{
+			"mark": `UPDATE {{ 'jobs' | sql_ident }} SET status = 'claimed' WHERE id IN ({{ keys | join(',') }})`,
+			"ack":  `UPDATE {{ 'jobs' | sql_ident }} SET status = 'done', echo = {{ rows[0].note | sql_literal }} WHERE id IN ({{ keys | join(',') }})`,
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	rows, err := cursortest.ClaimCommitted(ctx, cur, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Values["note"] != note {
+		t.Fatalf("claimed %v, want the one row with its note", rows)
+	}
+	if err := cur.Ack(ctx, rows); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	var status, echo string
+	if err := h.admin.QueryRowContext(ctx, `SELECT status, echo FROM `+name+`.jobs WHERE id = 1`).Scan(&status, &echo); err != nil {
+		t.Fatal(err)
+	}
+	if status != "done" || echo != note {
+		t.Fatalf("row is %s with echo %q, want done with %q", status, echo, note)
+	}
+}
