@@ -62,6 +62,16 @@ type Config struct {
 	// Keychain resolves credential aliases on the worker. Defaults to one
 	// that knows no alias.
 	Keychain tools.Keychain
+	// AllowCursorURL lets a cursor block without auth name its source
+	// with a url option (url: /path/queue.db, postgres://..., s3://...)
+	// on this engine's in-process workers. Defaults to false: a cursor
+	// loop with a url fails, saying to use auth: with a keychain alias.
+	// Such a url is reached with the process's own rights: a sqlite path
+	// opens (or creates) any file it can, and drivers send the
+	// credentials of the environment (PGPASSWORD, ~/.pgpass, AWS_*) to
+	// wherever the url points. Set it only where every playbook is the
+	// operator's own, as the cursorflow CLI's local runs are.
+	AllowCursorURL bool
 	// Workers is the number of in-process workers (commands run at once).
 	// Defaults to 32. Zero workers with a Dispatcher of your own runs the
 	// orchestrator only (scale-out). Negative is refused by New.
@@ -234,7 +244,7 @@ func New(cfg Config) (*Engine, error) {
 	inProcess := cfg.Dispatcher == nil && cfg.Workers > 0
 	e.checkTools, e.checkCursors = hostTools || inProcess, hostCursors || inProcess
 	res := newResults(cfg.Results)
-	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, Logger: cfg.Logger,
+	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, AllowCursorURL: cfg.AllowCursorURL, Logger: cfg.Logger,
 		Clock: cfg.Clock, MaxResultBytes: cfg.MaxResultBytes, Partials: cfg.Partials, Results: cfg.Results, res: res,
 		// Frames need not spread: in-process workers share one queue.
 		MaxChain: -1}

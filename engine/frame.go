@@ -967,6 +967,11 @@ func slotID(executionID, run string, slot int) int64 {
 	return id
 }
 
+// ErrCursorURL is wrapped by the failure of a cursor loop whose cursor
+// block names its source with a url option on a worker that does not
+// take one (Worker.AllowCursorURL, Config.AllowCursorURL).
+var ErrCursorURL = errors.New("a cursor url written in the playbook is off on this worker")
+
 // cursorSpec resolves the cursor's credential and renders its options.
 func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, fs dsl.FrameSpec, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
 	cs := lp.Cursor
@@ -1004,6 +1009,14 @@ func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, fs 
 		opts[k] = x
 	}
 	spec.Options = opts
+	if _, ok := opts["url"]; ok && !w.AllowCursorURL {
+		// A url written in the playbook is a source the keychain never
+		// vetted, reached with this process's own rights: any file it can
+		// open (sqlite), and the credentials its environment holds
+		// (PGPASSWORD, ~/.pgpass, AWS_*), sent wherever the url points.
+		return spec, fmt.Errorf("loop.cursor.url: %w: name the source with auth: <keychain alias> instead "+
+			"(a host that runs only its operator's playbooks sets engine.Config.AllowCursorURL; the example worker, --allow-code)", ErrCursorURL)
+	}
 	if spec.Auth != "" {
 		if w.Keychain == nil {
 			return spec, fmt.Errorf("loop.cursor.auth: no keychain to resolve credential %q", spec.Auth)

@@ -52,6 +52,13 @@ type Worker struct {
 	// value, no bound (the engine's own in-process workers, which share
 	// one queue).
 	MaxChain int
+	// AllowCursorURL lets a cursor block name its source with a url
+	// option (a sqlite path, postgres://..., s3://...) instead of a
+	// keychain alias (auth:). Off by default: such a url is reached with
+	// this process's own rights, files and environment credentials
+	// (PGPASSWORD, ~/.pgpass, AWS_*) included, so it is for workers that
+	// run only their operator's playbooks. See Config.AllowCursorURL.
+	AllowCursorURL bool
 
 	cancels cancels
 	resOnce sync.Once

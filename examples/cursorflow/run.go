@@ -61,7 +61,7 @@ func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
 	fs.IntVar(&f.workers, "workers", engine.DefaultWorkers, "in-process workers")
 	fs.BoolVar(&f.verbose, "v", false, "log engine activity to stderr")
 	fs.StringVar(&f.progress, "progress", progressAuto, "live progress on stderr: auto (on a terminal, without --json or -v), always or never")
-	fs.BoolVar(&f.noCode, "no-code", false, "turn off the python, shell and duckdb tools, which otherwise run the playbook's code and touch files on this machine")
+	fs.BoolVar(&f.noCode, "no-code", false, "turn off the python, shell and duckdb tools, which otherwise run the playbook's code and touch files on this machine, and cursor url: options (a cursor then names its source with auth:)")
 	fs.StringVar(&f.resultStore, "result-store", "", "where results over --result-threshold go: file:///DIR (default under the user's state directory), s3://BUCKET?..., mem://, or inline (keep them in the event log)")
 	fs.Int64Var(&f.threshold, "result-threshold", resultstore.DefaultThreshold, "results larger than this many bytes (JSON) go to the result store")
 }
@@ -279,10 +279,13 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 	}
 
 	// A local run executes the operator's own playbook, so its code tools
-	// are on unless --no-code; the server's workers keep them off.
+	// and cursor urls (a sqlite path, postgres://... with the
+	// environment's password) are on unless --no-code; the server's
+	// workers keep them off.
 	treg, creg, closer := stdwire.Registries(kc, logger, !f.noCode)
 	defer closer.Close()
-	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Workers: f.workers, Logger: logger, Results: results})
+	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Workers: f.workers, Logger: logger, Results: results,
+		AllowCursorURL: !f.noCode})
 	if err != nil {
 		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 		return exitUsage

@@ -13,7 +13,10 @@
 //
 // The python and shell tools run whatever code a playbook carries, and
 // duckdb reads and writes local files, with this process's rights: they
-// are off unless --allow-code is given. Give
+// are off unless --allow-code is given. So is a cursor's url: option (a
+// sqlite path is any local file; postgres:// and s3:// send the
+// environment's credentials where the url points): without
+// --allow-code a cursor names its source with auth: and a keychain alias. Give
 // it only to workers whose server accepts playbooks from people trusted
 // to run code there (see the README's trust model).
 //
@@ -81,7 +84,7 @@ func run(args []string, stderr io.Writer) int {
 		maxChain      = fs.Int("max-chain", engine.DefaultMaxChain, "frames in a row a cursor slot runs here, each claimed with the report of the one before, before its next frame is dispatched again (spreads frames over workers that join); negative: no bound")
 		id            = fs.String("id", "", "worker id in events (default w-<host>-<random>)")
 		verbose       = fs.Bool("v", false, "log at debug level")
-		allowCode     = fs.Bool("allow-code", false, "enable the python, shell and duckdb tools: any playbook the server accepts may then run code and touch files here")
+		allowCode     = fs.Bool("allow-code", false, "enable the python, shell and duckdb tools and cursor url: options: any playbook the server accepts may then run code, touch files and use this process's environment credentials (PGPASSWORD, ~/.pgpass, AWS_*) here")
 	)
 	fs.Var(&credentials, "credential", "map a keychain alias (letters, digits, _ - .) to a connection URL: "+credflag.Form+" as in CURSORFLOW_CREDENTIAL_<ALIAS>; repeatable")
 	var labelFlags multiFlag
@@ -144,8 +147,9 @@ func run(args []string, stderr io.Writer) int {
 	defer closer.Close()
 	w, err := natsjs.NewWorker(ctx, natsjs.Config{Conn: nc, Prefix: *prefix, AckWait: *ackWait, ReportTimeout: *reportTimeout, Logger: logger},
 		natsjs.WorkerOptions{
-			Worker: &engine.Worker{ID: *id, Tools: treg, Cursors: creg, Keychain: kc, Logger: logger, Results: results, MaxChain: *maxChain},
-			Pool:   *pool, Concurrency: *concurrency, Grace: *grace, Labels: labels, CapacityEvery: *capacityEvery,
+			Worker: &engine.Worker{ID: *id, Tools: treg, Cursors: creg, Keychain: kc, Logger: logger, Results: results, MaxChain: *maxChain,
+				AllowCursorURL: *allowCode},
+			Pool: *pool, Concurrency: *concurrency, Grace: *grace, Labels: labels, CapacityEvery: *capacityEvery,
 		})
 	if err != nil {
 		logger.Error("worker", "error", err)
