@@ -85,7 +85,7 @@ var Fields = []Field{
 	{"step.when", Honoured, "enable guard: false records step.skipped and routes nowhere"},
 	{"step.args", Honoured, "rendered before the tool chain; also input"},
 	{"step.vars", Honoured, "rendered after the step, read as vars.*"},
-	{"step.set", Honoured, "ctx./vars. assignments rendered against output after the step; there output is the step's result envelope (status, data, error): its data at output.data"},
+	{"step.set", Honoured, "ctx./vars. assignments rendered against output after the step; there output is the step's result envelope (status, data, error): its data at output.data. ctx and the workload are one store, as NoETL's variables: after set: ctx.page, the step's arcs and later steps read page, ctx.page and workload.page alike (a step's result keeps its own name)"},
 	{"step.loop", Honoured, "iterate over a collection or drain a cursor; later steps read a collection loop as the list of its items' data in order (its arcs also see output.results and output.count), not as NoETL's {results, stats}"},
 	{"step.tool", Honoured, "a task mapping, a pipeline list, or a kind name with the tool's fields on the step"},
 	{"step.next", Honoured, "routing: a name, a list, or {spec, arcs}"},

@@ -174,12 +174,26 @@ func (d *decoder) lintTaskResultRefs(pb *Playbook) {
 // the playbook's workload block does not hold: a typo (workload.itemz for
 // workload.items) renders empty, and a loop over it runs no item and
 // succeeds. A run may add keys (--set, a parent's workload), so it is a
-// warning, and a playbook without a workload block is not checked.
+// warning, and a playbook without a workload block is not checked. A key
+// some set: assigns (ctx.<key>) is not reported: workload and ctx are one
+// store, as in NoETL.
 func (d *decoder) lintWorkloadRefs(pb *Playbook) {
 	if pb.Workload == nil {
 		return
 	}
 	reported := map[string]bool{}
+	for _, s := range pb.Workflow {
+		walkStep(reflect.ValueOf(s), map[uintptr]bool{}, func(*Value) {}, func(a *Assignment) {
+			if rest, ok := strings.CutPrefix(a.Path, "ctx."); ok {
+				key, _, _ := strings.Cut(rest, ".")
+				reported[key] = true
+			}
+		})
+		for _, a := range s.Set {
+			key, _, _ := strings.Cut(strings.TrimPrefix(a.Path, "iter."), ".")
+			reported[key] = true
+		}
+	}
 	for _, s := range pb.Workflow {
 		what := "step " + s.Name
 		walkStep(reflect.ValueOf(s), map[uintptr]bool{}, func(v *Value) {

@@ -955,6 +955,31 @@ func TestWorkloadTypoWarns(t *testing.T) {
 	if got := warnings(mustParse(t, pb(steps))); len(got) != 0 {
 		t.Fatalf("without a workload block: %q, want none", got)
 	}
+	// A key a set: puts in ctx is read as workload.<key> too (one store,
+	// as in NoETL), from a step's set or a task policy's.
+	set := `- step: start
+  tool: {kind: noop}
+  set:
+    ctx.cursor: abc
+    page: 2
+  next: [use]
+- step: use
+  tool:
+    - name: a
+      kind: noop
+      spec:
+        policy:
+          rules:
+            - else:
+                then: {do: continue, set: {ctx.total: 1}}
+    - name: b
+      kind: noop
+      x: '{{ workload.cursor }} {{ workload.page }} {{ workload.total }} {{ workload.itemz }}'
+`
+	got = warnings(mustParse(t, strings.Replace(header, "workflow:", "workload: {items: [1, 2]}\nworkflow:", 1)+set))
+	if len(got) != 1 || !strings.Contains(got[0], "workload.itemz") {
+		t.Fatalf("workload warnings %q: want one, for workload.itemz only", got)
+	}
 }
 
 // TestTaskResultTypoWarns: STEP.results.TASK naming no task of pipeline

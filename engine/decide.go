@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -612,7 +613,16 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 	}
 	if len(ctx) > 0 || len(vars) > 0 {
 		// Arcs see the step's own assignments.
-		scope["ctx"] = overlay(scope["ctx"], ctx)
+		if d.s.semantics >= semanticsOneStore {
+			oneStore(scope, ctx, func(k string) bool {
+				_, arg := run.Args[k]
+				return arg || k == step.Name || isResult(d.s.Results, k)
+			})
+			markRefs(context.Background(), scope, d.s.res, slices.Collect(maps.Keys(ctx))...)
+			markRefs(context.Background(), scope, d.s.res, "ctx", "workload")
+		} else {
+			scope["ctx"] = overlay(scope["ctx"], ctx)
+		}
 		scope["vars"] = overlay(scope["vars"], vars)
 	}
 	if step.Next != nil {

@@ -16,8 +16,13 @@ const (
 	// work (the join barrier of an inclusive fan-out), and the entries
 	// that wait together enter once.
 	semanticsJoin = 1
+	// semanticsOneStore: workload keys and ctx are one variable store, as
+	// NoETL's state.variables: a bare name, ctx.<name> and
+	// workload.<name> all read a ctx value set by set: before the
+	// workload's (scope.go).
+	semanticsOneStore = 2
 	// currentSemantics is what new executions record.
-	currentSemantics = semanticsJoin
+	currentSemantics = semanticsOneStore
 )
 
 // The join barrier. NoETL gates a step that several branches of an

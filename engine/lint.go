@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
 	"github.com/cursorflow/cursorflow/dsl"
@@ -69,6 +70,15 @@ func lintPlaceholders(pb *dsl.Playbook) []dsl.Diagnostic {
 		known[s.Name] = true
 		for k := range s.Args {
 			known[k] = true
+		}
+		for _, a := range s.Set {
+			// A ctx key is a top-level name too (oneStore).
+			ns, rest := splitNamespace(a.Path)
+			if ns != "ctx" && ns != "iter" {
+				rest = a.Path
+			}
+			root, _, _ := strings.Cut(rest, ".")
+			known[root] = true
 		}
 	}
 	var out []dsl.Diagnostic

@@ -12,19 +12,26 @@ import (
 // keys at top level and under workload, each finished step's result data
 // under its name (as NoETL does: a postgres step's rows are
 // step_name.rows, an http step's body step_name.data), ctx, vars and
-// execution_id. The maps it returns are fresh; the
-// values inside are never mutated after they enter the state, so a scope
-// may be handed to workers running concurrently.
+// execution_id. Under semanticsOneStore, workload and ctx are one store,
+// as NoETL's state.variables (its render context's ctx, workload and
+// top-level names): a key set with `set: ctx.page` is read as page,
+// ctx.page and workload.page, and ctx.<workload key> reads the workload;
+// a step's result still takes its name over a variable's. The maps it
+// returns are fresh; the values inside are never mutated after they enter
+// the state, so a scope may be handed to workers running concurrently.
 func (s *State) scope() map[string]any {
-	m := make(map[string]any, len(s.Workload)+len(s.Results)+8)
+	m := make(map[string]any, len(s.Workload)+len(s.Ctx)+len(s.Results)+8)
 	for k, v := range s.Workload {
 		m[k] = v
+	}
+	m["workload"] = s.Workload
+	m["ctx"] = copyMap(s.Ctx)
+	if s.semantics >= semanticsOneStore {
+		oneStore(m, s.Ctx, nil)
 	}
 	for k, v := range s.Results {
 		m[k] = stepView(v)
 	}
-	m["workload"] = s.Workload
-	m["ctx"] = copyMap(s.Ctx)
 	m["vars"] = copyMap(s.Vars)
 	m["execution_id"] = s.ExecutionID
 	if s.parent != "" {
@@ -35,9 +42,47 @@ func (s *State) scope() map[string]any {
 		for n := range s.refNames {
 			sr.names[n] = true
 		}
+		if sr.names["ctx"] && s.semantics >= semanticsOneStore {
+			// ctx's references are read through its other names too.
+			for k, v := range s.Ctx {
+				if resultstore.HasRef(v) && !isResult(s.Results, k) {
+					sr.names[k] = true
+				}
+			}
+			sr.names["workload"] = true
+		}
 		m[dsl.RefsVar] = sr
 	}
 	return m
+}
+
+func isResult(results map[string]any, name string) bool {
+	_, ok := results[name]
+	return ok
+}
+
+// oneStore lays ctx over the workload in scope, as NoETL's one variable
+// store: under ctx and workload (both the store) and at top level, except
+// for a name scope holds for something else (taken, or one of
+// scopeNames): a step's result, an argument, output, ...
+func oneStore(scope map[string]any, ctx map[string]any, taken func(string) bool) {
+	for k, v := range ctx {
+		if _, reserved := scopeNames[k]; reserved || (taken != nil && taken(k)) {
+			continue
+		}
+		scope[k] = v
+	}
+	wl, _ := scope["workload"].(map[string]any)
+	store := overlay(wl, ctx)
+	scope["workload"] = store
+	scope["ctx"] = store
+}
+
+// scopeNames are the names a render context keeps for itself, which no
+// variable takes at top level.
+var scopeNames = map[string]struct{}{
+	"workload": {}, "ctx": {}, "vars": {}, "execution_id": {}, "parent_execution_id": {}, dsl.RefsVar: {},
+	"iter": {}, "loop_index": {}, "event": {}, "output": {}, "result": {}, "args": {}, "input": {}, "fanin": {},
 }
 
 // addArgs exposes a step's arguments (step args rendered by the worker, or
