@@ -15,7 +15,8 @@
 // mysql:// (or mariadb://) URL. The driver forces multiStatements=true
 // (a claim may hold several statements) and parseTime=true (DATE,
 // DATETIME and TIMESTAMP become RFC 3339 strings, in UTC unless the
-// credential sets loc). It keeps one database/sql pool per credential
+// credential sets loc; a zero date stays "0000-00-00" or "0000-00-00
+// 00:00:00", as PyMySQL returns it). It keeps one database/sql pool per credential
 // (Config.MaxOpenConns, 8 by default). Errors never quote the
 // credential.
 //

@@ -322,3 +322,54 @@ func TestSQLFiltersQuoteForMySQL(t *testing.T) {
 		t.Fatalf("row is %s with echo %q, want done with %q", status, echo, note)
 	}
 }
+
+// TestZeroDatesRoundTrip: MySQL's zero dates ('0000-00-00', which legacy
+// tables hold where sql_mode allows them) reach the rows as MySQL's text,
+// so a body writing back what it read writes the zero date, not
+// 0001-01-01; other dates keep their RFC 3339 form.
+func TestZeroDatesRoundTrip(t *testing.T) {
+	h := newHarness(t, mysql.Config{})
+	name, cred := h.newDatabase(t, 0)
+	ctx := context.Background()
+	if _, err := h.admin.ExecContext(ctx, `SET SESSION sql_mode = '';
+		CREATE TABLE `+name+`.legacy (id bigint PRIMARY KEY, d date, dt datetime, ts timestamp NULL, copy_d date, copy_dt datetime);
+		INSERT INTO `+name+`.legacy (id, d, dt, ts) VALUES (1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00'),
+			(2, '2024-02-29', '2024-02-29 13:14:15', NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := h.drv.Open(ctx, cursor.Spec{Kind: "mysql", Credential: cred,
+		Claim: compile(t, `SELECT id, d, dt, ts FROM legacy WHERE copy_dt IS NULL ORDER BY id LIMIT {{ __frame_max_rows }} FOR UPDATE SKIP LOCKED`),
+		Options: map[string]any{
+			"ack": `SET SESSION sql_mode = ''; UPDATE legacy SET copy_d = {{ rows[0].d | sql_literal }}, copy_dt = {{ rows[0].dt | sql_literal }} WHERE id = {{ keys[0] }}`,
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	rows, err := cursortest.ClaimCommitted(ctx, cur, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("claimed %d rows, want 2", len(rows))
+	}
+	want := []map[string]any{
+		{"id": int64(1), "d": "0000-00-00", "dt": "0000-00-00 00:00:00", "ts": "0000-00-00 00:00:00"},
+		{"id": int64(2), "d": "2024-02-29T00:00:00Z", "dt": "2024-02-29T13:14:15Z", "ts": nil},
+	}
+	for i, r := range rows {
+		if !reflect.DeepEqual(r.Values, want[i]) {
+			t.Errorf("row %d: %#v, want %#v", i+1, r.Values, want[i])
+		}
+	}
+	if err := cur.Ack(ctx, rows[:1]); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	var d, dt string
+	if err := h.admin.QueryRowContext(ctx, `SELECT CAST(copy_d AS char), CAST(copy_dt AS char) FROM `+name+`.legacy WHERE id = 1`).Scan(&d, &dt); err != nil {
+		t.Fatal(err)
+	}
+	if d != "0000-00-00" || dt != "0000-00-00 00:00:00" {
+		t.Fatalf("written back as %q and %q, want the zero date", d, dt)
+	}
+}

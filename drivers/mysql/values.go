@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
 	"github.com/cursorflow/cursorflow/internal/jsonnum"
@@ -19,6 +20,8 @@ import (
 //   - JSON (MySQL's JSON type) is decoded; integral numbers become int64.
 //     MariaDB stores JSON as LONGTEXT, so there it stays a string.
 //   - BIT(n) becomes an int64.
+//   - a zero DATE, DATETIME or TIMESTAMP ('0000-00-00') stays MySQL's
+//     text, "0000-00-00" or "0000-00-00 00:00:00" (as PyMySQL gives it).
 //   - FLOAT becomes the float64 with the same shortest decimal form
 //     (0.1, not 0.10000000149011612).
 //   - everything else goes through sqlcursor.Normalize: integers int64,
@@ -36,6 +39,17 @@ func convert(typeName string, v any) (any, error) {
 	case "JSON":
 		if b, ok := v.([]byte); ok {
 			return jsonValue(b)
+		}
+	case "DATE", "DATETIME", "TIMESTAMP":
+		// MySQL's zero date ('0000-00-00', allowed unless sql_mode has
+		// NO_ZERO_DATE) scans as Go's zero time; as that it would be
+		// written back as 0001-01-01. It stays MySQL's text, as PyMySQL
+		// returns it, so a body writes back what it read.
+		if t, ok := v.(time.Time); ok && t.IsZero() {
+			if strings.EqualFold(typeName, "DATE") {
+				return "0000-00-00", nil
+			}
+			return "0000-00-00 00:00:00", nil
 		}
 	case "BIT":
 		if b, ok := v.([]byte); ok && len(b) <= 8 {
