@@ -4,15 +4,20 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+	sqlitelog "github.com/cursorflow/cursorflow/eventlog/sqlite"
 )
 
 // TestInterruptedRunRecordsWhatItDid: a run interrupted (SIGINT) in the
@@ -82,7 +87,7 @@ workflow:
 		id, _ := startRun(t, first)
 		signalWhen(t, first, os.Interrupt, side, "row-", 5, 60*time.Second)
 		_ = first.Wait()
-		drainAndResume(t, bin, pb, logURL, cred, id, side, rows)
+		drainAndResume(t, bin, pb, logURL, cred, id, side, rows, false)
 		return
 	}
 	stderr, err := first.StderrPipe()
@@ -109,13 +114,17 @@ workflow:
 		!strings.Contains(rest.String(), "resume with: cursorflow resume "+id) {
 		t.Fatalf("interrupted run: exit %d, stderr:\n%s", code, rest.String())
 	}
-	drainAndResume(t, bin, pb, logURL, cred, id, side, rows)
+	drainAndResume(t, bin, pb, logURL, cred, id, side, rows, true)
 }
 
 // drainAndResume drains what the interrupted execution id left with
 // another run, resumes id (it finds nothing more to run) and checks that
-// every row ran exactly once.
-func drainAndResume(t *testing.T, bin, pb, logURL, cred, id, side string, rows int) {
+// every row ran exactly once. With cut, rows the interrupted execution
+// cut short and handed back (on record as not done) may have run twice: a
+// shell killed after its echo but before it exited did its work, and
+// nothing can know it (at least once). Every row it recorded done ran
+// once.
+func drainAndResume(t *testing.T, bin, pb, logURL, cred, id, side string, rows int, cut bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -126,10 +135,55 @@ func drainAndResume(t *testing.T, bin, pb, logURL, cred, id, side string, rows i
 	if err != nil || !strings.Contains(string(out), `"status":"completed"`) {
 		t.Fatalf("resume: %v\n%s", err, out)
 	}
+	done := doneRows(t, strings.TrimPrefix(logURL, "sqlite:"), id)
 	b, _ := os.ReadFile(side)
 	for i := 1; i <= rows; i++ {
-		if n := strings.Count(string(b), fmt.Sprintf("row-%d.", i)); n != 1 {
-			t.Errorf("row %d ran %d times", i, n)
+		n := strings.Count(string(b), fmt.Sprintf("row-%d.", i))
+		switch {
+		case n == 1:
+		case n == 2 && cut && !done[strconv.Itoa(i)]:
+			t.Logf("row %d, cut short after its echo and handed back, ran again", i)
+		default:
+			t.Errorf("row %d ran %d times (recorded done by the interrupted run: %v)", i, n, done[strconv.Itoa(i)])
+		}
+	}
+}
+
+// doneRows returns the keys of the rows execution id recorded done
+// (outcome ok in its frame.done events), read from its SQLite log.
+func doneRows(t *testing.T, path, id string) map[string]bool {
+	t.Helper()
+	log, err := sqlitelog.Open(t.Context(), path, sqlitelog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	done := map[string]bool{}
+	var after int64
+	for {
+		evs, err := log.Read(t.Context(), id, after, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			return done
+		}
+		after = evs[len(evs)-1].Seq
+		for _, ev := range evs {
+			if ev.Type != eventlog.TypeFrameDone {
+				continue
+			}
+			var p struct {
+				Items []struct{ Key, Outcome string } `json:"items"`
+			}
+			if err := json.Unmarshal(ev.Payload, &p); err != nil {
+				t.Fatalf("frame.done %d: %v", ev.Seq, err)
+			}
+			for _, it := range p.Items {
+				if it.Outcome == "ok" {
+					done[it.Key] = true
+				}
+			}
 		}
 	}
 }
