@@ -51,8 +51,11 @@ type Spec struct {
 	Scope map[string]any
 	// Options holds the cursor block's other keys, rendered.
 	Options map[string]any
-	// LoopID identifies the loop; drivers may derive a consumer group or
-	// a lease owner from it.
+	// LoopID identifies the loop run: the engine gives "<execution
+	// id>/<run id>" (run ids such as start#1 repeat in every execution),
+	// stable across the run's frames, re-issues and resumes; an execution
+	// recorded by an engine before that keeps the run id alone. Drivers
+	// may derive a consumer group or a lease owner from it.
 	LoopID string
 	// SlotID is the frame slot's index within its loop, 0 ..
 	// max_in_flight-1 (__worker_slot_index in templates).

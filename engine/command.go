@@ -59,6 +59,13 @@ type Command struct {
 	Slot  int        `json:"slot,omitempty"`
 	Frame int        `json:"frame,omitempty"`
 	Rows  []FrameRow `json:"rows,omitempty"`
+	// LoopKey names a frame's loop run to its cursor driver
+	// (cursor.Spec.LoopID): "<execution id>/<run id>", the run's own in
+	// every execution, so a default consumer group or durable is never
+	// another execution's. Empty (an execution recorded before, whose
+	// frames keep what they had): the run id, which repeats in every
+	// execution of a playbook.
+	LoopKey string `json:"loop_key,omitempty"`
 	// Buried, on a re-issued frame, are the keys of the rows its first
 	// attempt's claim set aside (cursor.Claim.Dead): the frame reports
 	// them dead.
@@ -151,4 +158,13 @@ type ChainReporter interface {
 	// reporter serves would be recorded after the reports it made so far.
 	MayChain() bool
 	ReportChained(ctx context.Context, done eventlog.Event, claimed json.RawMessage) (*Command, error)
+}
+
+// loopKey is the loop run's name for its cursor driver: LoopKey, else
+// (an execution recorded before semanticsLoopKey) Run.
+func (c *Command) loopKey() string {
+	if c.LoopKey != "" {
+		return c.LoopKey
+	}
+	return c.Run
 }

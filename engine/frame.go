@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -209,12 +210,21 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				return nil, done(dp)
 			}
 			faultpoint.Hit(faultpoint.FrameClaimed)
-			rows = frameRowsOf(claim.Rows)
 			// The claim is on record before it commits and before any row
 			// runs: a process that dies before the record leaves a claim the
 			// source undoes (rolled back, or handed back by its lease), and a
-			// re-issued frame resumes with exactly the recorded rows.
-			if err := w.report(ctx, rep, cmd, eventlog.TypeFrameClaimed, frameClaimedPayload{Rows: rows, Buried: rowKeys(claim.Dead)}); err != nil {
+			// re-issued frame resumes with exactly the recorded rows. Rows the
+			// log cannot hold are given back, never committed unrecorded.
+			var payload frameClaimedPayload
+			var b json.RawMessage
+			payload, b, err = recordedClaim(ctx, claim)
+			rows = payload.Rows
+			if err != nil {
+				w.giveBack(settle, claim, cmd, len(rows),
+					"cursor: aborting a claim whose rows cannot be recorded failed; the source's rollback or lease takes the rows back")
+				return nil, fail(fmt.Sprintf("loop.cursor.claim: the claimed rows cannot be recorded: %v", err))
+			}
+			if err := rep.Report(ctx, w.eventOf(ctx, cmd, eventlog.TypeFrameClaimed, payload, b)); err != nil {
 				w.giveBack(settle, claim, cmd, len(rows),
 					"cursor: aborting a claim that could not be recorded failed; the source's rollback or lease takes the rows back")
 				return nil, err
@@ -538,6 +548,80 @@ func allOK(items []ItemOutcome) bool {
 	return true
 }
 
+// recordedClaim returns a claim's frame.claimed payload and its JSON. A
+// float JSON cannot hold (NaN, +Inf, -Inf: a float column of postgres or
+// ClickHouse, a SQLite REAL) fails the encoding; the claimed rows' such
+// floats then become their text ("NaN", "+Inf", "-Inf"), in place, as the
+// engine records such a float in any other payload (sanitize), and the
+// payload is encoded again. A frame records its rows before they run and
+// a re-issued frame runs the recorded rows, so the body sees the values
+// the log holds. An error: rows the log cannot hold.
+func recordedClaim(ctx context.Context, claim *cursor.Claim) (frameClaimedPayload, json.RawMessage, error) {
+	p := frameClaimedPayload{Rows: frameRowsOf(claim.Rows), Buried: rowKeys(claim.Dead)}
+	b, err := encodeReport(ctx, p)
+	if err == nil || !finiteValues(claim.Rows) {
+		return p, b, err
+	}
+	p.Rows = frameRowsOf(claim.Rows)
+	b, err = encodeReport(ctx, p)
+	return p, b, err
+}
+
+// finiteValues replaces, in place, every float in the rows' values that
+// JSON cannot hold with its text, and reports whether it replaced any.
+func finiteValues(rows []cursor.Row) bool {
+	changed := false
+	for i := range rows {
+		for k, v := range rows[i].Values {
+			if f, ok := finiteValue(v); ok {
+				rows[i].Values[k], changed = f, true
+			}
+		}
+	}
+	return changed
+}
+
+// finiteValue returns v with its non-finite floats replaced by their text,
+// and whether it replaced any (maps and lists in place).
+func finiteValue(v any) (any, bool) {
+	switch t := v.(type) {
+	case float64:
+		if math.IsInf(t, 0) || math.IsNaN(t) {
+			return strconv.FormatFloat(t, 'g', -1, 64), true
+		}
+	case float32:
+		if f := float64(t); math.IsInf(f, 0) || math.IsNaN(f) {
+			return strconv.FormatFloat(f, 'g', -1, 32), true
+		}
+	case map[string]any:
+		changed := false
+		for k, x := range t {
+			if f, ok := finiteValue(x); ok {
+				t[k], changed = f, true
+			}
+		}
+		return t, changed
+	case []any:
+		changed := false
+		for i, x := range t {
+			if f, ok := finiteValue(x); ok {
+				t[i], changed = f, true
+			}
+		}
+		return t, changed
+	case []float64:
+		if !slices.ContainsFunc(t, func(f float64) bool { return math.IsInf(f, 0) || math.IsNaN(f) }) {
+			return v, false
+		}
+		l := make([]any, len(t))
+		for i, f := range t {
+			l[i], _ = finiteValue(f)
+		}
+		return l, true
+	}
+	return v, false
+}
+
 // frameRowsOf is what a frame records of its claimed rows.
 func frameRowsOf(claimed []cursor.Row) []FrameRow {
 	rows := make([]FrameRow, len(claimed))
@@ -581,14 +665,21 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 	}
 	claimedAt := time.Now()
 	faultpoint.Hit(faultpoint.FrameClaimed)
-	rows := frameRowsOf(claim.Rows)
+	payload, claimed, err := recordedClaim(ctx, claim)
+	rows := payload.Rows
+	if err != nil {
+		// Rows the log cannot hold: hand them back and report this frame
+		// alone; the slot's next frame claims again and fails, saying so.
+		w.giveBack(settle, claim, cmd, len(rows), abortAheadFailed)
+		return nil, false, nil
+	}
 	p.Ms = time.Since(start).Milliseconds()
 	// Until the answer comes, the next frame's command may already hold
 	// these rows on record (an answer lost with an orchestrator that
 	// died): keep its lease alive, so that it is not re-issued while the
 	// claim is still ours, uncommitted.
 	stop := w.heartbeat(ctx, &Command{ExecutionID: cmd.ExecutionID, ID: nextFrameID(cmd), Lease: cmd.Lease, Heartbeat: cmd.Heartbeat}, rep, false)
-	ncmd, err := cr.ReportChained(ctx, w.event(ctx, cmd, eventlog.TypeFrameDone, *p), reportJSON(ctx, frameClaimedPayload{Rows: rows, Buried: rowKeys(claim.Dead)}))
+	ncmd, err := cr.ReportChained(ctx, w.event(ctx, cmd, eventlog.TypeFrameDone, *p), claimed)
 	stop()
 	if err != nil || ncmd == nil {
 		w.giveBack(settle, claim, cmd, len(rows), abortAheadFailed)
@@ -976,7 +1067,7 @@ var ErrCursorURL = errors.New("a cursor url written in the playbook is off on th
 func (w *Worker) cursorSpec(ctx context.Context, cmd *Command, lp *dsl.Loop, fs dsl.FrameSpec, scope map[string]any, driver cursor.Driver) (cursor.Spec, error) {
 	cs := lp.Cursor
 	spec := cursor.Spec{
-		Kind: cs.Kind, Claim: cs.Claim, Scope: scope, LoopID: cmd.Run, SlotID: cmd.Slot,
+		Kind: cs.Kind, Claim: cs.Claim, Scope: scope, LoopID: cmd.loopKey(), SlotID: cmd.Slot,
 		WorkerSlotID: slotID(cmd.ExecutionID, cmd.Run, cmd.Slot),
 		Lease:        time.Duration(fs.LeaseSeconds * float64(time.Second)),
 		MaxAttempts:  max(1, fs.MaxAttempts), Logger: w.logger(),

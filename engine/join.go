@@ -21,8 +21,14 @@ const (
 	// workload.<name> all read a ctx value set by set: before the
 	// workload's (scope.go).
 	semanticsOneStore = 2
+	// semanticsLoopKey: a cursor loop's driver sees the loop run as
+	// "<execution id>/<run id>" (Command.LoopKey), so a default consumer
+	// group or durable is the run's own, as the drivers document; before,
+	// the run id alone (start#1) gave every execution of a playbook the
+	// same one, and a second run found the stream already read.
+	semanticsLoopKey = 3
 	// currentSemantics is what new executions record.
-	currentSemantics = semanticsOneStore
+	currentSemantics = semanticsLoopKey
 )
 
 // The join barrier. NoETL gates a step that several branches of an

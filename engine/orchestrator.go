@@ -546,6 +546,9 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event, chained bool) *
 			}
 		}
 	}
+	if p.Kind == KindFrame && s.semantics >= semanticsLoopKey {
+		cmd.LoopKey = s.ExecutionID + "/" + p.Run
+	}
 	if p.Kind == KindFrame && !chained {
 		if c := s.Commands[p.Base]; c != nil {
 			cmd.Rows = c.frameRows()

@@ -333,6 +333,11 @@ func (w *Worker) event(ctx context.Context, cmd *Command, typ string, payload an
 		typ, payload = unrecordable(typ, payload, err)
 		b = reportJSON(ctx, payload)
 	}
+	return w.eventOf(ctx, cmd, typ, payload, b)
+}
+
+// eventOf is the report of cmd of type typ with payload, encoded as b.
+func (w *Worker) eventOf(ctx context.Context, cmd *Command, typ string, payload any, b json.RawMessage) eventlog.Event {
 	ev := eventlog.Event{
 		ExecutionID: cmd.ExecutionID, Type: typ, Step: cmd.Step, CommandID: cmd.ID,
 		Attempt: cmd.Attempt, WorkerID: w.ID, Payload: b,

@@ -21,9 +21,11 @@
 // The driver binds to the durable consumer, or creates it (explicit acks,
 // deliver all, no MaxDeliver and no MaxAckPending limit: the driver
 // counts deliveries itself). Without a consumer option every loop run
-// gets a consumer of its own (cursorflow_<loop id>_<hash>), which reads
-// the whole stream; name a consumer to share one queue across
-// executions, so that a later run continues where the last one stopped.
+// gets a consumer of its own (cursorflow_<loop id>_<hash>, the loop id
+// being the execution's id and the loop's run id), which reads the whole
+// stream; name a consumer to share one queue across executions, so that
+// a later run continues where the last one stopped. The driver does not
+// delete the consumers it made.
 // Credentials that do not fit in a URL (creds files, nkeys) go in
 // Config.NATSOptions.
 //

@@ -80,3 +80,38 @@ func TestPlaybookCountsDeadMessages(t *testing.T) {
 		Workload:     map[string]any{"stream": name, "dead_letter_subject": name + ".dead"},
 	}, seqs, func() []string { return deadLettered(t, js, name+"_DEAD") })
 }
+
+// TestPlaybookDefaultConsumerPerExecution drains a stream twice with a
+// playbook that names no consumer: each execution's loop gets a durable
+// consumer of its own and reads the whole stream, rather than continue
+// the consumer of an earlier execution whose loop had the same run id
+// (start#1).
+func TestPlaybookDefaultConsumerPerExecution(t *testing.T) {
+	const n = 25
+	_, js, base := admin(t)
+	name := "E2E_DEFAULT_" + testenv.RandomSuffix(t)
+	seqs := newStreams(t, js, name, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	for run := 1; run <= 2; run++ {
+		r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+			PlaybookFile: "testdata/default_consumer_drain.yaml",
+			Kind:         "natsconsumer",
+			Driver:       natsconsumer.New(natsconsumer.Config{}),
+			Keychain:     tools.StaticURLs(map[string]string{"nats_queue": base}),
+			Workload:     map[string]any{"stream": name},
+		})
+		drivertest.ExpectEachOnceOK(t, r.Events, seqs)
+		if ls := r.Loop; ls.OK != n || !ls.Finished {
+			t.Fatalf("run %d: loop status %+v, want %d rows ok and finished", run, ls, n)
+		}
+	}
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Info(ctx); err != nil || info.State.Consumers != 2 {
+		t.Fatalf("stream has %v consumers (err %v), want two, one per execution", info.State.Consumers, err)
+	}
+}

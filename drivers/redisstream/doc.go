@@ -22,9 +22,11 @@
 //
 // The driver creates the group (and the stream) when it does not exist.
 // Without a group option every loop run gets a group of its own, which
-// reads the whole stream from start; name a group to share one queue
-// across executions, so that a later run continues where the last one
-// stopped.
+// reads the whole stream from start (the loop id is the execution's id
+// and the loop's run id, so two executions never share it); name a group
+// to share one queue across executions, so that a later run continues
+// where the last one stopped. The driver does not destroy the groups it
+// made: a stream drained by many runs keeps one group per run.
 //
 // # Claim, ack, release
 //

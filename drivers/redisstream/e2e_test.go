@@ -90,3 +90,43 @@ func TestPlaybookCountsDeadEntries(t *testing.T) {
 		return dead
 	})
 }
+
+// TestPlaybookDefaultGroupPerExecution drains a stream twice with a
+// playbook that names no group: each execution's loop gets a group of its
+// own and reads the whole stream, rather than continue the group of an
+// earlier execution whose loop had the same run id (start#1).
+func TestPlaybookDefaultGroupPerExecution(t *testing.T) {
+	const n = 25
+	rdb, base := admin(t)
+	stream := "e2e_default_group_" + testenv.RandomSuffix(t) + ":jobs"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
+	ids := fill(t, rdb, stream, n)
+
+	for run := 1; run <= 2; run++ {
+		r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+			PlaybookFile: "testdata/default_group_drain.yaml",
+			Kind:         "redisstream",
+			Driver:       redisstream.New(redisstream.Config{}),
+			Keychain:     tools.StaticURLs(map[string]string{"redis_queue": base}),
+			Workload:     map[string]any{"stream": stream},
+		})
+		drivertest.ExpectEachOnceOK(t, r.Events, ids)
+		if ls := r.Loop; ls.OK != n || !ls.Finished {
+			t.Fatalf("run %d: loop status %+v, want %d rows ok and finished", run, ls, n)
+		}
+	}
+	groups, err := rdb.XInfoGroups(ctx, stream).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 2 || groups[0].Name == groups[1].Name {
+		t.Fatalf("groups %+v, want two, one per execution", groups)
+	}
+	for _, g := range groups {
+		if g.EntriesRead != n || g.Pending != 0 {
+			t.Fatalf("group %+v, want %d entries read and none pending", g, n)
+		}
+	}
+}
