@@ -52,6 +52,11 @@ type Driver struct {
 	conns *clientcache.Cache[driver.Conn]
 	mu    sync.Mutex
 	ready map[string]bool // credential + tables whose bookkeeping tables exist
+	// claimInserted, if set (by tests, before the first Open), is called
+	// with a claim's token after its claims were inserted and before they
+	// are read back: the point at which other claimers' records change
+	// what the read-back sees.
+	claimInserted func(tok string)
 }
 
 var _ cursor.Driver = (*Driver)(nil)

@@ -310,6 +310,35 @@ func (c *Cursor) buryExhausted(ctx context.Context, src string) (dead []cursor.R
 	if err != nil || len(won) == 0 {
 		return nil, contested, err
 	}
+	// The candidate query is no proof of exhaustion: its subqueries read
+	// the claims table each at its own moment, so a rival's claim made in
+	// between (after activeKeys read, before exhaustedKeys did) looks like
+	// a delivery there, neither active nor withdrawn, though the rival
+	// then lost (to this very claim, say) and withdrew. Decide from the
+	// read-back instead, one scan that counted the rivals and the attempts
+	// together: a row buried on the candidate query's word alone went to
+	// the dead letter with a delivery short of MaxAttempts. Give back the
+	// rows that are not exhausted, as claimKeys gives back the ones it
+	// lost, and count them contested so that Claim does not report a
+	// drained source while they are hidden.
+	var early []string
+	won = slices.DeleteFunc(won, func(k string) bool {
+		if attempts[k]-1 < c.spec.MaxAttempts { // tok's own claim is no delivery
+			early = append(early, k)
+			return true
+		}
+		return false
+	})
+	if len(early) > 0 {
+		contested += len(early)
+		if err := c.record(ctx, tok, early, "withdraw"); err != nil {
+			// Held until the bury claims expire: delayed, never lost.
+			c.log.Warn("clickhouse: withdraw bury claims of rows not exhausted", "rows", len(early), "err", err)
+		}
+	}
+	if len(won) == 0 {
+		return nil, contested, nil
+	}
 	dead, err = c.buryWon(ctx, src, tok, won, attempts)
 	return dead, contested, err
 }
@@ -420,6 +449,9 @@ func (c *Cursor) claimKeys(ctx context.Context, cands string, limit int, now tim
 	 FROM (` + cands + ` LIMIT ` + strconv.Itoa(limit) + `)`
 	if err := c.exec(ctx, insert); err != nil {
 		return "", nil, nil, 0, fmt.Errorf("insert claims: %w", err)
+	}
+	if hook := c.drv.claimInserted; hook != nil {
+		hook(tok)
 	}
 	// The claims are visible now (a synchronous insert on one node). Read
 	// back, with the current time, which of them have no active rival.

@@ -72,15 +72,18 @@
 // claim first claims such rows itself (as it claims candidates, so that
 // of two claimers only one buries a row) and lists those it buried in
 // its Dead (cursor.Claim.Dead: key, values and Lease.Attempt), so that the
-// engine reports them dead, also when the claim has no rows; Release
-// itself buries nothing, since the engine would never learn of it. A
-// claim that wins a row whose deliveries reached MaxAttempts meanwhile
-// (another claimer claimed and released it between this claim's
-// candidate query and its read-back) buries it the same way rather than
-// deliver it once more. A claim returns no row, which the engine takes
-// for a drained source, only after a round in which no candidate was
-// contested: a loser's claim can hide a row from the other claimers
-// until it withdraws, so the loser claims (and buries) again. The
+// engine reports them dead, also when the claim has no rows. It buries a
+// row only if the read-back of that claim counts MaxAttempts deliveries
+// besides it: the candidate query's subqueries read the claims table at
+// different moments and can count a rival's claim that is then
+// withdrawn. Release itself buries nothing, since the engine would never
+// learn of it. A claim that wins a row whose deliveries reached
+// MaxAttempts meanwhile (another claimer claimed and released it between
+// this claim's candidate query and its read-back) buries it the same way
+// rather than deliver it once more. A claim returns no row, which the
+// engine takes for a drained source, only after a round in which no
+// candidate was contested: a loser's claim can hide a row from the other
+// claimers until it withdraws, so the loser claims (and buries) again. The
 // engine may also dead-letter rows (cursor.DeadLetterer). Delivery is at
 // least once: a row comes back only after its lease expired or it was
 // released. A claim is held by its claim record from the claim on
