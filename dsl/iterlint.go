@@ -12,14 +12,15 @@ import (
 // attribute of iter the loop never sets: iter.jb where the iterator is
 // job renders empty, as an undefined name does in Jinja, and a body that
 // matches nothing looks like a success. The loop sets iter.<iterator>,
-// iter._index and (process: frame) iter.<iterator>_rows; a set: of the
-// step's to iter.<name> sets that name.
+// iter._index, iter._first and iter._last (collection loops) and
+// (process: frame) iter.<iterator>_rows; a set: of the step's to
+// iter.<name> sets that name.
 func (d *decoder) lintIterRefs(s *Step, what string) {
 	if s.Loop == nil || s.Loop.Iterator == "" {
 		return
 	}
 	it := s.Loop.Iterator
-	known := map[string]bool{it: true, "_index": true, it + "_rows": true}
+	known := map[string]bool{it: true, "_index": true, "_first": true, "_last": true, it + "_rows": true}
 	var values []*Value
 	walkStep(reflect.ValueOf(s), map[uintptr]bool{}, func(v *Value) { values = append(values, v) }, func(a *Assignment) {
 		if rest, ok := strings.CutPrefix(a.Path, "iter."); ok {

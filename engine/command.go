@@ -42,12 +42,14 @@ type Command struct {
 	// Item and Index are a collection loop item and its position. A
 	// chunked loop's command runs Count items, Items, from Index. When the
 	// collection was stored, ItemsRef refers to it instead of Item and
-	// Items, and the worker reads its items from it.
+	// Items, and the worker reads its items from it. Length is the
+	// collection's length (NoETL's loop.length).
 	Item     any            `json:"item,omitempty"`
 	Index    int            `json:"index,omitempty"`
 	Count    int            `json:"count,omitempty"`
 	Items    []any          `json:"items,omitempty"`
 	ItemsRef map[string]any `json:"items_ref,omitempty"`
+	Length   int            `json:"length,omitempty"`
 	// From and To are a fan-out shard's items [From, To) of the
 	// collection (Item holds them, or ItemsRef refers to the whole); Index
 	// is the shard's number of Shards.

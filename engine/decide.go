@@ -509,6 +509,7 @@ func (d *decider) finish(runID string) {
 			d.failExecution(step.Name, field, err.Error())
 			return
 		}
+		d.keepLastItem(step, l, &p)
 		d.emit(eventlog.Event{Type: eventlog.TypeLoopDone, Step: step.Name, LoopID: runID, Payload: mustJSON(p)})
 		return
 	}
@@ -578,12 +579,36 @@ func (d *decider) fail(step *dsl.Step, run *stepRun, field, msg string, result m
 			return
 		}
 		p.Error, p.Field = msg, field
+		if l := d.s.Loops[run.ID]; l != nil {
+			d.keepLastItem(step, l, &p)
+		}
 		d.emit(eventlog.Event{Type: eventlog.TypeStepFailed, Step: step.Name, Payload: mustJSON(p)})
 		return
 	}
 	d.emit(eventlog.Event{Type: eventlog.TypeStepFailed, Step: step.Name,
 		Payload: mustJSON(stepDonePayload{Run: run.ID, Result: result, Error: msg, Field: field})})
 	d.failExecution(step.Name, field, msg)
+}
+
+// keepLastItem adds to p's ctx what NoETL's variables hold after a
+// collection loop, which it sets as it issues each item (commands.py):
+// the last item issued under the iterator's name and its index as
+// loop_index. The step's own set: wins. A stored collection's items are
+// not at hand: it keeps loop_index only.
+func (d *decider) keepLastItem(step *dsl.Step, l *loopState, p *stepDonePayload) {
+	if d.s.semantics < semanticsCallDone || step.Loop == nil || l.Mode == dsl.ModeCursor || l.Mode == dsl.ModeFanout {
+		return
+	}
+	last := min(l.Next, l.count()) - 1
+	if last < 0 {
+		return
+	}
+	ctx := map[string]any{"loop_index": last}
+	if it := step.Loop.Iterator; it != "" && last < len(l.Items) {
+		ctx[it] = l.Items[last]
+	}
+	maps.Copy(ctx, p.Ctx)
+	p.Ctx = ctx
 }
 
 // route renders the step's set and vars against its output and picks the
@@ -601,8 +626,11 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 	}
 	markRefs(context.Background(), scope, d.s.res, step.Name, "output", "result", "fanin")
 	ctx, vars := map[string]any{}, map[string]any{}
-	if err = assign(step.Set, scope, ctx, vars); err != nil {
-		return p, "set", err
+	// NoETL runs a step's set: on call.done only (events.py).
+	if eventName != "call.error" || d.s.semantics < semanticsCallDone {
+		if err = assign(step.Set, scope, ctx, vars); err != nil {
+			return p, "set", err
+		}
 	}
 	for name, v := range step.Vars {
 		x, err := v.Render(scope)

@@ -27,8 +27,15 @@ const (
 	// the run id alone (start#1) gave every execution of a playbook the
 	// same one, and a second run found the stream already read.
 	semanticsLoopKey = 3
+	// semanticsCallDone: as NoETL's events.py, a step's own set: runs
+	// only when it succeeded (call.done), and a step that failed (a
+	// step.failed that on_error: continue routes past) leaves no result
+	// under its name; a failed loop keeps its aggregate. A collection
+	// loop leaves its last item issued and that item's index in ctx, as
+	// NoETL's variables keep them (decider.keepLastItem).
+	semanticsCallDone = 4
 	// currentSemantics is what new executions record.
-	currentSemantics = semanticsLoopKey
+	currentSemantics = semanticsCallDone
 )
 
 // The join barrier. NoETL gates a step that several branches of an

@@ -536,7 +536,11 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event, chained bool) *
 		cmd.Pages = c.Pages
 	}
 	if p.Kind == KindItem {
-		if l := s.Loops[p.Run]; l != nil && l.ItemsRef != nil {
+		l := s.Loops[p.Run]
+		if l != nil {
+			cmd.Length = l.count()
+		}
+		if l != nil && l.ItemsRef != nil {
 			cmd.ItemsRef, cmd.Count = l.ItemsRef, p.Count
 		} else if l != nil && p.Index < len(l.Items) {
 			cmd.Item = l.Items[p.Index]

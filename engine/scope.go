@@ -29,6 +29,11 @@ func (s *State) scope() map[string]any {
 	if s.semantics >= semanticsOneStore {
 		oneStore(m, s.Ctx, nil)
 	}
+	if v, ok := s.Ctx["loop_index"]; ok && s.semantics >= semanticsCallDone {
+		// The last loop's, kept as NoETL's variables keep it
+		// (decider.keepLastItem); an item's own replaces it.
+		m["loop_index"] = v
+	}
 	for k, v := range s.Results {
 		m[k] = stepView(v)
 	}

@@ -379,7 +379,11 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		default:
 			run.Status = runCompleted
 		}
-		if p.Result != nil {
+		// NoETL stores no result for a step that ended in call.error
+		// (events.py): later steps read the one it had before, if any. A
+		// failed loop keeps its aggregate, as NoETL's loop.done does.
+		keep := ev.Type != eventlog.TypeStepFailed || s.semantics < semanticsCallDone || s.Loops[p.Run] != nil
+		if p.Result != nil && keep {
 			s.Results[run.Step] = p.Result
 			s.noteRefs(run.Step, p.Result)
 		}

@@ -159,7 +159,7 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 				}
 				item = items[0]
 			}
-			setIter(scope, step.Loop.Iterator, item, cmd.Index)
+			setIter(scope, step.Loop.Iterator, item, cmd.Index, cmd.Length)
 		case KindShard:
 			items, _ := cmd.Item.([]any)
 			if cmd.ItemsRef != nil {
@@ -168,7 +168,7 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 					return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
 				}
 			}
-			setIter(scope, step.Loop.Iterator, items, cmd.Index)
+			setIter(scope, step.Loop.Iterator, items, cmd.Index, cmd.Shards)
 			scope["shard"] = map[string]any{"index": cmd.Index, "count": cmd.Shards, "from": cmd.From, "to": cmd.To, "size": len(items)}
 		}
 		res = w.runChain(withPartials(runCtx, part, ""), cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
@@ -303,7 +303,7 @@ func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	p := completedPayload{Outputs: make([]map[string]any, 0, len(cmd.Items))}
 	for k, item := range cmd.Items {
 		sc := copyMap(scope)
-		setIter(sc, step.Loop.Iterator, item, cmd.Index+k)
+		setIter(sc, step.Loop.Iterator, item, cmd.Index+k, cmd.Length)
 		res := w.runChain(ctx, cmd, step, sc, 0, 1, nil, false)
 		res.output = selectOutput(step, res.output)
 		p.Output = res.output
@@ -416,17 +416,30 @@ func (w *Worker) heartbeat(ctx context.Context, cmd *Command, rep Reporter, firs
 }
 
 // iterKeys is how many keys setIter adds to a scope.
-const iterKeys = 3
+const iterKeys = 4
 
-func setIter(scope map[string]any, iterator string, item any, index int) {
-	idx := any(index) // boxed once for both places
+// setIter gives an item's scope NoETL's loop variables (commands.py,
+// _create_command_for_step): the item under the iterator's name and
+// iter.<iterator>; its 0-based position as loop_index, iter._index and
+// loop.index; and, when the loop's length n is known (n > 0; a cursor's
+// rows have none), iter._first, iter._last, loop.first and loop.length.
+// loop.done is false while items run, as NoETL's is.
+func setIter(scope map[string]any, iterator string, item any, index, n int) {
+	idx := any(index) // boxed once for all places
 	iter := map[string]any{"_index": idx}
+	loop := map[string]any{"index": idx, "done": false}
+	if n > 0 {
+		first, last := index == 0, index >= n-1
+		iter["_first"], iter["_last"] = first, last
+		loop["first"], loop["length"] = first, n
+	}
 	if iterator != "" {
 		iter[iterator] = item
 		scope[iterator] = item
 	}
 	scope["iter"] = iter
 	scope["loop_index"] = idx
+	scope["loop"] = loop
 }
 
 // chainResult is the outcome of running a step's tool chain once.

@@ -148,11 +148,12 @@ func TestV10Canonical(t *testing.T) {
 	if rows != 1 || item != 4 || r.Commands("store_results") != 1 {
 		t.Errorf("results: %d rows, first item %d, from %d commands; want one row, item 4", rows, item, r.Commands("store_results"))
 	}
-	// ctx is the execution's one variable store, as NoETL's: the workload
-	// and what the policies set.
+	// ctx is the execution's one variable store, as NoETL's: the workload,
+	// what the policies set, and the loop's last item and its loop_index
+	// (NoETL's commands.py keeps them in its variables).
 	same(t, r, "end", map[string]any{"status": "COMPLETED", "message": "Workflow finished successfully",
 		"context": map[string]any{"fetch_completed": true, "transform_done": true,
-			"api_url": a.URL, "enabled": true, "max_items": 100.0}})
+			"api_url": a.URL, "enabled": true, "max_items": 100.0, "item": 4.0, "loop_index": 0.0}})
 
 	off := p.Set("enabled", "false").Run(t)
 	off.Completed(t)
