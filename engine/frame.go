@@ -671,7 +671,7 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 		// Rows the log cannot hold: hand them back and report this frame
 		// alone; the slot's next frame claims again and fails, saying so.
 		w.giveBack(settle, claim, cmd, len(rows), abortAheadFailed)
-		return nil, false, nil
+		return nil, false, nil //nolint:nilerr // the next frame's own claim reports it
 	}
 	p.Ms = time.Since(start).Milliseconds()
 	// Until the answer comes, the next frame's command may already hold

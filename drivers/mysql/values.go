@@ -76,7 +76,7 @@ func convert(typeName string, v any) (any, error) {
 func decimalValue(s string) (any, error) {
 	if _, err := strconv.ParseFloat(s, 64); err != nil {
 		var ne *strconv.NumError
-		if !errors.As(err, &ne) || ne.Err != strconv.ErrRange {
+		if !errors.As(err, &ne) || !errors.Is(ne.Err, strconv.ErrRange) {
 			return nil, fmt.Errorf("decimal %q: %w", s, err)
 		}
 	}
