@@ -330,6 +330,12 @@ func (c *Cursor) rows(res Result) (live, dead []cursor.Row, err error) {
 		if len(vals) != len(res.Columns) {
 			return nil, nil, fmt.Errorf("row has %d values for %d columns", len(vals), len(res.Columns))
 		}
+		if i := NullKey(vals, keyIdx); i >= 0 {
+			return nil, nil, fmt.Errorf("%w: a claimed row has NULL in key column %q; a row's key identifies it "+
+				"(its outcome, hand-backs and dead letter are kept by key, and ack, release and dead_letter reach it by key): "+
+				"claim only rows whose key is set, or name a column that is never NULL with the cursor's key option",
+				ErrNullKey, res.Columns[i])
+		}
 		row := cursor.Row{
 			Key:    RowKey(vals, keyIdx),
 			Values: make(map[string]any, len(vals)),
@@ -397,6 +403,22 @@ func columnIndex(columns []string, name string) int {
 	}
 	for i, c := range columns {
 		if strings.EqualFold(c, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// ErrNullKey is wrapped by the error of a claim that returned a row whose
+// key column (or a part of its composite key) is NULL. Such a row has no
+// identity: two of them would share one key.
+var ErrNullKey = errors.New("sql cursor: NULL row key")
+
+// NullKey returns the index (into vals) of the first key column of one
+// row that is NULL, or -1 if none is.
+func NullKey(vals []any, keyIdx []int) int {
+	for _, i := range keyIdx {
+		if vals[i] == nil {
 			return i
 		}
 	}

@@ -20,7 +20,10 @@
 //     "drained", and a claim of zero rows commits at once.
 //   - Option "key" names the key column(s); by default "id" if returned,
 //     else the first column. Row.Key is its string form; composite keys
-//     are joined with "/".
+//     are joined with "/". A claim that returns a row with NULL in a key
+//     column is refused (ErrNullKey) and rolled back: such a row has no
+//     identity, so its outcome would merge with another's and ack,
+//     release and dead_letter could not reach it.
 //   - A column attempts, attempt or attempt_count is the delivery
 //     counter: Lease.Attempt. Rows past Spec.MaxAttempts are run through
 //     the dead_letter statement, in the claim's transaction, and not

@@ -213,6 +213,23 @@ func TestKeyColumnsAndRowKey(t *testing.T) {
 	}
 }
 
+func TestNullKey(t *testing.T) {
+	for _, tt := range []struct {
+		vals []any
+		idx  []int
+		want int
+	}{
+		{[]any{int64(1), nil}, []int{0}, -1},
+		{[]any{nil, "p"}, []int{0}, 0},
+		{[]any{"acme", nil, "p"}, []int{0, 1}, 1},
+		{[]any{"", int64(0)}, []int{0, 1}, -1}, // empty and zero are keys
+	} {
+		if got := NullKey(tt.vals, tt.idx); got != tt.want {
+			t.Errorf("NullKey(%v, %v) = %d, want %d", tt.vals, tt.idx, got, tt.want)
+		}
+	}
+}
+
 func TestAttempts(t *testing.T) {
 	cols := []struct {
 		columns []string

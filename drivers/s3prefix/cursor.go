@@ -91,8 +91,8 @@ func (c *Cursor) claim(ctx context.Context, limit int) (rows, dead []cursor.Row,
 		return nil, nil, c.fail("claim", fmt.Errorf("limit rows %d, want at least 1", limit))
 	}
 	var (
-		markers map[string][]markerRef
-		pending = make(map[string]bool)
+		markers map[string][]markerRef  // by marker name
+		pending = make(map[string]bool) // marker names of pending objects
 		tok     = blob.FirstPageToken
 		lo      = &blob.ListOptions{Prefix: c.opts.Prefix}
 	)
@@ -116,8 +116,9 @@ func (c *Cursor) claim(ctx context.Context, limit int) (rows, dead []cursor.Row,
 			if obj.IsDir || name == "" || strings.HasSuffix(name, "/") {
 				continue // "directory" placeholders are not rows
 			}
-			pending[name] = true
-			cands = append(cands, candidate{name: name, obj: obj, markers: markers[name]})
+			mname := markerName(c.opts.LeasePrefix, name)
+			pending[mname] = true
+			cands = append(cands, candidate{name: name, obj: obj, markers: markers[mname]})
 		}
 		if n := len(cands); n > 0 {
 			off := (c.spec.SlotID * limit) % n
@@ -151,7 +152,8 @@ func (c *Cursor) claim(ctx context.Context, limit int) (rows, dead []cursor.Row,
 	return rows, dead, nil
 }
 
-// listMarkers lists the lease prefix: row name → markers, ascending.
+// listMarkers lists the lease prefix: marker name (see markerName) →
+// markers, ascending.
 func (c *Cursor) listMarkers(ctx context.Context) (map[string][]markerRef, error) {
 	out := make(map[string][]markerRef)
 	it := c.b.b.List(&blob.ListOptions{Prefix: c.opts.LeasePrefix})
@@ -447,7 +449,12 @@ func (c *Cursor) finish(ctx context.Context, moves []move) error {
 
 // collectOrphans deletes the markers of rows that left the pending prefix
 // with a terminal marker (a finisher died before deleting them), so that
-// a later object of the same name starts afresh.
+// a later object of the same name starts afresh. pending holds the marker
+// names of the pending objects. It also deletes, once no live lease is
+// left in them, markers under a plain name that is now hashed (see
+// markerName): a release before long names were hashed could write them
+// where the server took the longer keys (S3 names with a last segment of
+// 245 to 255 bytes); no claim reads them any more.
 func (c *Cursor) collectOrphans(ctx context.Context, markers map[string][]markerRef, pending map[string]bool) {
 	var orphans []string
 	for name := range markers {
@@ -456,10 +463,14 @@ func (c *Cursor) collectOrphans(ctx context.Context, markers map[string][]marker
 		}
 	}
 	dead := make([]bool, len(orphans))
+	now := time.Now().UnixMilli()
 	parallel(len(orphans), c.conc, func(i int) {
-		ms := markers[orphans[i]]
+		name := orphans[i]
+		ms := markers[name]
 		st, ok, err := c.state(ctx, ms[len(ms)-1])
-		dead[i] = err == nil && ok && (st.State == stateDone || st.State == stateDead)
+		legacy := !isHashedName(name) && markerName(c.opts.LeasePrefix, name) != name
+		dead[i] = err == nil && ok && (st.State == stateDone || st.State == stateDead ||
+			legacy && (st.State == stateReleased || st.Expires <= now))
 	})
 	var keys []string
 	for i, name := range orphans {

@@ -49,6 +49,18 @@
 // claimers compare with their own clocks: keep them in step well within
 // a lease.
 //
+// A marker key is 11 bytes longer than <lease_prefix><name>. Where that
+// would exceed what buckets take (1024-byte keys on S3, 255-byte path
+// segments on file-backed servers such as versitygw's posix backend), the
+// markers are <lease_prefix>#sha256:<hex SHA-256 of name>#<generation>
+// instead, so that every object a bucket holds can be claimed: a claim
+// maps each listed object to its marker name. (Versions before this
+// hashing wrote such markers plainly where the server took them; a row
+// leased by one of those when upgrading is delivered again, and its old
+// markers are deleted once no live lease is left in them. An object whose
+// own name has the hashed form, #sha256: and 64 hex digits, is hashed
+// too.)
+//
 // # Delivery guarantee
 //
 // At least once. Ack creates a "done" generation, then copies the object

@@ -1,6 +1,8 @@
 package s3prefix
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +11,9 @@ import (
 )
 
 // A row's lease history is a chain of immutable marker objects
-// <lease_prefix><name>#<generation>, generation 1, 2, 3, ... Each is
+// <lease_prefix><name>#<generation>, generation 1, 2, 3, ... (name is the
+// row's marker name: its own name, or a hash of it when that would make
+// the key too long; see markerName). Each is
 // created with a conditional put (If-None-Match: *), so exactly one
 // writer creates generation N+1: every state change of a row (claim,
 // reclaim after expiry, release, ack, dead letter) is the creation of
@@ -60,13 +64,59 @@ func decodeMarker(b []byte) (marker, error) {
 	return m, fmt.Errorf("lease marker has unknown state %q", m.State)
 }
 
-// markerKey returns the key of name's marker of generation gen.
-func markerKey(leasePrefix, name string, gen int64) string {
-	return leasePrefix + name + "#" + fmt.Sprintf("%0*d", genDigits, gen)
+// Limits of object keys that marker keys must respect: S3 (and GCS,
+// Azure) take keys of at most 1024 bytes, and file-backed servers
+// (versitygw's posix backend, MinIO on a file system) path segments of
+// at most 255 (NAME_MAX). A pending object's name can be within both
+// while its marker key, 11 bytes longer, is not.
+const (
+	maxKeyBytes     = 1024
+	maxSegmentBytes = 255
+)
+
+// hashedTag starts the marker name of a row whose name cannot be in its
+// marker keys: hashedTag + the hex SHA-256 of the name.
+const hashedTag = "#sha256:"
+
+// markerName returns the name under which the markers of row name are
+// kept: the name itself, unless a marker key holding it would be too
+// long for the bucket (see maxKeyBytes), in which case it is hashedTag
+// and the hex SHA-256 of the name, a fixed 72 bytes. A claim maps its
+// candidates to marker names, so markers never need mapping back. A row
+// whose own name has the hashed form is hashed too, so that no name's
+// markers can be taken for another's.
+func markerName(leasePrefix, name string) string {
+	key := leasePrefix + name + "#" + strings.Repeat("0", genDigits)
+	seg := key[strings.LastIndexByte(key, '/')+1:]
+	if len(key) <= maxKeyBytes && len(seg) <= maxSegmentBytes && !isHashedName(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return hashedTag + hex.EncodeToString(sum[:])
 }
 
-// parseMarkerKey splits a key listed under leasePrefix into the row name
-// and the generation; ok is false for keys that are not markers.
+// isHashedName reports whether s has the form of a hashed marker name.
+func isHashedName(s string) bool {
+	h, ok := strings.CutPrefix(s, hashedTag)
+	if !ok || len(h) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range h {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// markerKey returns the key of row name's marker of generation gen.
+func markerKey(leasePrefix, name string, gen int64) string {
+	return leasePrefix + markerName(leasePrefix, name) + "#" + fmt.Sprintf("%0*d", genDigits, gen)
+}
+
+// parseMarkerKey splits a key listed under leasePrefix into the marker
+// name (see markerName) and the generation; ok is false for keys that are
+// not markers.
 func parseMarkerKey(leasePrefix, key string) (name string, gen int64, ok bool) {
 	rel, found := strings.CutPrefix(key, leasePrefix)
 	if !found {

@@ -67,6 +67,47 @@ func TestMarkerKeys(t *testing.T) {
 	}
 }
 
+// TestMarkerNames: a name keeps its markers under itself while the
+// marker key fits the bucket's limits (1024-byte keys, 255-byte path
+// segments), so that markers written before hashing existed stay the
+// row's; beyond them, and for names of the hashed form itself, markers go
+// under a fixed-length hash that no other name maps to.
+func TestMarkerNames(t *testing.T) {
+	seg := func(n int) string { return strings.Repeat("s", n) }
+	deep := strings.Repeat(seg(200)+"/", 4) // 804 bytes
+	hashed := markerName("l/", seg(245))
+	for _, tc := range []struct {
+		prefix, name string
+		plain        bool
+	}{
+		{"l/", "a.json", true},
+		{"l/", seg(244), true},          // last segment 244+11 = 255
+		{"l/", seg(245), false},         // 256
+		{"l/", "dir/" + seg(244), true}, // per segment
+		{"lease-", seg(238), true},      // the prefix's tail is in the segment
+		{"lease-", seg(239), false},     // 6+239+11 = 256
+		{"l/", deep + seg(1024-2-11-804), true},
+		{"l/", deep + seg(1024-2-11-804+1), false},
+		{"l/", "#sha256:x", true},
+		{"l/", hashed, false},
+	} {
+		got := markerName(tc.prefix, tc.name)
+		if (got == tc.name) != tc.plain {
+			t.Errorf("markerName(%q, %d-byte name) = %q, want plain %v", tc.prefix, len(tc.name), got, tc.plain)
+		}
+		key := markerKey(tc.prefix, tc.name, maxGen-1)
+		if seg := key[strings.LastIndexByte(key, '/')+1:]; len(key) > maxKeyBytes || len(seg) > maxSegmentBytes {
+			t.Errorf("markerKey(%q, %d-byte name) is %d bytes, last segment %d", tc.prefix, len(tc.name), len(key), len(seg))
+		}
+		if name, gen, ok := parseMarkerKey(tc.prefix, key); !ok || name != got || gen != maxGen-1 {
+			t.Errorf("parseMarkerKey(markerKey(%q, %d-byte name)) = %q, %d, %v", tc.prefix, len(tc.name), name, gen, ok)
+		}
+	}
+	if !isHashedName(hashed) || markerName("l/", hashed) == hashed {
+		t.Errorf("the hashed name %q maps to itself", hashed)
+	}
+}
+
 func TestTokens(t *testing.T) {
 	for _, tc := range []struct {
 		tok string
