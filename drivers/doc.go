@@ -7,6 +7,15 @@
 //	reg.Register("postgres", postgres.New(postgres.Config{}))
 //	reg.Register("sqlite", sqlite.New(sqlite.Config{}))
 //
+// The engine records a claim's rows in its log (frame.claimed, JSON) and
+// a frame re-issued after a crash runs the rows it recorded, so a row's
+// values must be what JSON holds. Bytes that are not valid UTF-8 are
+// therefore given in base64 (standard encoding) by every driver, and
+// valid UTF-8 is left as it is: the SQL drivers' binary columns (Values,
+// below), redisstream's field names and values, natsconsumer's payloads
+// (with data_base64: true) and s3prefix's bodies (with body_base64:
+// true); each package documents its own.
+//
 // # SQL drivers
 //
 // A SQL cursor block names a claim statement that atomically marks up to

@@ -40,6 +40,15 @@
 // to deliver: no new message and none whose AckWait ran out (the driver
 // checks the consumer's pending count before it says so).
 //
+// A payload that is not valid UTF-8, JSON-shaped or not, is
+// {"data": payload in base64 (standard encoding), "data_base64": true},
+// as the SQL drivers give binary columns: the engine records a claim's
+// rows in its log (JSON, which holds only text) and a re-issued frame runs
+// the rows it recorded, so a body sees the same, lossless value in both
+// runs (raw bytes would reach sql_literal, which refuses them, and be
+// recorded with U+FFFD in place of each invalid byte). Valid UTF-8 is
+// never changed.
+//
 // The lease is the consumer's AckWait: Spec.Lease (the frame's
 // lease_seconds; a minute when zero), set when the driver creates or
 // binds the consumer. Ack sends +ACK, Release -NAK (redelivery at once)

@@ -2,6 +2,8 @@ package natsconsumer_test
 
 import (
 	"context"
+	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -113,5 +115,56 @@ func TestPlaybookDefaultConsumerPerExecution(t *testing.T) {
 	}
 	if info, err := st.Info(ctx); err != nil || info.State.Consumers != 2 {
 		t.Fatalf("stream has %v consumers (err %v), want two, one per execution", info.State.Consumers, err)
+	}
+}
+
+// TestPlaybookBinaryPayloads drains messages whose payload is not valid
+// UTF-8, one of them a JSON object: the body must be given the payload in
+// base64 with data_base64 set, as the SQL drivers give binary columns, and
+// the claim must record the same value, so that a frame re-issued from
+// the log runs on what the first run saw (raw bytes reached the body,
+// which sql_literal refused, and were recorded with U+FFFD in their
+// place; the JSON object decoded with U+FFFD). Valid UTF-8 text stays as
+// it is.
+func TestPlaybookBinaryPayloads(t *testing.T) {
+	_, js, base := admin(t)
+	name := "E2E_BINARY_" + testenv.RandomSuffix(t)
+	newStreams(t, js, name, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var seqs []string
+	for _, p := range []string{"bin\xff\xfeok\x80", `{"s": "` + "\xff" + `"}`, "café ☃"} {
+		ack, err := js.Publish(ctx, name+".jobs", []byte(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, strconv.FormatUint(ack.Sequence, 10))
+	}
+
+	var bodies drivertest.Bodies
+	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/binary_drain.yaml",
+		Kind:         "natsconsumer",
+		Driver:       natsconsumer.New(natsconsumer.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"nats_queue": base}),
+		Workload:     map[string]any{"stream": name},
+		Tools:        map[string]tools.Tool{"body": bodies.Tool()},
+	})
+	drivertest.ExpectEachOnceOK(t, r.Events, seqs)
+
+	// Sorted as drivertest sorts them.
+	wantData := []any{"Ymlu//5va4A=", "café ☃", "eyJzIjogIv8ifQ=="}
+	if got := bodies.Values("data"); !reflect.DeepEqual(got, wantData) {
+		t.Errorf("the body was given data %q, want %q", got, wantData)
+	}
+	if got := drivertest.ClaimedValues(t, r.Events, "data"); !reflect.DeepEqual(got, wantData) {
+		t.Errorf("frame.claimed recorded data %q, want %q", got, wantData)
+	}
+	wantLiteral := []any{"'Ymlu//5va4A='", "'café ☃'", "'eyJzIjogIv8ifQ=='"}
+	if got := bodies.Values("data_literal"); !reflect.DeepEqual(got, wantLiteral) {
+		t.Errorf("the body quoted data as %q, want %q", got, wantLiteral)
+	}
+	if got, want := bodies.Values("data_base64"), []any{false, true, true}; !reflect.DeepEqual(got, want) {
+		t.Errorf("the body was given data_base64 %v, want %v", got, want)
 	}
 }

@@ -3,6 +3,7 @@ package natsconsumer
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -473,8 +475,14 @@ func (c *Cursor) leaseOf() time.Duration {
 
 // Values turns a message payload into row values: a JSON object's fields
 // (integral numbers as int64, other numbers float64), or else
-// {"data": payload as text}.
+// {"data": payload as text}. A payload that is not valid UTF-8 is
+// {"data": payload in base64 (standard encoding), "data_base64": true},
+// whatever its shape: the engine's log holds only text, and a JSON object
+// holding invalid UTF-8 would decode with U+FFFD in its place.
 func Values(data []byte) map[string]any {
+	if !utf8.Valid(data) {
+		return map[string]any{"data": base64.StdEncoding.EncodeToString(data), "data_base64": true}
+	}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		if v, err := jsonnum.Decode(trimmed); err == nil {

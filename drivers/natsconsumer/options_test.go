@@ -74,6 +74,11 @@ func TestValues(t *testing.T) {
 		{`{"a": 1} {"b": 2}`, map[string]any{"data": `{"a": 1} {"b": 2}`}},
 		{`{broken`, map[string]any{"data": "{broken"}},
 		{``, map[string]any{"data": ""}},
+		{"caf\u00e9 \u2603", map[string]any{"data": "caf\u00e9 \u2603"}},
+		// Not UTF-8: base64, flagged, whatever the shape (a JSON object
+		// holding such bytes would decode with U+FFFD in their place).
+		{"bin\xff\xfeok\x80", map[string]any{"data": "Ymlu//5va4A=", "data_base64": true}},
+		{`{"s": "` + "\xff" + `"}`, map[string]any{"data": "eyJzIjogIv8ifQ==", "data_base64": true}},
 	}
 	for _, tt := range tests {
 		if got := natsconsumer.Values([]byte(tt.in)); !reflect.DeepEqual(got, tt.want) {

@@ -41,6 +41,17 @@
 // Zero rows means nothing is new and nothing is overdue; entries that
 // other consumers hold within their lease are theirs.
 //
+// Field values and names are Redis's bytes, as text when they are valid
+// UTF-8 and in base64 (standard encoding) when they are not, as the SQL
+// drivers give binary columns: the engine records a claim's rows in its
+// log (JSON, which holds only text) and a re-issued frame runs the rows it
+// recorded, so a body sees the same, lossless value in both runs (raw
+// bytes would reach sql_literal, which refuses them, and be recorded with
+// U+FFFD in place of each invalid byte). Valid UTF-8 is never changed.
+// Nothing marks a field as encoded: keep binary payloads in fields that
+// always hold binary (or base64 them yourself) when a body must tell the
+// two apart.
+//
 // Ack acknowledges (XACK; with delete_acked also XDEL). Release hands
 // entries back at once: it sets their idle time past the lease, so the
 // next claim of any slot reclaims them, counting another delivery.

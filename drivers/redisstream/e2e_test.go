@@ -2,8 +2,12 @@ package redisstream_test
 
 import (
 	"context"
+	"reflect"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/cursorflow/cursorflow/drivers/internal/deadtest"
 	"github.com/cursorflow/cursorflow/drivers/redisstream"
@@ -128,5 +132,56 @@ func TestPlaybookDefaultGroupPerExecution(t *testing.T) {
 		if g.EntriesRead != n || g.Pending != 0 {
 			t.Fatalf("group %+v, want %d entries read and none pending", g, n)
 		}
+	}
+}
+
+// TestPlaybookBinaryFields drains entries whose bin field holds bytes that
+// are not valid UTF-8: the body must be given them in base64, as the SQL
+// drivers give binary columns, and the claim must record the same value,
+// so that a frame re-issued from the log runs on what the first run saw
+// (raw bytes reached the body, which sql_literal refused, and were
+// recorded with U+FFFD in their place). Valid UTF-8 stays as it is.
+func TestPlaybookBinaryFields(t *testing.T) {
+	rdb, base := admin(t)
+	stream := "e2e_binary_" + testenv.RandomSuffix(t) + ":jobs"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
+	var ids []string
+	for i, bin := range []string{"bin\xff\xfeok\x80", "\xc3\x28", "plain"} {
+		text := "café ☃ " + strconv.Itoa(i+1)
+		id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"bin", bin, "text", text}}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+
+	var bodies drivertest.Bodies
+	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/binary_drain.yaml",
+		Kind:         "redisstream",
+		Driver:       redisstream.New(redisstream.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"redis_queue": base}),
+		Workload:     map[string]any{"stream": stream},
+		Tools:        map[string]tools.Tool{"body": bodies.Tool()},
+	})
+	drivertest.ExpectEachOnceOK(t, r.Events, ids)
+
+	// Sorted as drivertest sorts them.
+	wantBin := []any{"Ymlu//5va4A=", "plain", "wyg="}
+	if got := bodies.Values("bin"); !reflect.DeepEqual(got, wantBin) {
+		t.Errorf("the body was given bin %q, want %q", got, wantBin)
+	}
+	if got := drivertest.ClaimedValues(t, r.Events, "bin"); !reflect.DeepEqual(got, wantBin) {
+		t.Errorf("frame.claimed recorded bin %q, want %q", got, wantBin)
+	}
+	wantLiteral := []any{"'Ymlu//5va4A='", "'plain'", "'wyg='"}
+	if got := bodies.Values("bin_literal"); !reflect.DeepEqual(got, wantLiteral) {
+		t.Errorf("the body quoted bin as %q, want %q", got, wantLiteral)
+	}
+	wantText := []any{"café ☃ 1", "café ☃ 2", "café ☃ 3"}
+	if got := bodies.Values("text"); !reflect.DeepEqual(got, wantText) {
+		t.Errorf("the body was given text %q, want %q", got, wantText)
 	}
 }

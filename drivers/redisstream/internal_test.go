@@ -96,6 +96,21 @@ func TestParseClaim(t *testing.T) {
 	if rows[1].Lease.Attempt != 3 || rows[1].Values == nil {
 		t.Fatalf("row 1 = %+v", rows[1])
 	}
+	// Names and values that are not valid UTF-8 are base64, in claimed
+	// and dead entries alike; valid UTF-8 is kept as it is.
+	bin := []any{
+		[]any{[]any{"0-6", int64(4), []any{"\xffk", "v\x80"}}},
+		[]any{[]any{"3-0", int64(1), []any{"bin", "bin\xff\xfeok\x80", "café", "☃"}}},
+	}
+	if dead, rows, err = parseClaim(bin); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]any{"/2s=": "doA="}; !reflect.DeepEqual(dead[0].Values, want) {
+		t.Fatalf("dead values %q, want %q", dead[0].Values, want)
+	}
+	if want := map[string]any{"bin": "Ymlu//5va4A=", "café": "☃"}; !reflect.DeepEqual(rows[0].Values, want) {
+		t.Fatalf("claimed values %q, want %q", rows[0].Values, want)
+	}
 	for _, bad := range []any{
 		"x",
 		[]any{[]any{}},

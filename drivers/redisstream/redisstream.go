@@ -2,6 +2,7 @@ package redisstream
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -298,7 +300,11 @@ func parseEntries(v any, token bool) ([]cursor.Row, error) {
 		values := make(map[string]any, len(fields)/2)
 		for i := 0; i < len(fields); i += 2 {
 			k, _ := fields[i].(string)
-			values[k] = fields[i+1]
+			v := fields[i+1]
+			if s, ok := v.(string); ok {
+				v = fieldText(s)
+			}
+			values[fieldText(k)] = v
 		}
 		r := cursor.Row{Key: id, Values: values, Lease: cursor.Lease{Attempt: int(count)}}
 		if token {
@@ -307,6 +313,19 @@ func parseEntries(v any, token bool) ([]cursor.Row, error) {
 		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// fieldText is a field name or value as Row.Values holds it: s itself when it
+// is valid UTF-8, else its bytes in base64 (standard encoding), as the SQL
+// drivers give binary columns. The engine records a claim's rows in its
+// log as JSON, which holds only text, and a re-issued frame runs the
+// recorded rows: raw bytes would reach the body as they are but be
+// recorded, and run again, with U+FFFD in place of every invalid byte.
+func fieldText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return base64.StdEncoding.EncodeToString([]byte(s))
 }
 
 // Token is the lease token of entry id at its deliveries-th delivery.

@@ -351,9 +351,14 @@ func (c *Cursor) values(ctx context.Context, cand candidate) (map[string]any, bo
 
 // setBody stores body under "body": decoded JSON when asked (falling back
 // to text with body_error set), else text, or base64 with body_base64 set
-// when it is not UTF-8.
+// when it is not UTF-8, with or without body_json: the log holds only
+// text, and JSON holding invalid UTF-8 would decode with U+FFFD in its
+// place.
 func setBody(v map[string]any, body []byte, asJSON bool) {
-	if asJSON {
+	valid := utf8.Valid(body)
+	if asJSON && !valid {
+		v["body_error"] = "body is not valid UTF-8"
+	} else if asJSON {
 		// Whole numbers as int64, as the other drivers give them (1, not
 		// 1.0 in a template).
 		x, err := jsonnum.Decode(body)
@@ -363,7 +368,7 @@ func setBody(v map[string]any, body []byte, asJSON bool) {
 		}
 		v["body_error"] = err.Error()
 	}
-	if utf8.Valid(body) {
+	if valid {
 		v["body"] = string(body)
 		return
 	}

@@ -22,10 +22,22 @@
 //
 // Every object under prefix is a row; Row.Key is its name below the
 // prefix. Row.Values holds key (the full object key), name, size,
-// modified (RFC 3339, UTC) and, with read_body, body: the object's text
-// (base64 with body_base64: true when it is not UTF-8; decoded JSON with
-// body_json: true) for objects of at most max_body_bytes (1 MiB by
-// default; larger ones carry body_skipped: true instead).
+// modified (RFC 3339, UTC) and, with the option read_body: true, body
+// for objects of at most max_body_bytes (1 MiB by default; larger ones
+// carry body_skipped: true instead). body is the object's text, or with
+// the option body_json: true its decoded JSON (an object that does not
+// parse: its text, with body_error saying why).
+//
+// An object that is not valid UTF-8 is given in base64 (standard
+// encoding), with or without body_json, and the driver sets
+// body_base64: true beside it; body_json then also sets body_error (JSON
+// is UTF-8, and one holding invalid bytes would decode with U+FFFD in
+// their place). body_base64 is a value the driver sets, not an option:
+// the engine records a claim's rows in its log (JSON, which holds only
+// text) and a re-issued frame runs the rows it recorded, so raw bytes
+// could not reach the loop's body the same, lossless way both times. The
+// SQL drivers give binary columns the same way. Valid UTF-8 is never
+// changed.
 //
 // Options: url (the bucket, when the cursor has no auth credential),
 // prefix (default pending/), done_prefix, lease_prefix, dead_prefix

@@ -3,6 +3,7 @@ package s3prefix_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/cursorflow/cursorflow/drivers/s3prefix"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/tools"
 )
 
 const playbookPath = "../../examples/playbooks/s3prefix_drain.yaml"
@@ -82,4 +84,47 @@ func s3Root(t *testing.T, name string) (admin *blob.Bucket, raw, root string) {
 		_ = admin.Close()
 	})
 	return admin, raw, root
+}
+
+// TestPlaybookBinaryBodies drains objects of the S3 server with body_json,
+// some of them not valid UTF-8, one of those a JSON object: the body must
+// be given such an object's bytes in base64 with body_base64 set, as the
+// package documents (body_base64 is the driver's flag, not an option, and
+// body_json does not change it), and the claim must record the same
+// value, so that a frame re-issued from the log runs on what the first
+// run saw (the JSON object decoded, and was recorded, with U+FFFD in
+// place of its invalid byte). Valid UTF-8 stays as it is.
+func TestPlaybookBinaryBodies(t *testing.T) {
+	admin, raw, root := s3Root(t, "e2e-binary-")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	bodies := []string{"bin\xff\xfeok\x80", `{"s": "` + "\xff" + `"}`, `{"s": "café ☃"}`, "café ☃"}
+	h := &harness{admin: admin, root: root}
+	qroot, names := h.newQueue(t, len(bodies), func(i int) []byte { return []byte(bodies[i]) })
+
+	var got drivertest.Bodies
+	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/binary_drain.yaml",
+		Kind:         "s3prefix",
+		Driver:       s3prefix.New(s3prefix.Config{}),
+		Workload:     map[string]any{"bucket_url": raw, "prefix": qroot + "pending/"},
+		Tools:        map[string]tools.Tool{"body": got.Tool()},
+	})
+	drivertest.ExpectEachOnceOK(t, r.Events, names)
+
+	// Sorted as drivertest sorts them.
+	wantBody := []any{"Ymlu//5va4A=", "café ☃", "eyJzIjogIv8ifQ==", map[string]any{"s": "café ☃"}}
+	if g := got.Values("body"); !reflect.DeepEqual(g, wantBody) {
+		t.Errorf("the body was given body %q, want %q", g, wantBody)
+	}
+	if g := drivertest.ClaimedValues(t, r.Events, "body"); !reflect.DeepEqual(g, wantBody) {
+		t.Errorf("frame.claimed recorded body %q, want %q", g, wantBody)
+	}
+	if g, want := got.Values("body_base64"), []any{false, false, true, true}; !reflect.DeepEqual(g, want) {
+		t.Errorf("the body was given body_base64 %v, want %v", g, want)
+	}
+	wantError := []any{nil, "body is not valid UTF-8", "body is not valid UTF-8", "invalid character 'c' looking for beginning of value"}
+	if g := drivertest.ClaimedValues(t, r.Events, "body_error"); !reflect.DeepEqual(g, wantError) {
+		t.Errorf("frame.claimed recorded body_error %q, want %q", g, wantError)
+	}
 }

@@ -53,7 +53,8 @@ type Options struct {
 	// MaxBodyBytes bounds the bodies read. Defaults to DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// BodyJSON decodes the body as JSON. Defaults to false (the body is a
-	// string, or base64 when it is not UTF-8).
+	// string). Either way a body that is not valid UTF-8 is base64, with
+	// Row.Values["body_base64"] set to true.
 	BodyJSON bool
 }
 

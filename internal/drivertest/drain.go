@@ -42,6 +42,10 @@ type DrainConfig struct {
 	// Loop is the run id of the loop Result.Loop describes. Defaults to
 	// DefaultLoop.
 	Loop string
+	// Tools are registered beside the built-in tools, under their kinds:
+	// a host's own tools (fn.New), say one that lets the test see what a
+	// loop's body was given.
+	Tools map[string]tools.Tool
 }
 
 // Result is what a completed drain left behind.
@@ -87,6 +91,11 @@ func Run(ctx context.Context, t testing.TB, cfg DrainConfig) Result {
 	}
 	treg, tclose := builtin.NewRegistry(builtin.Options{Keychain: cfg.Keychain})
 	t.Cleanup(func() { _ = tclose.Close() })
+	for kind, tool := range cfg.Tools {
+		if err := treg.Register(kind, tool); err != nil {
+			t.Fatal(err)
+		}
+	}
 	creg := cursor.NewRegistry()
 	if err := creg.Register(cfg.Kind, cfg.Driver); err != nil {
 		t.Fatal(err)
