@@ -133,6 +133,7 @@ func TestNormalize(t *testing.T) {
 		{"float32", float32(1.5), float64(1.5)},
 		{"float64", 2.25, 2.25},
 		{"bool", true, true},
+		{"string not UTF-8", "a\xffb", "Yf9i"},
 		{"string", "héllo", "héllo"},
 		{"time is UTC RFC3339", ts, "2024-01-02T02:04:05.0000006Z"},
 		{"utf8 bytes", []byte("abc"), "abc"},

@@ -19,8 +19,8 @@ import (
 // beyond it, their exact decimal text: a float64 would change the value,
 // and with it a key such as MySQL's BIGINT UNSIGNED 18446744073709551615),
 // floats float64, time.Time an RFC 3339 string in UTC (nanoseconds kept),
-// []byte a string when it is valid UTF-8 and base64 (standard encoding)
-// otherwise, json.RawMessage its decoded value, maps and slices are
+// []byte and string a string when valid UTF-8 and base64 (standard
+// encoding) otherwise, json.RawMessage its decoded value, maps and slices are
 // converted element by element (maps to map[string]any, slices to []any),
 // driver.Valuer and fmt.Stringer values their value or string, and
 // anything else its fmt.Sprint form. nil stays nil.
@@ -28,7 +28,15 @@ func Normalize(v any) any {
 	switch v := v.(type) {
 	case nil:
 		return nil
-	case bool, string, int64, float64:
+	case bool, int64, float64:
+		return v
+	case string:
+		// A TEXT value holding bytes that are not UTF-8 (SQLite stores
+		// what it is given) is binary data, as []byte is below: the log
+		// records rows as JSON, which would put U+FFFD in their place.
+		if !utf8.ValidString(v) {
+			return base64.StdEncoding.EncodeToString([]byte(v))
+		}
 		return v
 	case int:
 		return int64(v)
