@@ -50,6 +50,12 @@ type Command struct {
 	Items    []any          `json:"items,omitempty"`
 	ItemsRef map[string]any `json:"items_ref,omitempty"`
 	Length   int            `json:"length,omitempty"`
+	// LoopVars gives an item's or a row's scope NoETL's loop variable
+	// (loop.index, loop.first, ...), which takes the name loop from a
+	// workload key, ctx key or step result of that name: set for an
+	// execution recorded at semanticsCallDone or later only, so that a
+	// history recorded before renders its loop bodies as it did.
+	LoopVars bool `json:"loop_vars,omitempty"`
 	// From and To are a fan-out shard's items [From, To) of the
 	// collection (Item holds them, or ItemsRef refers to the whole); Index
 	// is the shard's number of Shards.

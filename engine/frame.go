@@ -830,7 +830,7 @@ func (f *frameRun) runFrameChain(ctx context.Context) {
 		values[i] = r.Values
 	}
 	sc := copyMap(f.scope)
-	setIter(sc, lp.Iterator, values, f.cmd.Frame, 0)
+	setIter(sc, lp.Iterator, values, f.cmd.Frame, 0, f.cmd.LoopVars)
 	iter := sc["iter"].(map[string]any)
 	iter[lp.Iterator+"_rows"] = values
 	sc["frame"] = map[string]any{"rows": values, "index": f.cmd.Frame, "row_count": len(values)}
@@ -948,7 +948,7 @@ var errGoexit = errors.New("the tool ended its goroutine (runtime.Goexit) instea
 func (f *frameRun) runRow(ctx context.Context, i int) {
 	sc := make(map[string]any, len(f.scope)+iterKeys)
 	maps.Copy(sc, f.scope)
-	setIter(sc, f.step.Loop.Iterator, f.rows[i].Values, i, 0)
+	setIter(sc, f.step.Loop.Iterator, f.rows[i].Values, i, 0, f.cmd.LoopVars)
 	t0 := time.Now()
 	res := f.w.runChain(withPartials(ctx, f.part, f.rows[i].Key), f.cmd, f.step, sc, 0, 1, nil, false)
 	it := ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeOK, Ms: time.Since(t0).Milliseconds()}

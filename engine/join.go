@@ -32,7 +32,9 @@ const (
 	// step.failed that on_error: continue routes past) leaves no result
 	// under its name; a failed loop keeps its aggregate. A collection
 	// loop leaves its last item issued and that item's index in ctx, as
-	// NoETL's variables keep them (decider.keepLastItem).
+	// NoETL's variables keep them (decider.keepLastItem); and loop bodies
+	// get NoETL's loop variable, loop.index and the rest
+	// (Command.LoopVars), which hides a value named loop there.
 	semanticsCallDone = 4
 	// currentSemantics is what new executions record.
 	currentSemantics = semanticsCallDone

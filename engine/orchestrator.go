@@ -550,6 +550,7 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event, chained bool) *
 			}
 		}
 	}
+	cmd.LoopVars = s.semantics >= semanticsCallDone
 	if p.Kind == KindFrame && s.semantics >= semanticsLoopKey {
 		cmd.LoopKey = s.ExecutionID + "/" + p.Run
 	}

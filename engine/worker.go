@@ -159,7 +159,7 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 				}
 				item = items[0]
 			}
-			setIter(scope, step.Loop.Iterator, item, cmd.Index, cmd.Length)
+			setIter(scope, step.Loop.Iterator, item, cmd.Index, cmd.Length, cmd.LoopVars)
 		case KindShard:
 			items, _ := cmd.Item.([]any)
 			if cmd.ItemsRef != nil {
@@ -168,7 +168,7 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 					return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, completedPayload{Error: err.Error(), Field: "loop.in"})
 				}
 			}
-			setIter(scope, step.Loop.Iterator, items, cmd.Index, cmd.Shards)
+			setIter(scope, step.Loop.Iterator, items, cmd.Index, cmd.Shards, cmd.LoopVars)
 			scope["shard"] = map[string]any{"index": cmd.Index, "count": cmd.Shards, "from": cmd.From, "to": cmd.To, "size": len(items)}
 		}
 		res = w.runChain(withPartials(runCtx, part, ""), cmd, step, scope, cmd.StartTask, cmd.TaskAttempt, cmd.Carry, true)
@@ -303,7 +303,7 @@ func (w *Worker) runChunk(ctx context.Context, cmd *Command, step *dsl.Step, sco
 	p := completedPayload{Outputs: make([]map[string]any, 0, len(cmd.Items))}
 	for k, item := range cmd.Items {
 		sc := copyMap(scope)
-		setIter(sc, step.Loop.Iterator, item, cmd.Index+k, cmd.Length)
+		setIter(sc, step.Loop.Iterator, item, cmd.Index+k, cmd.Length, cmd.LoopVars)
 		res := w.runChain(ctx, cmd, step, sc, 0, 1, nil, false)
 		res.output = selectOutput(step, res.output)
 		p.Output = res.output
@@ -423,8 +423,10 @@ const iterKeys = 4
 // iter.<iterator>; its 0-based position as loop_index, iter._index and
 // loop.index; and, when the loop's length n is known (n > 0; a cursor's
 // rows have none), iter._first, iter._last, loop.first and loop.length.
-// loop.done is false while items run, as NoETL's is.
-func setIter(scope map[string]any, iterator string, item any, index, n int) {
+// loop.done is false while items run, as NoETL's is. Without loopVars (a
+// history recorded before semanticsCallDone) there is no loop variable: a
+// workload key, ctx key or step result named loop keeps that name.
+func setIter(scope map[string]any, iterator string, item any, index, n int, loopVars bool) {
 	idx := any(index) // boxed once for all places
 	iter := map[string]any{"_index": idx}
 	loop := map[string]any{"index": idx, "done": false}
@@ -439,7 +441,9 @@ func setIter(scope map[string]any, iterator string, item any, index, n int) {
 	}
 	scope["iter"] = iter
 	scope["loop_index"] = idx
-	scope["loop"] = loop
+	if loopVars {
+		scope["loop"] = loop
+	}
 }
 
 // chainResult is the outcome of running a step's tool chain once.
