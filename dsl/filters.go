@@ -416,11 +416,9 @@ const SQLDialectVar = "__sql_dialect"
 // defaultSQLDialect is the dialect SQLDialectVar names in the render's
 // context, else PostgreSQL's.
 func defaultSQLDialect(e *exec.Evaluator) string {
-	if e != nil && e.Environment != nil && e.Environment.Context != nil {
-		if v, ok := e.Environment.Context.Get(SQLDialectVar); ok {
-			if d, err := sqlquote.Dialect(fmt.Sprint(v)); err == nil {
-				return d
-			}
+	if v, ok := renderVar(e, SQLDialectVar).(string); ok {
+		if d, err := sqlquote.Dialect(v); err == nil {
+			return d
 		}
 	}
 	return sqlquote.Postgres

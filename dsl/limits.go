@@ -122,14 +122,20 @@ func (b *budget) fail(err error) error {
 // budgetOf finds the render's budget; a template compiled outside a
 // render that sets one gets the defaults.
 func budgetOf(e *exec.Evaluator) *budget {
-	if e != nil && e.Environment != nil && e.Environment.Context != nil {
-		if v, ok := e.Environment.Context.Get(budgetVar); ok {
-			if b, ok := v.(*budget); ok {
-				return b
-			}
-		}
+	if b, ok := renderVar(e, budgetVar).(*budget); ok {
+		return b
 	}
 	return newBudget(Limits{}.withDefaults())
+}
+
+// renderVar is the value of name in the context of the render e
+// evaluates, nil when there is none (a filter called outside a render).
+func renderVar(e *exec.Evaluator, name string) any {
+	if e == nil || e.Environment == nil || e.Environment.Context == nil {
+		return nil
+	}
+	v, _ := e.Environment.Context.Get(name)
+	return v
 }
 
 // limitedWriter is a text render's output: it refuses to grow past the

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -549,77 +548,29 @@ func allOK(items []ItemOutcome) bool {
 }
 
 // recordedClaim returns a claim's frame.claimed payload and its JSON. A
-// float JSON cannot hold (NaN, +Inf, -Inf: a float column of postgres or
-// ClickHouse, a SQLite REAL) fails the encoding; the claimed rows' such
-// floats then become their text ("NaN", "+Inf", "-Inf"), in place, as the
-// engine records such a float in any other payload (sanitize), and the
-// payload is encoded again. A frame records its rows before they run and
-// a re-issued frame runs the recorded rows, so the body sees the values
-// the log holds. An error: rows the log cannot hold.
+// row value JSON cannot hold fails the encoding (a NaN or ±Inf: a float
+// column of postgres or ClickHouse, a SQLite REAL); the claimed rows'
+// values are then sanitized as any other payload is (non-finite floats
+// become "NaN", "+Inf", "-Inf"), in place, and the payload is encoded
+// again. A frame records its rows before they run and a re-issued frame
+// runs the recorded rows, so the body sees the values the log holds. An
+// error: rows the log cannot hold.
 func recordedClaim(ctx context.Context, claim *cursor.Claim) (frameClaimedPayload, json.RawMessage, error) {
 	p := frameClaimedPayload{Rows: frameRowsOf(claim.Rows), Buried: rowKeys(claim.Dead)}
 	b, err := encodeReport(ctx, p)
-	if err == nil || !finiteValues(claim.Rows) {
-		return p, b, err
+	if err == nil {
+		return p, b, nil
+	}
+	for i := range claim.Rows {
+		v, serr := sanitize(claim.Rows[i].Values, "rows["+strconv.Itoa(i)+"].values", 0, nil)
+		if serr != nil {
+			return p, nil, serr
+		}
+		claim.Rows[i].Values, _ = v.(map[string]any)
 	}
 	p.Rows = frameRowsOf(claim.Rows)
 	b, err = encodeReport(ctx, p)
 	return p, b, err
-}
-
-// finiteValues replaces, in place, every float in the rows' values that
-// JSON cannot hold with its text, and reports whether it replaced any.
-func finiteValues(rows []cursor.Row) bool {
-	changed := false
-	for i := range rows {
-		for k, v := range rows[i].Values {
-			if f, ok := finiteValue(v); ok {
-				rows[i].Values[k], changed = f, true
-			}
-		}
-	}
-	return changed
-}
-
-// finiteValue returns v with its non-finite floats replaced by their text,
-// and whether it replaced any (maps and lists in place).
-func finiteValue(v any) (any, bool) {
-	switch t := v.(type) {
-	case float64:
-		if math.IsInf(t, 0) || math.IsNaN(t) {
-			return strconv.FormatFloat(t, 'g', -1, 64), true
-		}
-	case float32:
-		if f := float64(t); math.IsInf(f, 0) || math.IsNaN(f) {
-			return strconv.FormatFloat(f, 'g', -1, 32), true
-		}
-	case map[string]any:
-		changed := false
-		for k, x := range t {
-			if f, ok := finiteValue(x); ok {
-				t[k], changed = f, true
-			}
-		}
-		return t, changed
-	case []any:
-		changed := false
-		for i, x := range t {
-			if f, ok := finiteValue(x); ok {
-				t[i], changed = f, true
-			}
-		}
-		return t, changed
-	case []float64:
-		if !slices.ContainsFunc(t, func(f float64) bool { return math.IsInf(f, 0) || math.IsNaN(f) }) {
-			return v, false
-		}
-		l := make([]any, len(t))
-		for i, f := range t {
-			l[i], _ = finiteValue(f)
-		}
-		return l, true
-	}
-	return v, false
 }
 
 // frameRowsOf is what a frame records of its claimed rows.

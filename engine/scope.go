@@ -24,10 +24,11 @@ func (s *State) scope() map[string]any {
 	for k, v := range s.Workload {
 		m[k] = v
 	}
-	m["workload"] = s.Workload
-	m["ctx"] = copyMap(s.Ctx)
 	if s.semantics >= semanticsOneStore {
+		m["workload"] = s.Workload
 		oneStore(m, s.Ctx, nil)
+	} else {
+		m["workload"], m["ctx"] = s.Workload, copyMap(s.Ctx)
 	}
 	if v, ok := s.Ctx["loop_index"]; ok && s.semantics >= semanticsCallDone {
 		// The last loop's, kept as NoETL's variables keep it

@@ -429,11 +429,8 @@ const iterKeys = 4
 func setIter(scope map[string]any, iterator string, item any, index, n int, loopVars bool) {
 	idx := any(index) // boxed once for all places
 	iter := map[string]any{"_index": idx}
-	loop := map[string]any{"index": idx, "done": false}
 	if n > 0 {
-		first, last := index == 0, index >= n-1
-		iter["_first"], iter["_last"] = first, last
-		loop["first"], loop["length"] = first, n
+		iter["_first"], iter["_last"] = index == 0, index >= n-1
 	}
 	if iterator != "" {
 		iter[iterator] = item
@@ -442,6 +439,10 @@ func setIter(scope map[string]any, iterator string, item any, index, n int, loop
 	scope["iter"] = iter
 	scope["loop_index"] = idx
 	if loopVars {
+		loop := map[string]any{"index": idx, "done": false}
+		if n > 0 {
+			loop["first"], loop["length"] = index == 0, n
+		}
 		scope["loop"] = loop
 	}
 }
