@@ -190,6 +190,8 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				// own (taken before the loss, so before now): claim once
 				// they ran out, so that this frame takes them back
 				// rather than leave them behind the drain.
+				w.logger().Info("cursor: waiting out the source's lease before claiming again: the lost attempt of this frame may have claimed rows it never recorded",
+					"step", cmd.Step, "command_id", cmd.ID, "lease_seconds", fs.LeaseSeconds)
 				if err := sleepCtx(ctx, w.clock(), time.Duration(fs.LeaseSeconds*float64(time.Second))); err != nil {
 					return nil, err
 				}
