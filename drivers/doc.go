@@ -80,7 +80,26 @@
 // Keys. Option key names the column or columns identifying a row (a
 // string, comma-separated for a composite key, or a list). By default it
 // is column id if the claim returns one, else the first column. Row.Key
-// is the key's string form, composite keys joined with "/".
+// is the key's string form, composite keys joined with "/": tenant acme
+// and id 3 are key acme/3. When a part of a composite key holds "/",
+// the key is "/" followed by every part with "%" written %25 and "/"
+// written %2F, joined with "/" (tenant a/b and id 3 are /a%2Fb/3), so that
+// ("a/b", "c") and ("a", "b/c") do not share a key. A statement that
+// rebuilds keys in SQL to reach rows by key must build them the same way;
+// in PostgreSQL, SQLite and MySQL (CONCAT for ||):
+//
+//	CASE WHEN a LIKE '%/%' OR b LIKE '%/%'
+//	     THEN '/' || replace(replace(a, '%', '%25'), '/', '%2F')
+//	       || '/' || replace(replace(b, '%', '%25'), '/', '%2F')
+//	     ELSE a || '/' || b END
+//
+// (with %% for % in a statement that uses %(name)s placeholders), or
+// reach rows by their values (rows) instead. A claim that returns a
+// row with NULL in a key column, or two rows with the same key (a key
+// column that is not unique), is refused (sqlcursor.ErrNullKey,
+// sqlcursor.ErrDuplicateKey) and rolled back, so no row of it runs or
+// stays claimed: ack, release and dead_letter reach rows by key, and
+// would settle such rows together.
 //
 // Attempts and the dead letter. When the claim returns a column named
 // attempts, attempt or attempt_count, it is the row's Lease.Attempt (else

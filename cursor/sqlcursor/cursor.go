@@ -326,6 +326,7 @@ func (c *Cursor) rows(res Result) (live, dead []cursor.Row, err error) {
 	attIdx := AttemptColumn(res.Columns)
 	deadLetter := c.spec.MaxAttempts > 0 && attIdx >= 0 && c.opts.DeadLetter != nil
 	live = make([]cursor.Row, 0, len(res.Rows))
+	seen := make(map[string]struct{}, len(res.Rows))
 	for _, vals := range res.Rows {
 		if len(vals) != len(res.Columns) {
 			return nil, nil, fmt.Errorf("row has %d values for %d columns", len(vals), len(res.Columns))
@@ -336,8 +337,16 @@ func (c *Cursor) rows(res Result) (live, dead []cursor.Row, err error) {
 				"claim only rows whose key is set, or name a column that is never NULL with the cursor's key option",
 				ErrNullKey, res.Columns[i])
 		}
+		key := RowKey(vals, keyIdx)
+		if _, dup := seen[key]; dup {
+			return nil, nil, fmt.Errorf("%w: the claim returned two rows with key %q (key columns %q); a row's key identifies it "+
+				"(its outcome, hand-backs and dead letter are kept by key, and ack, release and dead_letter reach it by key): "+
+				"name columns that identify a row with the cursor's key option, or claim each key once",
+				ErrDuplicateKey, key, keyNames(res.Columns, keyIdx))
+		}
+		seen[key] = struct{}{}
 		row := cursor.Row{
-			Key:    RowKey(vals, keyIdx),
+			Key:    key,
 			Values: make(map[string]any, len(vals)),
 			Lease:  cursor.Lease{Attempt: 1},
 		}
@@ -384,6 +393,15 @@ func KeyColumns(columns, key []string) ([]int, error) {
 	return idx, nil
 }
 
+// keyNames returns the names of the key columns keyIdx of columns.
+func keyNames(columns []string, keyIdx []int) []string {
+	names := make([]string, len(keyIdx))
+	for n, i := range keyIdx {
+		names[n] = columns[i]
+	}
+	return names
+}
+
 // AttemptColumn returns the index of the attempt counter column
 // (attempts, attempt or attempt_count) or -1.
 func AttemptColumn(columns []string) int {
@@ -425,17 +443,41 @@ func NullKey(vals []any, keyIdx []int) int {
 	return -1
 }
 
-// RowKey joins the key values of one row with "/".
+// ErrDuplicateKey is wrapped by the error of a claim that returned two
+// rows with the same key: their outcomes, hand-backs and dead letters
+// would be kept under one key, and ack, release and dead_letter, which
+// reach rows by key, would settle both rows for either.
+var ErrDuplicateKey = errors.New("sql cursor: duplicate row key")
+
+// RowKey returns the key of one row: the string form (KeyString) of its
+// one key column, or of a composite key's parts joined with "/". When a
+// part of a composite key holds "/", the key is "/" followed by every
+// part with "%" written "%25" and "/" written "%2F", joined with "/":
+// such a key has one "/" more than a plain one, so no two rows share a
+// key unless all their key values do. Keys whose parts hold no "/" are
+// the plain join, as they were before composite keys were escaped, so
+// that keys recorded then and statements that rebuild keys in SQL
+// (a || '/' || b) still meet them.
 func RowKey(vals []any, keyIdx []int) string {
 	if len(keyIdx) == 1 {
 		return KeyString(vals[keyIdx[0]])
 	}
 	parts := make([]string, len(keyIdx))
+	slash := false
 	for n, i := range keyIdx {
 		parts[n] = KeyString(vals[i])
+		slash = slash || strings.Contains(parts[n], "/")
 	}
-	return strings.Join(parts, "/")
+	if !slash {
+		return strings.Join(parts, "/")
+	}
+	for n, p := range parts {
+		parts[n] = keyPartEscaper.Replace(p)
+	}
+	return "/" + strings.Join(parts, "/")
 }
+
+var keyPartEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
 
 // Ack runs the ack statement (if configured) for rows.
 func (c *Cursor) Ack(ctx context.Context, rows []cursor.Row) error {

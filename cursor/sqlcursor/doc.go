@@ -20,10 +20,14 @@
 //     "drained", and a claim of zero rows commits at once.
 //   - Option "key" names the key column(s); by default "id" if returned,
 //     else the first column. Row.Key is its string form; composite keys
-//     are joined with "/". A claim that returns a row with NULL in a key
-//     column is refused (ErrNullKey) and rolled back: such a row has no
-//     identity, so its outcome would merge with another's and ack,
-//     release and dead_letter could not reach it.
+//     are joined with "/", and when a part holds "/" the key is "/"
+//     followed by the parts with "%" escaped as %25 and "/" as %2F
+//     (RowKey), so that two rows share a key only when all their key
+//     values are equal. A claim that returns a row with NULL in a key
+//     column (ErrNullKey), or two rows with the same key
+//     (ErrDuplicateKey), is refused and rolled back: such rows have no
+//     identity of their own, so their outcomes would merge and ack,
+//     release and dead_letter would settle both or neither.
 //   - A column attempts, attempt or attempt_count is the delivery
 //     counter: Lease.Attempt. Rows past Spec.MaxAttempts are run through
 //     the dead_letter statement, in the claim's transaction, and not

@@ -15,6 +15,7 @@ import (
 const (
 	// OptKey names the column or columns identifying a row: a string
 	// ("id", or "tenant, id" for a composite key) or a list of strings.
+	// Row.Key is built from them by RowKey.
 	OptKey = "key"
 	// OptAck is a statement run after rows succeeded.
 	OptAck = "ack"

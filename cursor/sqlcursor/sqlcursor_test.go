@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -192,6 +193,14 @@ func TestKeyColumnsAndRowKey(t *testing.T) {
 		{"configured key", []string{"id", "uuid"}, []string{"uuid"}, []any{int64(1), "u-1"}, "u-1", ""},
 		{"composite", []string{"id", "tenant"}, []string{"tenant", "id"}, []any{int64(3), "acme"}, "acme/3", ""},
 		{"null key part", []string{"a", "b"}, []string{"a", "b"}, []any{nil, int64(2)}, "/2", ""},
+		// A part holding "/" escapes every part ("%" as %25, "/" as %2F)
+		// behind a leading "/": ("a/b", "c") and ("a", "b/c") no longer
+		// share the key a/b/c. Keys without "/" are the plain join.
+		{"slash in first part", []string{"a", "b"}, []string{"a", "b"}, []any{"a/b", "c"}, "/a%2Fb/c", ""},
+		{"slash in last part", []string{"a", "b"}, []string{"a", "b"}, []any{"a", "b/c"}, "/a/b%2Fc", ""},
+		{"percent without slash", []string{"a", "b"}, []string{"a", "b"}, []any{"50%", "a%2Fb"}, "50%/a%2Fb", ""},
+		{"percent with slash", []string{"a", "b"}, []string{"a", "b"}, []any{"/a%2Fb", "c"}, "/%2Fa%252Fb/c", ""},
+		{"single key keeps its slash", []string{"id"}, nil, []any{"a/b"}, "a/b", ""},
 		{"missing key", []string{"id"}, []string{"uuid"}, nil, "", `key column "uuid" is not among`},
 		{"no columns", nil, nil, nil, "", "no columns"},
 	}
@@ -211,6 +220,34 @@ func TestKeyColumnsAndRowKey(t *testing.T) {
 				t.Fatalf("RowKey = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRowKeyUnambiguous checks that composite keys of different values
+// differ, over parts built of the characters the escaping is about.
+func TestRowKeyUnambiguous(t *testing.T) {
+	parts := []string{"", "a", "/", "//", "%", "%2F", "%25", "a/b", "/a%2Fb", "%2F/"}
+	for _, n := range []int{2, 3} {
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		seen := map[string][]any{}
+		var walk func(vals []any)
+		walk = func(vals []any) {
+			if len(vals) == n {
+				k := RowKey(vals, idx)
+				if prev, ok := seen[k]; ok {
+					t.Fatalf("RowKey(%q) = RowKey(%q) = %q", prev, vals, k)
+				}
+				seen[k] = slices.Clone(vals)
+				return
+			}
+			for _, p := range parts {
+				walk(append(vals, p))
+			}
+		}
+		walk(nil)
 	}
 }
 

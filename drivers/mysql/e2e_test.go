@@ -3,11 +3,13 @@ package mysql_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cursorflow/cursorflow/drivers/mysql"
+	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
@@ -68,4 +70,50 @@ func TestPlaybookDrains(t *testing.T) {
 		t.Fatalf("loop status %+v, want %d rows ok and finished", ls, n)
 	}
 	r.LogRate(t, n, "rows")
+}
+
+// TestPlaybookRefusesDuplicateKeys drains a table keyed by column tenant,
+// which is not unique, so one claim returns two rows of tenant t1. Their
+// outcomes, hand-backs and dead letters would be kept under one key, and
+// ack and release, which reach rows by key, settle both rows for either.
+// The claim must be refused instead, naming the key and its column, and
+// rolled back with its mark, so that no row runs or is left claimed.
+func TestPlaybookRefusesDuplicateKeys(t *testing.T) {
+	db, base := admin(t)
+	table := "e2e_dupkey_" + testenv.RandomSuffix(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := db.ExecContext(ctx, `CREATE TABLE `+table+` (seq int PRIMARY KEY, tenant varchar(16) NOT NULL,
+		payload varchar(16) NOT NULL, status varchar(16) NOT NULL DEFAULT 'pending')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
+	if _, err := db.ExecContext(ctx, `INSERT INTO `+table+` (seq, tenant, payload)
+		VALUES (1, 't1', 'p1'), (2, 't2', 'p2'), (3, 't1', 'p3')`); err != nil {
+		t.Fatal(err)
+	}
+	var bodies drivertest.Bodies
+	r := drivertest.Run(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/dupkey_drain.yaml",
+		Kind:         "mysql",
+		Driver:       mysql.New(mysql.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"mysql_queue": base.FormatDSN()}),
+		Workload:     map[string]any{"table": table},
+		Tools:        map[string]tools.Tool{"body": bodies.FailingTool("payload", "p1")},
+	})
+	if sum := r.Summary; sum.Status != engine.StatusFailed ||
+		!strings.Contains(sum.Error, `key "t1"`) || !strings.Contains(sum.Error, `"tenant"`) {
+		t.Errorf("execution %s: %s %s, want failed naming key t1 and key column tenant", sum.Status, sum.Step, sum.Error)
+	} else {
+		t.Log(sum.Error)
+	}
+	if got := bodies.Values("payload"); len(got) != 0 {
+		t.Errorf("bodies ran for %v of a claim with a duplicate key", got)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT CONCAT(payload, ':', status) FROM `+table+` ORDER BY seq`)
+	want := []string{"p1:pending", "p2:pending", "p3:pending"}
+	if got := drivertest.Strings(t, rows, err); !slices.Equal(got, want) {
+		t.Fatalf("rows %v, want %v: the refused claim must roll back", got, want)
+	}
 }

@@ -126,3 +126,93 @@ func TestPlaybookRefusesNullKeys(t *testing.T) {
 		t.Fatalf("rows %v, want %v: the refused claim must roll back", got, want)
 	}
 }
+
+// keyTable creates table work with the rows given as VALUES (a, b,
+// tenant, payload) in a new SQLite database and returns the database and
+// its path.
+func keyTable(t *testing.T, values string) (*sql.DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "queue.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.Exec(`CREATE TABLE work (seq INTEGER PRIMARY KEY, a TEXT, b TEXT, tenant TEXT,
+		payload TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending');
+		INSERT INTO work (a, b, tenant, payload) VALUES ` + values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, path
+}
+
+// TestPlaybookCompositeKeysDoNotCollide drains, a row per frame, a table
+// keyed by two text columns whose rows ("a/b", "c") and ("a", "b/c") used
+// to get the same key "a/b/c": the engine recorded one key for two rows,
+// and an ack by key reached both rows or neither (a row marked done
+// without running, or rows left claimed for ever). Every row must get a
+// key of its own, run once, and be acked by the ack statement that
+// computes keys as drivers/doc.go describes.
+func TestPlaybookCompositeKeysDoNotCollide(t *testing.T) {
+	db, path := keyTable(t, `('a/b', 'c', NULL, 'p1'), ('a', 'b/c', NULL, 'p2'), ('x', 'y', NULL, 'p3'),
+		('50%', 'off', NULL, 'p4'), ('a%2Fb', 'c', NULL, 'p5'), ('/a%2Fb', 'c', NULL, 'p6')`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var bodies drivertest.Bodies
+	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/compositekey_drain.yaml",
+		Kind:         "sqlite",
+		Driver:       sqlite.New(sqlite.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"queue_db": "sqlite:" + path}),
+		Workload:     map[string]any{"table": "work"},
+		Tools:        map[string]tools.Tool{"body": bodies.Tool()},
+	})
+	if got, want := bodies.Values("payload"), []any{"p1", "p2", "p3", "p4", "p5", "p6"}; !slices.Equal(got, want) {
+		t.Errorf("bodies ran for %v, want each row once: %v", got, want)
+	}
+	// Keys without "/" are the values joined with "/", as they always were.
+	drivertest.ExpectEachOnceOK(t, r.Events, []string{"/a%2Fb/c", "/a/b%2Fc", "x/y", "50%/off", "a%2Fb/c", "/%2Fa%252Fb/c"})
+	rows, err := db.QueryContext(ctx, `SELECT payload || ':' || status FROM work ORDER BY seq`)
+	want := []string{"p1:done", "p2:done", "p3:done", "p4:done", "p5:done", "p6:done"}
+	if got := drivertest.Strings(t, rows, err); !slices.Equal(got, want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+}
+
+// TestPlaybookRefusesDuplicateKeys drains a table keyed by column tenant,
+// which is not unique, so one claim returns two rows of tenant t1. Their
+// outcomes, hand-backs and dead letters would be kept under one key, and
+// ack and release, which reach rows by key, settle both rows for either:
+// a row that failed was handed back with the other, which then ran again
+// though it had succeeded. The claim must be refused instead, naming the
+// key and its column, and rolled back, so that no row runs or is left
+// claimed.
+func TestPlaybookRefusesDuplicateKeys(t *testing.T) {
+	db, path := keyTable(t, `(NULL, NULL, 't1', 'p1'), (NULL, NULL, 't2', 'p2'), (NULL, NULL, 't1', 'p3')`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var bodies drivertest.Bodies
+	r := drivertest.Run(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/dupkey_drain.yaml",
+		Kind:         "sqlite",
+		Driver:       sqlite.New(sqlite.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"queue_db": "sqlite:" + path}),
+		Workload:     map[string]any{"table": "work"},
+		Tools:        map[string]tools.Tool{"body": bodies.FailingTool("payload", "p1")},
+	})
+	if sum := r.Summary; sum.Status != engine.StatusFailed ||
+		!strings.Contains(sum.Error, `key "t1"`) || !strings.Contains(sum.Error, `"tenant"`) {
+		t.Errorf("execution %s: %s %s, want failed naming key t1 and key column tenant", sum.Status, sum.Step, sum.Error)
+	} else {
+		t.Log(sum.Error)
+	}
+	if got := bodies.Values("payload"); len(got) != 0 {
+		t.Errorf("bodies ran for %v of a claim with a duplicate key", got)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT payload || ':' || status FROM work ORDER BY seq`)
+	want := []string{"p1:pending", "p2:pending", "p3:pending"}
+	if got := drivertest.Strings(t, rows, err); !slices.Equal(got, want) {
+		t.Fatalf("rows %v, want %v: the refused claim must roll back", got, want)
+	}
+}

@@ -34,6 +34,21 @@ func (b *Bodies) Tool() tools.Tool {
 	})
 }
 
+// FailingTool is Tool, except that a call whose config holds key with
+// one of the given values fails (after being kept): a body that fails
+// for chosen rows.
+func (b *Bodies) FailingTool(key string, fail ...any) tools.Tool {
+	return fn.New(func(_ context.Context, call *tools.Call) (any, error) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.calls = append(b.calls, maps.Clone(call.Config))
+		if slices.Contains(fail, call.Config[key]) {
+			return nil, fmt.Errorf("body fails for %s %v", key, call.Config[key])
+		}
+		return nil, nil
+	})
+}
+
 // Values returns the value of key in every call, in the order of their
 // fmt form (rows run concurrently).
 func (b *Bodies) Values(key string) []any {
