@@ -110,7 +110,7 @@ workflow:
 	// Output:
 	// parse error: <nil>
 	// flow.yaml:6:5 step start: unknown key "colour"
-	// flow.yaml:10:7 step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order
+	// flow.yaml:10:7 step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is NoETL's default aggregate {results, stats}
 }
 
 // LookupField says what this build does with a field.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/tools"
 )
 
 // Reasons a command is issued again.
@@ -495,7 +496,7 @@ func (d *decider) finish(runID string) {
 	}
 	step := s.Playbook.Step(run.Step)
 	if l := s.Loops[runID]; l != nil {
-		result := d.storeLarge(runID, loopResult(l), "data", "results")
+		result := d.storeLarge(runID, loopResult(l, d.s.semantics), "data", "results")
 		if l.Fail != "" {
 			d.fail(step, run, "loop", l.Fail, result)
 			return
@@ -617,14 +618,24 @@ func (d *decider) route(step *dsl.Step, run *stepRun, output map[string]any, eve
 	p = stepDonePayload{Run: run.ID, Result: output}
 	scope := d.s.scope()
 	addArgs(scope, run.Args)
-	scope[step.Name] = stepView(output)
+	scope[step.Name] = stepView(output, d.s.semantics)
 	scope["output"] = output
 	scope["result"] = output["data"]
 	scope["event"] = map[string]any{"name": eventName}
 	if f, ok := output["fanin"]; ok {
 		scope["fanin"] = f
 	}
-	markRefs(context.Background(), scope, d.s.res, step.Name, "output", "result", "fanin")
+	refNames := []string{step.Name, "output", "result", "fanin"}
+	if d.s.semantics >= semanticsStepView {
+		// As NoETL's mark_step_completed, before set: and the arcs:
+		// ctx.<step> is the step's result unless set: gave ctx that name.
+		if _, set := d.s.Ctx[step.Name]; !set {
+			wl := overlay(scope["workload"], map[string]any{step.Name: scope[step.Name]})
+			scope["workload"], scope["ctx"] = wl, wl
+			refNames = append(refNames, "ctx", "workload")
+		}
+	}
+	markRefs(context.Background(), scope, d.s.res, refNames...)
 	ctx, vars := map[string]any{}, map[string]any{}
 	// NoETL runs a step's set: on call.done only (events.py).
 	if eventName != "call.error" || d.s.semantics < semanticsCallDone {
@@ -703,7 +714,11 @@ func fieldOf(err error, def string) string {
 	return def
 }
 
-func loopResult(l *loopState) map[string]any {
+// loopResult is a finished loop's result envelope. From semanticsStepView
+// on, a collection loop's also records NoETL's stats (loopStats), which
+// stay inline when its data and results go to the result store, so that
+// templates read them without loading those.
+func loopResult(l *loopState, semantics int) map[string]any {
 	status := "success"
 	if l.Fail != "" {
 		status = "error"
@@ -719,7 +734,30 @@ func loopResult(l *loopState) map[string]any {
 			data[i] = m["data"]
 		}
 	}
-	return map[string]any{"status": status, "error": nilIfEmpty(l.Fail), "data": data, "results": l.Outputs, "count": len(l.Outputs)}
+	r := map[string]any{"status": status, "error": nilIfEmpty(l.Fail), "data": data, "results": l.Outputs, "count": len(l.Outputs)}
+	if semantics >= semanticsStepView {
+		r["stats"] = loopStats(l.Outputs)
+	}
+	return r
+}
+
+// loopStats counts a collection loop's finished items as NoETL's
+// state.get_loop_aggregation does: total finished, of which success and
+// failed (an item whose output's status is error). Items a failed loop
+// never ran are not counted.
+func loopStats(outputs []any) map[string]any {
+	total, failed := 0, 0
+	for _, o := range outputs {
+		m, ok := o.(map[string]any)
+		if !ok {
+			continue
+		}
+		total++
+		if m["status"] == tools.StatusError {
+			failed++
+		}
+	}
+	return map[string]any{"total": total, "success": total - failed, "failed": failed}
 }
 
 func nilIfEmpty(s string) any {

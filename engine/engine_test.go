@@ -110,7 +110,7 @@ workflow:
       - step: total
         when: '{{ event.name == "loop.done" }}'
   - step: total
-    tool: {kind: rec, key: total, sum: '{{ start | map(attribute="square") | sum }}', count: '{{ start | length }}'}
+    tool: {kind: rec, key: total, sum: '{{ start.results | map(attribute="square") | sum }}', count: '{{ start.results | length }}'}
 `, nil)
 			defer dumpOnFail(t, evs)
 			if sum.Status != engine.StatusCompleted {

@@ -42,7 +42,7 @@ workflow:
       - step: join
         when: '{{ event.name == "loop.done" }}'
   - step: join
-    tool: {kind: shout, word: '{{ start | join("-") }}'}
+    tool: {kind: shout, word: '{{ start.results | join("-") }}'}
 `
 	ctx := context.Background()
 	id, err := e.Start(ctx, []byte(playbook), engine.StartOptions{File: "shout.yaml"})

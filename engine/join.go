@@ -36,8 +36,18 @@ const (
 	// get NoETL's loop variable, loop.index and the rest
 	// (Command.LoopVars), which hides a value named loop there.
 	semanticsCallDone = 4
+	// semanticsStepView: templates see a finished step as NoETL's
+	// state.step_results and variables hold it (state.py
+	// mark_step_completed, common.py _merge_hydrated_step_result): its
+	// data with the result's status (and error, when there is one) laid
+	// under status and error where the data has no key of that name; the
+	// step's result under ctx.<step> (and workload.<step>) too; and a
+	// collection loop as NoETL's aggregate {results, stats: {total,
+	// success, failed}} (state.get_loop_aggregation) rather than the list
+	// of its items' data, whose stats the loop's result records.
+	semanticsStepView = 5
 	// currentSemantics is what new executions record.
-	currentSemantics = semanticsCallDone
+	currentSemantics = semanticsStepView
 )
 
 // The join barrier. NoETL gates a step that several branches of an

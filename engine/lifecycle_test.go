@@ -119,7 +119,7 @@ workflow:
       - step: use
         when: '{{ event.name == "loop.done" }}'
   - step: use
-    tool: {kind: rec, key: use, got: '{{ start | map(attribute="steps") | map(attribute="start") | map(attribute="data") | map(attribute="doubled") | list }}'}
+    tool: {kind: rec, key: use, got: '{{ start.results | map(attribute="steps") | map(attribute="start") | map(attribute="data") | map(attribute="doubled") | list }}'}
 `
 	log := eventlog.NewMemory()
 	rec := &recorder{}

@@ -44,8 +44,8 @@ workflow:
   - step: after
     tool:
       kind: echo
-      items: '{{ fan | length }}'
-      first: '{{ fan[0].id }}'
+      items: '{{ fan.results | length }}'
+      first: '{{ fan.results[0].id }}'
 `
 
 func bigTools() *tools.Registry {

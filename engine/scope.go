@@ -36,7 +36,20 @@ func (s *State) scope() map[string]any {
 		m["loop_index"] = v
 	}
 	for k, v := range s.Results {
-		m[k] = stepView(v)
+		m[k] = stepView(v, s.semantics)
+	}
+	if s.semantics >= semanticsStepView && len(s.Results) > 0 {
+		// NoETL's mark_step_completed writes a step's result into its
+		// variables too: ctx.<step> and workload.<step> read it, unless
+		// set: gave ctx a value of that name.
+		views := make(map[string]any, len(s.Results))
+		for k := range s.Results {
+			if _, set := s.Ctx[k]; !set {
+				views[k] = m[k]
+			}
+		}
+		wl := overlay(m["workload"], views)
+		m["workload"], m["ctx"] = wl, wl
 	}
 	m["vars"] = copyMap(s.Vars)
 	m["execution_id"] = s.ExecutionID
@@ -56,6 +69,15 @@ func (s *State) scope() map[string]any {
 				}
 			}
 			sr.names["workload"] = true
+		}
+		if s.semantics >= semanticsStepView {
+			// ctx and workload hold the steps' results too.
+			for n := range s.refNames {
+				if isResult(s.Results, n) {
+					sr.names["ctx"], sr.names["workload"] = true, true
+					break
+				}
+			}
 		}
 		m[dsl.RefsVar] = sr
 	}
@@ -175,13 +197,23 @@ func setPath(delta map[string]any, current any, path string, v any) {
 	delta[head] = child
 }
 
-// stepView is what a finished step's name stands for in templates: its
-// result's data, with a pipeline's task results (withTaskResults) under
-// results when the data is a mapping without a key of that name (or is
-// null), as NoETL's step.results.<task>.
-func stepView(v any) any {
+// stepView is what a finished step's name stands for in templates, under
+// the execution's semantics: its result's data, with a pipeline's task
+// results (withTaskResults) under results when the data is a mapping
+// without a key of that name (or is null), as NoETL's
+// step.results.<task>. From semanticsStepView on, the result's status and
+// error are laid over it too (withStatus), and a collection loop (whose
+// result records stats) reads as NoETL's aggregate {results, stats}.
+func stepView(v any, semantics int) (view any) {
 	data := resultData(v)
 	m, _ := v.(map[string]any)
+	if semantics >= semanticsStepView {
+		if stats, ok := m["stats"]; ok {
+			// Only a collection loop's result records stats (loopResult).
+			return withStatus(map[string]any{"results": data, "stats": stats}, m)
+		}
+		defer func() { view = withStatus(view, m) }()
+	}
 	if _, isHTTP := m["http"]; isHTTP {
 		data = withBody(data)
 	}
@@ -203,6 +235,46 @@ func stepView(v any) any {
 		}
 	}
 	return data
+}
+
+// withStatus lays a result envelope's status, and its error when it has
+// one, over a step's view as NoETL's hydrated step result carries them
+// (_merge_hydrated_step_result: setdefault), so that {{ step.status }}
+// and {{ step.error }} work after any tool. Keys of the data's own win; a
+// view that is not a mapping (a list, a scalar) has no room for them.
+func withStatus(view any, envelope map[string]any) any {
+	if envelope == nil {
+		return view
+	}
+	d, ok := view.(map[string]any)
+	if view == nil {
+		// No data: NoETL's result still has its status.
+		d, ok = map[string]any{}, true
+	}
+	if !ok {
+		return view
+	}
+	add := make(map[string]any, 2)
+	if st, ok := envelope["status"]; ok && st != nil {
+		add["status"] = st
+	}
+	if e := envelope["error"]; e != nil {
+		add["error"] = e
+	}
+	for k := range add {
+		if _, own := d[k]; own {
+			delete(add, k)
+		}
+	}
+	if len(add) == 0 {
+		if view == nil {
+			return nil
+		}
+		return view
+	}
+	// A stored mapping's own keys are known once it is read:
+	// resolveOverlaid keeps them over these.
+	return overlay(d, add)
 }
 
 // withBody gives an http result's data {status_code, headers, data} the

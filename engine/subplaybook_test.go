@@ -68,7 +68,7 @@ workflow:
       - step: sum
         when: '{{ event.name == "loop.done" }}'
   - step: sum
-    tool: {kind: rec, key: sum, total: '{{ start | map(attribute="got") | sum }}'}
+    tool: {kind: rec, key: sum, total: '{{ start.results | map(attribute="got") | sum }}'}
 `
 }
 

@@ -103,7 +103,7 @@ func TestValidateCommand(t *testing.T) {
 			name: "what run refuses", args: []string{refused}, wantCode: 1,
 			wantOut: []string{
 				refused + `:7:5: step start: unknown key "surprise" (refused at run)`,
-				refused + `:9:7: step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is the list of item results in order (refused at run)`,
+				refused + `:9:7: step start: loop.aggregate is not supported by this build: NoETL's loop result reducer is not implemented; the loop's result is NoETL's default aggregate {results, stats} (refused at run)`,
 			},
 		},
 		{

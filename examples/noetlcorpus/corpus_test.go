@@ -149,11 +149,27 @@ func TestV10Canonical(t *testing.T) {
 		t.Errorf("results: %d rows, first item %d, from %d commands; want one row, item 4", rows, item, r.Commands("store_results"))
 	}
 	// ctx is the execution's one variable store, as NoETL's: the workload,
-	// what the policies set, and the loop's last item and its loop_index
-	// (NoETL's commands.py keeps them in its variables).
-	same(t, r, "end", map[string]any{"status": "COMPLETED", "message": "Workflow finished successfully",
+	// what the policies set, the loop's last item and its loop_index
+	// (NoETL's commands.py keeps them in its variables), and each finished
+	// step's result (its state.mark_step_completed writes them there too).
+	end := r.Result(t, "end")
+	ctxVars, _ := end["context"].(map[string]any)
+	steps := map[string]any{}
+	for _, name := range []string{"start", "fetch_data", "process_data", "store_results"} {
+		steps[name] = ctxVars[name]
+		delete(ctxVars, name)
+	}
+	if pd, _ := steps["process_data"].(map[string]any); pd["transformed"] != true || pd["status"] != "success" {
+		t.Errorf("ctx.process_data: %v, want the step's result with its status", steps["process_data"])
+	}
+	if sr, _ := steps["store_results"].(map[string]any); !reflect.DeepEqual(sr["stats"], map[string]any{"total": 1.0, "success": 1.0, "failed": 0.0}) {
+		t.Errorf("ctx.store_results: %v, want the loop's aggregate", steps["store_results"])
+	}
+	if !reflect.DeepEqual(end, map[string]any{"status": "COMPLETED", "message": "Workflow finished successfully",
 		"context": map[string]any{"fetch_completed": true, "transform_done": true,
-			"api_url": a.URL, "enabled": true, "max_items": 100.0, "item": 4.0, "loop_index": 0.0}})
+			"api_url": a.URL, "enabled": true, "max_items": 100.0, "item": 4.0, "loop_index": 0.0}}) {
+		t.Errorf("end: %v", end)
+	}
 
 	off := p.Set("enabled", "false").Run(t)
 	off.Completed(t)
