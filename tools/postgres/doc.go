@@ -66,7 +66,12 @@
 // shared by every call; Close releases them. Pools hold up to
 // DefaultMaxConns connections unless the URL's pool_max_conns or
 // Config.MaxConns says otherwise. A connection returned inside an open
-// transaction is discarded rather than reused.
+// transaction is discarded rather than reused. On PostgreSQL 14 and later
+// each connection sets client_connection_check_interval to
+// ClientCheckInterval (1s) unless the URL sets it: a statement whose
+// process was killed then ends within that second, rolling back and
+// dropping its row locks, instead of running to its end (a hung body for
+// as long as it hangs) while a resume of the execution waits on them.
 //
 // While a statement's rows arrive, they are handed on in batches of
 // Config.PartialRows (default 100) as partial results, {"statement": n,

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -171,6 +174,17 @@ func (t *Tool) pool(cred tools.Credential) (*pgxpool.Pool, error) {
 			return nil, fmt.Errorf("postgres: credential %q: configure pool: %w", cred.Alias, err)
 		}
 	}
+	if _, set := pc.ConnConfig.RuntimeParams["client_connection_check_interval"]; !set {
+		host := pc.AfterConnect
+		pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			if host != nil {
+				if err := host(ctx, c); err != nil {
+					return err
+				}
+			}
+			return checkClientConnection(ctx, c.PgConn(), t.cfg.Logger)
+		}
+	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -189,6 +203,44 @@ func (t *Tool) pool(cred tools.Credential) (*pgxpool.Pool, error) {
 	t.pools[cred.URL] = p
 	t.cfg.Logger.Debug("postgres pool created", "credential", cred.Alias, "max_conns", pc.MaxConns)
 	return p, nil
+}
+
+// ClientCheckInterval is the client_connection_check_interval the tool
+// sets on its connections to a PostgreSQL 14 or later server (unless the
+// URL sets one). PostgreSQL otherwise notices that a client is gone only
+// when it next writes to it: a statement of a process that was killed
+// (SIGKILL, OOM, a lost machine) runs on to its end, an hour for a body
+// that hangs, holding its transaction's row locks, so the execution's
+// resume blocks on them (the rows' next run, their ack, their release)
+// and leaves the rows claimed. With the check the server ends such a
+// statement within this interval, rolling it back.
+const ClientCheckInterval = time.Second
+
+// checkClientConnection sets ClientCheckInterval on conn when its server
+// has the setting: PostgreSQL 14 or later by the server_version it
+// reported at startup (older servers refuse the name). A server that
+// refuses the statement (one that speaks the protocol without the
+// setting, a pooler that forbids SET) keeps the connection as it is: the
+// check is a safeguard, not a reason to fail the body.
+func checkClientConnection(ctx context.Context, conn *pgconn.PgConn, log *slog.Logger) error {
+	v := conn.ParameterStatus("server_version")
+	end := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+	if end >= 0 {
+		v = v[:end]
+	}
+	if major, err := strconv.Atoi(v); err != nil || major < 14 {
+		return nil
+	}
+	sql := fmt.Sprintf("SET client_connection_check_interval = %d", ClientCheckInterval.Milliseconds())
+	if err := conn.Exec(ctx, sql).Close(); err != nil {
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
+			log.Debug("postgres: the server refused client_connection_check_interval; a killed process's statement runs to its end there",
+				"server_version", conn.ParameterStatus("server_version"), "error", pgErr.Message)
+			return nil
+		}
+		return fmt.Errorf("postgres: set client_connection_check_interval: %w", err)
+	}
+	return nil
 }
 
 // run executes sql, over the simple query protocol without params and
