@@ -143,3 +143,25 @@ type Cursor interface {
 type DeadLetterer interface {
 	DeadLetter(ctx context.Context, rows []Row, reason string) error
 }
+
+// Finisher is implemented by drivers that keep state in the source for
+// each loop run when the cursor block names none of its own: a consumer
+// group or a durable consumer named from Spec.LoopID. Without it that
+// state outlives the loop forever, one group per execution of a playbook
+// that drains a stream every time.
+//
+// The engine calls Finish once a loop run is over for good: after its
+// loop.done is recorded in the event log, or after its execution ended
+// (failed, cancelled) without one, since an ended execution is never
+// resumed. It calls it on the process that recorded that event, with the
+// credential and options its frames had (SlotID and WorkerSlotID zero),
+// and only for loop ids of the form "<execution id>/<run id>", which no
+// other loop run shares. Finish must remove only what the driver named
+// by default, never a group or consumer the cursor block names (others
+// may share it), and succeed when there is nothing to remove. A failed
+// Finish is logged and the execution's outcome is unchanged; a process
+// that dies between the record and the call leaves that run's state
+// behind.
+type Finisher interface {
+	Finish(ctx context.Context, spec Spec) error
+}

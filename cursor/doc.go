@@ -61,6 +61,14 @@
 // release and dead_letter) reach the driver unrendered, because they are
 // rendered per call with the claimed rows.
 //
+// # State a driver keeps per loop run
+//
+// A driver may keep state in the source for each loop run whose cursor
+// block names none (redisstream's consumer group, natsconsumer's durable
+// consumer, named from Spec.LoopID). A Finisher drops it: the engine
+// calls Finish once the run is over for good, after its loop.done is
+// recorded or its execution ended, and only logs a failure.
+//
 // # Features
 //
 // Sources differ: a SQL table holds no lease of its own (the claim SQL

@@ -32,7 +32,8 @@ type ClaimError struct {
 	Kind string
 	// Auth is the keychain alias of the credential; may be empty.
 	Auth string
-	// Op is the failed operation: open, claim, ack, release or dead_letter.
+	// Op is the failed operation: open, claim, ack, release, dead_letter or
+	// finish.
 	Op string
 	// Err is the underlying error.
 	Err error

@@ -57,10 +57,16 @@ type Config struct {
 	// (tools/builtin registers the standard tools).
 	Tools *tools.Registry
 	// Cursors resolves cursor kinds for cursor loops. Defaults to an empty
-	// registry.
+	// registry. The orchestrator uses it too: once a cursor loop run is
+	// over (its loop.done recorded, or its execution ended), a driver that
+	// implements cursor.Finisher drops what it kept in the source for the
+	// run (the consumer group or durable consumer it named), in the
+	// background; a scale-out orchestrator without the kind leaves that
+	// to the source.
 	Cursors *cursor.Registry
-	// Keychain resolves credential aliases on the worker. Defaults to one
-	// that knows no alias.
+	// Keychain resolves credential aliases on the worker, and for the
+	// orchestrator's cursor.Finisher calls. Defaults to one that knows no
+	// alias.
 	Keychain tools.Keychain
 	// AllowCursorURL lets a cursor block without auth name its source
 	// with a url option (url: /path/queue.db, postgres://..., s3://...)
@@ -265,6 +271,9 @@ func New(cfg Config) (*Engine, error) {
 		// An execution that ended failed or cancelled stops the commands
 		// this process still runs for it.
 		onFinish: e.running.cancelAll,
+		// The drivers this engine's workers use clean up after the loop
+		// runs that are over (cursor.Finisher).
+		finisher: newFinisher(e.worker),
 	}
 	e.orch.closed, e.orch.markClosed = context.WithCancel(context.Background())
 	octx, stopOrch := context.WithCancel(context.Background())
@@ -689,7 +698,9 @@ func (e *Engine) markClosed() bool {
 // them to return, and abandons a tool that ignores its context (see
 // Close). Either way the workers' last reports (a cursor
 // frame cut short says which rows it handed back) are recorded before it
-// returns, waiting up to 5s more for the log.
+// returns, waiting up to 5s more for the log. Last, it waits, until ctx
+// ends, for the clean-ups of cursor loop runs that ended
+// (cursor.Finisher).
 func (e *Engine) Shutdown(ctx context.Context) error {
 	// The frames running claim no rows ahead (from before calls fail, so
 	// that a caller who sees ErrClosed knows it).
@@ -727,6 +738,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	cancel()
 	e.stopOrch()
 	e.orchWG.Wait()
+	// Clean-ups of loop runs that ended are let finish, as long as ctx
+	// lasts.
+	e.orch.finisher.wait(ctx)
 	return err
 }
 
@@ -766,7 +780,9 @@ func (e *Engine) awaitWorkers(finished <-chan struct{}) {
 // are cancelled; their executions can be resumed from the log. Close
 // waits for the cancelled tools to return, at most two seconds: a tool
 // that ignores its context is abandoned (its goroutine runs on, its
-// outcome is not recorded). Calls made after Close fail with ErrClosed.
+// outcome is not recorded). It gives the clean-ups of cursor loop runs
+// that ended (cursor.Finisher) two seconds more, then cuts them short.
+// Calls made after Close fail with ErrClosed.
 func (e *Engine) Close() error {
 	if !e.markClosed() {
 		return nil
@@ -775,6 +791,12 @@ func (e *Engine) Close() error {
 	e.stopOrch()
 	e.awaitWorkers(e.workersDone())
 	e.orchWG.Wait()
+	// Clean-ups of loop runs that ended get a moment: a program that
+	// closes the engine right after Wait would otherwise leave every
+	// run's consumer group behind.
+	fctx, cancel := context.WithTimeout(context.Background(), abandonAfter)
+	e.orch.finisher.wait(fctx)
+	cancel()
 	return nil
 }
 

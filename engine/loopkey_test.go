@@ -3,7 +3,11 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"maps"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,11 +22,39 @@ import (
 )
 
 // loopIDs is a sqlite cursor driver that records the LoopID of every
-// cursor it opens.
+// cursor it opens, and of every loop run it is told is over
+// (cursor.Finisher), with whether log held the run's loop.done by then.
 type loopIDs struct {
 	*sqlitedriver.Driver
-	mu  sync.Mutex
-	ids map[string]bool
+	log      eventlog.Log
+	mu       sync.Mutex
+	ids      map[string]bool
+	finished map[string]bool
+}
+
+func (d *loopIDs) Finish(ctx context.Context, spec cursor.Spec) error {
+	exec, run, _ := strings.Cut(spec.LoopID, "/")
+	evs, err := d.log.Read(ctx, exec, 0, 0)
+	if err != nil {
+		return err
+	}
+	done := false
+	for _, ev := range evs {
+		done = done || (ev.Type == eventlog.TypeLoopDone && ev.LoopID == run)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, again := d.finished[spec.LoopID]; again {
+		return fmt.Errorf("loop run %s finished twice", spec.LoopID)
+	}
+	d.finished[spec.LoopID] = done
+	return nil
+}
+
+func (d *loopIDs) finishedRuns() map[string]bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.finished)
 }
 
 func (d *loopIDs) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, error) {
@@ -44,8 +76,11 @@ func (d *loopIDs) seen() map[string]bool {
 
 // TestCursorLoopIDIsTheRun: a cursor driver sees a loop run as its
 // execution's id and its run id, so that two executions of a playbook
-// never share a default consumer group or durable; an execution recorded
-// before that rule, resumed, keeps the run id its frames had.
+// never share a default consumer group or durable, and is told the run
+// is over (cursor.Finisher) once its loop.done is recorded; an execution
+// recorded before that rule, resumed, keeps the run id its frames had,
+// and its driver is never told to drop what that id names, which every
+// such execution of the playbook shares.
 func TestCursorLoopIDIsTheRun(t *testing.T) {
 	t.Parallel()
 	_, queue := sqlitetest.Queue(t, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT NOT NULL DEFAULT 'pending');
@@ -65,7 +100,7 @@ workflow:
     tool: {kind: noop}
 `
 	newEngine := func(log eventlog.Log) (*engine.Engine, *loopIDs) {
-		d := &loopIDs{Driver: sqlitedriver.New(sqlitedriver.Config{}), ids: map[string]bool{}}
+		d := &loopIDs{Driver: sqlitedriver.New(sqlitedriver.Config{}), log: log, ids: map[string]bool{}, finished: map[string]bool{}}
 		creg := cursor.NewRegistry()
 		if err := creg.Register("sqlite", d); err != nil {
 			t.Fatal(err)
@@ -95,6 +130,12 @@ workflow:
 	}
 	if got := d.seen(); len(got) != 1 || !got[id+"/start#1"] {
 		t.Fatalf("loop ids %v, want only %s/start#1", got, id)
+	}
+	if err := e.Shutdown(ctx); err != nil { // lets the Finish calls end
+		t.Fatal(err)
+	}
+	if got := d.finishedRuns(); !reflect.DeepEqual(got, map[string]bool{id + "/start#1": true}) {
+		t.Fatalf("finished loop runs (true: after loop.done) %v, want %s/start#1 after its loop.done", got, id)
 	}
 
 	// The same execution's start as a log written before the rule holds
@@ -126,5 +167,11 @@ workflow:
 	}
 	if got := d2.seen(); len(got) != 1 || !got["start#1"] {
 		t.Fatalf("resumed old execution's loop ids %v, want only start#1", got)
+	}
+	if err := e2.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := d2.finishedRuns(); len(got) != 0 {
+		t.Fatalf("the old execution's shared loop runs %v were finished, want none", got)
 	}
 }

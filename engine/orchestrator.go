@@ -105,6 +105,11 @@ type execution struct {
 	// context) is given up when its lease runs out, so a cancel is
 	// bounded even when a worker's heartbeats outlive its tool's sense.
 	cancelAt time.Time
+	// cursorRuns holds, per cursor loop run under way, what its latest
+	// frame command (or the log, for a run loaded from it) renders the
+	// cursor block with, for the driver's clean-up once the run is over
+	// (see finish.go).
+	cursorRuns map[string]*Command
 }
 
 // lease is an in-flight command's hold on its worker: it is re-issued
@@ -183,6 +188,8 @@ type orchestrator struct {
 	observer       Observer
 	// onFinish, if set, is called with an execution's id when it ends.
 	onFinish func(executionID string)
+	// finisher, if set, cleans up after cursor loop runs that are over.
+	finisher *finisher
 	// decide is (*State).decide; a test may wrap it.
 	decide func(s *State, now time.Time, expired []expiry) []eventlog.Event
 	// res writes and reads stored results (a nil store keeps them inline).
@@ -236,10 +243,11 @@ func (o *orchestrator) install(st *State) *execution {
 	}
 	st.maxLoopItems = o.maxLoopItems
 	st.res = o.res
-	ex := &execution{state: st, leases: map[string]*lease{}, cancelRecorded: st.cancelRequested}
+	ex := &execution{state: st, leases: map[string]*lease{}, cancelRecorded: st.cancelRequested, cursorRuns: map[string]*Command{}}
 	if ex.cancelRecorded {
 		ex.cancelAt = o.clock.Now()
 	}
+	o.loadCursorRuns(ex)
 	o.execs[st.ExecutionID] = ex
 	o.mu.Lock()
 	o.driving[st.ExecutionID] = true
@@ -485,6 +493,7 @@ func (o *orchestrator) finish(id string, ex *execution) {
 	if o.onFinish != nil {
 		o.onFinish(id)
 	}
+	o.executionEnded(ex)
 	sum := summarize(ex.state)
 	o.mu.Lock()
 	delete(o.driving, id)
@@ -553,6 +562,10 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event, chained bool) *
 	cmd.LoopVars = s.semantics >= semanticsCallDone
 	if p.Kind == KindFrame && s.semantics >= semanticsLoopKey {
 		cmd.LoopKey = s.ExecutionID + "/" + p.Run
+		// What the run's frames render their cursor block with, without
+		// the frame's rows, which would be held until the run ends.
+		ex.cursorRuns[p.Run] = &Command{ExecutionID: cmd.ExecutionID, Kind: KindFrame, Step: cmd.Step, Run: cmd.Run,
+			Playbook: cmd.Playbook, Scope: cmd.Scope, Args: cmd.Args, LoopKey: cmd.LoopKey}
 	}
 	if p.Kind == KindFrame && !chained {
 		if c := s.Commands[p.Base]; c != nil {

@@ -676,6 +676,8 @@ func (o *orchestrator) complete(b *batch) {
 			if !ex.cancelRecorded {
 				ex.cancelRecorded, ex.cancelAt = true, now
 			}
+		case eventlog.TypeLoopDone, eventlog.TypeStepFailed:
+			o.runEnded(ex, *ev)
 		}
 	}
 	o.sendReplies(b, nil)

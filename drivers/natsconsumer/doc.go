@@ -24,10 +24,32 @@
 // gets a consumer of its own (cursorflow_<loop id>_<hash>, the loop id
 // being the execution's id and the loop's run id), which reads the whole
 // stream; name a consumer to share one queue across executions, so that
-// a later run continues where the last one stopped. The driver does not
-// delete the consumers it made.
+// a later run continues where the last one stopped. A consumer the driver
+// named is deleted when its loop run is over (see below); one the cursor
+// block names never is.
 // Credentials that do not fit in a URL (creds files, nkeys) go in
 // Config.NATSOptions.
+//
+// # The consumers the driver names
+//
+// A durable consumer costs the server memory (and, clustered, Raft
+// state) for as long as it exists. The driver deletes one it named when
+// its loop run is over (Driver.Finish, cursor.Finisher): the engine calls
+// Finish once the loop's loop.done is recorded in the event log, or once
+// its execution ended failed or cancelled (an ended execution is never
+// resumed), on the engine that recorded it, with that engine's
+// Config.Cursors and Keychain. So a stream that every execution drains
+// does not collect a consumer per run. A consumer the cursor block names
+// is never deleted: other executions may share it. Until loop.done is on
+// record the consumer stays, so an execution resumed after its process
+// died continues from it. What the clean-up does not cover leaves one
+// consumer behind each time: a process that dies between recording
+// loop.done and deleting the consumer, a failed delete (logged at warn
+// level), an orchestrator without this driver or the credential (a
+// scale-out server whose workers alone hold them: name a consumer there,
+// or give the server's engine the driver and keychain too), and
+// executions started before the engine named consumers by execution
+// (their consumers are shared, and left alone).
 //
 // # Claim, ack, release
 //

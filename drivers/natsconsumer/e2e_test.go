@@ -3,12 +3,17 @@ package natsconsumer_test
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/cursorflow/cursorflow/drivers/internal/deadtest"
 	"github.com/cursorflow/cursorflow/drivers/natsconsumer"
+	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
@@ -103,19 +108,141 @@ func TestPlaybookDefaultConsumerPerExecution(t *testing.T) {
 			Driver:       natsconsumer.New(natsconsumer.Config{}),
 			Keychain:     tools.StaticURLs(map[string]string{"nats_queue": base}),
 			Workload:     map[string]any{"stream": name},
+			Shutdown:     true,
 		})
 		drivertest.ExpectEachOnceOK(t, r.Events, seqs)
 		if ls := r.Loop; ls.OK != n || !ls.Finished {
 			t.Fatalf("run %d: loop status %+v, want %d rows ok and finished", run, ls, n)
 		}
+		// Each execution's consumer is gone once its loop is done: a
+		// stream drained by every execution does not collect a consumer
+		// per run on the server.
+		if consumers := consumerNames(t, js, name); len(consumers) != 0 {
+			t.Fatalf("run %d: consumers %v left behind, want none", run, consumers)
+		}
 	}
-	st, err := js.Stream(ctx, name)
+}
+
+// TestPlaybookFinish drains a stream through a durable consumer the
+// driver names and then through one the playbook names: once the
+// execution completed, the first is deleted (cursor.Finisher) and the
+// second, which other executions may share, is left as it is.
+func TestPlaybookFinish(t *testing.T) {
+	const n = 25
+	_, js, base := admin(t)
+	name := "E2E_FINISH_" + testenv.RandomSuffix(t)
+	newStreams(t, js, name, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/finish_drain.yaml",
+		Kind:         "natsconsumer",
+		Driver:       natsconsumer.New(natsconsumer.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"nats_queue": base}),
+		Workload:     map[string]any{"stream": name, "consumer": "named"},
+		Shutdown:     true,
+	})
+	for _, run := range []string{"start#1", "named#1"} {
+		if ls := r.Status.Loops[run]; ls.OK != n || !ls.Finished {
+			t.Fatalf("loop %s: status %+v, want %d rows ok and finished", run, ls, n)
+		}
+	}
+	if consumers := consumerNames(t, js, name); !reflect.DeepEqual(consumers, []string{"named"}) {
+		t.Fatalf("consumers %v, want [named]: the driver's own consumer deleted, the playbook's kept", consumers)
+	}
+}
+
+// TestPlaybookFinishAfterCancel cancels an execution in the middle of a
+// loop whose durable consumer the driver names: a cancelled execution is
+// never resumed, so its loop's consumer goes although the loop never got
+// to loop.done.
+func TestPlaybookFinishAfterCancel(t *testing.T) {
+	_, js, base := admin(t)
+	name := "E2E_CANCEL_" + testenv.RandomSuffix(t)
+	newStreams(t, js, name, 20)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	r := drivertest.Cancelled(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/interrupted_drain.yaml",
+		Kind:         "natsconsumer",
+		Driver:       natsconsumer.New(natsconsumer.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"nats_queue": base}),
+		Workload:     map[string]any{"stream": name},
+		Shutdown:     true,
+	})
+	if r.Summary.Status != engine.StatusCancelled {
+		t.Fatalf("execution %s, want cancelled", r.Summary.Status)
+	}
+	if consumers := consumerNames(t, js, name); len(consumers) != 0 {
+		t.Fatalf("consumers %v left behind by the cancelled execution, want none", consumers)
+	}
+}
+
+// TestPlaybookFinishAfterResume closes the engine in the middle of a loop
+// whose durable consumer the driver names: the consumer must still be
+// there, with the delivered messages, for the engine that resumes the
+// execution, and gone once that one has finished the loop.
+func TestPlaybookFinishAfterResume(t *testing.T) {
+	const n = 20
+	_, js, base := admin(t)
+	name := "E2E_RESUME_" + testenv.RandomSuffix(t)
+	seqs := newStreams(t, js, name, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	r := drivertest.Interrupted(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/interrupted_drain.yaml",
+		Kind:         "natsconsumer",
+		Driver:       natsconsumer.New(natsconsumer.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"nats_queue": base}),
+		Workload:     map[string]any{"stream": name},
+		Shutdown:     true,
+	}, func() {
+		consumers := consumerNames(t, js, name)
+		if len(consumers) != 1 || !strings.HasPrefix(consumers[0], "cursorflow_") {
+			t.Fatalf("after the interruption: consumers %v, want the loop's own", consumers)
+		}
+		c, err := js.Consumer(ctx, name, consumers[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info, err := c.Info(ctx); err != nil || info.Delivered.Stream == 0 {
+			t.Fatalf("after the interruption: consumer delivered up to %v (err %v), want the claimed messages", info.Delivered.Stream, err)
+		}
+	})
+	if r.Summary.Status != engine.StatusCompleted {
+		t.Fatalf("resumed execution %s: %s %s", r.Summary.Status, r.Summary.Field, r.Summary.Error)
+	}
+	items := drivertest.FrameItems(t, r.Events)
+	for _, k := range seqs {
+		if !slices.Contains(items[k], engine.OutcomeOK) {
+			t.Fatalf("message %s: outcomes %v, want one ok (a body cut short by the close runs again)", k, items[k])
+		}
+	}
+	if consumers := consumerNames(t, js, name); len(consumers) != 0 {
+		t.Fatalf("consumers %v left behind by the resumed execution, want none", consumers)
+	}
+}
+
+// consumerNames returns the names of stream's consumers, sorted.
+func consumerNames(t *testing.T, js jetstream.JetStream, stream string) []string {
+	t.Helper()
+	st, err := js.Stream(context.Background(), stream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, err := st.Info(ctx); err != nil || info.State.Consumers != 2 {
-		t.Fatalf("stream has %v consumers (err %v), want two, one per execution", info.State.Consumers, err)
+	names := []string{}
+	lister := st.ConsumerNames(context.Background())
+	for n := range lister.Name() {
+		names = append(names, n)
 	}
+	if err := lister.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // TestPlaybookBinaryPayloads drains messages whose payload is not valid

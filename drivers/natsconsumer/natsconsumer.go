@@ -169,6 +169,38 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 	return c, nil
 }
 
+var _ cursor.Finisher = (*Driver)(nil)
+
+// Finish deletes the durable consumer the driver named for spec's loop run
+// (ConsumerName of the loop id), so that the server stops keeping its
+// state, once the engine says the run is over for good (see
+// cursor.Finisher). A consumer the cursor block names is left alone, as
+// is a spec without a loop id; a consumer or stream that no longer exists
+// is not an error.
+func (d *Driver) Finish(ctx context.Context, spec cursor.Spec) error {
+	opts, err := ParseOptions(spec.Options, nil)
+	if err != nil {
+		return &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "finish", Err: err}
+	}
+	if opts.Consumer != "" || spec.LoopID == "" {
+		return nil
+	}
+	opts.Consumer = ConsumerName(spec.LoopID)
+	cn, err := d.conn(spec.Credential)
+	if err != nil {
+		return &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "finish", Err: err}
+	}
+	d.mu.Lock()
+	delete(d.consumers, spec.Credential+"\x00"+opts.Stream+"\x00"+opts.Consumer)
+	d.mu.Unlock()
+	err = cn.js.DeleteConsumer(ctx, opts.Stream, opts.Consumer)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "finish",
+			Err: fmt.Errorf("delete consumer %q on stream %q: %w", opts.Consumer, opts.Stream, err)}
+	}
+	return nil
+}
+
 func (d *Driver) conn(credential string) (*conn, error) {
 	return d.conns.Get(credential, func() (*conn, error) { return d.connect(credential) })
 }

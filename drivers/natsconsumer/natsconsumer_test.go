@@ -223,3 +223,37 @@ func TestCursorBehaviour(t *testing.T) {
 		t.Run(tt.name, tt.run)
 	}
 }
+
+// TestFinishNothingToRemove: Finish succeeds when the consumer, or the
+// stream itself, is gone already (a second Finish, a deleted stream), and
+// touches no consumer a cursor block names, nor any when there is no loop
+// id.
+func TestFinishNothingToRemove(t *testing.T) {
+	_, js, base := admin(t)
+	ctx := context.Background()
+	name := "FINISH_" + testenv.RandomSuffix(t)
+	d := natsconsumer.New(natsconsumer.Config{})
+	t.Cleanup(func() { _ = d.Close() })
+	spec := func(loopID string, opts map[string]any) cursor.Spec {
+		return cursor.Spec{Kind: "natsconsumer", Credential: base, LoopID: loopID, Options: opts}
+	}
+	if err := d.Finish(ctx, spec("exec/start#1", map[string]any{"stream": name})); err != nil {
+		t.Fatalf("finish on a stream that does not exist: %v", err)
+	}
+	newStreams(t, js, name, 1)
+	if _, err := js.CreateOrUpdateConsumer(ctx, name, jetstream.ConsumerConfig{Durable: "named", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []cursor.Spec{
+		spec("exec/start#1", map[string]any{"stream": name}),
+		spec("exec/start#1", map[string]any{"stream": name, "consumer": "named"}),
+		spec("", map[string]any{"stream": name}),
+	} {
+		if err := d.Finish(ctx, s); err != nil {
+			t.Fatalf("finish %v: %v", s.Options, err)
+		}
+	}
+	if got := consumerNames(t, js, name); len(got) != 1 || got[0] != "named" {
+		t.Fatalf("consumers %v, want the named one left", got)
+	}
+}

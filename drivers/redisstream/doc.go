@@ -25,8 +25,27 @@
 // reads the whole stream from start (the loop id is the execution's id
 // and the loop's run id, so two executions never share it); name a group
 // to share one queue across executions, so that a later run continues
-// where the last one stopped. The driver does not destroy the groups it
-// made: a stream drained by many runs keeps one group per run.
+// where the last one stopped.
+//
+// # The groups the driver names
+//
+// A group the driver named is destroyed when its loop run is over
+// (Driver.Finish, cursor.Finisher): the engine calls Finish once the
+// loop's loop.done is recorded in the event log, or once its execution
+// ended failed or cancelled (an ended execution is never resumed), on the
+// engine that recorded it, with that engine's Config.Cursors and
+// Keychain. XGROUP DESTROY drops the group with its pending list, so a
+// stream that every execution drains does not collect a group per run.
+// A group the cursor block names is never destroyed: other executions
+// may share it. Until loop.done is on record the group stays, so an
+// execution resumed after its process died continues from it. What the
+// clean-up does not cover leaves one group behind each time: a process
+// that dies between recording loop.done and destroying the group, a
+// failed XGROUP DESTROY (logged at warn level), an orchestrator without
+// this driver or the credential (a scale-out server whose workers alone
+// hold them: name a group there, or give the server's engine the driver
+// and keychain too), and executions started before the engine named
+// groups by execution (their groups are shared, and left alone).
 //
 // # Claim, ack, release
 //

@@ -3,7 +3,9 @@ package redisstream_test
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/drivers/internal/deadtest"
 	"github.com/cursorflow/cursorflow/drivers/redisstream"
+	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
@@ -115,24 +118,142 @@ func TestPlaybookDefaultGroupPerExecution(t *testing.T) {
 			Driver:       redisstream.New(redisstream.Config{}),
 			Keychain:     tools.StaticURLs(map[string]string{"redis_queue": base}),
 			Workload:     map[string]any{"stream": stream},
+			Shutdown:     true,
 		})
 		drivertest.ExpectEachOnceOK(t, r.Events, ids)
 		if ls := r.Loop; ls.OK != n || !ls.Finished {
 			t.Fatalf("run %d: loop status %+v, want %d rows ok and finished", run, ls, n)
 		}
+		// Each execution's group is gone once its loop is done: a stream
+		// drained by every execution does not collect a group per run.
+		if groups := groupNames(t, rdb, stream); len(groups) != 0 {
+			t.Fatalf("run %d: groups %v left behind, want none", run, groups)
+		}
 	}
-	groups, err := rdb.XInfoGroups(ctx, stream).Result()
+}
+
+// TestPlaybookFinish drains a stream through a group the driver names and
+// then through one the playbook names: once the execution completed, the
+// first is destroyed (cursor.Finisher) and the second, which other
+// executions may share, is left as it is.
+func TestPlaybookFinish(t *testing.T) {
+	const n = 25
+	rdb, base := admin(t)
+	stream := "e2e_finish_" + testenv.RandomSuffix(t) + ":jobs"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
+	fill(t, rdb, stream, n)
+
+	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/finish_drain.yaml",
+		Kind:         "redisstream",
+		Driver:       redisstream.New(redisstream.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"redis_queue": base}),
+		Workload:     map[string]any{"stream": stream, "group": "named"},
+		Shutdown:     true,
+	})
+	for _, run := range []string{"start#1", "named#1"} {
+		if ls := r.Status.Loops[run]; ls.OK != n || !ls.Finished {
+			t.Fatalf("loop %s: status %+v, want %d rows ok and finished", run, ls, n)
+		}
+	}
+	if groups := groupNames(t, rdb, stream); !reflect.DeepEqual(groups, []string{"named"}) {
+		t.Fatalf("groups %v, want [named]: the driver's own group destroyed, the playbook's kept", groups)
+	}
+}
+
+// TestPlaybookFinishAfterCancel cancels an execution in the middle of a
+// loop whose group the driver names: a cancelled execution is never
+// resumed, so its loop's group goes although the loop never got to
+// loop.done.
+func TestPlaybookFinishAfterCancel(t *testing.T) {
+	rdb, base := admin(t)
+	stream := "e2e_cancel_" + testenv.RandomSuffix(t) + ":jobs"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
+	fill(t, rdb, stream, 20)
+
+	r := drivertest.Cancelled(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/interrupted_drain.yaml",
+		Kind:         "redisstream",
+		Driver:       redisstream.New(redisstream.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"redis_queue": base}),
+		Workload:     map[string]any{"stream": stream},
+		Shutdown:     true,
+	})
+	if r.Summary.Status != engine.StatusCancelled {
+		t.Fatalf("execution %s, want cancelled", r.Summary.Status)
+	}
+	if groups := groupNames(t, rdb, stream); len(groups) != 0 {
+		t.Fatalf("groups %v left behind by the cancelled execution, want none", groups)
+	}
+}
+
+// TestPlaybookFinishAfterResume closes the engine in the middle of a loop
+// whose group the driver names: the group must still be there, with the
+// claimed entries, for the engine that resumes the execution, and gone
+// once that one has finished the loop.
+func TestPlaybookFinishAfterResume(t *testing.T) {
+	const n = 20
+	rdb, base := admin(t)
+	stream := "e2e_resume_" + testenv.RandomSuffix(t) + ":jobs"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
+	ids := fill(t, rdb, stream, n)
+
+	r := drivertest.Interrupted(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/interrupted_drain.yaml",
+		Kind:         "redisstream",
+		Driver:       redisstream.New(redisstream.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"redis_queue": base}),
+		Workload:     map[string]any{"stream": stream},
+		Shutdown:     true,
+	}, func() {
+		groups, err := rdb.XInfoGroups(ctx, stream).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(groups) != 1 || !strings.HasPrefix(groups[0].Name, "cursorflow:") || groups[0].EntriesRead == 0 {
+			t.Fatalf("after the interruption: groups %+v, want the loop's own, having read entries", groups)
+		}
+	})
+	if r.Summary.Status != engine.StatusCompleted {
+		t.Fatalf("resumed execution %s: %s %s", r.Summary.Status, r.Summary.Field, r.Summary.Error)
+	}
+	expectEachOK(t, r, ids)
+	if groups := groupNames(t, rdb, stream); len(groups) != 0 {
+		t.Fatalf("groups %v left behind by the resumed execution, want none", groups)
+	}
+}
+
+// expectEachOK fails the test unless every key ran through the body
+// successfully at least once (a body cut short by a close runs again).
+func expectEachOK(t *testing.T, r drivertest.Result, keys []string) {
+	t.Helper()
+	items := drivertest.FrameItems(t, r.Events)
+	for _, k := range keys {
+		if !slices.Contains(items[k], engine.OutcomeOK) {
+			t.Fatalf("key %s: outcomes %v, want one ok", k, items[k])
+		}
+	}
+}
+
+// groupNames returns the names of stream's consumer groups, sorted.
+func groupNames(t *testing.T, rdb *redis.Client, stream string) []string {
+	t.Helper()
+	groups, err := rdb.XInfoGroups(context.Background(), stream).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(groups) != 2 || groups[0].Name == groups[1].Name {
-		t.Fatalf("groups %+v, want two, one per execution", groups)
-	}
+	names := []string{}
 	for _, g := range groups {
-		if g.EntriesRead != n || g.Pending != 0 {
-			t.Fatalf("group %+v, want %d entries read and none pending", g, n)
-		}
+		names = append(names, g.Name)
 	}
+	slices.Sort(names)
+	return names
 }
 
 // TestPlaybookBinaryFields drains entries whose bin field holds bytes that

@@ -119,6 +119,45 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 	return c, nil
 }
 
+var _ cursor.Finisher = (*Driver)(nil)
+
+// Finish destroys the consumer group the driver named for spec's loop run
+// ("cursorflow:" + the loop id), with its pending list, once the engine
+// says the run is over for good (see cursor.Finisher). A group the cursor
+// block names is left alone, as is a spec without a loop id; a group or
+// stream that no longer exists is not an error.
+func (d *Driver) Finish(ctx context.Context, spec cursor.Spec) error {
+	opts, err := ParseOptions(spec.Options, nil)
+	if err != nil {
+		return &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "finish", Err: err}
+	}
+	if opts.Group != "" || spec.LoopID == "" {
+		return nil
+	}
+	opts.Group = "cursorflow:" + spec.LoopID
+	client, err := d.client(spec.Credential)
+	if err != nil {
+		return &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "finish", Err: err}
+	}
+	// Forget the group first: a cursor of the run still open would create
+	// it again rather than fail on NOGROUP.
+	d.mu.Lock()
+	delete(d.groups, spec.Credential+"\x00"+opts.Stream+"\x00"+opts.Group)
+	d.mu.Unlock()
+	err = client.XGroupDestroy(ctx, opts.Stream, opts.Group).Err()
+	if err != nil && !isNoStream(err) {
+		return &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "finish",
+			Err: fmt.Errorf("destroy group %q on stream %q: %w", opts.Group, opts.Stream, err)}
+	}
+	return nil
+}
+
+// isNoStream reports whether err is Redis refusing an XGROUP on a key
+// that does not exist (the stream was deleted: its groups went with it).
+func isNoStream(err error) bool {
+	return strings.Contains(err.Error(), "requires the key to exist")
+}
+
 func (d *Driver) client(credential string) (*redis.Client, error) {
 	return d.clients.Get(credential, func() (*redis.Client, error) { return d.newClient(credential) })
 }

@@ -186,3 +186,37 @@ func TestCursorBehaviour(t *testing.T) {
 		t.Run(tt.name, tt.run)
 	}
 }
+
+// TestFinishNothingToRemove: Finish succeeds when the group, or the
+// stream itself, is gone already (a second Finish, a deleted stream), and
+// touches no group a cursor block names, nor any when there is no loop id.
+func TestFinishNothingToRemove(t *testing.T) {
+	rdb, base := admin(t)
+	ctx := context.Background()
+	stream := "finish_" + testenv.RandomSuffix(t) + ":jobs"
+	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream).Err() })
+	d := redisstream.New(redisstream.Config{})
+	t.Cleanup(func() { _ = d.Close() })
+	spec := func(loopID string, opts map[string]any) cursor.Spec {
+		return cursor.Spec{Kind: "redisstream", Credential: base, LoopID: loopID, Options: opts}
+	}
+	if err := d.Finish(ctx, spec("exec/start#1", map[string]any{"stream": stream})); err != nil {
+		t.Fatalf("finish on a stream that does not exist: %v", err)
+	}
+	if err := rdb.XGroupCreateMkStream(ctx, stream, "named", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []cursor.Spec{
+		spec("exec/start#1", map[string]any{"stream": stream}),
+		spec("exec/start#1", map[string]any{"stream": stream, "group": "named"}),
+		spec("", map[string]any{"stream": stream}),
+	} {
+		if err := d.Finish(ctx, s); err != nil {
+			t.Fatalf("finish %v: %v", s.Options, err)
+		}
+	}
+	groups, err := rdb.XInfoGroups(ctx, stream).Result()
+	if err != nil || len(groups) != 1 || groups[0].Name != "named" {
+		t.Fatalf("groups %+v (err %v), want the named one left", groups, err)
+	}
+}

@@ -3,7 +3,9 @@ package drivertest
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/builtin"
+	"github.com/cursorflow/cursorflow/tools/fn"
 )
 
 // DefaultLoop is the run id of the cursor loop a drain playbook runs in
@@ -46,6 +49,10 @@ type DrainConfig struct {
 	// a host's own tools (fn.New), say one that lets the test see what a
 	// loop's body was given.
 	Tools map[string]tools.Tool
+	// Shutdown shuts the engine down (Engine.Shutdown) once the execution
+	// ended, so that what the engine does after the end of a loop or of
+	// the execution (a driver's cursor.Finisher) is done when Run returns.
+	Shutdown bool
 }
 
 // Result is what a completed drain left behind.
@@ -89,6 +96,125 @@ func Run(ctx context.Context, t testing.TB, cfg DrainConfig) Result {
 	if err != nil {
 		t.Fatal(err)
 	}
+	log := eventlog.NewMemory()
+	e := newEngine(t, cfg, log, newRegistries(t, cfg))
+
+	began := time.Now()
+	id, err := e.Start(ctx, src, engine.StartOptions{File: cfg.PlaybookFile, Workload: cfg.Workload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wait(ctx, t, cfg, e, log, id, began)
+}
+
+// Interrupted runs cfg.PlaybookFile, whose loop body must be a tool of
+// kind "body", as a process that dies mid-loop and one that resumes: the
+// first engine is closed (Engine.Close) while the body's first call runs,
+// before the loop can end; then interrupted is called; then a second
+// engine on the same event log resumes the execution and Interrupted
+// waits for it to end, as Run does. The first call of the body fails
+// with its context's error once the close cuts it short; every other
+// call succeeds.
+func Interrupted(ctx context.Context, t testing.TB, cfg DrainConfig, interrupted func()) Result {
+	t.Helper()
+	if cfg.Loop == "" {
+		cfg.Loop = DefaultLoop
+	}
+	src, err := os.ReadFile(cfg.PlaybookFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := holdBody(&cfg)
+	regs := newRegistries(t, cfg)
+	log := eventlog.NewMemory()
+	e1 := newEngine(t, cfg, log, regs)
+	began := time.Now()
+	id, err := e1.Start(ctx, src, engine.StartOptions{File: cfg.PlaybookFile, Workload: cfg.Workload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitBody(ctx, t, running)
+	if err := e1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	interrupted()
+	e2 := newEngine(t, cfg, log, regs)
+	if err := e2.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	return wait(ctx, t, cfg, e2, log, id, began)
+}
+
+// Cancelled runs cfg.PlaybookFile, whose loop body must be a tool of
+// kind "body", and cancels the execution (Engine.Cancel) while the body's
+// first call runs; then it waits for the execution to end, as Run does.
+// The first call of the body returns its context's error once the cancel
+// reaches it; every other call succeeds.
+func Cancelled(ctx context.Context, t testing.TB, cfg DrainConfig) Result {
+	t.Helper()
+	if cfg.Loop == "" {
+		cfg.Loop = DefaultLoop
+	}
+	src, err := os.ReadFile(cfg.PlaybookFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := holdBody(&cfg)
+	log := eventlog.NewMemory()
+	e := newEngine(t, cfg, log, newRegistries(t, cfg))
+	began := time.Now()
+	id, err := e.Start(ctx, src, engine.StartOptions{File: cfg.PlaybookFile, Workload: cfg.Workload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitBody(ctx, t, running)
+	if err := e.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	return wait(ctx, t, cfg, e, log, id, began)
+}
+
+// holdBody registers in cfg the tool "body", whose first call waits for
+// its context's end and returns its error; every other call succeeds. The
+// returned channel is closed as the first call starts.
+func holdBody(cfg *DrainConfig) <-chan struct{} {
+	var first sync.Once
+	running := make(chan struct{})
+	cfg.Tools = maps.Clone(cfg.Tools)
+	if cfg.Tools == nil {
+		cfg.Tools = map[string]tools.Tool{}
+	}
+	cfg.Tools["body"] = fn.New(func(ctx context.Context, _ *tools.Call) (any, error) {
+		held := false
+		first.Do(func() { held = true; close(running) })
+		if held {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return nil, nil
+	})
+	return running
+}
+
+// awaitBody waits for the first call of holdBody's tool.
+func awaitBody(ctx context.Context, t testing.TB, running <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-running:
+	case <-ctx.Done():
+		t.Fatalf("the body was never called: %v", ctx.Err())
+	}
+}
+
+type registries struct {
+	tools   *tools.Registry
+	cursors *cursor.Registry
+}
+
+// newRegistries registers the built-in tools, cfg.Tools and cfg.Driver;
+// they are closed when the test ends.
+func newRegistries(t testing.TB, cfg DrainConfig) registries {
+	t.Helper()
 	treg, tclose := builtin.NewRegistry(builtin.Options{Keychain: cfg.Keychain})
 	t.Cleanup(func() { _ = tclose.Close() })
 	for kind, tool := range cfg.Tools {
@@ -101,24 +227,34 @@ func Run(ctx context.Context, t testing.TB, cfg DrainConfig) Result {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = creg.Close() })
-	log := eventlog.NewMemory()
-	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: cfg.Keychain, Tick: Tick,
+	return registries{tools: treg, cursors: creg}
+}
+
+// newEngine starts an engine on log, closed when the test ends.
+func newEngine(t testing.TB, cfg DrainConfig, log eventlog.Log, regs registries) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(engine.Config{Log: log, Tools: regs.tools, Cursors: regs.cursors, Keychain: cfg.Keychain, Tick: Tick,
 		AllowCursorURL: true}) // the test's own playbooks (s3prefix's names its bucket with url:)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
+	return e
+}
 
-	began := time.Now()
-	id, err := e.Start(ctx, src, engine.StartOptions{File: cfg.PlaybookFile, Workload: cfg.Workload})
-	if err != nil {
-		t.Fatal(err)
-	}
+// wait waits for execution id on e and gathers the Result.
+func wait(ctx context.Context, t testing.TB, cfg DrainConfig, e *engine.Engine, log eventlog.Log, id string, began time.Time) Result {
+	t.Helper()
 	sum, err := e.Wait(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := Result{ExecutionID: id, Summary: sum, Elapsed: time.Since(began)}
+	if cfg.Shutdown {
+		if err := e.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if r.Events, err = log.Read(ctx, id, 0, 0); err != nil {
 		t.Fatal(err)
 	}
