@@ -277,6 +277,40 @@ func TestPrevAcrossRetryAndSet(t *testing.T) {
 	})
 }
 
+// TestCarryKeepsIntegers: a pipeline's _prev and locals cross a durable
+// retry in its carry, which was decoded with every number a float64: in
+// the retried task (and every task after it) 42 rendered as "42.0" and
+// an id past 2^53 came back one less (9007199254740993 as
+// 9007199254740992).
+func TestCarryKeepsIntegers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    tool:
+      - name: generate
+        kind: rec
+        key: gen
+        record_id: 9007199254740993
+        n: 42
+        f: 2.5
+      - name: flaky
+        kind: rec
+        key: flaky
+        fail_attempts: 1
+        retry: {max_attempts: 2}
+        saw: '{{ _prev.record_id }}'
+        text: 'n={{ _prev.n }} f={{ _prev.f }}'
+`, nil)
+	defer dumpOnFail(t, evs)
+	got := data(t, sum, "start")
+	if sum.Status != engine.StatusCompleted || got["saw"] != int64(9007199254740993) || got["text"] != "n=42 f=2.5" {
+		t.Fatalf("status %s (%s), the retried task saw %#v and rendered %q, want 9007199254740993 and \"n=42 f=2.5\"",
+			sum.Status, sum.Error, got["saw"], got["text"])
+	}
+}
+
 // TestWorkbookActionRetry: an action's own retry block applies when it is
 // called.
 func TestWorkbookActionRetry(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/tools"
 )
@@ -554,7 +555,9 @@ func (cs *chainState) carry() map[string]any {
 	}
 	b, _ := json.Marshal(&c)
 	var m map[string]any
-	_ = json.Unmarshal(b, &m)
+	// jsonnum, not json.Unmarshal, which would make every number a
+	// float64: an id past 2^53 in iter or a local would lose digits.
+	_ = jsonnum.Unmarshal(b, &m)
 	return m
 }
 
@@ -568,7 +571,7 @@ func chainFromCarry(carry map[string]any) chainState {
 	}
 	cs := new(chainState)
 	b, _ := json.Marshal(carry)
-	_ = json.Unmarshal(b, cs)
+	_ = jsonnum.Unmarshal(b, cs)
 	if p, ok := cs.Locals["_prev"]; ok {
 		cs.setPrev(p)
 	}

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // EnvCredentialPrefix is the prefix EnvKeychain puts before an alias when
@@ -111,7 +113,8 @@ func ParseCredential(alias, value string) (Credential, error) {
 		return Credential{Alias: alias, URL: value}, nil
 	}
 	var raw map[string]any
-	if err := json.Unmarshal([]byte(value), &raw); err != nil {
+	// jsonnum: a numeric field past 2^53 (an account id) keeps its digits.
+	if err := jsonnum.Unmarshal([]byte(value), &raw); err != nil {
 		return Credential{}, fmt.Errorf("tools: credential %q: invalid JSON", alias)
 	}
 	return credentialFromMap(alias, raw), nil

@@ -32,6 +32,9 @@ func TestKeychains(t *testing.T) {
 	t.Setenv("CURSORFLOW_CREDENTIAL_HOOK", `{"url": "https://hook", "token": "t0k"}`)
 	t.Setenv("CURSORFLOW_CREDENTIAL_SCOPED", `{"token": "t1k", "hosts": "a.example.com, b.example.com"}`)
 	t.Setenv("CURSORFLOW_CREDENTIAL_BROKEN", `{not json secret`)
+	// Numeric fields keep their digits: a float64 made 9007199254740993
+	// 9007199254740992 and 123456789012345678901 123456789012345680000.
+	t.Setenv("CURSORFLOW_CREDENTIAL_ACCOUNT", `{"url": "https://acct", "project": 9007199254740993, "account": 123456789012345678901, "ratio": 0.5}`)
 
 	static := tools.StaticURLs(map[string]string{"pg_main": "postgres://static@db/x"})
 	chain := tools.ChainKeychain{static, nil, tools.EnvKeychain{}, fileKC}
@@ -47,6 +50,8 @@ func TestKeychains(t *testing.T) {
 		{"static alias filled", tools.StaticKeychain{"x": {URL: "u"}}, "x", tools.Credential{Alias: "x", URL: "u"}, ""},
 		{"env normalises alias", tools.EnvKeychain{}, "pg-k8s.main", tools.Credential{Alias: "pg-k8s.main", URL: "postgres://env@db/x"}, ""},
 		{"env json", tools.EnvKeychain{}, "hook", tools.Credential{Alias: "hook", URL: "https://hook", Fields: map[string]string{"token": "t0k"}}, ""},
+		{"env json numbers", tools.EnvKeychain{}, "account", tools.Credential{Alias: "account", URL: "https://acct",
+			Fields: map[string]string{"project": "9007199254740993", "account": "123456789012345678901", "ratio": "0.5"}}, ""},
 		{"env bad json names variable not value", tools.EnvKeychain{}, "broken", tools.Credential{}, "CURSORFLOW_CREDENTIAL_BROKEN holds invalid JSON"},
 		{"file url string", fileKC, "pg_main", tools.Credential{Alias: "pg_main", URL: "postgres://u:p@db/app"}, ""},
 		{"env hosts", tools.EnvKeychain{}, "scoped", tools.Credential{Alias: "scoped", Fields: map[string]string{"token": "t1k"}, Hosts: []string{"a.example.com", "b.example.com"}}, ""},

@@ -139,7 +139,7 @@ func TestNormalize(t *testing.T) {
 		{"time is UTC RFC3339", ts, "2024-01-02T02:04:05.0000006Z"},
 		{"utf8 bytes", []byte("abc"), "abc"},
 		{"binary bytes", []byte{0xff, 0x00}, "/wA="},
-		{"raw json", json.RawMessage(`{"a":[1,"x"]}`), map[string]any{"a": []any{float64(1), "x"}}},
+		{"raw json", json.RawMessage(`{"a":[1,"x",2.5],"id":18446744073709551615}`), map[string]any{"a": []any{int64(1), "x", 2.5}, "id": "18446744073709551615"}},
 		{"big int", big.NewInt(42), int64(42)},
 		{"nested", map[string]any{"a": []any{int32(1), ts}}, map[string]any{"a": []any{int64(1), "2024-01-02T02:04:05.0000006Z"}}},
 		{"typed slice", myInts{1, 2}, []any{int64(1), int64(2)}},

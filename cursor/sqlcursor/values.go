@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 )
 
 // Normalize converts a database value into a JSON-friendly Go value:
@@ -69,8 +71,10 @@ func Normalize(v any) any {
 	case time.Time:
 		return v.UTC().Format(time.RFC3339Nano)
 	case json.RawMessage:
-		var out any
-		if err := json.Unmarshal(v, &out); err != nil {
+		// jsonnum, not json.Unmarshal: an id in a JSON column must not
+		// come back as a float64 that lost its digits.
+		out, err := jsonnum.Decode(v)
+		if err != nil {
 			return string(v)
 		}
 		return Normalize(out)

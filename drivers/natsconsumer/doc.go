@@ -55,8 +55,10 @@
 //
 // A claim is a no-wait pull (FetchNoWait) of up to max messages.
 // Row.Key is the message's stream sequence, Row.Values the payload's
-// fields when it is a JSON object (integral numbers as int64), else
-// {"data": payload as text}; Lease.Attempt is the delivery count,
+// fields when it is a JSON object (integers as int64, one past int64 as
+// its exact decimal text, other numbers float64), else
+// {"data": payload as text}, plus the message's headers when it has any
+// (below); Lease.Attempt is the delivery count,
 // Lease.Deadline the claim time plus the lease, and Lease.Token the
 // message's ack reply subject. Zero rows means the consumer has nothing
 // to deliver: no new message and none whose AckWait ran out (the driver
@@ -70,6 +72,19 @@
 // runs (raw bytes would reach sql_literal, which refuses them, and be
 // recorded with U+FFFD in place of each invalid byte). Valid UTF-8 is
 // never changed.
+//
+// A message's headers are the row's "headers" value, {name: value}: every
+// header the publisher set (Nats-Msg-Id included, which the nats tool's
+// js_get_msg leaves out with the server's own Nats- headers of a direct
+// get), names as written (NATS headers are case-sensitive), and a
+// name set more than once its values joined with ", ", as an HTTP field's
+// are and as the nats tool's js_get_msg gives them, so a header is always
+// a string: {{ iter.msg.headers['Trace-Id'] }}. Text that is not UTF-8
+// has U+FFFD in place of its bad bytes, for the reason above. A message
+// without headers has no "headers" value (test it with is defined or
+// default({})), and a JSON payload with a "headers" field of its own
+// keeps that field: the payload's fields win, as they did before headers
+// were given.
 //
 // The lease is the consumer's AckWait: Spec.Lease (the frame's
 // lease_seconds; a minute when zero), set when the driver creates or

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/cursorflow/cursorflow/drivers/internal/deadtest"
@@ -293,5 +294,110 @@ func TestPlaybookBinaryPayloads(t *testing.T) {
 	}
 	if got, want := bodies.Values("data_base64"), []any{false, true, true}; !reflect.DeepEqual(got, want) {
 		t.Errorf("the body was given data_base64 %v, want %v", got, want)
+	}
+}
+
+// TestPlaybookBigIntegerIDs drains messages whose JSON ids do not fit an
+// int64 (a uint64 id, a 30-digit number) into a numeric column: the
+// stored id must be the message's, digit for digit, whether the body
+// writes it as rendered or as an SQL literal. The payload's decoding made
+// such an id a float64, so 18446744073709551615 was stored as
+// 18446744073709552000 and a statement that picked a row by it matched
+// another row or none. An id that fits an int64 is unchanged.
+func TestPlaybookBigIntegerIDs(t *testing.T) {
+	_, js, base := admin(t)
+	name := "E2E_BIGID_" + testenv.RandomSuffix(t)
+	newStreams(t, js, name, 0)
+	sink := testenv.PostgresSchema(t)
+	testenv.Exec(t, sink, `CREATE TABLE sink (name text PRIMARY KEY, id numeric, id_literal numeric, id_json jsonb)`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ids := map[string]string{
+		"uint64": "18446744073709551615",
+		"big":    "123456789012345678901234567890",
+		"round":  "10000000000000000000",
+		"int64":  "9223372036854775807",
+	}
+	var seqs []string
+	for label, id := range ids {
+		ack, err := js.Publish(ctx, name+".jobs", []byte(`{"name": "`+label+`", "id": `+id+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, strconv.FormatUint(ack.Sequence, 10))
+	}
+
+	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/bigid_drain.yaml",
+		Kind:         "natsconsumer",
+		Driver:       natsconsumer.New(natsconsumer.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"nats_queue": base, "sink_db": sink}),
+		Workload:     map[string]any{"stream": name, "table": "sink"},
+	})
+	drivertest.ExpectEachOnceOK(t, r.Events, seqs)
+	for label, id := range ids {
+		var stored, literal, inJSON string
+		testenv.QueryRow(t, sink, `SELECT id::text, id_literal::text, id_json->>'id' FROM sink WHERE name = '`+label+`'`,
+			&stored, &literal, &inJSON)
+		if stored != id || literal != id || inJSON != id {
+			t.Errorf("message %s with id %s: stored id %s, as a literal %s, in tojson %s", label, id, stored, literal, inJSON)
+		}
+	}
+}
+
+// TestPlaybookHeaders drains messages with and without headers: a body
+// reads a message's headers as iter.msg.headers, {name: value} with a
+// name set more than once joined with ", ", and the claim records them
+// with the rest of the row, so a frame re-run from the log sees them too.
+// A message without headers has no headers value, and a JSON payload's
+// own headers field is kept. The driver gave the payload alone.
+func TestPlaybookHeaders(t *testing.T) {
+	_, js, base := admin(t)
+	name := "E2E_HEADERS_" + testenv.RandomSuffix(t)
+	newStreams(t, js, name, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var seqs []string
+	for _, m := range []*nats.Msg{
+		{Data: []byte(`{"name": "traced"}`), Header: nats.Header{"Trace-Id": {"t-1"}, "Tag": {"a", "b"}}},
+		{Data: []byte(`plain`), Header: nats.Header{"Trace-Id": {"t-2"}, "Bad": {"x\xffy"}}},
+		{Data: []byte(`{"name": "bare"}`)},
+		{Data: []byte(`{"name": "own", "headers": {"Trace-Id": "from-payload"}}`), Header: nats.Header{"Trace-Id": {"t-4"}}},
+	} {
+		m.Subject = name + ".jobs"
+		ack, err := js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, strconv.FormatUint(ack.Sequence, 10))
+	}
+
+	var bodies drivertest.Bodies
+	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/headers_drain.yaml",
+		Kind:         "natsconsumer",
+		Driver:       natsconsumer.New(natsconsumer.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"nats_queue": base}),
+		Workload:     map[string]any{"stream": name},
+		Tools:        map[string]tools.Tool{"body": bodies.Tool()},
+	})
+	drivertest.ExpectEachOnceOK(t, r.Events, seqs)
+
+	// Sorted by their fmt form, as drivertest sorts them.
+	if got, want := bodies.Values("trace"), []any{"from-payload", "none", "t-1", "t-2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("the bodies read Trace-Id %q, want %q", got, want)
+	}
+	wantJSON := []any{`{"Bad": "x` + "\uFFFD" + `y", "Trace-Id": "t-2"}`, `{"Tag": "a, b", "Trace-Id": "t-1"}`, `{"Trace-Id": "from-payload"}`, `{}`}
+	if got := bodies.Values("headers"); !reflect.DeepEqual(got, wantJSON) {
+		t.Errorf("the bodies were given headers %q, want %q", got, wantJSON)
+	}
+	wantClaimed := []any{
+		nil,
+		map[string]any{"Bad": "x\uFFFDy", "Trace-Id": "t-2"},
+		map[string]any{"Tag": "a, b", "Trace-Id": "t-1"},
+		map[string]any{"Trace-Id": "from-payload"},
+	}
+	if got := drivertest.ClaimedValues(t, r.Events, "headers"); !reflect.DeepEqual(got, wantClaimed) {
+		t.Errorf("frame.claimed recorded headers %#v, want %#v", got, wantClaimed)
 	}
 }

@@ -488,14 +488,39 @@ func (c *Cursor) rows(msgs []jetstream.Msg, start time.Time) (live []cursor.Row,
 	return live, dead, nil
 }
 
-// rowOf is the row of message m, without a lease: key, values and the
-// delivery count.
+// rowOf is the row of message m, without a lease: key, values (with the
+// message's headers, see withHeaders) and the delivery count.
 func rowOf(m jetstream.Msg, md *jetstream.MsgMetadata) cursor.Row {
 	return cursor.Row{
 		Key:    strconv.FormatUint(md.Sequence.Stream, 10),
-		Values: Values(m.Data()),
+		Values: withHeaders(Values(m.Data()), m.Headers()),
 		Lease:  cursor.Lease{Attempt: int(min(md.NumDelivered, math.MaxInt32))},
 	}
+}
+
+// withHeaders adds hdr to values under "headers" as {name: value}: a
+// name's values joined with ", " (as an HTTP field's are combined, and as
+// the nats tool's js_get_msg gives them), so that a body reads every
+// header the same way, a string, however many times it was set. Names
+// keep their case (NATS headers are case-sensitive). Text that is not
+// UTF-8 has U+FFFD in place of its bad bytes here rather than when the
+// log records the row, so a frame re-run from the log sees what the first
+// run saw. A message without headers gets no "headers" value, and a JSON
+// payload with a "headers" field of its own keeps it: the payload's
+// fields are what a body read before headers were given, and they win.
+func withHeaders(values map[string]any, hdr nats.Header) map[string]any {
+	if len(hdr) == 0 {
+		return values
+	}
+	if _, taken := values["headers"]; taken {
+		return values
+	}
+	h := make(map[string]any, len(hdr))
+	for name, vs := range hdr {
+		h[strings.ToValidUTF8(name, "\uFFFD")] = strings.ToValidUTF8(strings.Join(vs, ", "), "\uFFFD")
+	}
+	values["headers"] = h
+	return values
 }
 
 func (c *Cursor) leaseOf() time.Duration {
@@ -506,7 +531,8 @@ func (c *Cursor) leaseOf() time.Duration {
 }
 
 // Values turns a message payload into row values: a JSON object's fields
-// (integral numbers as int64, other numbers float64), or else
+// (integers as int64, or their exact decimal text past int64; other
+// numbers float64), or else
 // {"data": payload as text}. A payload that is not valid UTF-8 is
 // {"data": payload in base64 (standard encoding), "data_base64": true},
 // whatever its shape: the engine's log holds only text, and a JSON object

@@ -68,7 +68,9 @@ func TestValues(t *testing.T) {
 		want map[string]any
 	}{
 		{`{"n": 1, "f": 2.5, "s": "x", "l": [1, {"a": null}]}`, map[string]any{"n": int64(1), "f": 2.5, "s": "x", "l": []any{int64(1), map[string]any{"a": nil}}}},
-		{`  {"big": 12345678901234567890}`, map[string]any{"big": 1.2345678901234567e19}},
+		// An integer past int64 keeps its digits (a float64 would be
+		// 12345678901234567168).
+		{`  {"big": 12345678901234567890, "e": 1e19}`, map[string]any{"big": "12345678901234567890", "e": 1e19}},
 		{`[1, 2]`, map[string]any{"data": "[1, 2]"}},
 		{`plain text`, map[string]any{"data": "plain text"}},
 		{`{"a": 1} {"b": 2}`, map[string]any{"data": `{"a": 1} {"b": 2}`}},

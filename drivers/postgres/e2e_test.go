@@ -111,3 +111,38 @@ func TestPlaybookRefusesDuplicateKeys(t *testing.T) {
 		t.Fatalf("rows %v, want %v: the refused claim must roll back", got, want)
 	}
 }
+
+// TestPlaybookBigJSONIntegers drains a table whose jsonb payloads carry
+// ids past int64; the body marks the row by its payload's id. The claim's
+// jsonb decoded such an id as a float64, so the body of the row with id
+// 18446744073709551615 marked the row with id 18446744073709552000 (what
+// the float64 prints as) a second time and its own row was never marked.
+// Every row must be marked once, by its own body, with its own id, digit
+// for digit.
+func TestPlaybookBigJSONIntegers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db := testenv.PostgresSchema(t)
+	testenv.Exec(t, db, `CREATE TABLE jobs (seq serial PRIMARY KEY, payload jsonb NOT NULL,
+		status text NOT NULL DEFAULT 'pending', seen numeric, marks int NOT NULL DEFAULT 0);
+		INSERT INTO jobs (payload) VALUES ('{"id": 18446744073709551615}'), ('{"id": 18446744073709552000}'),
+		('{"id": 123456789012345678901234567890}'), ('{"id": 9223372036854775807}'), ('{"id": 42}')`)
+	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
+		PlaybookFile: "testdata/bigid_drain.yaml",
+		Kind:         "postgres",
+		Driver:       postgres.New(postgres.Config{}),
+		Keychain:     tools.StaticURLs(map[string]string{"queue_db": db}),
+		Workload:     map[string]any{"table": "jobs"},
+	})
+	drivertest.ExpectEachOnceOK(t, r.Events, []string{"1", "2", "3", "4", "5"})
+	var got []string
+	testenv.QueryRow(t, db, `SELECT array_agg(payload->>'id' || ' ' || status || ' ' || coalesce(seen::text, 'unmarked') || ' x' || marks ORDER BY seq) FROM jobs`, &got)
+	want := []string{
+		"18446744073709551615 done 18446744073709551615 x1", "18446744073709552000 done 18446744073709552000 x1",
+		"123456789012345678901234567890 done 123456789012345678901234567890 x1",
+		"9223372036854775807 done 9223372036854775807 x1", "42 done 42 x1",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rows (payload id, status, id the body marked it with, times marked):\n%q\nwant\n%q", got, want)
+	}
+}

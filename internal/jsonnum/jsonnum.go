@@ -1,8 +1,10 @@
 // Package jsonnum decodes JSON the way every part of cursorflow wants its
-// numbers: an integer that fits is int64, any other number float64 (one
-// float64 cannot hold is kept as its text), so an id read back from the
-// log, a column or a request renders as 42, not 42.0, and never loses
-// digits. It is the one place that does this.
+// numbers: an integer that fits is int64, an integer that does not (a
+// uint64 id such as 18446744073709551615) its exact decimal text, any
+// other number float64 (one float64 cannot hold is kept as its text), so
+// an id read back from the log, a column, a message or a request renders
+// as 42, not 42.0, and never loses digits. It is the one place that does
+// this.
 package jsonnum
 
 import (
@@ -11,18 +13,27 @@ import (
 	"errors"
 	"reflect"
 	"strconv"
+	"strings"
 )
 
-// Number converts n: int64 when it is an integer that fits, else float64,
-// else (out of float64's range) its text.
+// Number converts n: int64 when it is an integer that fits; its text when
+// it is an integer literal that does not (a float64 would round
+// 18446744073709551615 to 18446744073709551616, and a body that marks the
+// row by that id would match another row or none; even an integer a
+// float64 holds exactly, 10000000000000000000, would render as 1e+19);
+// else float64, else (out of float64's range) its text.
 func Number(n json.Number) any {
-	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+	s := string(n)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return i
 	}
-	if f, err := strconv.ParseFloat(string(n), 64); err == nil {
+	if !strings.ContainsAny(s, ".eE") {
+		return s
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
 		return f
 	}
-	return string(n)
+	return s
 }
 
 // Normalize replaces every json.Number inside v — a value decoded with

@@ -24,6 +24,51 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+// TestBigIntegers: an integer literal past int64 (a uint64 id, a
+// 30-digit number) keeps its exact text whichever way it is decoded,
+// where a float64 would render 18446744073709551615 as
+// 18446744073709552000; fractions and exponents stay float64.
+func TestBigIntegers(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		want any
+	}{
+		{"18446744073709551615", "18446744073709551615"},
+		{"-9223372036854775809", "-9223372036854775809"},
+		{"123456789012345678901234567890", "123456789012345678901234567890"},
+		{"10000000000000000000", "10000000000000000000"},
+		{"9223372036854775807", int64(9223372036854775807)},
+		{"-9223372036854775808", int64(-9223372036854775808)},
+		{"18446744073709551615.0", 18446744073709551615.0},
+		{"1e19", 1e19},
+		{"1E400", "1E400"},
+	} {
+		if got := Number(json.Number(c.in)); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("Number(%s) = %#v, want %#v", c.in, got, c.want)
+		}
+		doc := `{"id": ` + c.in + `}`
+		// The plain parser, the Decoder (which Decode falls back to on a
+		// string that is not UTF-8) and Unmarshal into a struct.
+		for _, data := range []string{doc, `{"x": "` + "ÿ" + `", "id": ` + c.in + `}`} {
+			got, err := Decode([]byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id := got.(map[string]any)["id"]; !reflect.DeepEqual(id, c.want) {
+				t.Errorf("Decode(%q) id = %#v, want %#v", data, id, c.want)
+			}
+		}
+		var v struct{ ID any }
+		if err := Unmarshal([]byte(doc), &v); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(v.ID, c.want) {
+			t.Errorf("Unmarshal(%s) id = %#v, want %#v", doc, v.ID, c.want)
+		}
+	}
+}
+
 type embedded struct{ E any }
 
 func TestUnmarshal(t *testing.T) {

@@ -41,8 +41,8 @@
 // float4/float8 → float64 (NaN and ±Infinity stay strings); numeric →
 // int64 when integral and in range, float64 when float64 holds the
 // decimal exactly (12.50 → 12.5), otherwise its exact text; json/jsonb →
-// the parsed value (integers int64); timestamptz → RFC 3339 with offset;
-// timestamp → ISO 8601 without zone; arrays of the types above → []any
+// the parsed value (integers int64, their exact text past int64);
+// timestamptz → RFC 3339 with offset; timestamp → ISO 8601 without zone; arrays of the types above → []any
 // (nested for several dimensions); NULL → nil; everything else (text,
 // uuid, date, interval, bytea as \x..., ...) → its text.
 //
