@@ -396,11 +396,19 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			p.Released += len(bad)
 		case errors.Is(err, cursor.ErrUnsupported):
 			// No release statement: failed rows stay with the playbook's
-			// own SQL, as documented; interrupted ones are recorded.
+			// own SQL, as documented; interrupted ones are recorded as
+			// abandoned, the others as unreleased, so that the loop's
+			// count of rows left claimed includes them (neither stops
+			// the loop).
 			if len(cut) > 0 {
 				p.Abandoned = append(p.Abandoned, cut...)
 				w.logger().Error("cursor: rows a cancel interrupted could not be handed back; they stay claimed in the source",
 					"step", cmd.Step, "command_id", cmd.ID, "keys", cut, "error", err)
+			}
+			for _, r := range bad {
+				if !slices.Contains(cut, r.Key) {
+					p.Unreleased = append(p.Unreleased, r.Key)
+				}
 			}
 		case driver.Features().LeaseExpiry:
 			// The source gives them out again once their lease runs out.

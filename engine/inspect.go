@@ -56,8 +56,13 @@ type LoopStatus struct {
 	// Abandoned counts rows the engine gave up on that stay claimed in
 	// the source: their release (or the frame's) failed. They are listed
 	// in frame.done's abandoned and need a hand: they never run again.
-	Abandoned int  `json:"abandoned,omitempty"`
-	Finished  bool `json:"finished"`
+	Abandoned int `json:"abandoned,omitempty"`
+	// Unreleased counts failed rows that stay claimed in the source
+	// because the cursor has no release statement to hand them back (as
+	// validate warns): they wait for the playbook's own SQL, or a hand.
+	// Abandoned + Unreleased are the loop's rows left claimed.
+	Unreleased int  `json:"unreleased,omitempty"`
+	Finished   bool `json:"finished"`
 	// StartedAt is when the loop started; Rate is Done per second from
 	// then to the last item or frame that finished.
 	StartedAt time.Time `json:"started_at,omitzero"`
@@ -115,6 +120,7 @@ func (s *State) loopStatus(id string, l *loopState) LoopStatus {
 	switch l.Mode {
 	case dsl.ModeCursor:
 		ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead, ls.Abandoned = l.Frames, l.Rows, l.OK, l.Failed, l.Dead, l.Abandoned
+		ls.Unreleased = l.Unreleased
 		ls.Done = l.OK + l.Failed + l.Dead
 	case dsl.ModeFanout:
 		// A fan-out loop counts its shards.

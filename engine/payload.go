@@ -238,6 +238,12 @@ type frameDonePayload struct {
 	// dead-letter or release them was lost): the source may still hold
 	// them claimed.
 	Abandoned []string `json:"abandoned,omitempty"`
+	// Unreleased lists the keys of failed rows that the cursor could not
+	// hand back because it has no release statement: they stay claimed in
+	// the source, by the playbook's design (validate warns of it), for
+	// its own SQL to deal with. Unlike Abandoned, nothing went wrong:
+	// they only count in the loop's rows left claimed (LoopStatus).
+	Unreleased []string `json:"unreleased,omitempty"`
 }
 
 func (p frameClaimedPayload) appendJSON(b []byte) ([]byte, error) {
@@ -346,6 +352,7 @@ func (p frameDonePayload) appendJSON(b []byte) ([]byte, error) {
 		b = strconv.AppendInt(b, p.ClaimOpenUs, 10)
 	}
 	b = appendStrings(b, "abandoned", p.Abandoned)
+	b = appendStrings(b, "unreleased", p.Unreleased)
 	return append(b, '}'), nil
 }
 
@@ -368,6 +375,8 @@ type frameDoneSummary struct {
 	Released int            `json:"released,omitempty"`
 	// Abandoned is how many keys frame.done's abandoned lists.
 	Abandoned int `json:"-"`
+	// Unreleased is how many keys frame.done's unreleased lists.
+	Unreleased int `json:"-"`
 }
 
 // UnmarshalJSON reads the summary without decodeMember (an abandoned
@@ -376,13 +385,14 @@ func (p *frameDoneSummary) UnmarshalJSON(b []byte) error {
 	type plain frameDoneSummary
 	var full struct {
 		plain
-		Abandoned []string `json:"abandoned"`
+		Abandoned  []string `json:"abandoned"`
+		Unreleased []string `json:"unreleased"`
 	}
 	if err := unmarshal(b, &full); err != nil {
 		return err
 	}
 	*p = frameDoneSummary(full.plain)
-	p.Abandoned = len(full.Abandoned)
+	p.Abandoned, p.Unreleased = len(full.Abandoned), len(full.Unreleased)
 	return nil
 }
 
@@ -404,6 +414,12 @@ func (p *frameDoneSummary) decodeMember(key string, raw []byte) error {
 			return err
 		}
 		p.Abandoned = len(keys)
+	case "unreleased":
+		var keys []string
+		if err := unmarshal(raw, &keys); err != nil {
+			return err
+		}
+		p.Unreleased = len(keys)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ func TestMemberDecodersAgree(t *testing.T) {
 		`{"drained":true,"counts":{"rows":0,"ok":0,"failed":0,"dead":0}}`,
 		`{"counts":{"rows":2,"ok":1,"failed":1,"dead":0},"fail":"","ctx":null}`,
 		`{"counts":{"rows":2,"ok":1,"failed":1,"dead":0},"abandoned":["7","q\"]"]}`,
+		`{"counts":{"rows":2,"ok":1,"failed":1,"dead":0},"abandoned":["7"],"unreleased":["8","q\"]"]}`,
 	} {
 		ev := eventlog.Event{Payload: []byte(payload)}
 		var fast, whole frameClaimedRaw
@@ -51,6 +52,12 @@ func TestMemberDecodersAgree(t *testing.T) {
 		var fd frameDoneSummary
 		if err := decode(eventlog.Event{Payload: []byte(p)}, &fd); err != nil || fd.Abandoned != 2 {
 			t.Errorf("%s: abandoned %d (%v), want 2", p, fd.Abandoned, err)
+		}
+	}
+	for _, p := range []string{`{"unreleased":["7","q\"]"]}`, `{"\u0075nreleased":["7","8"]}`} {
+		var fd frameDoneSummary
+		if err := decode(eventlog.Event{Payload: []byte(p)}, &fd); err != nil || fd.Unreleased != 2 {
+			t.Errorf("%s: unreleased %d (%v), want 2", p, fd.Unreleased, err)
 		}
 	}
 	for _, bad := range []string{`[1]`, `{"counts":{"rows":"x"}}`, `{"drained":1}`} {
@@ -99,6 +106,9 @@ func TestPayloadAppendersAgree(t *testing.T) {
 		}
 		if r.IntN(3) == 0 {
 			done.Abandoned = []string{text(), text()}
+		}
+		if r.IntN(3) == 0 {
+			done.Unreleased = []string{text()}
 		}
 		for _, p := range []any{claimed, done} {
 			want, err := json.Marshal(p)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/cursorflow/cursorflow/dsl"
@@ -83,7 +84,7 @@ const (
 	errKindRateLimit   = "rate_limit"   // HTTP 429
 	errKindAuth        = "auth"         // HTTP 401, 403
 	errKindNotFound    = "not_found"    // HTTP 404
-	errKindTimeout     = "timeout"      // HTTP 408, 504
+	errKindTimeout     = "timeout"      // HTTP 408, 504, or out of time (see timedOut)
 	errKindServerError = "server_error" // other HTTP 5xx
 	errKindClientError = "client_error" // other HTTP 4xx
 	errKindError       = "error"        // anything else
@@ -117,9 +118,29 @@ func structuredOutput(out map[string]any) (map[string]any, bool) {
 		ev["status"] = code
 		ev["kind"], ev["retryable"] = httpErrorKind(code)
 	}
+	if timedOut(out) {
+		ev["kind"], ev["retryable"] = errKindTimeout, true
+	}
 	o := copyMap(out)
 	o["error"] = ev
 	return o, true
+}
+
+// timedOut reports whether a failed call ran out of time without a status
+// to say so: the tool says it did (an http call's output.http.timeout, a
+// postgres statement's data.timeout), or the step's or task's
+// spec.timeout cut the call (runTask names that deadline first in the
+// error). Its verdict is the worker's, made where the outcome is judged:
+// the decision it leads to is recorded, never made again from the log.
+func timedOut(out map[string]any) bool {
+	if h, ok := out["http"].(map[string]any); ok && h["timeout"] == true {
+		return true
+	}
+	if d, ok := out["data"].(map[string]any); ok && d["timeout"] == true {
+		return true
+	}
+	msg, _ := out["error"].(string)
+	return strings.HasPrefix(msg, timeoutReachedPrefix)
 }
 
 // httpErrorKind classifies an HTTP error status, and says whether the

@@ -162,7 +162,7 @@ func errorClass(class string, out map[string]any) bool {
 	case "error":
 		return true
 	case "timeout":
-		return strings.Contains(msg, "timeout") || strings.Contains(msg, "deadline exceeded") || strings.Contains(msg, "timed out") || kind == errKindTimeout
+		return strings.Contains(msg, "timeout") || strings.Contains(msg, "deadline exceeded") || strings.Contains(msg, "timed out") || kind == errKindTimeout || timedOut(out)
 	case "connection_error":
 		return code == 0 || strings.Contains(msg, "connection refused") || strings.Contains(msg, "connection reset") ||
 			strings.Contains(msg, "no such host") || strings.Contains(msg, "eof") || strings.Contains(msg, "broken pipe") ||

@@ -248,6 +248,9 @@ type loopState struct {
 	// Abandoned counts recorded rows the engine gave up on that stay
 	// claimed in the source (frame.done's abandoned).
 	Abandoned int `json:",omitempty"`
+	// Unreleased counts failed rows left claimed in the source because
+	// the cursor has no release statement (frame.done's unreleased).
+	Unreleased int `json:",omitempty"`
 	// HandedBack counts, by row key, the failures of rows that went back
 	// to the source afterwards (released) to be claimed again; see
 	// State.countHandedBack.
@@ -593,6 +596,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		l.Failed += p.Counts.Failed
 		l.Dead += p.Counts.Dead
 		l.Abandoned += p.Abandoned
+		l.Unreleased += p.Unreleased
 		if p.Fail != "" && l.Fail == "" {
 			l.Fail = p.Fail
 		}

@@ -1140,7 +1140,11 @@ func (w *Worker) runTool(ctx context.Context, cmd *Command, step *dsl.Step, task
 // its context.
 type timeoutReached struct{ d time.Duration }
 
-func (t timeoutReached) Error() string { return fmt.Sprintf("spec.timeout of %s reached", t.d) }
+func (t timeoutReached) Error() string { return fmt.Sprintf(timeoutReachedPrefix+"%s reached", t.d) }
+
+// timeoutReachedPrefix starts the error of a call its spec.timeout cut
+// (see runTask), which policy rules read as a timeout (timedOut).
+const timeoutReachedPrefix = "spec.timeout of "
 
 // executeTool runs tool. A panic in it fails the call, with its stack
 // logged, instead of the process: a cursor frame's rows run on goroutines

@@ -60,7 +60,9 @@ workflow:
 // TestRunSaysWhichRowsFailed: a cursor loop whose body fails for some rows
 // completes (the rows' failures are theirs, not the step's), and run says
 // so: how many rows failed, on the terminal and in --json, rather than a
-// bare "completed" that hides them.
+// bare "completed" that hides them. The cursor has no release statement,
+// so the failed rows stay claimed in the table: run says that too, as it
+// does when a release statement fails (it used to say only "7 failed").
 func TestRunSaysWhichRowsFailed(t *testing.T) {
 	ctx := context.Background()
 	dsn, conn := rowQueue(t)
@@ -94,13 +96,19 @@ func TestRunSaysWhichRowsFailed(t *testing.T) {
 			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
 				t.Fatalf("%v: %s", err, out.String())
 			}
-			if l := sum.Loops["start#1"]; code != exitOK || sum.Status != "completed" || l["ok"] != 43 || l["failed"] != 7 {
-				t.Fatalf("exit %d, cursor_loops %v: want 43 ok and the failures\n%s%s", code, sum.Loops, out.String(), errOut.String())
+			if l := sum.Loops["start#1"]; code != exitOK || sum.Status != "completed" || l["ok"] != 43 || l["failed"] != 7 ||
+				l["unreleased"] != 7 || l["abandoned"] != 0 {
+				t.Fatalf("exit %d, cursor_loops %v: want 43 ok and the failures, left claimed\n%s%s", code, sum.Loops, out.String(), errOut.String())
 			}
-			continue
+		} else if code != exitOK || !strings.Contains(out.String(), "loop start#1: 50 rows: 43 ok, 7 failed, 0 dead, 7 left claimed in the source (") {
+			t.Fatalf("exit %d, output lacks the loop's failed rows left claimed:\n%s%s", code, out.String(), errOut.String())
 		}
-		if code != exitOK || !strings.Contains(out.String(), "loop start#1: 50 rows: 43 ok, 7 failed, 0 dead") {
-			t.Fatalf("exit %d, output lacks the loop's failed rows:\n%s%s", code, out.String(), errOut.String())
+		var claimed int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM q WHERE status = 'claimed' AND id % 7 = 0`).Scan(&claimed); err != nil {
+			t.Fatal(err)
+		}
+		if claimed != 7 {
+			t.Fatalf("%d of the failed rows are claimed in the table, want the 7 run said", claimed)
 		}
 	}
 }
@@ -141,13 +149,13 @@ func TestRemoteRunSaysWhichRowsFailed(t *testing.T) {
 				t.Fatalf("%v: %s", err, out)
 			}
 			if l := sum.Loops["start#1"]; code != exitOK || sum.Status != "completed" || sum.Server != r.URL() ||
-				l["rows"] != 50 || l["ok"] != 43 || l["failed"] != 7 || l["dead"] != 0 {
+				l["rows"] != 50 || l["ok"] != 43 || l["failed"] != 7 || l["dead"] != 0 || l["unreleased"] != 7 {
 				t.Fatalf("exit %d, %+v: want 43 ok and 7 failed rows\n%s%s", code, sum, out, errOut)
 			}
 			continue
 		}
 		id := executionID(t, out)
-		line := "loop start#1: 50 rows: 43 ok, 7 failed, 0 dead (cursorflow events " + id + " --server " + r.URL() + ")"
+		line := "loop start#1: 50 rows: 43 ok, 7 failed, 0 dead, 7 left claimed in the source (cursorflow events " + id + " --server " + r.URL() + ")"
 		if code != exitOK || !strings.Contains(out, line) {
 			t.Fatalf("exit %d, output lacks %q:\n%s%s", code, line, out, errOut)
 		}

@@ -419,10 +419,10 @@ func (o outcome) report(stdout io.Writer, asJSON bool) int {
 		for _, run := range slices.Sorted(maps.Keys(o.rows)) {
 			// A completed execution may still have rows that failed or
 			// went to the dead letter: say so, with where to look.
-			if r := o.rows[run]; r.Failed > 0 || r.Dead > 0 || r.Abandoned > 0 {
+			if r := o.rows[run]; r.Failed > 0 || r.Dead > 0 || r.Abandoned > 0 || r.Unreleased > 0 {
 				stranded := ""
-				if r.Abandoned > 0 {
-					stranded = fmt.Sprintf(", %d left claimed in the source", r.Abandoned)
+				if n := r.Abandoned + r.Unreleased; n > 0 {
+					stranded = fmt.Sprintf(", %d left claimed in the source", n)
 				}
 				fmt.Fprintf(stdout, "loop %s: %d rows: %d ok, %d failed, %d dead%s (cursorflow events %s --%s %s)\n",
 					run, r.Rows, r.OK, r.Failed, r.Dead, stranded, o.id, o.whereKey, o.where)
@@ -474,6 +474,9 @@ type loopRows struct {
 	// Abandoned: rows left claimed in the source (see
 	// engine.LoopStatus.Abandoned).
 	Abandoned int `json:"abandoned,omitempty"`
+	// Unreleased: failed rows left claimed because the cursor has no
+	// release statement (see engine.LoopStatus.Unreleased).
+	Unreleased int `json:"unreleased,omitempty"`
 }
 
 // cursorRows returns the row outcomes of the execution's cursor loops by
@@ -482,7 +485,7 @@ func cursorRows(st *engine.Status) map[string]loopRows {
 	out := map[string]loopRows{}
 	for run, l := range st.Loops {
 		if l.Mode == dsl.ModeCursor {
-			out[run] = loopRows{Rows: l.Rows, OK: l.OK, Failed: l.Failed, Dead: l.Dead, Abandoned: l.Abandoned}
+			out[run] = loopRows{Rows: l.Rows, OK: l.OK, Failed: l.Failed, Dead: l.Dead, Abandoned: l.Abandoned, Unreleased: l.Unreleased}
 		}
 	}
 	return out

@@ -40,7 +40,10 @@
 // "data" (the parsed JSON body, or the body text when it is not JSON)} even
 // for non-2xx responses, so policies can inspect it; HTTP is {"status",
 // "headers"}; Error is "HTTP <code>: <start of body>". A transport failure
-// or timeout is an error Output with status_code 0.
+// or timeout is an error Output with status_code 0; a request that ran
+// out of time (the task's timeout, the step's spec.timeout, a dial or read
+// timeout) also has HTTP "timeout": true, which policy rules see as
+// output.error.kind "timeout", as they do an HTTP 408 or 504.
 //
 // A streamed body — application/x-ndjson (or jsonl) records, or the data
 // lines of text/event-stream — is handed on record by record as partial

@@ -135,11 +135,15 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	host := req.URL.Host
 	if t.pace != nil {
 		if err := t.pace.acquire(ctx, host); err != nil {
+			httpInfo := map[string]any{"status": 0, "headers": map[string]any{}}
+			if timedOut(ctx, err) {
+				httpInfo["timeout"] = true
+			}
 			return tools.Output{
 				Status: tools.StatusError,
 				Error:  fmt.Sprintf("%s %s: waiting for the host's rate limit: %v", req.Method, redactURL(req.URL), err),
 				Data:   map[string]any{"status_code": 0, "headers": map[string]any{}, "data": nil},
-				HTTP:   map[string]any{"status": 0, "headers": map[string]any{}},
+				HTTP:   httpInfo,
 			}, nil
 		}
 	}
@@ -159,11 +163,18 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		if cred != nil {
 			msg = tools.Redact(msg, *cred)
 		}
+		httpInfo := map[string]any{"status": 0, "headers": map[string]any{}}
+		if timedOut(ctx, err) {
+			// Policy rules tell a request that ran out of time from one
+			// that failed (output.error.kind timeout): there is no status
+			// to say so.
+			httpInfo["timeout"] = true
+		}
 		return tools.Output{
 			Status: tools.StatusError,
 			Error:  msg,
 			Data:   map[string]any{"status_code": 0, "headers": map[string]any{}, "data": nil},
-			HTTP:   map[string]any{"status": 0, "headers": map[string]any{}},
+			HTTP:   httpInfo,
 		}, nil
 	}
 	defer resp.Body.Close()
@@ -219,6 +230,17 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	t.logger(call).Debug("http call", "method", req.Method, "url", redactURL(req.URL), "status", resp.StatusCode,
 		"step", call.Step, "task", call.Task, "auth", cfg["auth"] != nil)
 	return out, nil
+}
+
+// timedOut reports whether a request failed for lack of time: its
+// deadline (the task's timeout, or the step's spec.timeout) passed, or
+// the network gave up waiting (a dial or read timeout).
+func timedOut(ctx context.Context, err error) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (t *Tool) logger(call *tools.Call) *slog.Logger {

@@ -50,8 +50,11 @@
 // (SQLSTATE code)" (plus DETAIL when the server gives one) and whose Data
 // is {"sqlstate", "retryable"}. A failure to connect is an error Output
 // naming the alias — never the URL or password — with Data
-// {"retryable": true}, so a retry policy can handle it. An unknown alias
-// or a missing command is a returned error.
+// {"retryable": true}, so a retry policy can handle it. A statement that
+// ran out of time (the step's spec.timeout, or the server's
+// statement_timeout or lock_timeout) also has Data "timeout": true, which
+// policy rules see as output.error.kind "timeout". An unknown alias or a
+// missing command is a returned error.
 //
 // A statement that fails because the server ended its connection (a
 // restart, a failover, pg_terminate_backend: 57P01-57P03, class 08, or the

@@ -257,6 +257,7 @@ func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credentia
 	for attempt := 0; ; attempt++ {
 		out, lost := t.runOnce(ctx, pool, cred, sql, params, part)
 		if !lost || attempt > 0 || ctx.Err() != nil || (part != nil && part.stmt > 0) {
+			markTimeout(ctx, &out)
 			return out
 		}
 		// The other idle connections most likely died with this one.
@@ -403,6 +404,24 @@ func retryable(code string) bool {
 		return true
 	}
 	return false
+}
+
+// markTimeout flags a failed statement that ran out of time with
+// data.timeout, which policy rules see as output.error.kind "timeout":
+// the step's spec.timeout passed (the statement was cancelled for it), or
+// the server gave up on it for its own statement_timeout or lock_timeout
+// (SQLSTATE 57014 or 55P03; the same states also mean a cancel by request
+// or a NOWAIT lock refused, which only the message tells apart).
+func markTimeout(ctx context.Context, out *tools.Output) {
+	data, ok := out.Data.(map[string]any)
+	if out.Status != tools.StatusError || !ok {
+		return
+	}
+	code, _ := data["sqlstate"].(string)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) ||
+		(code == "57014" || code == "55P03") && strings.Contains(out.Error, "timeout") {
+		data["timeout"] = true
+	}
 }
 
 // execError reports a failed statement: a server error verbatim
