@@ -177,13 +177,15 @@ func (d *decoder) lintTaskResultRefs(pb *Playbook) {
 // succeeds. A run may add keys (--set, a parent's workload), so it is a
 // warning, and a playbook without a workload block is not checked. A key
 // some set: assigns (ctx.<key>) is not reported: workload and ctx are one
-// store, as in NoETL.
+// store, as in NoETL. Nor is a step's name: the store holds each finished
+// step's result under it, as NoETL's variables do.
 func (d *decoder) lintWorkloadRefs(pb *Playbook) {
 	if pb.Workload == nil {
 		return
 	}
 	reported := map[string]bool{}
 	for _, s := range pb.Workflow {
+		reported[s.Name] = true
 		walkStep(reflect.ValueOf(s), map[uintptr]bool{}, func(*Value) {}, func(a *Assignment) {
 			if rest, ok := strings.CutPrefix(a.Path, "ctx."); ok {
 				key, _, _ := strings.Cut(rest, ".")

@@ -956,7 +956,8 @@ func TestWorkloadTypoWarns(t *testing.T) {
 		t.Fatalf("without a workload block: %q, want none", got)
 	}
 	// A key a set: puts in ctx is read as workload.<key> too (one store,
-	// as in NoETL), from a step's set or a task policy's.
+	// as in NoETL), from a step's set or a task policy's, and so is a
+	// step's result under its name.
 	set := `- step: start
   tool: {kind: noop}
   set:
@@ -974,7 +975,7 @@ func TestWorkloadTypoWarns(t *testing.T) {
                 then: {do: continue, set: {ctx.total: 1}}
     - name: b
       kind: noop
-      x: '{{ workload.cursor }} {{ workload.page }} {{ workload.total }} {{ workload.itemz }}'
+      x: '{{ workload.cursor }} {{ workload.page }} {{ workload.total }} {{ workload.itemz }} {{ workload.start.status }}'
 `
 	got = warnings(mustParse(t, strings.Replace(header, "workflow:", "workload: {items: [1, 2]}\nworkflow:", 1)+set))
 	if len(got) != 1 || !strings.Contains(got[0], "workload.itemz") {
