@@ -91,3 +91,21 @@ workflow:
 	}
 	t.Logf("killed after %d completed items; resumed to completion", len(completedBefore))
 }
+
+// TestResumeHint: the command an interrupted run prints can be pasted into
+// a shell as it is. A URL with ? and & is one quoted word (unquoted, the
+// shell cut it at &), its password is not printed, and each --credential
+// the run was given is named with a placeholder instead of its URL, which
+// may hold a secret (without them the pasted resume exited 2).
+func TestResumeHint(t *testing.T) {
+	got := resumeHint("ex-1", "postgres://u:hunter2@db:5432/log?sslmode=disable&x=1",
+		[]string{"pg=postgres://u:hunter2@db/q", "api={\"url\":\"http://x\"}"})
+	want := `cursorflow resume ex-1 --eventlog 'postgres://u:xxxxx@db:5432/log?sslmode=disable&x=1'` +
+		` --credential 'pg=<its URL>' --credential 'api=<its URL>'`
+	if got != want {
+		t.Fatalf("hint\n%s\nwant\n%s", got, want)
+	}
+	if got := resumeHint("ex-2", "sqlite:/tmp/it's.db", nil); got != `cursorflow resume ex-2 --eventlog 'sqlite:/tmp/it'\''s.db'` {
+		t.Fatalf("hint %s", got)
+	}
+}

@@ -365,10 +365,10 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 		}
 		if ctx.Err() != nil {
 			stopGracefully(e, stderr)
-			fmt.Fprintf(stderr, "cursorflow: interrupted; %s is unfinished in the log (resume with: cursorflow resume %s --eventlog %s)\n", id, id, eventlogurl.Redact(logURL))
+			fmt.Fprintf(stderr, "cursorflow: interrupted; %s is unfinished in the log (resume with: %s)\n", id, resumeHint(id, logURL, f.credentials))
 			return exitInterrupted
 		}
-		fmt.Fprintf(stderr, "cursorflow: %v (resume with: cursorflow resume %s --eventlog %s)\n", err, id, eventlogurl.Redact(logURL))
+		fmt.Fprintf(stderr, "cursorflow: %v (resume with: %s)\n", err, resumeHint(id, logURL, f.credentials))
 		return exitInvalid
 	}
 	// The log's view of the execution: its event count (the summary's own
@@ -506,4 +506,27 @@ func normalizeYAML(v any) any {
 		}
 	}
 	return v
+}
+
+// resumeHint is the command that resumes execution id: the event log's URL
+// without its password and quoted for a shell, and a --credential flag for
+// each alias the run was given one for, with a placeholder in place of
+// the URL, which may hold a secret and is not printed.
+func resumeHint(id, logURL string, credentials []string) string {
+	var b strings.Builder
+	b.WriteString("cursorflow resume " + shellQuote(id) + " --eventlog " + shellQuote(eventlogurl.Redact(logURL)))
+	for _, c := range credentials {
+		alias, _, _ := strings.Cut(c, "=")
+		b.WriteString(" --credential " + shellQuote(alias+"=<its URL>"))
+	}
+	return b.String()
+}
+
+// shellQuote returns s as one word for a POSIX shell: as it is when it
+// holds only characters no shell treats specially, else single-quoted.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@,+%=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
