@@ -17,6 +17,14 @@ type Row struct {
 	// iter.<iterator>.
 	Values map[string]any
 	Lease  Lease
+	// Error is the row's last error: set by the engine on rows it hands
+	// back with Release because their body failed (the row's error as the
+	// frame reports it: bounded, with the secrets the body's tools
+	// resolved redacted); empty otherwise (claimed rows, acked rows, rows
+	// handed back without having failed). A driver may keep it with the
+	// row so that a later dead letter says why (SQL statements see it as
+	// errors[i].error); one that ignores it loses nothing else.
+	Error string
 }
 
 // Lease is a claimed row's hold on its source.
@@ -129,9 +137,11 @@ type Cursor interface {
 	// Ack marks rows done where the source needs it; a no-op otherwise.
 	Ack(ctx context.Context, rows []Row) error
 	// Release hands rows back for another claim (or counts a failed
-	// delivery). A cursor that cannot hand rows back (a SQL cursor without
-	// a release statement) returns an error wrapping ErrUnsupported and
-	// leaves the rows with their claimer.
+	// delivery); rows whose body failed carry its error in Row.Error,
+	// which the source may keep for a later dead letter. A cursor that
+	// cannot hand rows back (a SQL cursor without a release statement)
+	// returns an error wrapping ErrUnsupported and leaves the rows with
+	// their claimer.
 	Release(ctx context.Context, rows []Row) error
 	// Close ends the cursor; it does not close the driver's connections.
 	Close() error

@@ -123,8 +123,8 @@
 // not mark rows done itself), release to hand rows back, dead_letter as
 // above. They are compiled by the driver once per Open and rendered per
 // call with the loop's scope plus keys (the list of Row.Key), rows (the
-// list of the rows' column maps), reason (dead_letter only) and
-// __worker_slot_id; the engine therefore passes them unrendered (the
+// list of the rows' column maps), errors (see below), reason
+// (dead_letter only) and __worker_slot_id; the engine therefore passes them unrendered (the
 // drivers implement cursor.TemplateOptioner). Keys come from the database
 // and are inserted as text, so values must not be spliced in quotes by
 // hand ('{{ x }}' breaks, or injects, on a value holding a quote): bind
@@ -139,6 +139,46 @@
 // an error wrapping cursor.ErrUnsupported: the engine then runs rows it
 // would have handed back (a cancelled execution's unstarted rows) rather
 // than leave them claimed.
+//
+// Last errors. errors lists, in the order of keys and rows, one
+// {"key": ..., "error": ...} object per row: on a release of rows whose
+// body failed, the row's error as the frame's report records it (bounded
+// and with the secrets the body's tools resolved redacted:
+// cursor.Row.Error), and "" for a row handed back without having failed
+// (a cancelled frame's unstarted rows) and in every other statement.
+// Objects rather than a list of texts beside keys, so that one table
+// function joins them to the table: jsonb_to_recordset (PostgreSQL),
+// JSON_TABLE (MySQL), json_each (SQLite). A release that keeps the error
+// in the row, and a dead_letter (run by the claim for rows past
+// max_attempts) that moves the row, last_error included, to a dead
+// table, so that the dead table says why each row died:
+//
+//	release:
+//	  sql: >-
+//	    UPDATE jobs j SET status = 'pending', last_error = COALESCE(NULLIF(e.error, ''), j.last_error)
+//	      FROM jsonb_to_recordset($1::jsonb) AS e(key text, error text)
+//	     WHERE j.id = e.key::bigint
+//	  params: ['{{ errors }}']
+//	dead_letter:
+//	  sql: >-
+//	    WITH d AS (DELETE FROM jobs WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::bigint) RETURNING *)
+//	    INSERT INTO jobs_dead (id, payload, attempts, last_error, reason)
+//	    SELECT id, payload, attempts, last_error, $2 FROM d
+//	  params: ['{{ keys }}', '{{ reason }}']
+//
+// MySQL and MariaDB read errors with JSON_TABLE, SQLite with json_each:
+//
+//	UPDATE jobs JOIN JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(255) PATH '$.key',
+//	    error TEXT PATH '$.error')) AS e ON jobs.id = e.k
+//	   SET jobs.status = 'pending', jobs.last_error = COALESCE(NULLIF(e.error, ''), jobs.last_error)
+//
+//	UPDATE jobs SET status = 'pending', last_error = COALESCE(NULLIF(e.error, ''), last_error)
+//	  FROM (SELECT CAST(value ->> 'key' AS INTEGER) AS id, value ->> 'error' AS error
+//	          FROM json_each(?)) AS e
+//	 WHERE jobs.id = e.id
+//
+// A release statement that does not name errors behaves as it always
+// did.
 //
 // Leases. A SQL table holds no lease of its own: Lease.Deadline is zero
 // and Features.LeaseExpiry false. Rows of a claimer that died mid-frame

@@ -354,7 +354,12 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			case it.Outcome == OutcomeOK:
 				ok = append(ok, claimed[i])
 			default:
-				bad = append(bad, claimed[i])
+				// The source gets the row's error with it (Row.Error), so
+				// a release statement can keep it and a later dead letter
+				// say why the row died.
+				r := claimed[i]
+				r.Error = rowError(ctx, it.Error)
+				bad = append(bad, r)
 				if h.interrupted[i] {
 					cut = append(cut, it.Key)
 				}

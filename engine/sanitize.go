@@ -129,6 +129,21 @@ func encodeReport(ctx context.Context, payload any) (json.RawMessage, error) {
 	return b, nil
 }
 
+// rowError is a failed row's error as its source gets it (cursor.Row.Error
+// on Release): bounded and redacted as the frame's report is
+// (encodeReport), so the source never holds a secret the log would not.
+func rowError(ctx context.Context, msg string) string {
+	msg = boundText(msg, MaxErrorBytes)
+	seen, ok := ctx.Value(secretsKey{}).(*secretsSeen)
+	if !ok {
+		return msg
+	}
+	if s, ok := tools.RedactValue(msg, seen.list()...).(string); ok {
+		msg = s
+	}
+	return msg
+}
+
 // unrecordable turns a report whose payload cannot be encoded (err) into
 // one that says so: a command's result into the command's failure, as an
 // oversized one is (limitResult), and a frame's ctx assignments into the

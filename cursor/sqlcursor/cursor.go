@@ -156,19 +156,29 @@ func SlotVars(vars map[string]any, spec cursor.Spec) {
 
 // Vars returns the render context of a statement about rows (ack,
 // release, dead_letter, a driver's own such as mysql's mark): a copy of
-// spec.Scope plus keys (the rows' keys), rows (their value maps), reason
-// and the slot variables (SlotVars).
+// spec.Scope plus keys (the rows' keys), rows (their value maps), errors
+// (one {"key": Row.Key, "error": Row.Error} map per row, "" for a row
+// without an error), reason and the slot variables (SlotVars).
+//
+// errors is a list of objects, not of bare strings, so that a statement
+// can join it to its table in one step, as JSON it binds or quotes:
+// jsonb_to_recordset (PostgreSQL), JSON_TABLE (MySQL), json_each
+// (SQLite) give rows of (key, error) without pairing two lists by
+// position.
 func Vars(spec cursor.Spec, rows []cursor.Row, reason string) map[string]any {
 	keys := make([]any, len(rows))
 	values := make([]any, len(rows))
+	errs := make([]any, len(rows))
 	for i, r := range rows {
 		keys[i] = r.Key
 		values[i] = r.Values
+		errs[i] = map[string]any{"key": r.Key, "error": r.Error}
 	}
-	vars := make(map[string]any, len(spec.Scope)+5)
+	vars := make(map[string]any, len(spec.Scope)+6)
 	maps.Copy(vars, spec.Scope)
 	vars["keys"] = keys
 	vars["rows"] = values
+	vars["errors"] = errs
 	vars["reason"] = reason
 	SlotVars(vars, spec)
 	return vars

@@ -34,9 +34,11 @@
 //     returned.
 //   - Options ack, release and dead_letter are SQL templates compiled once
 //     per Open and rendered per call (Vars) with the scope plus keys
-//     (list of Row.Key), rows (list of row value maps), reason
-//     (dead_letter), __worker_slot_id and __worker_slot_index. Release
-//     without a release statement reports cursor.ErrUnsupported.
+//     (list of Row.Key), rows (list of row value maps), errors (list of
+//     {"key": Row.Key, "error": Row.Error}, one per row: a failed row's
+//     error on Release, "" otherwise), reason (dead_letter),
+//     __worker_slot_id and __worker_slot_index. Release without a release
+//     statement reports cursor.ErrUnsupported.
 //   - Values go to the database bound, not spliced: a statement option may
 //     be {sql: ..., params: [...]} and the claim takes option
 //     claim_params; each param is rendered like its statement and bound

@@ -50,7 +50,7 @@ type Options struct {
 	Key []string
 	// Ack, Release and DeadLetter are compiled statements; nil when not
 	// configured. They (and their params) are rendered with the loop scope
-	// plus keys, rows and (dead letter only) reason.
+	// plus keys, rows, errors and (dead letter only) reason (Vars).
 	Ack, Release, DeadLetter *Statement
 	// ClaimParams are bound to the claim's parameters; nil when the claim
 	// has none.

@@ -73,7 +73,13 @@
 //
 // Ack acknowledges (XACK; with delete_acked also XDEL). Release hands
 // entries back at once: it sets their idle time past the lease, so the
-// next claim of any slot reclaims them, counting another delivery.
+// next claim of any slot reclaims them, counting another delivery. An
+// entry handed back because its body failed has its error (the frame's
+// record of it, bounded and with secrets redacted: cursor.Row.Error)
+// kept, in the same script, in the hash "<stream>:cursorflow:last_error:<group>"
+// under its id, until the entry is acknowledged or dead-lettered; Finish
+// deletes the hash with the group it destroys. An entry deleted from the
+// stream while pending (XDEL, XTRIM) leaves its field behind.
 //
 // # Guarantees
 //
@@ -99,14 +105,16 @@
 // An entry claimed for a delivery beyond Spec.MaxAttempts (the frame's
 // max_attempts) is copied, in the claim's script, to the dead-letter
 // stream with its fields plus cursorflow_id, cursorflow_stream,
-// cursorflow_group, cursorflow_deliveries and cursorflow_reason, and
-// acknowledged; the claim does not return it to run but lists it in its
+// cursorflow_group, cursorflow_deliveries, cursorflow_reason and, when
+// its body failed before, cursorflow_last_error (why: its last
+// delivery's error), and acknowledged; the claim does not return it to run but lists it in its
 // Dead (cursor.Claim.Dead: key, fields and delivery count), so that the
 // engine reports it dead, also when the claim has no rows. DeadLetter
 // (the engine's request, cursor.DeadLetterer) does the same for
 // still-pending entries without checking tokens. In Redis Cluster the
 // stream and its dead-letter stream must share a hash slot: use a hash
-// tag ({jobs} and {jobs}:dead).
+// tag ({jobs} and {jobs}:dead); the last errors' hash, named after the
+// stream, then shares it too.
 //
 // Connections: one go-redis client per credential, which reconnects by
 // itself. Errors never quote the credential.

@@ -95,6 +95,7 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 		opts.Group = "cursorflow:" + spec.LoopID
 	}
 	c.opts = opts
+	c.errors = lastErrorKey(opts.Stream, opts.Group)
 	c.consumer = opts.Consumer + "-" + strconv.Itoa(spec.SlotID)
 	c.lease = spec.Lease
 	switch {
@@ -149,7 +150,23 @@ func (d *Driver) Finish(ctx context.Context, spec cursor.Spec) error {
 		return &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "finish",
 			Err: fmt.Errorf("destroy group %q on stream %q: %w", opts.Group, opts.Stream, err)}
 	}
+	// The last errors of entries the group still held went with it.
+	if err := client.Del(ctx, lastErrorKey(opts.Stream, opts.Group)).Err(); err != nil {
+		return &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "finish",
+			Err: fmt.Errorf("delete the last errors of group %q on stream %q: %w", opts.Group, opts.Stream, err)}
+	}
 	return nil
+}
+
+// lastErrorKey is the hash in which the driver keeps, for group on
+// stream, the last error of each entry the engine handed back after its
+// body failed (field: the entry id), until the entry is acknowledged or
+// dead-lettered, which copies it to the dead-letter entry as
+// cursorflow_last_error. The key starts with the stream's name, so a
+// stream named with a hash tag ({jobs}) keeps it in the stream's hash
+// slot in Redis Cluster.
+func lastErrorKey(stream, group string) string {
+	return stream + ":cursorflow:last_error:" + group
 }
 
 // isNoStream reports whether err is Redis refusing an XGROUP on a key
@@ -212,6 +229,7 @@ type Cursor struct {
 	spec        cursor.Spec
 	opts        Options
 	consumer    string
+	errors      string // lastErrorKey of the stream and group
 	lease       time.Duration
 	rdb         *redis.Client
 	ensureGroup func(ctx context.Context, force bool) error
@@ -271,7 +289,7 @@ func (c *Cursor) claim(ctx context.Context, max int) (rows, dead []cursor.Row, e
 	}
 	start := time.Now()
 	reason := fmt.Sprintf("delivered more than max_attempts %d times", c.spec.MaxAttempts)
-	v, err := c.run(ctx, claimScript, []string{c.opts.Stream, c.opts.DeadLetterStream},
+	v, err := c.run(ctx, claimScript, []string{c.opts.Stream, c.opts.DeadLetterStream, c.errors},
 		c.opts.Group, c.consumer, max, c.lease.Milliseconds(), max0(c.spec.MaxAttempts), reason)
 	if err != nil {
 		return nil, nil, c.fail("claim", err)
@@ -385,9 +403,10 @@ func parseToken(tok string) (string, int, error) {
 	return tok[:i], n, nil
 }
 
-// tokenArgs returns group, extra, then id, count pairs for a fenced script.
-func (c *Cursor) tokenArgs(rows []cursor.Row, extra any) ([]any, error) {
-	args := make([]any, 0, 2+2*len(rows))
+// tokenArgs returns group, extra, then id, count pairs for a fenced
+// script; with withErr, id, count, Row.Error triples.
+func (c *Cursor) tokenArgs(rows []cursor.Row, extra any, withErr bool) ([]any, error) {
+	args := make([]any, 0, 2+3*len(rows))
 	args = append(args, c.opts.Group, extra)
 	for _, r := range rows {
 		id, n, err := parseToken(r.Lease.Token)
@@ -398,6 +417,9 @@ func (c *Cursor) tokenArgs(rows []cursor.Row, extra any) ([]any, error) {
 			return nil, fmt.Errorf("lease token %q is not for entry %q", r.Lease.Token, r.Key)
 		}
 		args = append(args, id, n)
+		if withErr {
+			args = append(args, r.Error)
+		}
 	}
 	return args, nil
 }
@@ -411,27 +433,30 @@ func (c *Cursor) Ack(ctx context.Context, rows []cursor.Row) error {
 	if c.opts.DeleteAcked {
 		del = "1"
 	}
-	return c.fenced(ctx, "ack", ackScript, rows, del)
+	return c.fenced(ctx, "ack", ackScript, rows, del, false)
 }
 
 // Release hands rows back: the next claim of any consumer reclaims them
 // at once, counting another delivery. Stale tokens are refused as in Ack.
+// A row's Error (its body's failure) is kept as the entry's last error
+// (lastErrorKey), which a dead-letter entry carries as
+// cursorflow_last_error.
 func (c *Cursor) Release(ctx context.Context, rows []cursor.Row) error {
-	return c.fenced(ctx, "release", releaseScript, rows, c.lease.Milliseconds()+1)
+	return c.fenced(ctx, "release", releaseScript, rows, c.lease.Milliseconds()+1, true)
 }
 
-func (c *Cursor) fenced(ctx context.Context, op string, s *redis.Script, rows []cursor.Row, extra any) error {
+func (c *Cursor) fenced(ctx context.Context, op string, s *redis.Script, rows []cursor.Row, extra any, withErr bool) error {
 	if c.closed.Load() {
 		return c.fail(op, cursor.ErrClosed)
 	}
 	if len(rows) == 0 {
 		return nil
 	}
-	args, err := c.tokenArgs(rows, extra)
+	args, err := c.tokenArgs(rows, extra, withErr)
 	if err != nil {
 		return c.fail(op, err)
 	}
-	v, err := c.run(ctx, s, []string{c.opts.Stream}, args...)
+	v, err := c.run(ctx, s, []string{c.opts.Stream, c.errors}, args...)
 	if err != nil {
 		return c.fail(op, err)
 	}
@@ -458,7 +483,7 @@ func (c *Cursor) DeadLetter(ctx context.Context, rows []cursor.Row, reason strin
 	for _, r := range rows {
 		args = append(args, r.Key)
 	}
-	n, err := c.run(ctx, deadLetterScript, []string{c.opts.Stream, c.opts.DeadLetterStream}, args...)
+	n, err := c.run(ctx, deadLetterScript, []string{c.opts.Stream, c.opts.DeadLetterStream, c.errors}, args...)
 	if err != nil {
 		return c.fail("dead_letter", err)
 	}

@@ -7,12 +7,13 @@ import "github.com/redis/go-redis/v9"
 // (XAUTOCLAIM with min idle time ARGV[4] ms, which counts a delivery),
 // then new entries (XREADGROUP >). An entry whose delivery count exceeds
 // ARGV[5] (0: no limit) is copied to the dead-letter stream KEYS[2] with
-// ARGV[6] as the reason, acknowledged, and not returned for the claimer
-// to run; it is listed apart, so that the engine reports it dead (it
-// learns of it from nothing else). It returns {{dead entry}..., {entry}...},
-// each entry {id, deliveries, {field, value, ...}}.
+// ARGV[6] as the reason, and its last error from the hash KEYS[3] (see
+// releaseScript) if it has one, acknowledged, and not returned for the
+// claimer to run; it is listed apart, so that the engine reports it dead
+// (it learns of it from nothing else). It returns {{dead entry}...,
+// {entry}...}, each entry {id, deliveries, {field, value, ...}}.
 var claimScript = redis.NewScript(`
-local stream, dead = KEYS[1], KEYS[2]
+local stream, dead, errs = KEYS[1], KEYS[2], KEYS[3]
 local group, consumer = ARGV[1], ARGV[2]
 local max = tonumber(ARGV[3])
 local minidle = ARGV[4]
@@ -27,8 +28,14 @@ local function bury(id, fields, count)
     args[#args + 1] = kv[1]
     args[#args + 1] = kv[2]
   end
+  local lasterr = redis.call('HGET', errs, id)
+  if lasterr then
+    args[#args + 1] = 'cursorflow_last_error'
+    args[#args + 1] = lasterr
+  end
   redis.call('XADD', unpack(args))
   redis.call('XACK', stream, group, id)
+  redis.call('HDEL', errs, id)
   buried[#buried + 1] = {id, count, fields}
 end
 local cursor = '0-0'
@@ -67,10 +74,11 @@ return {buried, out}
 // ackScript acknowledges entries of group ARGV[1] on stream KEYS[1] whose
 // delivery count still equals the one their lease token carries (pairs
 // of id, count from ARGV[3]); with ARGV[2] == "1" it also deletes them.
-// It returns the ids it refused: not pending any more, or redelivered
-// since.
+// It forgets their last error (field id of the hash KEYS[2], see
+// releaseScript). It returns the ids it refused: not pending any more,
+// or redelivered since.
 var ackScript = redis.NewScript(`
-local stream, group, del = KEYS[1], ARGV[1], ARGV[2]
+local stream, errs, group, del = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local stale = {}
 for i = 3, #ARGV, 2 do
   local id, count = ARGV[i], ARGV[i + 1]
@@ -78,6 +86,7 @@ for i = 3, #ARGV, 2 do
   if p[1] and tostring(p[1][4]) == count then
     redis.call('XACK', stream, group, id)
     if del == '1' then redis.call('XDEL', stream, id) end
+    redis.call('HDEL', errs, id)
   else
     stale[#stale + 1] = id
   end
@@ -86,19 +95,23 @@ return stale
 `)
 
 // releaseScript hands entries back: each pending entry of group ARGV[1]
-// on stream KEYS[1] whose delivery count equals its token's (pairs of id,
-// count from ARGV[3]) gets an idle time of ARGV[2] ms, at least the lease,
-// so the next claim reclaims it at once. XCLAIM JUSTID keeps the delivery
-// count: the reclaim counts the next delivery. It returns the ids it
-// refused.
+// on stream KEYS[1] whose delivery count equals its token's (triples of
+// id, count, error from ARGV[3]) gets an idle time of ARGV[2] ms, at
+// least the lease, so the next claim reclaims it at once. XCLAIM JUSTID
+// keeps the delivery count: the reclaim counts the next delivery. A
+// non-empty error is kept as the entry's last error in the hash KEYS[2]
+// (field: the entry id) until the entry is acknowledged or buried, which
+// copies it to the dead-letter entry; an empty one keeps an earlier error.
+// It returns the ids it refused.
 var releaseScript = redis.NewScript(`
-local stream, group, idle = KEYS[1], ARGV[1], ARGV[2]
+local stream, errs, group, idle = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local stale = {}
-for i = 3, #ARGV, 2 do
-  local id, count = ARGV[i], ARGV[i + 1]
+for i = 3, #ARGV, 3 do
+  local id, count, err = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local p = redis.call('XPENDING', stream, group, id, id, 1)
   if p[1] and tostring(p[1][4]) == count then
     redis.call('XCLAIM', stream, group, p[1][2], 0, id, 'IDLE', idle, 'JUSTID')
+    if err ~= '' then redis.call('HSET', errs, id, err) end
   else
     stale[#stale + 1] = id
   end
@@ -108,10 +121,12 @@ return stale
 
 // deadLetterScript copies each still-pending entry (ids in ARGV[3..]) of
 // group ARGV[1] on stream KEYS[1] to the dead-letter stream KEYS[2] with
-// reason ARGV[2], and acknowledges it. Entries no longer in the stream
-// are dead-lettered with their id only. It returns how many it moved.
+// reason ARGV[2] and its last error (the hash KEYS[3], see
+// releaseScript) if it has one, and acknowledges it. Entries no longer in
+// the stream are dead-lettered with their id only. It returns how many it
+// moved.
 var deadLetterScript = redis.NewScript(`
-local stream, dead, group, reason = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local stream, dead, errs, group, reason = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2]
 local moved = 0
 for i = 3, #ARGV do
   local id = ARGV[i]
@@ -127,8 +142,14 @@ for i = 3, #ARGV do
       args[#args + 1] = kv[1]
       args[#args + 1] = kv[2]
     end
+    local lasterr = redis.call('HGET', errs, id)
+    if lasterr then
+      args[#args + 1] = 'cursorflow_last_error'
+      args[#args + 1] = lasterr
+    end
     redis.call('XADD', unpack(args))
     redis.call('XACK', stream, group, id)
+    redis.call('HDEL', errs, id)
     moved = moved + 1
   end
 end
