@@ -38,8 +38,12 @@
 // stream that every execution drains does not collect a group per run.
 // A group the cursor block names is never destroyed: other executions
 // may share it. Until loop.done is on record the group stays, so an
-// execution resumed after its process died continues from it. What the
-// clean-up does not cover leaves one group behind each time: a process
+// execution resumed after its process died continues from it. A frame
+// of an ended execution still running as its group goes (a failed
+// execution's cut-short frame handing its entries back) gets
+// cursor.ErrStaleLease from Ack and Release, and DeadLetter moves none:
+// they never create the group again, which nothing would destroy. What
+// the clean-up does not cover leaves one group behind each time: a process
 // that dies between recording loop.done and destroying the group, a
 // failed XGROUP DESTROY (logged at warn level), an orchestrator without
 // this driver or the credential (a scale-out server whose workers alone

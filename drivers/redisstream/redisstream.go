@@ -258,6 +258,20 @@ func (c *Cursor) run(ctx context.Context, s *redis.Script, keys []string, args .
 	return v, err
 }
 
+// runClaimed runs script s about entries already claimed (ack, release,
+// dead letter). Unlike run, it never creates the group again: a group
+// that is gone (NOGROUP; its loop run is over and Finish removed it, or
+// someone destroyed it) holds none of the entries, so a new one would
+// settle nothing and, named for a loop run that is over, stay in the
+// source for good. gone says so.
+func (c *Cursor) runClaimed(ctx context.Context, s *redis.Script, keys []string, args ...any) (v any, gone bool, err error) {
+	v, err = s.Run(ctx, c.rdb, keys, args...).Result()
+	if err != nil && strings.Contains(err.Error(), "NOGROUP") {
+		return nil, true, nil
+	}
+	return v, false, err
+}
+
 // Claim leases up to max entries (see claim) and returns them as a claim
 // held by the group's pending list from the start: Commit does nothing,
 // Abort releases the entries (the next claim takes them again, counting a
@@ -456,9 +470,13 @@ func (c *Cursor) fenced(ctx context.Context, op string, s *redis.Script, rows []
 	if err != nil {
 		return c.fail(op, err)
 	}
-	v, err := c.run(ctx, s, []string{c.opts.Stream, c.errors}, args...)
+	v, gone, err := c.runClaimed(ctx, s, []string{c.opts.Stream, c.errors}, args...)
 	if err != nil {
 		return c.fail(op, err)
+	}
+	if gone {
+		return c.fail(op, fmt.Errorf("%w: %d of %d entries are no longer pending: group %q is gone",
+			cursor.ErrStaleLease, len(rows), len(rows), c.opts.Group))
 	}
 	stale, _ := v.([]any)
 	if len(stale) > 0 {
@@ -483,9 +501,13 @@ func (c *Cursor) DeadLetter(ctx context.Context, rows []cursor.Row, reason strin
 	for _, r := range rows {
 		args = append(args, r.Key)
 	}
-	n, err := c.run(ctx, deadLetterScript, []string{c.opts.Stream, c.opts.DeadLetterStream, c.errors}, args...)
+	n, gone, err := c.runClaimed(ctx, deadLetterScript, []string{c.opts.Stream, c.opts.DeadLetterStream, c.errors}, args...)
 	if err != nil {
 		return c.fail("dead_letter", err)
+	}
+	if gone {
+		// No entry is pending in a group that is gone: none to move.
+		n = int64(0)
 	}
 	c.log.Info("redisstream cursor: dead-lettered entries on request", "entries", n, "dead_letter_stream", c.opts.DeadLetterStream)
 	return nil
