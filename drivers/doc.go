@@ -70,8 +70,8 @@
 //
 // Values. Columns become JSON-friendly Go values: int64, float64, string,
 // bool, nil; times as RFC 3339 strings in UTC; json/jsonb as maps and
-// lists (integers as int64, or their exact text past int64; other
-// numbers float64); arrays as lists; bytes as a string when valid UTF-8,
+// lists (integers as int64; past int64, a float64 where one holds the
+// integer digit for digit, else its exact text; other numbers float64); arrays as lists; bytes as a string when valid UTF-8,
 // else base64. postgres numeric and mysql DECIMAL are
 // an int64 when integral and in range, a float64 when that float64 is the
 // same decimal (12.50 is 12.5), else the decimal's exact text; unsigned

@@ -192,3 +192,35 @@ workflow:
 		t.Fatalf("decided %v: want a loop.done without stats that routes to list", evs)
 	}
 }
+
+// TestBigFloatsStayNumbers: a float of 2^63 or more (1e20, a workload's
+// limit, a step's result) is recorded as Go writes it, without exponent
+// (100000000000000000000); read back from the log it must still be a
+// number, so that an arc comparing it routes as the value says (read as
+// text, {{ v > 5 }} was false and the wrong arc was taken).
+func TestBigFloatsStayNumbers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	sum, evs := b.run(t, header+`
+workload:
+  limit: 1.0e20
+workflow:
+  - step: start
+    tool: {kind: rec, key: a, v: 1.0e20}
+    next:
+      - step: big
+        when: '{{ start.v > 5 and limit > 5 and start.v + 1 >= limit }}'
+      - step: wrong
+  - step: big
+    tool: {kind: rec, key: big, v: '{{ start.v }}'}
+  - step: wrong
+    tool: {kind: rec, key: wrong}
+`, nil)
+	defer dumpOnFail(t, evs)
+	if b.rec.count("wrong") != 0 || b.rec.count("big") != 1 {
+		t.Fatalf("routed to big %d times, wrong %d times; want big once", b.rec.count("big"), b.rec.count("wrong"))
+	}
+	if d := data(t, sum, "big"); d["v"] != 1e20 {
+		t.Fatalf("big saw v %#v, want 1e20", d["v"])
+	}
+}

@@ -55,8 +55,9 @@
 //
 // A claim is a no-wait pull (FetchNoWait) of up to max messages.
 // Row.Key is the message's stream sequence, Row.Values the payload's
-// fields when it is a JSON object (integers as int64, one past int64 as
-// its exact decimal text, other numbers float64), else
+// fields when it is a JSON object (integers as int64; one past int64 a
+// float64 where that holds it digit for digit, else its exact decimal
+// text; other numbers float64), else
 // {"data": payload as text}, plus the message's headers when it has any
 // (below); Lease.Attempt is the delivery count,
 // Lease.Deadline the claim time plus the lease, and Lease.Token the

@@ -1,10 +1,11 @@
 // Package jsonnum decodes JSON the way every part of cursorflow wants its
-// numbers: an integer that fits is int64, an integer that does not (a
-// uint64 id such as 18446744073709551615) its exact decimal text, any
-// other number float64 (one float64 cannot hold is kept as its text), so
-// an id read back from the log, a column, a message or a request renders
-// as 42, not 42.0, and never loses digits. It is the one place that does
-// this.
+// numbers: an integer that fits is int64; an integer that does not is a
+// float64 where one prints it back digit for digit (1e20), else its exact
+// decimal text (a uint64 id such as 18446744073709551615); any other
+// number float64 (one float64 cannot hold is kept as its text). So an id
+// read back from the log, a column, a message or a request renders as 42,
+// not 42.0, and never loses digits, and a float the log recorded comes
+// back a number. It is the one place that does this.
 package jsonnum
 
 import (
@@ -16,24 +17,27 @@ import (
 	"strings"
 )
 
-// Number converts n: int64 when it is an integer that fits; its text when
-// it is an integer literal that does not (a float64 would round
-// 18446744073709551615 to 18446744073709551616, and a body that marks the
-// row by that id would match another row or none; even an integer a
-// float64 holds exactly, 10000000000000000000, would render as 1e+19);
-// else float64, else (out of float64's range) its text.
+// Number converts n: int64 when it is an integer that fits; float64 when
+// it has a fraction or an exponent, or is an integer literal past int64
+// that a float64 holds and prints back digit for digit (1e20, which Go's
+// and JavaScript's encoders write as 100000000000000000000: a float the
+// log recorded must come back a number, or an arc's {{ x > 5 }} turns
+// false); else its text (an id such as 18446744073709551615, which a
+// float64 would round to another row's id; and numbers out of float64's
+// range).
 func Number(n json.Number) any {
 	s := string(n)
 	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return i
 	}
-	if !strings.ContainsAny(s, ".eE") {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
 		return s
 	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		return f
+	if !strings.ContainsAny(s, ".eE") && strconv.FormatFloat(f, 'f', -1, 64) != strings.TrimPrefix(s, "+") {
+		return s
 	}
-	return s
+	return f
 }
 
 // Normalize replaces every json.Number inside v — a value decoded with

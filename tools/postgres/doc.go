@@ -41,7 +41,8 @@
 // float4/float8 → float64 (NaN and ±Infinity stay strings); numeric →
 // int64 when integral and in range, float64 when float64 holds the
 // decimal exactly (12.50 → 12.5), otherwise its exact text; json/jsonb →
-// the parsed value (integers int64, their exact text past int64);
+// the parsed value (integers int64; past int64 a float64 where that holds them digit
+// for digit, else their exact text);
 // timestamptz → RFC 3339 with offset; timestamp → ISO 8601 without zone; arrays of the types above → []any
 // (nested for several dimensions); NULL → nil; everything else (text,
 // uuid, date, interval, bytea as \x..., ...) → its text.

@@ -24,8 +24,8 @@
 // writes the result on file descriptor 3, so print() output is free to
 // go to stdout, which the tool logs at debug level and never mixes into
 // the result. Values json cannot encode (dates, Decimals, ...) become
-// their str(). JSON integers come back as int64 (past int64, as their
-// exact decimal text), other numbers as float64.
+// their str(). JSON integers come back as int64 (past int64, as a float64
+// where that holds them digit for digit, else as their exact decimal text), other numbers as float64.
 // A result whose JSON is larger than Config.MaxResult (64 MiB by default)
 // is an error Output; the tool reads the result pipe to its end either
 // way, so a large result never leaves the child blocked on its write.
