@@ -56,6 +56,13 @@ type Command struct {
 	// execution recorded at semanticsCallDone or later only, so that a
 	// history recorded before renders its loop bodies as it did.
 	LoopVars bool `json:"loop_vars,omitempty"`
+	// StepVars names the steps whose results the worker lays into ctx and
+	// workload (semanticsStepView: NoETL's variables hold every finished
+	// step's result), sorted. The scope carries each result once, under
+	// its step's name, rather than three times (name, ctx, workload) in
+	// every command a transport ships. A worker from before it ignores
+	// it, and renders ctx.STEP empty.
+	StepVars []string `json:"step_vars,omitempty"`
 	// From and To are a fan-out shard's items [From, To) of the
 	// collection (Item holds them, or ItemsRef refers to the whole); Index
 	// is the shard's number of Shards.

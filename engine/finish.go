@@ -68,12 +68,12 @@ func (f *finisher) finish(cmd *Command) {
 		ctx, cancel := context.WithTimeout(f.ctx, finishTimeout)
 		defer cancel()
 		log := w.logger().With("execution_id", cmd.ExecutionID, "step", cmd.Step, "loop_id", cmd.LoopKey, "cursor", lp.Cursor.Kind)
-		fs, err := lp.Frame.Resolve(cmd.Scope)
+		scope := cmd.commandScope()
+		fs, err := lp.Frame.Resolve(scope)
 		if err != nil {
 			log.Warn("cursor loop over; cannot clean up its consumer group", "error", err)
 			return
 		}
-		scope := copyMap(cmd.Scope)
 		localRefs(ctx, scope, w.results())
 		addArgs(scope, cmd.Args)
 		spec, err := w.cursorSpec(ctx, &Command{ExecutionID: cmd.ExecutionID, Run: cmd.Run, LoopKey: cmd.LoopKey}, lp, fs, scope, driver)

@@ -118,7 +118,8 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	fail := func(msg string) error { return done(frameDonePayload{Fail: msg}) }
 	// Templated frame fields are rendered here as the orchestrator renders
 	// them for the command's lease and heartbeat (State.frameOf).
-	fs, err := lp.Frame.Resolve(cmd.Scope)
+	scope := cmd.commandScope()
+	fs, err := lp.Frame.Resolve(scope)
 	if err != nil {
 		return nil, fail(err.Error())
 	}
@@ -126,7 +127,6 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	if err != nil {
 		return nil, fail(fmt.Sprintf("loop.cursor.kind: %v", err))
 	}
-	scope := copyMap(cmd.Scope)
 	localRefs(ctx, scope, w.results())
 	addArgs(scope, cmd.Args)
 	if *curp == nil {

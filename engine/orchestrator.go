@@ -520,9 +520,10 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event, chained bool) *
 	if step == nil {
 		return nil
 	}
+	scope, stepVars := s.commandScope()
 	cmd := &Command{
 		ExecutionID: s.ExecutionID, ID: ev.CommandID, Base: p.Base, Attempt: ev.Attempt, Kind: p.Kind,
-		Step: ev.Step, Run: p.Run, Playbook: s.Playbook, Scope: s.scope(), Args: p.Args,
+		Step: ev.Step, Run: p.Run, Playbook: s.Playbook, Scope: scope, StepVars: stepVars, Args: p.Args,
 		Index: p.Index, Slot: p.Slot, Frame: ev.Frame, Rows: p.Rows, Buried: p.Buried,
 		StartTask: p.StartTask, TaskAttempt: p.TaskAttempt, Carry: p.Carry, NextCall: p.NextCall,
 		Settle: p.Settle, SettleReason: p.SettleReason,
@@ -565,7 +566,7 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event, chained bool) *
 		// What the run's frames render their cursor block with, without
 		// the frame's rows, which would be held until the run ends.
 		ex.cursorRuns[p.Run] = &Command{ExecutionID: cmd.ExecutionID, Kind: KindFrame, Step: cmd.Step, Run: cmd.Run,
-			Playbook: cmd.Playbook, Scope: cmd.Scope, Args: cmd.Args, LoopKey: cmd.LoopKey}
+			Playbook: cmd.Playbook, Scope: cmd.Scope, StepVars: cmd.StepVars, Args: cmd.Args, LoopKey: cmd.LoopKey}
 	}
 	if p.Kind == KindFrame && !chained {
 		if c := s.Commands[p.Base]; c != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/cursorflow/cursorflow/dsl"
@@ -20,6 +21,15 @@ import (
 // returns are fresh; the values inside are never mutated after they enter
 // the state, so a scope may be handed to workers running concurrently.
 func (s *State) scope() map[string]any {
+	m, steps := s.commandScope()
+	layStepVars(m, steps)
+	return m
+}
+
+// commandScope is scope without the steps' results laid into ctx and
+// workload, and the names of the steps to lay there (layStepVars): a
+// command carries the scope so (Command.StepVars), each result once.
+func (s *State) commandScope() (map[string]any, []string) {
 	m := make(map[string]any, len(s.Workload)+len(s.Ctx)+len(s.Results)+8)
 	for k, v := range s.Workload {
 		m[k] = v
@@ -38,18 +48,18 @@ func (s *State) scope() map[string]any {
 	for k, v := range s.Results {
 		m[k] = stepView(v, s.semantics)
 	}
+	var steps []string
 	if s.semantics >= semanticsStepView && len(s.Results) > 0 {
 		// NoETL's mark_step_completed writes a step's result into its
 		// variables too: ctx.<step> and workload.<step> read it, unless
 		// set: gave ctx a value of that name.
-		views := make(map[string]any, len(s.Results))
+		steps = make([]string, 0, len(s.Results))
 		for k := range s.Results {
 			if _, set := s.Ctx[k]; !set {
-				views[k] = m[k]
+				steps = append(steps, k)
 			}
 		}
-		wl := overlay(m["workload"], views)
-		m["workload"], m["ctx"] = wl, wl
+		slices.Sort(steps)
 	}
 	m["vars"] = copyMap(s.Vars)
 	m["execution_id"] = s.ExecutionID
@@ -81,7 +91,31 @@ func (s *State) scope() map[string]any {
 		}
 		m[dsl.RefsVar] = sr
 	}
-	return m
+	return m, steps
+}
+
+// layStepVars lays the results of steps, read from scope m under their
+// names, into its ctx and workload (one store): a fresh map, so that the
+// workload the scope was built from is left as it is.
+func layStepVars(m map[string]any, steps []string) {
+	if len(steps) == 0 {
+		return
+	}
+	views := make(map[string]any, len(steps))
+	for _, k := range steps {
+		views[k] = m[k]
+	}
+	wl := overlay(m["workload"], views)
+	m["workload"], m["ctx"] = wl, wl
+}
+
+// commandScope is the scope a worker renders cmd with: a copy of
+// cmd.Scope with the steps' results laid into ctx and workload
+// (Command.StepVars).
+func (cmd *Command) commandScope() map[string]any {
+	sc := copyMap(cmd.Scope)
+	layStepVars(sc, cmd.StepVars)
+	return sc
 }
 
 func isResult(results map[string]any, name string) bool {

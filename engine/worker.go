@@ -131,7 +131,7 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		case <-runCtx.Done():
 		}
 	}()
-	scope := copyMap(cmd.Scope)
+	scope := cmd.commandScope()
 	localRefs(ctx, scope, w.results())
 	addArgs(scope, cmd.Args)
 	part := w.startPartials(ctx, cmd, rep)
