@@ -223,12 +223,7 @@ const ClientCheckInterval = time.Second
 // setting, a pooler that forbids SET) keeps the connection as it is: the
 // check is a safeguard, not a reason to fail the body.
 func checkClientConnection(ctx context.Context, conn *pgconn.PgConn, log *slog.Logger) error {
-	v := conn.ParameterStatus("server_version")
-	end := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
-	if end >= 0 {
-		v = v[:end]
-	}
-	if major, err := strconv.Atoi(v); err != nil || major < 14 {
+	if serverMajor(conn) < 14 {
 		return nil
 	}
 	sql := fmt.Sprintf("SET client_connection_check_interval = %d", ClientCheckInterval.Milliseconds())
@@ -241,6 +236,17 @@ func checkClientConnection(ctx context.Context, conn *pgconn.PgConn, log *slog.L
 		return fmt.Errorf("postgres: set client_connection_check_interval: %w", err)
 	}
 	return nil
+}
+
+// serverMajor is the major version of conn's server by the server_version
+// it reported at startup; 0 when it reported none that reads as one.
+func serverMajor(conn *pgconn.PgConn) int {
+	v := conn.ParameterStatus("server_version")
+	if end := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' }); end >= 0 {
+		v = v[:end]
+	}
+	major, _ := strconv.Atoi(v)
+	return major
 }
 
 // run executes sql, over the simple query protocol without params and
