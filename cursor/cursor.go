@@ -77,8 +77,7 @@ type Spec struct {
 	// drivers then render SlotID.
 	WorkerSlotID int64
 	// Lease is the lease to take on claimed rows where the source keeps
-	// leases (redis, nats, s3), and the longest a transactional claim may
-	// stay pending where the driver bounds it (StalledClaimExpires).
+	// leases (redis, nats, s3).
 	Lease time.Duration
 	// MaxAttempts is how many deliveries a row gets before it is
 	// dead-lettered, where the source counts deliveries.
@@ -112,15 +111,6 @@ type Features struct {
 	// ClaimTemplate: the claim is a template (Spec.Claim) rendered for every
 	// claim with Spec.Scope plus __frame_max_rows and __worker_slot_id.
 	ClaimTemplate bool
-	// StalledClaimExpires: a pending claim whose claimer stops settling it
-	// while its connection stays open (a paused or hung process: SIGSTOP,
-	// a frozen VM) is rolled back by the source once it has waited
-	// Spec.Lease (postgres: idle_in_transaction_session_timeout). The
-	// claimer's death alone would not free such rows, and claims that skip
-	// locked rows would leave them behind the drain; so a re-issued frame
-	// whose earlier attempt was lost waits Spec.Lease before it claims, as
-	// it does for sources with leases of their own (LeaseExpiry).
-	StalledClaimExpires bool
 	// Attempts: Lease.Attempt counts deliveries of a row (SQL drivers: when
 	// the claim returns an attempts, attempt or attempt_count column);
 	// otherwise it is always 1.

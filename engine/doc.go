@@ -105,16 +105,11 @@
 //
 // A frame attempt taken and lost before its claim was on record (its
 // worker or process died in between) may have left rows claimed in the
-// source. A transactional source rolled that claim back when its claimer
-// died; one with leases of its own (redisstream, natsconsumer, s3prefix,
-// clickhouse) holds the rows until their lease runs out, and so does
-// postgres for a claimer that stalled with its connection open (a paused
-// process: it ends the claim's transaction once it has sat idle a lease,
-// cursor.Features.StalledClaimExpires); the re-issued frame then waits one
-// lease before it claims and takes them back (Command.Lost), instead of
-// the drain ending without them. On such a source a re-issued frame with
-// recorded rows also lets a lease pass before it chains the slot's next
-// claim: its lost attempt may have made that claim ahead, unrecorded.
+// source. A transactional source rolled that claim back; one with leases
+// of its own (redisstream, natsconsumer, s3prefix, clickhouse) holds the
+// rows until their lease runs out, so the re-issued frame waits one lease
+// before it claims and takes them back (Command.Lost), instead of the
+// drain ending without them.
 //
 // # Cancel
 //

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -185,14 +184,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				p.Cancelled = true
 				return nil, done(p)
 			}
-			if f := driver.Features(); cmd.Lost && f.TransactionalClaim && f.StalledClaimExpires {
-				// A transactional source rolls back the lost attempt's
-				// claim itself, even from a claimer that stalled rather
-				// than died, once it sat idle a lease: wait for that.
-				if err := w.waitStalledClaims(ctx, cmd, fs, start, "cursor: waiting out a stalled claim's lease before claiming again: the lost attempt of this frame may hold rows it never recorded"); err != nil {
-					return nil, err
-				}
-			} else if cmd.Lost && !f.TransactionalClaim {
+			if cmd.Lost && !driver.Features().TransactionalClaim {
 				// The lost attempt may have claimed rows it never
 				// recorded, which the source holds under leases of its
 				// own (taken before the loss, so before now): claim once
@@ -605,21 +597,6 @@ func frameRowsOf(claimed []cursor.Row) []FrameRow {
 	return rows
 }
 
-// waitStalledClaims waits until a frame lease has passed since start, the
-// time this attempt of cmd began: by then the source (a driver with
-// cursor.Features.StalledClaimExpires) has rolled back any claim an
-// earlier attempt made before it was lost and never recorded. The source
-// counts that lease on its own wall clock, so the wait is in real time,
-// not the worker's clock.
-func (w *Worker) waitStalledClaims(ctx context.Context, cmd *Command, fs dsl.FrameSpec, start time.Time, msg string) error {
-	wait := time.Duration(fs.LeaseSeconds*float64(time.Second)) - time.Since(start)
-	if wait <= 0 {
-		return nil
-	}
-	w.logger().Info(msg, "step", cmd.Step, "command_id", cmd.ID, "wait", wait.Round(time.Millisecond))
-	return sleepCtx(ctx, clock.System(), wait)
-}
-
 // chainNext claims the slot's next rows ahead and reports the frame's
 // outcome p together with them (ChainReporter). It returns the next frame
 // to run (nil when none was issued for the slot, or the report was
@@ -636,21 +613,6 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 		// A frame that changed ctx is not chained either: the next claim
 		// may render with it.
 		return nil, false, nil
-	}
-	if f := driver.Features(); cmd.Attempt > 1 && f.StalledClaimExpires {
-		// A re-issued frame: its earlier attempt, on a worker that
-		// stalled rather than died, may hold this slot's next rows in a
-		// chained claim never recorded, which claims skip until the
-		// source rolls it back, a lease after it was made (so before
-		// this attempt started). Claim once it has, rather than end the
-		// drain without those rows (a lost frame without rows waited
-		// already, before its own claim).
-		if err := w.waitStalledClaims(ctx, cmd, fs, start, "cursor: waiting out a stalled claim's lease before claiming the slot's next rows: an earlier attempt of this frame may hold some it never recorded"); err != nil {
-			return nil, false, err
-		}
-		if closed(cancelled) {
-			return nil, false, nil
-		}
 	}
 	claim, err := cur.Claim(ctx, max(1, fs.MaxRows))
 	if err != nil {

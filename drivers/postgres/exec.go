@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -26,9 +25,6 @@ import (
 type executor struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
-	// hold bounds how long a claim's transaction may sit idle waiting for
-	// its Commit or Abort (the frame lease; zero: unbounded).
-	hold time.Duration
 }
 
 var _ sqlcursor.Executor = (*executor)(nil)
@@ -39,22 +35,6 @@ var _ sqlcursor.Executor = (*executor)(nil)
 // commit only hands the rows back, as a failed COMMIT would, and they run
 // again (at least once). The claim itself may SET LOCAL it back on.
 const claimBegin = "BEGIN;\nSET LOCAL synchronous_commit = off;\n"
-
-// begin is claimBegin with the claim's idle time bounded by e.hold. A
-// claimer that stalls with its connection open (a paused process, a
-// frozen VM) keeps its claim's rows locked, and claims that skip locked
-// rows walk past them: its frame is re-issued after missed heartbeats and
-// the drain could end without them, the stalled claim being refused once
-// the claimer wakes. PostgreSQL ends such a session once it has been idle
-// in the claim for a frame lease, when the engine has long fenced the
-// attempt, and the re-issued frame, which waits as long before it claims
-// (cursor.Features.StalledClaimExpires), takes the rows back.
-func (e *executor) begin() string {
-	if e.hold <= 0 {
-		return claimBegin
-	}
-	return claimBegin + fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d;\n", max(e.hold.Milliseconds(), 1))
-}
 
 // Claim sends BEGIN and the claim in one round trip (with bound params:
 // BEGIN, then the claim as one statement of the extended protocol) and
@@ -69,8 +49,8 @@ func (e *executor) Claim(ctx context.Context, sql string, args []any) (sqlcursor
 	err = e.retry(ctx, "claim", func(c *pgxpool.Conn) (bool, error) {
 		var err error
 		if params == nil {
-			res, err = query(ctx, c, e.begin()+sql, nil)
-		} else if _, err = c.Conn().PgConn().Exec(ctx, e.begin()).ReadAll(); err == nil {
+			res, err = query(ctx, c, claimBegin+sql, nil)
+		} else if _, err = c.Conn().PgConn().Exec(ctx, claimBegin).ReadAll(); err == nil {
 			// On error the connection goes back to the pool inside its
 			// transaction, and the pool closes it: nothing is claimed.
 			res, err = query(ctx, c, sql, params)
