@@ -172,6 +172,7 @@ func (l *Lease) Holder(ctx context.Context) (owner string, expires time.Time, er
 func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) error {
 	// The end of ctx is how Run is told to stop, not a failure: Run returns
 	// nil then.
+	standingBy := "" // the holder this replica last said it waits for
 	for ctx.Err() == nil {
 		start := time.Now()
 		token, ok, err := l.acquire(ctx)
@@ -179,6 +180,17 @@ func (l *Lease) Run(ctx context.Context, lead func(ctx context.Context)) error {
 			l.cfg.Logger.Warn("leader: campaign failed", "lease", l.cfg.Name, "error", err)
 		}
 		if !ok {
+			if err == nil {
+				// Say once per holder why this replica does nothing yet: a
+				// replica started while another's lease runs (a restart
+				// after a crash waits out its own old lease) is otherwise
+				// silent until it leads.
+				if owner, expires, herr := l.Holder(ctx); herr == nil && owner != "" && owner != standingBy {
+					standingBy = owner
+					l.cfg.Logger.Info("leader: standing by; another replica holds the lease",
+						"lease", l.cfg.Name, "holder", owner, "expires_at", expires)
+				}
+			}
 			select {
 			case <-time.After(l.cfg.RenewEvery):
 			case <-ctx.Done():

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,5 +188,65 @@ func TestFencedAppendIsCheckedInTheDatabase(t *testing.T) {
 	evs, err := log.Read(ctx, "x", 0, 0)
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("the log holds %d events (%v), want only the leader's first", len(evs), err)
+	}
+}
+
+// logLines is an slog handler's writer that a test can read while the
+// lease writes to it.
+type logLines struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (w *logLines) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *logLines) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestStandbySaysWhoLeads: a replica that cannot take the lease says once
+// which replica holds it (a restarted server waiting out its own old
+// lease said nothing until it led), not at every poll.
+func TestStandbySaysWhoLeads(t *testing.T) {
+	t.Parallel()
+	pool, schema := setup(t)
+	a := newLease(t, pool, schema, "a")
+	la, stopA := campaign(a)
+	defer stopA()
+	wait(t, la, 3*time.Second)
+	var out logLines
+	b, err := leader.New(context.Background(), leader.Config{Pool: pool, Schema: schema, Owner: "b", TTL: time.Second,
+		RenewEvery: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&out, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, stopB := campaign(b)
+	defer stopB()
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(out.String(), "standing by") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the standby never said who leads; its log:\n%s", out.String())
+		}
+		select {
+		case <-lb:
+			t.Fatal("b leads while a holds the lease")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// Several more polls (50 ms each) while a renews.
+	select {
+	case <-lb:
+		t.Fatal("b leads while a holds the lease")
+	case <-time.After(400 * time.Millisecond):
+	}
+	log := out.String()
+	if n := strings.Count(log, "standing by"); n != 1 || !strings.Contains(log, "holder=a") {
+		t.Fatalf("standby log (said %d times, want once, naming holder a):\n%s", n, log)
 	}
 }
