@@ -135,16 +135,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	host := req.URL.Host
 	if t.pace != nil {
 		if err := t.pace.acquire(ctx, host); err != nil {
-			httpInfo := map[string]any{"status": 0, "headers": map[string]any{}}
-			if timedOut(ctx, err) {
-				httpInfo["timeout"] = true
-			}
-			return tools.Output{
-				Status: tools.StatusError,
-				Error:  fmt.Sprintf("%s %s: waiting for the host's rate limit: %v", req.Method, redactURL(req.URL), err),
-				Data:   map[string]any{"status_code": 0, "headers": map[string]any{}, "data": nil},
-				HTTP:   httpInfo,
-			}, nil
+			return noResponse(ctx, err, fmt.Sprintf("%s %s: waiting for the host's rate limit: %v", req.Method, redactURL(req.URL), err)), nil
 		}
 	}
 	resp, err := client.Do(req)
@@ -163,19 +154,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		if cred != nil {
 			msg = tools.Redact(msg, *cred)
 		}
-		httpInfo := map[string]any{"status": 0, "headers": map[string]any{}}
-		if timedOut(ctx, err) {
-			// Policy rules tell a request that ran out of time from one
-			// that failed (output.error.kind timeout): there is no status
-			// to say so.
-			httpInfo["timeout"] = true
-		}
-		return tools.Output{
-			Status: tools.StatusError,
-			Error:  msg,
-			Data:   map[string]any{"status_code": 0, "headers": map[string]any{}, "data": nil},
-			HTTP:   httpInfo,
-		}, nil
+		return noResponse(ctx, err, msg), nil
 	}
 	defer resp.Body.Close()
 
@@ -230,6 +209,23 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	t.logger(call).Debug("http call", "method", req.Method, "url", redactURL(req.URL), "status", resp.StatusCode,
 		"step", call.Step, "task", call.Task, "auth", cfg["auth"] != nil)
 	return out, nil
+}
+
+// noResponse is the output of a request that got no response (err, told
+// as msg): status 0, no headers, no data; http.timeout when it failed for
+// lack of time, so that policy rules tell it from other failures
+// (output.error.kind timeout), there being no status to say so.
+func noResponse(ctx context.Context, err error, msg string) tools.Output {
+	info := map[string]any{"status": 0, "headers": map[string]any{}}
+	if timedOut(ctx, err) {
+		info["timeout"] = true
+	}
+	return tools.Output{
+		Status: tools.StatusError,
+		Error:  msg,
+		Data:   map[string]any{"status_code": 0, "headers": map[string]any{}, "data": nil},
+		HTTP:   info,
+	}
 }
 
 // timedOut reports whether a request failed for lack of time: its
