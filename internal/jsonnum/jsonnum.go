@@ -30,14 +30,15 @@ func Number(n json.Number) any {
 	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return i
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return s
+	if !strings.ContainsAny(s, ".eE") {
+		// An integer past int64: Decimal's rule, the one NUMERIC columns
+		// follow (a float64 only where it prints back digit for digit).
+		return Decimal(s)
 	}
-	if !strings.ContainsAny(s, ".eE") && strconv.FormatFloat(f, 'f', -1, 64) != strings.TrimPrefix(s, "+") {
-		return s
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return f
 	}
-	return f
+	return s
 }
 
 // Normalize replaces every json.Number inside v — a value decoded with
