@@ -89,22 +89,8 @@ func Drain(ctx context.Context, t testing.TB, cfg DrainConfig) Result {
 // how a drain fails checks Result.Summary itself.
 func Run(ctx context.Context, t testing.TB, cfg DrainConfig) Result {
 	t.Helper()
-	if cfg.Loop == "" {
-		cfg.Loop = DefaultLoop
-	}
-	src, err := os.ReadFile(cfg.PlaybookFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := eventlog.NewMemory()
-	e := newEngine(t, cfg, log, newRegistries(t, cfg))
-
-	began := time.Now()
-	id, err := e.Start(ctx, src, engine.StartOptions{File: cfg.PlaybookFile, Workload: cfg.Workload})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return wait(ctx, t, cfg, e, log, id, began)
+	st := start(ctx, t, &cfg)
+	return wait(ctx, t, cfg, st.e, st.log, st.id, st.began)
 }
 
 // Interrupted runs cfg.PlaybookFile, whose loop body must be a tool of
@@ -117,32 +103,18 @@ func Run(ctx context.Context, t testing.TB, cfg DrainConfig) Result {
 // call succeeds.
 func Interrupted(ctx context.Context, t testing.TB, cfg DrainConfig, interrupted func()) Result {
 	t.Helper()
-	if cfg.Loop == "" {
-		cfg.Loop = DefaultLoop
-	}
-	src, err := os.ReadFile(cfg.PlaybookFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	running := holdBody(&cfg)
-	regs := newRegistries(t, cfg)
-	log := eventlog.NewMemory()
-	e1 := newEngine(t, cfg, log, regs)
-	began := time.Now()
-	id, err := e1.Start(ctx, src, engine.StartOptions{File: cfg.PlaybookFile, Workload: cfg.Workload})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := start(ctx, t, &cfg)
 	awaitBody(ctx, t, running)
-	if err := e1.Close(); err != nil {
+	if err := st.e.Close(); err != nil {
 		t.Fatal(err)
 	}
 	interrupted()
-	e2 := newEngine(t, cfg, log, regs)
-	if err := e2.Resume(ctx, id); err != nil {
+	e2 := newEngine(t, cfg, st.log, st.regs)
+	if err := e2.Resume(ctx, st.id); err != nil {
 		t.Fatal(err)
 	}
-	return wait(ctx, t, cfg, e2, log, id, began)
+	return wait(ctx, t, cfg, e2, st.log, st.id, st.began)
 }
 
 // Cancelled runs cfg.PlaybookFile, whose loop body must be a tool of
@@ -152,6 +124,30 @@ func Interrupted(ctx context.Context, t testing.TB, cfg DrainConfig, interrupted
 // reaches it; every other call succeeds.
 func Cancelled(ctx context.Context, t testing.TB, cfg DrainConfig) Result {
 	t.Helper()
+	running := holdBody(&cfg)
+	st := start(ctx, t, &cfg)
+	awaitBody(ctx, t, running)
+	if err := st.e.Cancel(ctx, st.id); err != nil {
+		t.Fatal(err)
+	}
+	return wait(ctx, t, cfg, st.e, st.log, st.id, st.began)
+}
+
+// started is an execution start made: its engine, event log and
+// registries, its id and when it began.
+type started struct {
+	e     *engine.Engine
+	log   eventlog.Log
+	regs  registries
+	id    string
+	began time.Time
+}
+
+// start starts cfg.PlaybookFile with cfg.Workload on a new engine with a
+// memory log and registries of cfg's tools and driver, cfg.Loop defaulted
+// in place for the wait.
+func start(ctx context.Context, t testing.TB, cfg *DrainConfig) started {
+	t.Helper()
 	if cfg.Loop == "" {
 		cfg.Loop = DefaultLoop
 	}
@@ -159,19 +155,13 @@ func Cancelled(ctx context.Context, t testing.TB, cfg DrainConfig) Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running := holdBody(&cfg)
-	log := eventlog.NewMemory()
-	e := newEngine(t, cfg, log, newRegistries(t, cfg))
-	began := time.Now()
-	id, err := e.Start(ctx, src, engine.StartOptions{File: cfg.PlaybookFile, Workload: cfg.Workload})
-	if err != nil {
+	st := started{log: eventlog.NewMemory(), regs: newRegistries(t, *cfg)}
+	st.e = newEngine(t, *cfg, st.log, st.regs)
+	st.began = time.Now()
+	if st.id, err = st.e.Start(ctx, src, engine.StartOptions{File: cfg.PlaybookFile, Workload: cfg.Workload}); err != nil {
 		t.Fatal(err)
 	}
-	awaitBody(ctx, t, running)
-	if err := e.Cancel(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	return wait(ctx, t, cfg, e, log, id, began)
+	return st
 }
 
 // holdBody registers in cfg the tool "body", whose first call waits for
