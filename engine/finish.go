@@ -68,14 +68,11 @@ func (f *finisher) finish(cmd *Command) {
 		ctx, cancel := context.WithTimeout(f.ctx, finishTimeout)
 		defer cancel()
 		log := w.logger().With("execution_id", cmd.ExecutionID, "step", cmd.Step, "loop_id", cmd.LoopKey, "cursor", lp.Cursor.Kind)
-		scope := cmd.commandScope()
-		fs, err := lp.Frame.Resolve(scope)
+		scope, fs, err := w.frameScope(ctx, cmd, lp)
 		if err != nil {
 			log.Warn("cursor loop over; cannot clean up its consumer group", "error", err)
 			return
 		}
-		localRefs(ctx, scope, w.results())
-		addArgs(scope, cmd.Args)
 		spec, err := w.cursorSpec(ctx, &Command{ExecutionID: cmd.ExecutionID, Run: cmd.Run, LoopKey: cmd.LoopKey}, lp, fs, scope, driver)
 		if err != nil {
 			log.Warn("cursor loop over; cannot clean up its consumer group", "error", err)

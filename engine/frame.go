@@ -116,10 +116,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		return w.report(rctx, rep, cmd, eventlog.TypeFrameDone, p)
 	}
 	fail := func(msg string) error { return done(frameDonePayload{Fail: msg}) }
-	// Templated frame fields are rendered here as the orchestrator renders
-	// them for the command's lease and heartbeat (State.frameOf).
-	scope := cmd.commandScope()
-	fs, err := lp.Frame.Resolve(scope)
+	scope, fs, err := w.frameScope(ctx, cmd, lp)
 	if err != nil {
 		return nil, fail(err.Error())
 	}
@@ -127,8 +124,6 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	if err != nil {
 		return nil, fail(fmt.Sprintf("loop.cursor.kind: %v", err))
 	}
-	localRefs(ctx, scope, w.results())
-	addArgs(scope, cmd.Args)
 	if *curp == nil {
 		spec, err := w.cursorSpec(ctx, cmd, lp, fs, scope, driver)
 		if err != nil {
@@ -586,6 +581,21 @@ func recordedClaim(ctx context.Context, claim *cursor.Claim) (frameClaimedPayloa
 	p.Rows = frameRowsOf(claim.Rows)
 	b, err = encodeReport(ctx, p)
 	return p, b, err
+}
+
+// frameScope is the render context of frame command cmd of loop lp (its
+// scope, with stored results resolvable and the run's args) and its frame
+// fields rendered in it, as the orchestrator renders them for the
+// command's lease and heartbeat (State.frameOf).
+func (w *Worker) frameScope(ctx context.Context, cmd *Command, lp *dsl.Loop) (map[string]any, dsl.FrameSpec, error) {
+	scope := cmd.commandScope()
+	fs, err := lp.Frame.Resolve(scope)
+	if err != nil {
+		return nil, fs, err
+	}
+	localRefs(ctx, scope, w.results())
+	addArgs(scope, cmd.Args)
+	return scope, fs, nil
 }
 
 // frameRowsOf is what a frame records of its claimed rows.
