@@ -15,7 +15,6 @@ import (
 	"github.com/cursorflow/cursorflow/drivers/redisstream"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
-	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -27,11 +26,10 @@ const playbookFile = "../../examples/playbooks/redisstream_drain.yaml"
 func TestPlaybookDrains(t *testing.T) {
 	const n = 10000
 	rdb, base := admin(t)
-	stream := "e2e_" + testenv.RandomSuffix(t) + ":jobs"
+	stream := newStream(t, rdb, "e2e_")
 	group := "drain"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
 	ids := fill(t, rdb, stream, n)
 
 	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
@@ -74,10 +72,9 @@ func TestPlaybookDrains(t *testing.T) {
 // must count as dead, one row each, beside the stream's dead letter.
 func TestPlaybookCountsDeadEntries(t *testing.T) {
 	rdb, base := admin(t)
-	stream := "e2e_dead_" + testenv.RandomSuffix(t) + ":jobs"
+	stream := newStream(t, rdb, "e2e_dead_")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
 	ids := fill(t, rdb, stream, deadtest.Rows)
 	deadtest.Drain(ctx, t, drivertest.DrainConfig{
 		PlaybookFile: "testdata/dead_drain.yaml",
@@ -105,10 +102,9 @@ func TestPlaybookCountsDeadEntries(t *testing.T) {
 func TestPlaybookDefaultGroupPerExecution(t *testing.T) {
 	const n = 25
 	rdb, base := admin(t)
-	stream := "e2e_default_group_" + testenv.RandomSuffix(t) + ":jobs"
+	stream := newStream(t, rdb, "e2e_default_group_")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
 	ids := fill(t, rdb, stream, n)
 
 	for run := 1; run <= 2; run++ {
@@ -139,10 +135,9 @@ func TestPlaybookDefaultGroupPerExecution(t *testing.T) {
 func TestPlaybookFinish(t *testing.T) {
 	const n = 25
 	rdb, base := admin(t)
-	stream := "e2e_finish_" + testenv.RandomSuffix(t) + ":jobs"
+	stream := newStream(t, rdb, "e2e_finish_")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
 	fill(t, rdb, stream, n)
 
 	r := drivertest.Drain(ctx, t, drivertest.DrainConfig{
@@ -169,10 +164,9 @@ func TestPlaybookFinish(t *testing.T) {
 // loop.done.
 func TestPlaybookFinishAfterCancel(t *testing.T) {
 	rdb, base := admin(t)
-	stream := "e2e_cancel_" + testenv.RandomSuffix(t) + ":jobs"
+	stream := newStream(t, rdb, "e2e_cancel_")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
 	fill(t, rdb, stream, 20)
 
 	r := drivertest.Cancelled(ctx, t, drivertest.DrainConfig{
@@ -198,10 +192,9 @@ func TestPlaybookFinishAfterCancel(t *testing.T) {
 func TestPlaybookFinishAfterResume(t *testing.T) {
 	const n = 20
 	rdb, base := admin(t)
-	stream := "e2e_resume_" + testenv.RandomSuffix(t) + ":jobs"
+	stream := newStream(t, rdb, "e2e_resume_")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
 	ids := fill(t, rdb, stream, n)
 
 	r := drivertest.Interrupted(ctx, t, drivertest.DrainConfig{
@@ -264,10 +257,9 @@ func groupNames(t *testing.T, rdb *redis.Client, stream string) []string {
 // recorded with U+FFFD in their place). Valid UTF-8 stays as it is.
 func TestPlaybookBinaryFields(t *testing.T) {
 	rdb, base := admin(t)
-	stream := "e2e_binary_" + testenv.RandomSuffix(t) + ":jobs"
+	stream := newStream(t, rdb, "e2e_binary_")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
 	var ids []string
 	for i, bin := range []string{"bin\xff\xfeok\x80", "\xc3\x28", "plain"} {
 		text := "café ☃ " + strconv.Itoa(i+1)

@@ -11,7 +11,6 @@ import (
 	"github.com/cursorflow/cursorflow/drivers/redisstream"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
-	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/fn"
 )
@@ -37,10 +36,9 @@ func (d *finishSignal) Finish(ctx context.Context, spec cursor.Spec) error {
 // create the group again: nothing would ever remove it.
 func TestPlaybookFinishAfterFailure(t *testing.T) {
 	rdb, base := admin(t)
-	stream := "e2e_failed_" + testenv.RandomSuffix(t) + ":jobs"
+	stream := newStream(t, rdb, "e2e_failed_")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
 	fill(t, rdb, stream, 20)
 
 	drv := &finishSignal{Driver: redisstream.New(redisstream.Config{}), finished: make(chan struct{})}

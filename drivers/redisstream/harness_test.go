@@ -34,6 +34,16 @@ func admin(t testing.TB) (*redis.Client, string) {
 	return c, base
 }
 
+// newStream names a stream of its own for the test, prefix then a random
+// suffix then ":jobs", and deletes it and its dead-letter stream when the
+// test ends.
+func newStream(t testing.TB, rdb *redis.Client, prefix string) string {
+	t.Helper()
+	stream := prefix + testenv.RandomSuffix(t) + ":jobs"
+	t.Cleanup(func() { _ = rdb.Del(context.Background(), stream, stream+":dead").Err() })
+	return stream
+}
+
 // withClientName sets the client name the driver's connections announce.
 func withClientName(t testing.TB, base, name string) string {
 	t.Helper()

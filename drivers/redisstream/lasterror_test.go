@@ -25,7 +25,7 @@ import (
 // left behind in Redis.
 func TestPlaybookDeadLetterKeepsLastError(t *testing.T) {
 	rdb, base := admin(t)
-	stream := "ex9_lasterr_" + testenv.RandomSuffix(t) + ":jobs"
+	stream := "e2e_lasterr_" + testenv.RandomSuffix(t) + ":jobs"
 	group := "ex9-lasterror"
 	errKey := stream + ":cursorflow:last_error:" + group
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
