@@ -116,6 +116,13 @@ type Command struct {
 	// before it claims, so that it takes them back (a source reclaims
 	// overdue rows first) instead of the drain ending without them.
 	Lost bool `json:"lost,omitempty"`
+	// Hold, on a frame, is how long to wait before claiming: its slot's
+	// last claim found no rows while an earlier lost attempt of the loop
+	// may still have held some it never recorded, which the source takes
+	// back a frame lease after the loss. A worker that does not know it
+	// claims at once, and the engine asks again until a claim comes late
+	// enough.
+	Hold time.Duration `json:"hold,omitempty"`
 	// Pool names the worker pool that should run the command (empty: any),
 	// from the step's spec.pool.
 	Pool string `json:"pool,omitempty"`

@@ -301,8 +301,14 @@ func (d *decider) fillLoops() {
 					continue
 				}
 				base := frameBase(run, i, sl.Frame+1)
+				p := issuedPayload{Kind: KindFrame, Run: run, Base: base, Slot: i, Args: r.Args}
+				if wait := l.HoldUntil.UnixMilli() - d.now.UnixMilli(); sl.Recheck && wait >= 0 {
+					// Its last claim found nothing while a lost attempt's
+					// claim may still hold rows: claim after the hold.
+					p.HoldMs = wait + 1
+				}
 				d.emit(eventlog.Event{Type: eventlog.TypeCommandIssued, Step: r.Step, LoopID: run, CommandID: commandID(base, 1),
-					Attempt: 1, Frame: sl.Frame + 1, Payload: mustJSON(issuedPayload{Kind: KindFrame, Run: run, Base: base, Slot: i, Args: r.Args})})
+					Attempt: 1, Frame: sl.Frame + 1, Payload: mustJSON(p)})
 			}
 			continue
 		}
@@ -429,9 +435,10 @@ func (d *decider) expire(id, reason string) {
 		p.Settle, p.SettleReason = SettleDeadLetter, msg
 		d.reissue(c, p)
 	default:
-		// A frame without recorded rows: the source took back whatever
-		// the lost attempts claimed (rolled back, or by its lease).
-		d.giveUp(c, frameDonePayload{}, msg)
+		// A frame without recorded rows: the source takes back whatever
+		// the lost attempts claimed (rolled back, or by its lease); the
+		// loop's drain waits for that (State.holdDrain).
+		d.giveUp(c, frameDonePayload{Lost: c.Kind == KindFrame && d.s.semantics >= semanticsClaimHold}, msg)
 	}
 }
 

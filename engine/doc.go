@@ -111,6 +111,17 @@
 // before it claims and takes them back (Command.Lost), instead of the
 // drain ending without them.
 //
+// An attempt may also be lost to a worker that stalled rather than died (a
+// paused process, a frozen VM) with its claim, or the claim it made ahead
+// for the slot's next frame, still open: postgres keeps such rows locked,
+// and claims that skip locked rows walk past them, until it ends the
+// claim's transaction once it sat idle a frame lease; a source with leases
+// holds them until their lease runs out. So, from the loss of a frame
+// attempt until a frame lease (and a second) later, a claim that finds no
+// rows does not drain its slot: the slot's next frame claims again once
+// that time has passed (Command.Hold). A drain that loses a frame attempt
+// near its end finishes up to a lease later than it would have.
+//
 // # Cancel
 //
 // Engine.Cancel records cancel.requested; nothing new starts, and every

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -178,6 +179,20 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				// Cancelled before the claim: claim nothing.
 				p.Cancelled = true
 				return nil, done(p)
+			}
+			if cmd.Hold > 0 {
+				w.logger().Info("cursor: the slot found no rows while a lost frame attempt may still hold some it claimed; claiming again once the source has taken them back",
+					"step", cmd.Step, "command_id", cmd.ID, "wait", cmd.Hold)
+				// In real time, not the worker's clock: the source counts
+				// the lease on its own (an idle transaction's timeout, an
+				// entry's idle time).
+				if err := sleepCtx(ctx, clock.System(), cmd.Hold); err != nil {
+					return nil, err
+				}
+				if closed(cancelled) {
+					p.Cancelled = true
+					return nil, done(p)
+				}
 			}
 			if cmd.Lost && !driver.Features().TransactionalClaim {
 				// The lost attempt may have claimed rows it never

@@ -46,8 +46,17 @@ const (
 	// success, failed}} (state.get_loop_aggregation) rather than the list
 	// of its items' data, whose stats the loop's result records.
 	semanticsStepView = 5
+	// semanticsClaimHold: a frame attempt taken and lost (its lease ran
+	// out: a worker died, or stalled with its claim open) may hold rows
+	// it claimed and never recorded until the source takes them back, a
+	// frame lease after the loss (a transaction rolled back, a lease run
+	// out). Until then a claim that finds no rows does not drain its
+	// slot: the slot claims again once the hold is over (loopState.
+	// HoldUntil, Command.Hold). Before, such rows were skipped by the
+	// other claims and the drain ended without them.
+	semanticsClaimHold = 6
 	// currentSemantics is what new executions record.
-	currentSemantics = semanticsStepView
+	currentSemantics = semanticsClaimHold
 )
 
 // The join barrier. NoETL gates a step that several branches of an

@@ -528,6 +528,7 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event, chained bool) *
 		StartTask: p.StartTask, TaskAttempt: p.TaskAttempt, Carry: p.Carry, NextCall: p.NextCall,
 		Settle: p.Settle, SettleReason: p.SettleReason,
 		Lost: p.Kind == KindFrame && len(p.Rows) == 0 && (p.Reason == reasonLease || p.Reason == reasonResume),
+		Hold: time.Duration(p.HoldMs) * time.Millisecond,
 	}
 	cmd.Lease, cmd.Heartbeat = s.leaseFor(ev.CommandID, o.lease)
 	cmd.PlaybookSource, cmd.PlaybookFile, cmd.PlaybookHash = s.started.Playbook, s.started.File, s.playbookHash()

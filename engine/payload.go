@@ -69,6 +69,10 @@ type issuedPayload struct {
 	// Joined lists the other wanted entries of the step that this run
 	// took with it (the join barrier).
 	Joined []string `json:"joined,omitempty"`
+	// HoldMs, on a frame whose slot's last claim found no rows during a
+	// hold (loopState.HoldUntil), is how long the frame waits before it
+	// claims (Command.Hold).
+	HoldMs int64 `json:"hold_ms,omitempty"`
 }
 
 // Settle actions of a re-issued frame (Command.Settle).
@@ -244,6 +248,10 @@ type frameDonePayload struct {
 	// its own SQL to deal with. Unlike Abandoned, nothing went wrong:
 	// they only count in the loop's rows left claimed (LoopStatus).
 	Unreleased []string `json:"unreleased,omitempty"`
+	// Lost: the engine gave the frame up after its lease ran out too
+	// often, without recorded rows; what its attempts claimed unrecorded
+	// is the source's to take back (State.holdDrain).
+	Lost bool `json:"lost,omitempty"`
 }
 
 func (p frameClaimedPayload) appendJSON(b []byte) ([]byte, error) {
@@ -353,6 +361,9 @@ func (p frameDonePayload) appendJSON(b []byte) ([]byte, error) {
 	}
 	b = appendStrings(b, "abandoned", p.Abandoned)
 	b = appendStrings(b, "unreleased", p.Unreleased)
+	if p.Lost {
+		b = append(b, `,"lost":true`...)
+	}
 	return append(b, '}'), nil
 }
 
@@ -373,6 +384,7 @@ type frameDoneSummary struct {
 	Ctx      map[string]any `json:"ctx,omitempty"`
 	Fail     string         `json:"fail,omitempty"`
 	Released int            `json:"released,omitempty"`
+	Lost     bool           `json:"lost,omitempty"`
 	// Abandoned is how many keys frame.done's abandoned lists.
 	Abandoned int `json:"-"`
 	// Unreleased is how many keys frame.done's unreleased lists.
@@ -408,6 +420,8 @@ func (p *frameDoneSummary) decodeMember(key string, raw []byte) error {
 		return unmarshal(raw, &p.Fail)
 	case "released":
 		return unmarshal(raw, &p.Released)
+	case "lost":
+		return unmarshal(raw, &p.Lost)
 	case "abandoned":
 		var keys []string
 		if err := unmarshal(raw, &keys); err != nil {

@@ -260,6 +260,14 @@ type loopState struct {
 	// StartedAt is loop.started's time and ProgressAt the time of the
 	// last item or frame that finished, for the loop's rate.
 	StartedAt, ProgressAt time.Time
+	// HoldUntil (cursor loops, semanticsClaimHold) is when the source has
+	// taken back whatever a lost frame attempt claimed and never recorded:
+	// a claim that may have been made before it and found no rows does
+	// not drain its slot (holdDrain). It is compared in whole
+	// milliseconds, with a millisecond to spare where it decides a wait
+	// (fillLoops), so that a log keeping times to the microsecond folds
+	// it as it was decided.
+	HoldUntil time.Time `json:",omitempty"`
 }
 
 // count is the number of items of a collection loop.
@@ -274,6 +282,9 @@ type slotState struct {
 	Frame   int
 	Busy    bool
 	Drained bool
+	// Recheck: the slot's last claim found no rows before the loop's
+	// HoldUntil; its next frame claims once the hold is over.
+	Recheck bool `json:",omitempty"`
 }
 
 // NewState returns the empty state of an execution.
@@ -454,6 +465,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			case KindFrame:
 				if l := s.Loops[p.Run]; l != nil && p.Slot < len(l.Slots) {
 					l.Slots[p.Slot].Busy = true
+					l.Slots[p.Slot].Recheck = false
 					l.Slots[p.Slot].Frame++
 					l.Frames++
 				}
@@ -472,6 +484,9 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		// Only attempts a worker took count (reasonUntaken does not).
 		if p.Reason == reasonLease {
 			c.Expiries++
+			if p.Kind == KindFrame {
+				s.holdDrain(s.Loops[p.Run], ev.Time)
+			}
 		}
 		if p.Reason == reasonShardRetry {
 			c.ShardRetries++
@@ -587,8 +602,17 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		}
 		slot := &l.Slots[c.Issued.Slot]
 		slot.Busy = false
+		if p.Lost {
+			s.holdDrain(l, ev.Time)
+		}
 		if p.Drained {
-			slot.Drained = true
+			if s.semantics >= semanticsClaimHold && c.IssuedAt.UnixMilli()+c.Issued.HoldMs < l.HoldUntil.UnixMilli() {
+				// The claim may have come before a lost attempt's rows
+				// went back to the source: look again after the hold.
+				slot.Recheck = true
+			} else {
+				slot.Drained = true
+			}
 		}
 		l.ProgressAt = ev.Time
 		l.Rows += p.Counts.Rows
@@ -783,6 +807,37 @@ func (s *State) frameOf(st *dsl.Step) dsl.FrameSpec {
 		return r
 	}
 	return fs
+}
+
+// claimHoldMargin is added to a frame lease in holdDrain: the source
+// counts the lease on its own timer (PostgreSQL's
+// idle_in_transaction_session_timeout, a stream's idle time), which may
+// fire a little late.
+const claimHoldMargin = time.Second
+
+// holdDrain records that a frame attempt of loop l was lost at time at
+// (its lease ran out, or it was given up): until a frame lease later,
+// when the source has taken back what the attempt may have claimed
+// without recording it, no claim that finds nothing drains its slot
+// (semanticsClaimHold). A worker that died frees its transactional
+// claim at once, but one that stalled with its connection open (a
+// paused process, a frozen VM) holds it until the source ends it; the
+// other claims skip its locked rows meanwhile.
+func (s *State) holdDrain(l *loopState, at time.Time) {
+	if l == nil || s.semantics < semanticsClaimHold {
+		return
+	}
+	lease := time.Duration(dsl.DefaultFrameLeaseSeconds * float64(time.Second))
+	if run := s.Runs[l.Run]; run != nil && s.Playbook != nil {
+		if st := s.Playbook.Step(run.Step); st != nil && st.Loop != nil {
+			if fs := s.frameOf(st); fs.LeaseSeconds > 0 {
+				lease = time.Duration(fs.LeaseSeconds * float64(time.Second))
+			}
+		}
+	}
+	if until := at.Add(lease + claimHoldMargin); until.After(l.HoldUntil) {
+		l.HoldUntil = until
+	}
 }
 
 // countHandedBack counts the failed rows of a frame.done whose frame handed

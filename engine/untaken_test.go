@@ -137,8 +137,18 @@ func (r *dieOnTake) Heartbeat(ctx context.Context, e, c string) error {
 // dispatches after it, to the end of the execution.
 func (b *outageBench) runBack(t *testing.T, cmd *engine.Command) *engine.Summary {
 	t.Helper()
+	return b.runEach(t, cmd, nil)
+}
+
+// runEach is runBack with each command passed through each (when not nil)
+// before it runs.
+func (b *outageBench) runEach(t *testing.T, cmd *engine.Command, each func(*engine.Command) *engine.Command) *engine.Summary {
+	t.Helper()
 	seen := len(b.d.issued())
 	for cmd != nil {
+		if each != nil {
+			cmd = each(cmd)
+		}
 		if err := b.e.Worker().Execute(b.ctx, cmd, b.e.Reporter()); err != nil {
 			t.Fatalf("%s: %v", cmd.ID, err)
 		}

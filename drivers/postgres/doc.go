@@ -33,7 +33,11 @@
 // processes, and needs no reclaim clause: rows a frame claimed are either
 // on record in the engine's log (a re-issued frame runs them) or, if the
 // claimer died before the record, rolled back by PostgreSQL when its
-// connection closed. A claim may keep a reclaim clause of its own; it is
+// connection closed, or, if it stalled with its connection open (a paused
+// process, a frozen VM), once the claim's transaction has sat idle for the
+// frame lease (idle_in_transaction_session_timeout, set for the claim
+// alone); the engine does not let the drain end before then. A claim may
+// keep a reclaim clause of its own; it is
 // never required. A statement that fails because the server dropped the
 // connection (restart, failover, pg_terminate_backend) is retried once on
 // a fresh connection after resetting the pool; a dropped connection never

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -25,6 +26,8 @@ import (
 type executor struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
+	// begin opens a claim's transaction (beginFor).
+	begin string
 }
 
 var _ sqlcursor.Executor = (*executor)(nil)
@@ -35,6 +38,21 @@ var _ sqlcursor.Executor = (*executor)(nil)
 // commit only hands the rows back, as a failed COMMIT would, and they run
 // again (at least once). The claim itself may SET LOCAL it back on.
 const claimBegin = "BEGIN;\nSET LOCAL synchronous_commit = off;\n"
+
+// beginFor is claimBegin with the claim's idle time bounded by hold (the
+// frame lease; zero: unbounded). A claimer that stalls with its
+// connection open (a paused process, a frozen VM) keeps its claim's rows
+// locked, and claims that skip locked rows walk past them. PostgreSQL
+// ends such a session once it has sat idle in the claim for a frame
+// lease, long after the engine fenced the attempt; the engine does not let
+// the drain end before then (a claim that finds nothing within a lease of
+// a lost attempt does not drain its slot), so the rows are claimed again.
+func beginFor(hold time.Duration) string {
+	if hold <= 0 {
+		return claimBegin
+	}
+	return claimBegin + fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d;\n", max(hold.Milliseconds(), 1))
+}
 
 // Claim sends BEGIN and the claim in one round trip (with bound params:
 // BEGIN, then the claim as one statement of the extended protocol) and
@@ -49,8 +67,8 @@ func (e *executor) Claim(ctx context.Context, sql string, args []any) (sqlcursor
 	err = e.retry(ctx, "claim", func(c *pgxpool.Conn) (bool, error) {
 		var err error
 		if params == nil {
-			res, err = query(ctx, c, claimBegin+sql, nil)
-		} else if _, err = c.Conn().PgConn().Exec(ctx, claimBegin).ReadAll(); err == nil {
+			res, err = query(ctx, c, e.begin+sql, nil)
+		} else if _, err = c.Conn().PgConn().Exec(ctx, e.begin).ReadAll(); err == nil {
 			// On error the connection goes back to the pool inside its
 			// transaction, and the pool closes it: nothing is claimed.
 			res, err = query(ctx, c, sql, params)

@@ -59,7 +59,8 @@ func New(cfg Config) *Driver {
 
 // Features reports what the postgres driver guarantees: transactional
 // claims (a claim commits only once the engine recorded it, and rolls
-// back when its claimer dies). Attempts and dead-lettering depend on the
+// back when its claimer dies, or stalls with its connection open for
+// longer than the frame lease). Attempts and dead-lettering depend on the
 // claim returning an attempts column and on a dead_letter statement.
 func (d *Driver) Features() cursor.Features {
 	return cursor.Features{
@@ -86,7 +87,7 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 	if log == nil {
 		log = d.log
 	}
-	cur, err := sqlcursor.New(spec, &executor{pool: pool, log: log}, d.log)
+	cur, err := sqlcursor.New(spec, &executor{pool: pool, log: log, begin: beginFor(spec.Lease)}, d.log)
 	if err != nil {
 		return nil, err // not a typed nil inside the interface
 	}

@@ -149,6 +149,20 @@ func (e *env) done(ctx context.Context) (int, error) {
 }
 
 // terminal returns the execution's terminal event type, "" while it runs.
+// ended reports whether execution id has ended, and fails the test if it
+// ended other than completed.
+func (e *env) ended(ctx context.Context, t *testing.T, id string) bool {
+	t.Helper()
+	term, err := e.terminal(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term != "" && term != "execution.completed" {
+		t.Fatalf("execution ended %s", term)
+	}
+	return term != ""
+}
+
 func (e *env) terminal(ctx context.Context, id string) (string, error) {
 	var term *string
 	err := e.pool.QueryRow(ctx, "SELECT terminal FROM "+e.schema+".executions WHERE execution_id = $1", id).Scan(&term)
@@ -196,17 +210,7 @@ func TestDrainSurvivesWorkerAndLeaderKills(t *testing.T) {
 
 	killedWorker, killedLeader := false, false
 	var failoverAt time.Time
-	for {
-		term, err := e.terminal(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if term != "" {
-			if term != "execution.completed" {
-				t.Fatalf("execution ended %s", term)
-			}
-			break
-		}
+	for !e.ended(ctx, t, id) {
 		n, err := e.done(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -3,7 +3,8 @@
 //
 // Hit(name) is a no-op unless the binary is built with the build tag
 // faultpoint (go build -tags faultpoint), so normal builds carry no cost
-// and no way to trigger it. In a faultpoint build, Hit SIGKILLs the
+// and no way to trigger it. In a faultpoint build, Hit SIGKILLs (or, with
+// CURSORFLOW_FAULTPOINT_ACTION=stop, SIGSTOPs) the
 // process when the environment variable CURSORFLOW_FAULTPOINT names the
 // point and the point has been reached CURSORFLOW_FAULTPOINT_AFTER times
 // (default 1). Before dying it appends "name pid" to the file
@@ -36,4 +37,11 @@ const (
 	EnvAfter = "CURSORFLOW_FAULTPOINT_AFTER"
 	// EnvMark names a file that gets "point pid" appended before the kill.
 	EnvMark = "CURSORFLOW_FAULTPOINT_MARK"
+	// EnvAction, set to ActionStop, has the point SIGSTOP the process
+	// instead of killing it: a paused process (a frozen VM, a debugger)
+	// whose connections stay open.
+	EnvAction = "CURSORFLOW_FAULTPOINT_ACTION"
 )
+
+// ActionStop is the EnvAction that stops the process rather than kills it.
+const ActionStop = "stop"

@@ -26,7 +26,9 @@ var (
 )
 
 // Hit SIGKILLs the process the after-th time the point named by
-// CURSORFLOW_FAULTPOINT is reached.
+// CURSORFLOW_FAULTPOINT is reached, or SIGSTOPs it with
+// CURSORFLOW_FAULTPOINT_ACTION=stop (it then goes on where it was once
+// sent SIGCONT).
 func Hit(name string) {
 	if name != point || hits.Add(1) != after {
 		return
@@ -37,6 +39,10 @@ func Hit(name string) {
 			_ = f.Sync()
 			_ = f.Close()
 		}
+	}
+	if os.Getenv(EnvAction) == ActionStop {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		return
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // the signal is on its way
