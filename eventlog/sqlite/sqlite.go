@@ -76,6 +76,9 @@ type Log struct {
 type writer struct {
 	conn                                *sql.Conn
 	insert, execState, upsert, hasStart *sql.Stmt
+	// begin and commit open and close an append's transaction: prepared
+	// once, not parsed again on every append.
+	begin, commit *sql.Stmt
 }
 
 var _ eventlog.Log = (*Log)(nil)
@@ -142,6 +145,12 @@ func (l *Log) connect(ctx context.Context, doMigrate bool) (*writer, error) {
 			return fail(err)
 		}
 	}
+	if w.begin, err = conn.PrepareContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fail(err)
+	}
+	if w.commit, err = conn.PrepareContext(ctx, "COMMIT"); err != nil {
+		return fail(err)
+	}
 	if w.insert, err = conn.PrepareContext(ctx, `INSERT INTO events
 		(execution_id, seq, type, step, command_id, loop_id, frame, attempt, worker_id, payload, meta, time)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -172,7 +181,7 @@ func (l *Log) connect(ctx context.Context, doMigrate bool) (*writer, error) {
 }
 
 func (w *writer) close() {
-	for _, s := range []*sql.Stmt{w.insert, w.execState, w.upsert, w.hasStart} {
+	for _, s := range []*sql.Stmt{w.insert, w.execState, w.upsert, w.hasStart, w.begin, w.commit} {
 		if s != nil {
 			_ = s.Close()
 		}
@@ -230,7 +239,7 @@ func (l *Log) appendLocked(ctx context.Context, events []eventlog.Event) (_ []ev
 		}
 	}
 	w := l.w
-	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if _, err := w.begin.ExecContext(ctx); err != nil {
 		return nil, nil, l.writeErr(ctx, "begin", err)
 	}
 	defer func() {
@@ -244,6 +253,12 @@ func (l *Log) appendLocked(ctx context.Context, events []eventlog.Event) (_ []ev
 		}
 	}()
 
+	// The transaction holds the file's write lock from BEGIN IMMEDIATE
+	// on, so its statements wait for nothing: they run without ctx, which
+	// spares each of them the driver's watcher goroutine of a cancellable
+	// context. A ctx that ends meanwhile still refuses the batch before
+	// it commits.
+	tctx := context.WithoutCancel(ctx)
 	now := time.Now().UnixNano()
 	results := make([]eventlog.Result, len(events))
 	states := make(map[string]*execState, 1)
@@ -252,7 +267,7 @@ func (l *Log) appendLocked(ctx context.Context, events []eventlog.Event) (_ []ev
 		st := states[e.ExecutionID]
 		if st == nil {
 			st = &execState{}
-			switch err := w.execState.QueryRowContext(ctx, e.ExecutionID).Scan(&st.lastSeq, &st.hadEnd); {
+			switch err := w.execState.QueryRowContext(tctx, e.ExecutionID).Scan(&st.lastSeq, &st.hadEnd); {
 			case err == nil:
 				st.known = true
 			case !errors.Is(err, sql.ErrNoRows):
@@ -265,7 +280,7 @@ func (l *Log) appendLocked(ctx context.Context, events []eventlog.Event) (_ []ev
 			// holds the file's write lock, so no other process can store
 			// a start between this check and the insert.
 			if !st.hasStart && st.known {
-				if err := w.hasStart.QueryRowContext(ctx, e.ExecutionID).Scan(&st.hasStart); err != nil {
+				if err := w.hasStart.QueryRowContext(tctx, e.ExecutionID).Scan(&st.hasStart); err != nil {
 					return nil, nil, l.writeErr(ctx, "read execution", err)
 				}
 			}
@@ -288,7 +303,7 @@ func (l *Log) appendLocked(ctx context.Context, events []eventlog.Event) (_ []ev
 		// Exec rather than INSERT ... RETURNING: it is markedly cheaper
 		// through database/sql, and the single writer makes LastInsertId
 		// exact.
-		r, err := w.insert.ExecContext(ctx, e.ExecutionID, seq, e.Type, nullString(e.Step), nullString(e.CommandID),
+		r, err := w.insert.ExecContext(tctx, e.ExecutionID, seq, e.Type, nullString(e.Step), nullString(e.CommandID),
 			nullString(e.LoopID), e.Frame, e.Attempt, nullString(e.WorkerID), nullString(string(e.Payload)),
 			nullString(string(e.Meta)), at)
 		var n, id int64
@@ -320,12 +335,15 @@ func (l *Log) appendLocked(ctx context.Context, events []eventlog.Event) (_ []ev
 			delete(states, id)
 			continue
 		}
-		if _, err := w.upsert.ExecContext(ctx, id, st.lastSeq, st.firstID, st.started, st.startedAt,
+		if _, err := w.upsert.ExecContext(tctx, id, st.lastSeq, st.firstID, st.started, st.startedAt,
 			st.terminal, st.finishedAt); err != nil {
 			return nil, nil, l.writeErr(ctx, "update execution", err)
 		}
 	}
-	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if _, err := w.commit.ExecContext(tctx); err != nil {
 		return nil, nil, l.writeErr(ctx, "commit", err)
 	}
 	return results, states, nil
