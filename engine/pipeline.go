@@ -112,6 +112,17 @@ func (o *orchestrator) run(ctx context.Context) {
 	defer close(o.done)
 	defer o.ticker.Stop()
 	appended := make(chan *batch, 1)
+	// One goroutine appends every batch (one at a time: see flying), so
+	// the stack a log's append grows to (SQLite's is deep) is grown once,
+	// not on a fresh goroutine per batch.
+	toAppend := make(chan *batch, 1)
+	defer close(toAppend)
+	go func() {
+		for b := range toAppend {
+			b.results, b.err = o.log.Append(ctx, b.events)
+			appended <- b
+		}
+	}()
 	o.next = newBatch()
 	for {
 		inbox := o.inbox
@@ -140,7 +151,7 @@ func (o *orchestrator) run(ctx context.Context) {
 			}
 		}
 		if o.flying == nil && !o.next.idle() {
-			o.seal(ctx, appended)
+			o.seal(ctx, toAppend)
 		}
 	}
 }
@@ -510,10 +521,10 @@ func (o *orchestrator) chainClaim(b *batch, issued map[frameSlot]int, c pendingC
 }
 
 // seal sends the next batch to the log: the stored values its decisions
-// refer to are written first, its commands built, and its append started
-// on a goroutine that hands the batch back on appended. A batch with
-// nothing to append is completed at once.
-func (o *orchestrator) seal(ctx context.Context, appended chan<- *batch) {
+// refer to are written first, its commands built, and the batch handed to
+// the appending goroutine on toAppend (see run), which hands it back once
+// appended. A batch with nothing to append is completed at once.
+func (o *orchestrator) seal(ctx context.Context, toAppend chan<- *batch) {
 	b := o.next
 	o.next = newBatch()
 	if len(b.events) == 0 {
@@ -552,10 +563,7 @@ func (o *orchestrator) seal(ctx context.Context, appended chan<- *batch) {
 		}
 	}
 	o.flying = b
-	go func() {
-		b.results, b.err = o.log.Append(ctx, b.events)
-		appended <- b
-	}()
+	toAppend <- b // empty: nothing else is flying
 }
 
 // safeComplete runs complete; a panic is logged and the loop goes on.
