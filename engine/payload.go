@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/internal/plainjson"
 )
 
@@ -413,7 +414,7 @@ func (p *frameDoneSummary) decodeMember(key string, raw []byte) error {
 	case "drained":
 		return unmarshal(raw, &p.Drained)
 	case "counts":
-		return unmarshal(raw, &p.Counts)
+		return decodeCounts(raw, &p.Counts)
 	case "ctx":
 		return unmarshal(raw, &p.Ctx)
 	case "fail":
@@ -445,6 +446,44 @@ type frameCounts struct {
 	Failed int `json:"failed"`
 	Dead   int `json:"dead"`
 }
+
+// decodeCounts reads frame.done's counts into c as unmarshal does. The
+// form the engine writes, its four members each a plain integer, is read
+// without encoding/json, which the fold would otherwise run once a frame;
+// anything else (another key, a null, a number that is not a plain int)
+// is left to unmarshal.
+func decodeCounts(raw []byte, c *frameCounts) error {
+	fast := *c
+	err := jsonnum.Members(raw, func(key string, v []byte) error {
+		var f *int
+		switch key {
+		case "rows":
+			f = &fast.Rows
+		case "ok":
+			f = &fast.OK
+		case "failed":
+			f = &fast.Failed
+		case "dead":
+			f = &fast.Dead
+		default:
+			return errNotPlainCounts
+		}
+		n, err := strconv.Atoi(string(v))
+		if err != nil {
+			return errNotPlainCounts
+		}
+		*f = n
+		return nil
+	})
+	if err == nil {
+		*c = fast
+		return nil
+	}
+	return unmarshal(raw, c)
+}
+
+// errNotPlainCounts sends decodeCounts to unmarshal.
+var errNotPlainCounts = errors.New("not the engine's plain counts")
 
 func countOutcomes(items []ItemOutcome) frameCounts {
 	c := frameCounts{Rows: len(items)}

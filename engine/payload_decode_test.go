@@ -24,6 +24,10 @@ func TestMemberDecodersAgree(t *testing.T) {
 		`{"counts":{"rows":2,"ok":1,"failed":1,"dead":0},"fail":"","ctx":null}`,
 		`{"counts":{"rows":2,"ok":1,"failed":1,"dead":0},"abandoned":["7","q\"]"]}`,
 		`{"counts":{"rows":2,"ok":1,"failed":1,"dead":0},"abandoned":["7"],"unreleased":["8","q\"]"]}`,
+		// counts in forms the engine does not write: read as unmarshal reads them
+		`{"counts":{"Rows":2,"OK":1,"failed":1}}`, `{"counts":{"rows":null,"ok":3}}`,
+		`{"counts":{"rows":2,"extra":[1],"dead":-0}}`, `{"counts":{"rows":1,"rows":4}}`,
+		`{"counts":{}}`, `{"counts":null}`, `{"counts":{"\u0072ows":5}}`,
 	} {
 		ev := eventlog.Event{Payload: []byte(payload)}
 		var fast, whole frameClaimedRaw
@@ -60,7 +64,8 @@ func TestMemberDecodersAgree(t *testing.T) {
 			t.Errorf("%s: unreleased %d (%v), want 2", p, fd.Unreleased, err)
 		}
 	}
-	for _, bad := range []string{`[1]`, `{"counts":{"rows":"x"}}`, `{"drained":1}`} {
+	for _, bad := range []string{`[1]`, `{"counts":{"rows":"x"}}`, `{"drained":1}`, `{"counts":{"rows":1.5}}`,
+		`{"counts":{"ok":99999999999999999999}}`, `{"counts":[1]}`} {
 		var fd frameDoneSummary
 		if err := decode(eventlog.Event{Payload: []byte(bad)}, &fd); err == nil {
 			t.Errorf("%s: decoded as %+v", bad, fd)
