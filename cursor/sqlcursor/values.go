@@ -27,6 +27,9 @@ import (
 // driver.Valuer and fmt.Stringer values their value or string, and
 // anything else its fmt.Sprint form. nil stays nil.
 func Normalize(v any) any {
+	// A value kept as it is returns orig, not the case's typed v: boxing a
+	// string again would cost an allocation per text column of every row.
+	orig := v
 	switch v := v.(type) {
 	case nil:
 		return nil
@@ -39,7 +42,7 @@ func Normalize(v any) any {
 		if !utf8.ValidString(v) {
 			return base64.StdEncoding.EncodeToString([]byte(v))
 		}
-		return v
+		return orig
 	case int:
 		return int64(v)
 	case int8:
