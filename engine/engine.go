@@ -333,8 +333,11 @@ func (e *Engine) execute(workCtx context.Context, cmd *Command, rep Reporter) {
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, ErrClosed):
 	case errors.Is(err, ErrStale), errors.Is(err, ErrUnknownExecution):
-		// The command was re-issued or its execution ended: expected.
-		e.cfg.Logger.Debug("report refused", "command_id", cmd.ID, "error", err)
+		// The command was re-issued or its execution ended: expected,
+		// but an operator looking for a slow or stalled worker wants to
+		// see that its work was not recorded.
+		e.cfg.Logger.Info("report refused: the command was re-issued or its execution ended; this attempt's outcome is not recorded",
+			"command_id", cmd.ID, "error", err)
 	default:
 		e.cfg.Logger.Warn("report refused", "command_id", cmd.ID, "error", err)
 	}

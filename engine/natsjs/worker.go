@@ -464,8 +464,15 @@ func (w *Worker) execute(ctx context.Context, cmd *engine.Command, rep *reporter
 			_ = w.opts.Worker.Fail(ctx, cmd, rep, fmt.Sprintf("panic: %v", r))
 		}
 	}()
-	if err := w.opts.Worker.Execute(ctx, cmd, rep); err != nil && ctx.Err() == nil {
-		w.log.Debug("natsjs: report refused", "command_id", cmd.ID, "error", err)
+	switch err := w.opts.Worker.Execute(ctx, cmd, rep); {
+	case err == nil, ctx.Err() != nil:
+	case errors.Is(err, engine.ErrStale), errors.Is(err, engine.ErrUnknownExecution):
+		// Expected after a stall or a lease run out, and what an operator
+		// looking for a slow worker wants to see.
+		w.log.Info("natsjs: report refused: the command was re-issued or its execution ended; this attempt's outcome is not recorded",
+			"command_id", cmd.ID, "error", err)
+	default:
+		w.log.Warn("natsjs: report refused", "command_id", cmd.ID, "error", err)
 	}
 }
 
