@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -102,6 +103,17 @@ func TestRunSaysWhichRowsFailed(t *testing.T) {
 			}
 		} else if code != exitOK || !strings.Contains(out.String(), "loop start#1: 50 rows: 43 ok, 7 failed, 0 dead, 7 left claimed in the source (") {
 			t.Fatalf("exit %d, output lacks the loop's failed rows left claimed:\n%s%s", code, out.String(), errOut.String())
+		} else {
+			// The event log, read back as text, says which frames had
+			// failed rows and why.
+			var evs bytes.Buffer
+			if code := dispatch([]string{"events", executionID(t, out.String()), "--eventlog", "sqlite:" + filepath.Join(dir, "events.db")}, &evs, &errOut); code != exitOK {
+				t.Fatalf("events: exit %d: %s", code, errOut.String())
+			}
+			if !regexp.MustCompile(`frame\.done .* rows=\d+ ok=\d+ failed=[1-9]\d* dead=0 error="row \d+: .*division by zero`).MatchString(evs.String()) ||
+				!strings.Contains(evs.String(), "rows=0 ok=0 failed=0 dead=0 drained") {
+				t.Fatalf("events lack the frames' counts and row errors:\n%s", evs.String())
+			}
 		}
 		var claimed int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM q WHERE status = 'claimed' AND id % 7 = 0`).Scan(&claimed); err != nil {

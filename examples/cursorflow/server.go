@@ -645,6 +645,28 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 			}
 		}
 	}
+	switch ev.Type {
+	case eventlog.TypeFrameDone:
+		parts = append(parts, frameDoneText(ev.Payload)...)
+	case eventlog.TypeCommandIssued:
+		// Why an attempt was issued again, and a frame's wait before its
+		// claim: what an operator reads a stall or an outage from.
+		var p struct {
+			Reason string `json:"reason"`
+			Settle string `json:"settle"`
+			HoldMs int64  `json:"hold_ms"`
+		}
+		if json.Unmarshal(ev.Payload, &p) == nil {
+			for _, kv := range [][2]string{{"reason", p.Reason}, {"settle", p.Settle}} {
+				if kv[1] != "" {
+					parts = append(parts, kv[0]+"="+kv[1])
+				}
+			}
+			if p.HoldMs > 0 {
+				parts = append(parts, "hold="+(time.Duration(p.HoldMs)*time.Millisecond).String())
+			}
+		}
+	}
 	if slices.Contains([]string{eventlog.TypeExecutionFailed, eventlog.TypeStepFailed, eventlog.TypeCommandFailed}, ev.Type) {
 		var p struct {
 			Error   string `json:"error"`
@@ -657,6 +679,39 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 		}
 	}
 	fmt.Fprintln(w, strings.Join(parts, " "))
+}
+
+// frameDoneText is what a frame.done says in one line: its row counts,
+// whether it found the source drained, its failure, and the first row
+// error, quoted and cut to 200 bytes.
+func frameDoneText(payload []byte) []string {
+	var p struct {
+		Drained bool `json:"drained"`
+		Items   []struct {
+			Key   string `json:"key"`
+			Error string `json:"error"`
+		} `json:"items"`
+		Counts struct{ Rows, OK, Failed, Dead int } `json:"counts"`
+		Fail   string                               `json:"fail"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return nil
+	}
+	c := p.Counts
+	parts := []string{fmt.Sprintf("rows=%d ok=%d failed=%d dead=%d", c.Rows, c.OK, c.Failed, c.Dead)}
+	if p.Drained {
+		parts = append(parts, "drained")
+	}
+	if p.Fail != "" {
+		parts = append(parts, "fail="+strconv.Quote(truncateText(p.Fail, 200)))
+	}
+	for _, it := range p.Items {
+		if it.Error != "" {
+			parts = append(parts, "error="+strconv.Quote(truncateText("row "+it.Key+": "+it.Error, 200)))
+			break
+		}
+	}
+	return parts
 }
 
 // truncateText cuts s to max bytes (on a rune boundary), marking the cut.
