@@ -78,10 +78,10 @@ type Spec struct {
 	WorkerSlotID int64
 	// Lease is the lease to take on claimed rows where the source keeps
 	// leases (redis, nats, s3), and, where a driver bounds it, the longest
-	// a transactional claim may wait for its Commit or Abort (postgres):
-	// after a frame attempt is lost, the engine holds the drain open a
-	// lease, counting on the source to have taken back by then whatever
-	// the attempt claimed without recording it.
+	// a transactional claim may wait for its Commit or Abort (postgres;
+	// mysql on MariaDB): after a frame attempt is lost, the engine holds
+	// the drain open a lease, counting on the source to have taken back by
+	// then whatever the attempt claimed without recording it.
 	Lease time.Duration
 	// MaxAttempts is how many deliveries a row gets before it is
 	// dead-lettered, where the source counts deliveries.

@@ -38,7 +38,20 @@
 // The transaction stays open, holding the rows' locks, until the engine
 // has recorded the claimed rows (frame.claimed) and commits it, or rolls
 // it back when the record failed; a claimer that dies first loses its
-// connection and MariaDB rolls the claim back. No other claimer can get
+// connection and the server rolls the claim back. A claimer that stalls
+// with its connection open (a paused process, a frozen VM) holds the
+// rows, which SKIP LOCKED claims walk past, until MariaDB closes its
+// connection once the claim's transaction has sat idle for the frame lease
+// (Spec.Lease rounded up to whole seconds: each claim sets the session's
+// idle_transaction_timeout, idle_write_transaction_timeout and
+// idle_readonly_transaction_timeout in the batch it sends anyway) and
+// rolls the claim back; the engine does not let the drain end before
+// then. The variables stay set on the pooled connection, where they reach
+// only a transaction left idle, never a connection waiting in the pool.
+// MySQL has no such variable (wait_timeout would close idle pooled
+// connections as well): the driver notices the refusal once per pool,
+// logs it and claims without it, and a stalled claimer there holds its
+// rows until its connection closes. No other claimer can get
 // the rows between the SELECT and the UPDATE, and no claim exists that the
 // engine does not know of. A playbook says:
 //

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
+	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
@@ -31,10 +33,45 @@ const maxLockRetries = 3
 // claimers skip each other's rows instead of waiting on gaps.
 type executor struct {
 	db   *sql.DB
+	pool *pool
 	log  *slog.Logger
 	mark *dsl.Template
 	key  []string
 	spec cursor.Spec
+	// idle sets the claim's idle transaction timeout (idleTimeout); empty
+	// when the spec has no lease.
+	idle string
+}
+
+// idleTimeout is the statement that bounds how long a claim's
+// transaction may sit idle, waiting for its COMMIT, to hold (the frame
+// lease) rounded up to whole seconds; "" when hold is zero. A claimer
+// that stalls with its connection open (a paused process, a frozen VM)
+// keeps its claim's rows locked, and claims that skip locked rows walk
+// past them. MariaDB closes such a connection once it has sat idle in
+// the claim for a frame lease, long after the engine fenced the attempt,
+// and rolls the claim back; the engine does not let the drain end before
+// then (a claim that finds nothing within a lease of a lost attempt does
+// not drain its slot), so the rows are claimed again.
+//
+// The variables are session variables, so the timeout stays on the pooled
+// connection: the ack, release and dead_letter transactions that later
+// run on it commit as soon as their statement returns, and a connection
+// outside a transaction is bounded by wait_timeout alone, so it reaches
+// only a client that stalls inside a transaction, whose connection is
+// then dropped (and a statement retried on a fresh one). Each claim sets
+// it again, as cursors with other leases share the pool. All three are
+// set because the write and read-only ones, when a server sets them,
+// take precedence over idle_transaction_timeout. MySQL has none of them
+// and refuses the statement (error 1193); see withIdleTimeout. It ends
+// in "; ", not a line break, so that the line numbers in a claim's syntax
+// errors stay the claim's.
+func idleTimeout(hold time.Duration) string {
+	if hold <= 0 {
+		return ""
+	}
+	s := min(max((hold+time.Second-1)/time.Second, 1), 31536000) // the variables' range
+	return fmt.Sprintf("SET SESSION idle_transaction_timeout = %[1]d, SESSION idle_write_transaction_timeout = %[1]d, SESSION idle_readonly_transaction_timeout = %[1]d; ", s)
 }
 
 var _ sqlcursor.Executor = (*executor)(nil)
@@ -90,22 +127,95 @@ func (e *executor) Exec(ctx context.Context, stmt string, args []any) error {
 // server reads them unless NO_BACKSLASH_ESCAPES is set.
 func (e *executor) Dialect() string { return sqlquote.MySQL }
 
+// claim runs the claim and the mark in tx, with the idle transaction
+// timeout set in front of the first of them that goes to the server as
+// text (a claim with bound params is a prepared statement, which holds a
+// single statement): the timeout costs no round trip of its own unless
+// the claim has params and no mark.
 func (e *executor) claim(ctx context.Context, tx *sql.Tx, stmt string, args []any) (sqlcursor.Result, error) {
-	res, err := query(ctx, tx, stmt, args)
+	idle := e.idleTimeout()
+	var res sqlcursor.Result
+	err := e.withIdleTimeout(idle, len(args) == 0, func(prefix string) error {
+		var err error
+		res, err = query(ctx, tx, prefix+stmt, args)
+		if err == nil && prefix != "" {
+			idle = ""
+		}
+		return err
+	})
 	if err != nil {
 		return sqlcursor.Result{}, err
 	}
-	if e.mark == nil || len(res.Rows) == 0 {
+	if len(res.Rows) == 0 {
+		// Nothing claimed: the transaction holds no row of a claim.
 		return res, nil
+	}
+	if e.mark == nil {
+		if idle == "" {
+			return res, nil
+		}
+		return res, e.withIdleTimeout(idle, true, func(prefix string) error {
+			if prefix == "" {
+				return nil
+			}
+			_, err := tx.ExecContext(ctx, prefix)
+			return err
+		})
 	}
 	mark, err := e.renderMark(res)
 	if err != nil {
 		return sqlcursor.Result{}, err
 	}
-	if _, err := tx.ExecContext(ctx, mark); err != nil {
+	err = e.withIdleTimeout(idle, true, func(prefix string) error {
+		_, err := tx.ExecContext(ctx, prefix+mark)
+		return err
+	})
+	if err != nil {
 		return sqlcursor.Result{}, fmt.Errorf("mark: %w", err)
 	}
 	return res, nil
+}
+
+// idleTimeout is e.idle unless the server refused it before.
+func (e *executor) idleTimeout() string {
+	if e.pool.noIdleTimeout.Load() {
+		return ""
+	}
+	return e.idle
+}
+
+// withIdleTimeout runs fn with idle as the prefix of its statement when
+// ok, else with none. A server without the variables (MySQL) refuses the
+// SET, the first statement of the batch, before running the rest; the
+// pool then remembers it and fn runs again without it, in the same
+// transaction (a refused statement does not end it).
+func (e *executor) withIdleTimeout(idle string, ok bool, fn func(prefix string) error) error {
+	if idle == "" || !ok {
+		return fn("")
+	}
+	err := fn(idle)
+	if !unknownIdleVariable(err) {
+		return err
+	}
+	if !e.pool.noIdleTimeout.Swap(true) {
+		e.log.Warn("mysql cursor: the server has no idle transaction timeout (MySQL); a claimer that stalls with its claim open holds its rows until its connection closes", "err", err)
+	}
+	return fn("")
+}
+
+// unknownIdleVariable reports the server refusing the idle transaction
+// timeout variables: ER_UNKNOWN_SYSTEM_VARIABLE naming one of them.
+func unknownIdleVariable(err error) bool {
+	var me *gomysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1193 {
+		return false
+	}
+	for _, v := range []string{"idle_transaction_timeout", "idle_write_transaction_timeout", "idle_readonly_transaction_timeout"} {
+		if strings.Contains(me.Message, v) {
+			return true
+		}
+	}
+	return false
 }
 
 // renderMark renders the mark statement for the claimed rows, with the

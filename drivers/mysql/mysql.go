@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync/atomic"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -50,7 +51,16 @@ type Config struct {
 type Driver struct {
 	cfg Config
 	log *slog.Logger
-	dbs *clientcache.Cache[*sql.DB]
+	dbs *clientcache.Cache[*pool]
+}
+
+// pool is one credential's connections and what the driver learnt about
+// their server.
+type pool struct {
+	db *sql.DB
+	// noIdleTimeout is set once the server refused the idle transaction
+	// timeout (MySQL has no such variable): claims stop setting it.
+	noIdleTimeout atomic.Bool
 }
 
 var (
@@ -71,11 +81,13 @@ func New(cfg Config) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Driver{cfg: cfg, log: log, dbs: clientcache.New((*sql.DB).Close)}
+	return &Driver{cfg: cfg, log: log, dbs: clientcache.New(func(p *pool) error { return p.db.Close() })}
 }
 
 // Features reports what the mysql driver guarantees: the same as the
-// postgres driver, transactional claims included. Attempts and
+// postgres driver, transactional claims included (on MySQL, which has no
+// idle transaction timeout, a claimer that stalls with its connection
+// open holds its claim until the connection closes). Attempts and
 // dead-lettering depend on the claim returning an attempts column and on
 // a dead_letter statement.
 func (d *Driver) Features() cursor.Features {
@@ -100,7 +112,7 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 	fail := func(err error) error {
 		return &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "open", Err: err}
 	}
-	db, err := d.db(spec.Credential)
+	p, err := d.pool(spec.Credential)
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -124,7 +136,7 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 	if err != nil {
 		return nil, fail(err)
 	}
-	exec := &executor{db: db, log: log, mark: mark, key: so.Key, spec: spec}
+	exec := &executor{db: p.db, pool: p, log: log, mark: mark, key: so.Key, spec: spec, idle: idleTimeout(spec.Lease)}
 	return sqlcursor.New(spec, exec, d.log)
 }
 
@@ -159,11 +171,11 @@ func isBlank(s string) bool {
 	return true
 }
 
-func (d *Driver) db(credential string) (*sql.DB, error) {
-	return d.dbs.Get(credential, func() (*sql.DB, error) { return d.openDB(credential) })
+func (d *Driver) pool(credential string) (*pool, error) {
+	return d.dbs.Get(credential, func() (*pool, error) { return d.openPool(credential) })
 }
 
-func (d *Driver) openDB(credential string) (*sql.DB, error) {
+func (d *Driver) openPool(credential string) (*pool, error) {
 	cfg, err := ParseCredential(credential)
 	if err != nil {
 		return nil, err
@@ -176,7 +188,7 @@ func (d *Driver) openDB(credential string) (*sql.DB, error) {
 	db.SetMaxOpenConns(d.cfg.MaxOpenConns)
 	db.SetMaxIdleConns(d.cfg.MaxOpenConns)
 	db.SetConnMaxLifetime(d.cfg.ConnMaxLifetime)
-	return db, nil
+	return &pool{db: db}, nil
 }
 
 // Close closes every pool. Cursors opened earlier fail afterwards.
