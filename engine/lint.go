@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/tools"
@@ -144,4 +145,42 @@ func lintKeys(t *dsl.Task, role taskRole, toolReg *tools.Registry) ([]string, st
 		keys = append(keys, "input")
 	}
 	return keys, "tool kind " + t.Kind
+}
+
+// LintCursors warns of cursor loops whose settings lose rows on a fault
+// given what their driver (looked up in reg) guarantees. Like Lint's
+// findings, these never make Start refuse.
+//
+// A source with leases of its own (cursor.Features.LeaseExpiry: redis
+// streams, NATS consumers, ...) counts a delivery when it hands a row out,
+// and cannot tell one that ran from one whose claim was lost before the
+// engine recorded it (a worker killed or stalled just after its claim).
+// With max_attempts 1, the row's only delivery is then spent, and the
+// claim that takes it back dead-letters it without its body ever running.
+func LintCursors(pb *dsl.Playbook, reg *cursor.Registry) []dsl.Diagnostic {
+	if pb == nil || reg == nil {
+		return nil
+	}
+	var out []dsl.Diagnostic
+	for _, s := range pb.Workflow {
+		if s.Loop == nil || s.Loop.Cursor == nil {
+			continue
+		}
+		cs := s.Loop.Cursor
+		driver, err := reg.Lookup(cs.Kind)
+		if err != nil || !driver.Features().LeaseExpiry {
+			continue
+		}
+		attempts := s.Loop.Frame.MaxAttempts
+		if cs.MaxAttempts > 0 {
+			attempts = cs.MaxAttempts
+		}
+		if attempts == 1 && s.Loop.Frame.Templates["max_attempts"] == nil {
+			out = append(out, dsl.Diagnostic{Pos: cs.Pos, Warning: true, Message: fmt.Sprintf(
+				"step %s: max_attempts 1 on a %s cursor: the source counts every delivery, a claim lost before it was recorded "+
+					"(a worker killed or stalled after its claim) among them, so its rows would be dead-lettered without running; "+
+					"give max_attempts 2 or more", s.Name, cs.Kind)})
+		}
+	}
+	return out
 }

@@ -43,7 +43,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	code := exitOK
 	for _, path := range fs.Args() {
 		if !validateFile(path, *verbose, stdout, func(pb *dsl.Playbook) []dsl.Diagnostic {
-			return slices.Concat(engine.Check(pb, treg, creg), engine.Lint(pb, treg), subPlaybooks(pb, path))
+			return slices.Concat(engine.Check(pb, treg, creg), engine.Lint(pb, treg), engine.LintCursors(pb, creg), subPlaybooks(pb, path))
 		}) {
 			code = exitInvalid
 		}

@@ -291,3 +291,52 @@ func TestValidateSubPlaybookPaths(t *testing.T) {
 		t.Fatalf("exit %d, stdout:\n%s\nwant:\n%s", code, out, strings.Join(want, "\n"))
 	}
 }
+
+// TestValidateWarnsOfOneDeliveryOnLeasedSources: validate warns of
+// max_attempts 1 on a cursor whose source counts deliveries (a claim lost
+// before it was recorded spends one, and the row would be dead-lettered
+// unrun), wherever the playbook sets it, and not on a source that does
+// not count a lost claim (postgres rolls it back) or with 2 attempts.
+func TestValidateWarnsOfOneDeliveryOnLeasedSources(t *testing.T) {
+	t.Parallel()
+	pb := func(kind, cursorExtra, frame string) string {
+		return `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: drain}
+workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: ` + kind + `
+        auth: q
+        stream: jobs` + cursorExtra + `
+      iterator: job
+      spec:
+        mode: cursor
+        frame: ` + frame + `
+    tool: {kind: noop}
+`
+	}
+	for _, tc := range []struct {
+		name, src string
+		warn      bool
+	}{
+		{"redis, frame max_attempts 1", pb("redisstream", "", "{max_rows: 10, max_attempts: 1}"), true},
+		{"nats, cursor max_attempts 1", pb("natsconsumer", "\n        max_attempts: 1", "{max_rows: 10}"), true},
+		{"redis, max_attempts 2", pb("redisstream", "", "{max_rows: 10, max_attempts: 2}"), false},
+		{"redis, default", pb("redisstream", "", "{max_rows: 10}"), false},
+		{"postgres, max_attempts 1", strings.Replace(pb("postgres", "", "{max_rows: 10, max_attempts: 1}"), "stream: jobs", "claim: SELECT 1 AS id", 1), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, "drain.yaml", tc.src)
+			var out, errOut bytes.Buffer
+			if code := dispatch([]string{"validate", path}, &out, &errOut); code != exitOK {
+				t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
+			}
+			got := strings.Contains(out.String(), "max_attempts 1 on a") && strings.Contains(out.String(), "dead-lettered without running")
+			if got != tc.warn {
+				t.Fatalf("warned %v, want %v:\n%s", got, tc.warn, out.String())
+			}
+		})
+	}
+}
