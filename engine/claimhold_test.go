@@ -2,8 +2,11 @@ package engine_test
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,5 +142,59 @@ func TestEmptyClaimUnderEarlierSemantics(t *testing.T) {
 		if level == 0 && (done || !held) {
 			t.Errorf("current semantics: decided %v, want a frame that holds", evs)
 		}
+	}
+}
+
+// TestCancelEndsAHoldingFrame: the execution is cancelled while the
+// slot's frame waits out the hold after a lost attempt (Command.Hold, a
+// frame lease and a second: 11 s here). The frame stops at once and the
+// execution ends cancelled, as a frame stops between rows; before, the
+// worker slept the whole hold out, and the cancel waited for it.
+func TestCancelEndsAHoldingFrame(t *testing.T) {
+	t.Parallel()
+	holding := make(chan struct{})
+	b := newOutageBenchLogging(t, slog.New(signalHandler{Handler: slog.NewTextHandler(io.Discard, nil),
+		match: "claiming again once the source has taken them back", once: &sync.Once{}, seen: holding}))
+	b.crashOnTake(t, b.latest(t))
+	if _, err := b.db.Exec(`UPDATE jobs SET status = 'claimed'`); err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Advance(untakenLapse)
+	if err := b.e.Worker().Execute(b.ctx, b.latest(t), b.e.Reporter()); err != nil {
+		t.Fatal(err)
+	}
+	held := b.latest(t)
+	if held.Hold < untakenLease {
+		t.Fatalf("%s holds %v, want a frame lease or more", held.ID, held.Hold)
+	}
+	ran := make(chan error, 1)
+	start := time.Now()
+	go func() { ran <- b.e.Worker().Execute(b.ctx, held, b.e.Reporter()) }()
+	select {
+	case <-holding:
+	case <-b.ctx.Done():
+		t.Fatal("the frame did not start its hold")
+	}
+	if err := b.e.Cancel(b.ctx, b.id); err != nil {
+		t.Fatal(err)
+	}
+	// The orchestrator tells its workers of the cancel (Worker.Cancel);
+	// this bench's worker is the engine's own, told directly.
+	b.e.Worker().Cancel(b.id)
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(held.Hold / 2):
+		t.Fatalf("the holding frame still runs %v after the cancel; its hold is %v", time.Since(start), held.Hold)
+	}
+	b.settle()
+	sum, err := b.e.Wait(b.ctx, b.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Status != engine.StatusCancelled {
+		t.Fatalf("status %s (%s), want cancelled", sum.Status, sum.Error)
 	}
 }

@@ -119,9 +119,11 @@ type Command struct {
 	// Hold, on a frame, is how long to wait before claiming: its slot's
 	// last claim found no rows while an earlier lost attempt of the loop
 	// may still have held some it never recorded, which the source takes
-	// back a frame lease after the loss. A worker that does not know it
-	// claims at once, and the engine asks again until a claim comes late
-	// enough.
+	// back a frame lease after the loss. The engine takes the frame's
+	// empty claim as coming after the hold (its issue time and Hold), so
+	// a worker that does not know Hold (an older remote worker) claims at
+	// once and its empty claim drains the slot as before semantics 6.
+	// A cancel of the execution ends the wait.
 	Hold time.Duration `json:"hold,omitempty"`
 	// Pool names the worker pool that should run the command (empty: any),
 	// from the step's spec.pool.

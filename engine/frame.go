@@ -185,8 +185,9 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 					"step", cmd.Step, "command_id", cmd.ID, "wait", cmd.Hold)
 				// In real time, not the worker's clock: the source counts
 				// the lease on its own (an idle transaction's timeout, an
-				// entry's idle time).
-				if err := sleepCtx(ctx, clock.System(), cmd.Hold); err != nil {
+				// entry's idle time). A cancel ends the wait: the frame has
+				// claimed nothing, and the cancel waits for it.
+				if err := sleepUnlessCancelled(ctx, clock.System(), cmd.Hold, cancelled); err != nil {
 					return nil, err
 				}
 				if closed(cancelled) {
@@ -202,8 +203,12 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				// rather than leave them behind the drain.
 				w.logger().Info("cursor: waiting out the source's lease before claiming again: the lost attempt of this frame may have claimed rows it never recorded",
 					"step", cmd.Step, "command_id", cmd.ID, "lease_seconds", fs.LeaseSeconds)
-				if err := sleepCtx(ctx, w.clock(), time.Duration(fs.LeaseSeconds*float64(time.Second))); err != nil {
+				if err := sleepUnlessCancelled(ctx, w.clock(), time.Duration(fs.LeaseSeconds*float64(time.Second)), cancelled); err != nil {
 					return nil, err
+				}
+				if closed(cancelled) {
+					p.Cancelled = true
+					return nil, done(p)
 				}
 			}
 			err = w.retryTransient(ctx, cmd, "claim", cancelled, func(ctx context.Context) error {

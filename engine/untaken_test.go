@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"sync"
@@ -47,6 +48,13 @@ type outageBench struct {
 
 func newOutageBench(t *testing.T) *outageBench {
 	t.Helper()
+	return newOutageBenchLogging(t, nil)
+}
+
+// newOutageBenchLogging is newOutageBench with the engine logging to
+// logger (nil: slog.Default()).
+func newOutageBenchLogging(t *testing.T, logger *slog.Logger) *outageBench {
+	t.Helper()
 	db, path := jobsQueue(t, 6)
 	b := &outageBench{d: &holdingDispatcher{}, clk: clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
 		log: eventlog.NewMemory(), ran: map[string]int{}, db: db}
@@ -63,7 +71,7 @@ func newOutageBench(t *testing.T) *outageBench {
 	cursors := cursor.NewRegistry()
 	_ = cursors.Register("sqlite", sqlitedriver.New(sqlitedriver.Config{}))
 	t.Cleanup(func() { _ = cursors.Close() })
-	e, err := engine.New(engine.Config{Log: b.log, Tools: reg, Cursors: cursors, Dispatcher: b.d, Clock: b.clk, Tick: time.Millisecond,
+	e, err := engine.New(engine.Config{Log: b.log, Tools: reg, Cursors: cursors, Dispatcher: b.d, Clock: b.clk, Tick: time.Millisecond, Logger: logger,
 		Keychain: tools.StaticURLs(map[string]string{"q": path})})
 	if err != nil {
 		t.Fatal(err)

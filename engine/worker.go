@@ -1278,6 +1278,24 @@ func (w *Worker) logger() *slog.Logger {
 	return slog.Default()
 }
 
+// sleepUnlessCancelled is sleepCtx that also returns, with a nil error,
+// once cancelled is closed.
+func sleepUnlessCancelled(ctx context.Context, c clock.Clock, d time.Duration, cancelled <-chan struct{}) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-cancelled:
+		return nil
+	case <-t.C():
+		return nil
+	}
+}
+
 func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
