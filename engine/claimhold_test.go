@@ -101,14 +101,7 @@ func TestLostAttemptHoldsTheDrain(t *testing.T) {
 func TestEmptyClaimUnderEarlierSemantics(t *testing.T) {
 	t.Parallel()
 	b := newOutageBench(t)
-	b.crashOnTake(t, b.latest(t))
-	if _, err := b.db.Exec(`UPDATE jobs SET status = 'claimed'`); err != nil {
-		t.Fatal(err)
-	}
-	b.clk.Advance(untakenLapse)
-	if err := b.e.Worker().Execute(b.ctx, b.latest(t), b.e.Reporter()); err != nil {
-		t.Fatal(err)
-	}
+	emptyAfterStall(t, b)
 	b.settle()
 	h := b.events(t)
 	k := slices.IndexFunc(h, func(ev eventlog.Event) bool {
@@ -155,14 +148,7 @@ func TestCancelEndsAHoldingFrame(t *testing.T) {
 	holding := make(chan struct{})
 	b := newOutageBenchLogging(t, slog.New(signalHandler{Handler: slog.NewTextHandler(io.Discard, nil),
 		match: "claiming again once the source has taken them back", once: &sync.Once{}, seen: holding}))
-	b.crashOnTake(t, b.latest(t))
-	if _, err := b.db.Exec(`UPDATE jobs SET status = 'claimed'`); err != nil {
-		t.Fatal(err)
-	}
-	b.clk.Advance(untakenLapse)
-	if err := b.e.Worker().Execute(b.ctx, b.latest(t), b.e.Reporter()); err != nil {
-		t.Fatal(err)
-	}
+	emptyAfterStall(t, b)
 	held := b.latest(t)
 	if held.Hold < untakenLease {
 		t.Fatalf("%s holds %v, want a frame lease or more", held.ID, held.Hold)
@@ -196,5 +182,20 @@ func TestCancelEndsAHoldingFrame(t *testing.T) {
 	}
 	if sum.Status != engine.StatusCancelled {
 		t.Fatalf("status %s (%s), want cancelled", sum.Status, sum.Error)
+	}
+}
+
+// emptyAfterStall plays the first frame's worker taking it and stalling
+// with every row claimed, unrecorded (out of the natural claim's reach);
+// the lease runs out, and the re-issued attempt runs and finds nothing.
+func emptyAfterStall(t *testing.T, b *outageBench) {
+	t.Helper()
+	b.crashOnTake(t, b.latest(t))
+	if _, err := b.db.Exec(`UPDATE jobs SET status = 'claimed'`); err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Advance(untakenLapse)
+	if err := b.e.Worker().Execute(b.ctx, b.latest(t), b.e.Reporter()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1297,15 +1297,5 @@ func sleepUnlessCancelled(ctx context.Context, c clock.Clock, d time.Duration, c
 }
 
 func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := c.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C():
-		return nil
-	}
+	return sleepUnlessCancelled(ctx, c, d, nil) // a nil channel never closes
 }
