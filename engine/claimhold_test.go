@@ -199,3 +199,53 @@ func emptyAfterStall(t *testing.T, b *outageBench) {
 		t.Fatal(err)
 	}
 }
+
+// TestResumedFrameHoldsTheDrain: the process driving the execution dies
+// while a worker elsewhere (which outlives it) has claimed every row and
+// not yet recorded the claim (its transaction open, its rows out of the
+// other claims' reach). Another process resumes the execution and issues
+// the frame again; that attempt finds nothing. It must not end the loop:
+// the first attempt's claim is given back once its report is refused (or,
+// if its worker stalled, a frame lease later), and its rows must run.
+// Before, the loop completed at once with every row unrun.
+func TestResumedFrameHoldsTheDrain(t *testing.T) {
+	t.Parallel()
+	b := newOutageBench(t)
+	if first := b.latest(t); first.ID != "start#1/s0.f1@1" {
+		t.Fatalf("first command %s", first.ID)
+	}
+	if _, err := b.db.Exec(`UPDATE jobs SET status = 'claimed'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := b.cfg
+	d := &holdingDispatcher{}
+	cfg.Dispatcher = d
+	e2, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e2.Close() })
+	if err := e2.Resume(b.ctx, b.id); err != nil {
+		t.Fatal(err)
+	}
+	settle := settler(b.ctx, t, e2)
+	settle()
+	cmds := d.issued()
+	if len(cmds) != 1 || cmds[0].ID != "start#1/s0.f1@2" || len(cmds[0].Rows) != 0 {
+		t.Fatalf("resumed: issued %v, want start#1/s0.f1@2 without rows", cmds)
+	}
+	if err := e2.Worker().Execute(b.ctx, cmds[0], e2.Reporter()); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	if st, err := engine.Inspect(b.ctx, b.log, b.id); err != nil || st.Status != engine.StatusRunning {
+		t.Fatalf("after the resumed frame found nothing while the first attempt held the rows: status %v (%v), want the loop still running", st.Status, err)
+	}
+	cmds = d.issued()
+	if last := cmds[len(cmds)-1]; last.ID != "start#1/s0.f2@1" || last.Hold < untakenLease {
+		t.Fatalf("after the empty claim: %s holding %v, want start#1/s0.f2@1 holding a lease or more", last.ID, last.Hold)
+	}
+}

@@ -74,6 +74,10 @@ func (s *State) Decide(now time.Time, expired []string, reason string) []eventlo
 // (none did) or reasonResume (the process that drove it is gone).
 type expiry struct {
 	id, reason string
+	// remote, on a resume: the attempt went to a worker elsewhere, which
+	// may outlive the process that drove it, its claim still open
+	// (issuedPayload.HoldDrain).
+	remote bool
 }
 
 // decide is Decide with a reason per expired command.
@@ -94,7 +98,7 @@ func (s *State) decide(now time.Time, expired []expiry) []eventlog.Event {
 		return d.out
 	}
 	for _, x := range expired {
-		d.expire(x.id, x.reason)
+		d.expire(x)
 	}
 	for guard := 0; guard < 1_000_000 && s.Status == StatusRunning; guard++ {
 		n := len(d.out)
@@ -397,16 +401,23 @@ func (d *decider) expired(id string) *commandState {
 // worker took count toward the limit: one that no worker took is issued
 // again as it was, however often, so an outage of the workers or of the
 // transport, however long, costs no attempt (and gives up no row).
-func (d *decider) expire(id, reason string) {
-	c := d.expired(id)
+func (d *decider) expire(x expiry) {
+	c := d.expired(x.id)
 	if c == nil {
 		return
 	}
+	reason := x.reason
 	p := c.Issued
 	p.Reason = reason
+	// A hold is the first attempt's: a re-issue claims at once, and
+	// holds the drain only for the reasons below.
+	p.HoldMs, p.HoldDrain = 0, false
 	switch reason {
 	case reasonResume:
 		// The process died, not the worker: run the same attempt again.
+		// A frame's worker elsewhere may still hold a claim it could not
+		// record: the drain waits for it, as after a lost attempt.
+		p.HoldDrain = x.remote && c.Kind == KindFrame && d.s.semantics >= semanticsClaimHold
 		d.reissue(c, p)
 		return
 	case reasonUntaken:

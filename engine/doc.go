@@ -119,7 +119,9 @@
 // holds them until their lease runs out. So, from the loss of a frame
 // attempt until a frame lease (and a second) later, a claim that finds no
 // rows does not drain its slot: the slot's next frame claims again once
-// that time has passed (Command.Hold). A drain that loses a frame attempt
+// that time has passed (Command.Hold). The same holds after a resume for
+// the frames that were out on workers elsewhere (Config.Dispatcher), which
+// outlive the process that drove them. A drain that loses a frame attempt
 // near its end finishes up to a lease later than it would have.
 //
 // # Cancel

@@ -261,7 +261,7 @@ func New(cfg Config) (*Engine, error) {
 		dispatch = e.queue
 	}
 	e.orch = &orchestrator{
-		log: cfg.Log, dispatch: dispatch, clock: cfg.Clock, logger: cfg.Logger,
+		log: cfg.Log, dispatch: dispatch, remoteWorkers: cfg.Dispatcher != nil, clock: cfg.Clock, logger: cfg.Logger,
 		lease: cfg.CommandLease, missed: cfg.MissedHeartbeats, tick: cfg.Tick, maxBatch: cfg.MaxBatch, observer: cfg.Observer,
 		maxResultBytes: cfg.MaxResultBytes, maxLoopItems: cfg.MaxLoopItems, renderLimits: cfg.RenderLimits,
 		decide: (*State).decide, res: res,

@@ -190,6 +190,10 @@ type orchestrator struct {
 	onFinish func(executionID string)
 	// finisher, if set, cleans up after cursor loop runs that are over.
 	finisher *finisher
+	// remoteWorkers: commands go to workers elsewhere (Config.Dispatcher),
+	// which outlive this process; on a resume, their frames may still
+	// hold claims they could not record.
+	remoteWorkers bool
 	// decide is (*State).decide; a test may wrap it.
 	decide func(s *State, now time.Time, expired []expiry) []eventlog.Event
 	// res writes and reads stored results (a nil store keeps them inline).

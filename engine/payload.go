@@ -74,6 +74,11 @@ type issuedPayload struct {
 	// hold (loopState.HoldUntil), is how long the frame waits before it
 	// claims (Command.Hold).
 	HoldMs int64 `json:"hold_ms,omitempty"`
+	// HoldDrain, on a frame issued again on a resume, says that the
+	// attempt it supersedes ran on a worker elsewhere, which outlives the
+	// process that drove it and may hold a claim it could not record: the
+	// loop's drain is held as after a lost attempt (State.holdDrain).
+	HoldDrain bool `json:"hold_drain,omitempty"`
 }
 
 // Settle actions of a re-issued frame (Command.Settle).

@@ -389,7 +389,7 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 		ex := o.execs[id]
 		var expired []expiry
 		for _, cid := range loaded[id] {
-			expired = append(expired, expiry{id: cid, reason: reasonResume})
+			expired = append(expired, expiry{id: cid, reason: reasonResume, remote: o.remoteWorkers})
 		}
 		for cid, l := range ex.leases {
 			if now.After(l.deadline) {

@@ -484,9 +484,9 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		// Only attempts a worker took count (reasonUntaken does not).
 		if p.Reason == reasonLease {
 			c.Expiries++
-			if p.Kind == KindFrame {
-				s.holdDrain(s.Loops[p.Run], ev.Time)
-			}
+		}
+		if p.Kind == KindFrame && (p.Reason == reasonLease || p.HoldDrain) {
+			s.holdDrain(s.Loops[p.Run], ev.Time)
 		}
 		if p.Reason == reasonShardRetry {
 			c.ShardRetries++

@@ -41,6 +41,9 @@ type outageBench struct {
 	id     string
 	ctx    context.Context
 	settle func()
+	// cfg is the engine's configuration, for a test that starts another
+	// engine on the same log (a resume).
+	cfg engine.Config
 
 	mu  sync.Mutex
 	ran map[string]int // rows whose body ran to success, by id
@@ -71,8 +74,9 @@ func newOutageBenchLogging(t *testing.T, logger *slog.Logger) *outageBench {
 	cursors := cursor.NewRegistry()
 	_ = cursors.Register("sqlite", sqlitedriver.New(sqlitedriver.Config{}))
 	t.Cleanup(func() { _ = cursors.Close() })
-	e, err := engine.New(engine.Config{Log: b.log, Tools: reg, Cursors: cursors, Dispatcher: b.d, Clock: b.clk, Tick: time.Millisecond, Logger: logger,
-		Keychain: tools.StaticURLs(map[string]string{"q": path})})
+	b.cfg = engine.Config{Log: b.log, Tools: reg, Cursors: cursors, Dispatcher: b.d, Clock: b.clk, Tick: time.Millisecond, Logger: logger,
+		Keychain: tools.StaticURLs(map[string]string{"q": path})}
+	e, err := engine.New(b.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
