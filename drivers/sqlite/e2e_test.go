@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
+	"github.com/cursorflow/cursorflow/internal/sqlitetest"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -24,17 +24,8 @@ import (
 // leave its rows claimed for ever), the infinite values as "+Inf" and
 // "-Inf", and every row must run once.
 func TestPlaybookRecordsNonFiniteFloats(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "queue.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	_, err = db.Exec(`CREATE TABLE work (id INTEGER PRIMARY KEY, payload REAL, status TEXT NOT NULL DEFAULT 'pending');
+	db, path := sqlitetest.Queue(t, `CREATE TABLE work (id INTEGER PRIMARY KEY, payload REAL, status TEXT NOT NULL DEFAULT 'pending');
 		INSERT INTO work (id, payload) VALUES (1, 1.5), (2, 9e999), (3, -9e999), (4, NULL), (5, 2.5), (6, 9e999), (7, 0)`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -90,17 +81,8 @@ func TestPlaybookRecordsNonFiniteFloats(t *testing.T) {
 // reported them done. The claim must be refused instead, naming the key
 // column, and rolled back, so that no row is left claimed.
 func TestPlaybookRefusesNullKeys(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "queue.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	_, err = db.Exec(`CREATE TABLE work (job_id TEXT, payload TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending');
+	db, path := sqlitetest.Queue(t, `CREATE TABLE work (job_id TEXT, payload TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending');
 		INSERT INTO work (job_id, payload) VALUES ('a', 'p1'), (NULL, 'p2'), (NULL, 'p3'), ('b', 'p4')`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -132,19 +114,9 @@ func TestPlaybookRefusesNullKeys(t *testing.T) {
 // its path.
 func keyTable(t *testing.T, values string) (*sql.DB, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "queue.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	_, err = db.Exec(`CREATE TABLE work (seq INTEGER PRIMARY KEY, a TEXT, b TEXT, tenant TEXT,
+	return sqlitetest.Queue(t, `CREATE TABLE work (seq INTEGER PRIMARY KEY, a TEXT, b TEXT, tenant TEXT,
 		payload TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending');
-		INSERT INTO work (a, b, tenant, payload) VALUES ` + values)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, path
+		INSERT INTO work (a, b, tenant, payload) VALUES `+values)
 }
 
 // TestPlaybookCompositeKeysDoNotCollide drains, a row per frame, a table

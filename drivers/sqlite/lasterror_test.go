@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
+	"github.com/cursorflow/cursorflow/internal/sqlitetest"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/fn"
 )
@@ -23,19 +23,10 @@ import (
 // claim runs once p2 is past max_attempts, copies the row, last_error
 // included, to a dead table: the dead table must say why the row died.
 func TestPlaybookDeadLetterKeepsLastError(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "queue.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	_, err = db.Exec(`CREATE TABLE ex9_jobs (id INTEGER PRIMARY KEY, payload TEXT NOT NULL,
+	db, path := sqlitetest.Queue(t, `CREATE TABLE ex9_jobs (id INTEGER PRIMARY KEY, payload TEXT NOT NULL,
 		status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT);
 		CREATE TABLE ex9_dead (id INTEGER PRIMARY KEY, payload TEXT, attempts INTEGER, last_error TEXT, reason TEXT);
 		INSERT INTO ex9_jobs (payload) VALUES ('p1'), ('p2'), ('p3')`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
