@@ -177,22 +177,7 @@ func (h *harness) DeadLettered(t *testing.T, spec cursor.Spec) []string {
 func (h *harness) DropConnections(t *testing.T, spec cursor.Spec) {
 	t.Helper()
 	name := dbOf(spec)
-	ids := func() []int64 {
-		rows, err := h.admin.Query(`SELECT id FROM information_schema.PROCESSLIST WHERE db = ?`, name)
-		if err != nil {
-			t.Fatalf("process list: %v", err)
-		}
-		defer rows.Close()
-		var out []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, id)
-		}
-		return out
-	}
+	ids := func() []int64 { return h.connections(t, name) }
 	victims := ids()
 	if len(victims) == 0 {
 		t.Fatalf("no connection to database %s to kill: the driver holds no connection", name)
@@ -209,6 +194,26 @@ func (h *harness) DropConnections(t *testing.T, spec cursor.Spec) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling the server with a deadline
 	}
+}
+
+// connections lists, by id, the server's connections whose current
+// database is name.
+func (h *harness) connections(t testing.TB, name string) []int64 {
+	t.Helper()
+	rows, err := h.admin.Query(`SELECT id FROM information_schema.PROCESSLIST WHERE db = ? ORDER BY id`, name)
+	if err != nil {
+		t.Fatalf("process list: %v", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // ClaimAndDie claims and then has the server drop the claimer's

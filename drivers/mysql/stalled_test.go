@@ -141,23 +141,7 @@ func TestIdleTimeoutSparesPooledConnections(t *testing.T) {
 	if err := c.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	conns := func() []int64 {
-		t.Helper()
-		rows, err := h.admin.QueryContext(ctx, `SELECT id FROM information_schema.PROCESSLIST WHERE db = ? ORDER BY id`, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		return ids
-	}
+	conns := func() []int64 { return h.connections(t, name) }
 	before := conns()
 	if len(before) != 1 {
 		t.Fatalf("connections to %s: %v, want the pool's one", name, before)
