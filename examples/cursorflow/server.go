@@ -616,11 +616,7 @@ func cmdEvents(args []string, stdout, stderr io.Writer) int {
 // printEvent prints one event as a line: seq, time, type, step and ids.
 func printEvent(w io.Writer, ev eventlog.Event) {
 	parts := []string{fmt.Sprintf("%5d", ev.Seq), ev.Time.UTC().Format("15:04:05.000"), fmt.Sprintf("%-19s", ev.Type)}
-	for _, kv := range [][2]string{{"step", ev.Step}, {"command", ev.CommandID}, {"loop", ev.LoopID}, {"worker", ev.WorkerID}} {
-		if kv[1] != "" {
-			parts = append(parts, kv[0]+"="+kv[1])
-		}
-	}
+	parts = appendSet(parts, [2]string{"step", ev.Step}, [2]string{"command", ev.CommandID}, [2]string{"loop", ev.LoopID}, [2]string{"worker", ev.WorkerID})
 	if ev.Frame != 0 {
 		parts = append(parts, "frame="+strconv.Itoa(ev.Frame))
 	}
@@ -632,11 +628,7 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 			Dropped int             `json:"dropped"`
 		}
 		if json.Unmarshal(ev.Payload, &p) == nil {
-			for _, kv := range [][2]string{{"task", p.Task}, {"row", p.Row}} {
-				if kv[1] != "" {
-					parts = append(parts, kv[0]+"="+kv[1])
-				}
-			}
+			parts = appendSet(parts, [2]string{"task", p.Task}, [2]string{"row", p.Row})
 			if p.Dropped > 0 {
 				parts = append(parts, "dropped="+strconv.Itoa(p.Dropped))
 			}
@@ -657,11 +649,7 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 			HoldMs int64  `json:"hold_ms"`
 		}
 		if json.Unmarshal(ev.Payload, &p) == nil {
-			for _, kv := range [][2]string{{"reason", p.Reason}, {"settle", p.Settle}} {
-				if kv[1] != "" {
-					parts = append(parts, kv[0]+"="+kv[1])
-				}
-			}
+			parts = appendSet(parts, [2]string{"reason", p.Reason}, [2]string{"settle", p.Settle})
 			if p.HoldMs > 0 {
 				parts = append(parts, "hold="+(time.Duration(p.HoldMs)*time.Millisecond).String())
 			}
@@ -679,6 +667,16 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 		}
 	}
 	fmt.Fprintln(w, strings.Join(parts, " "))
+}
+
+// appendSet appends name=value to parts for each pair whose value is set.
+func appendSet(parts []string, pairs ...[2]string) []string {
+	for _, kv := range pairs {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	return parts
 }
 
 // frameDoneText is what a frame.done says in one line: its row counts,
