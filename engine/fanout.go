@@ -55,10 +55,8 @@ func shardRange(n, k, i int) (from, to int) {
 // others.
 func (s *State) shardFailed(c *commandState, p *completedPayload, at time.Time) {
 	limit := 0
-	if r := s.Runs[c.Run]; r != nil && s.Playbook != nil {
-		if st := s.Playbook.Step(r.Step); st != nil && st.Loop != nil {
-			limit = st.Loop.Fanout.MaxShardRetries
-		}
+	if st := s.loopStep(c.Run); st != nil {
+		limit = st.Loop.Fanout.MaxShardRetries
 	}
 	if c.ShardRetries < limit {
 		s.finishCommand(c, cmdShardRetry)

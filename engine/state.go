@@ -781,18 +781,27 @@ func (s *State) leaseFor(commandID string, def time.Duration) (lease, beat time.
 	if c == nil || c.Kind != KindFrame {
 		return lease, beat
 	}
-	if r := s.Runs[c.Run]; r != nil {
-		if st := s.Playbook.Step(r.Step); st != nil && st.Loop != nil {
-			if f := s.frameOf(st); f.LeaseSeconds > 0 {
-				lease = time.Duration(f.LeaseSeconds * float64(time.Second))
-				beat = lease / dsl.HeartbeatsPerLease
-				if f.HeartbeatSeconds > 0 {
-					beat = time.Duration(f.HeartbeatSeconds * float64(time.Second))
-				}
+	if st := s.loopStep(c.Run); st != nil {
+		if f := s.frameOf(st); f.LeaseSeconds > 0 {
+			lease = time.Duration(f.LeaseSeconds * float64(time.Second))
+			beat = lease / dsl.HeartbeatsPerLease
+			if f.HeartbeatSeconds > 0 {
+				beat = time.Duration(f.HeartbeatSeconds * float64(time.Second))
 			}
 		}
 	}
 	return lease, beat
+}
+
+// loopStep returns the looping step that run runID is of, nil when there
+// is none.
+func (s *State) loopStep(runID string) *dsl.Step {
+	if r := s.Runs[runID]; r != nil && s.Playbook != nil {
+		if st := s.Playbook.Step(r.Step); st != nil && st.Loop != nil {
+			return st
+		}
+	}
+	return nil
 }
 
 // frameOf returns a cursor step's frame spec with its templates rendered
@@ -828,11 +837,9 @@ func (s *State) holdDrain(l *loopState, at time.Time) {
 		return
 	}
 	lease := time.Duration(dsl.DefaultFrameLeaseSeconds * float64(time.Second))
-	if run := s.Runs[l.Run]; run != nil && s.Playbook != nil {
-		if st := s.Playbook.Step(run.Step); st != nil && st.Loop != nil {
-			if fs := s.frameOf(st); fs.LeaseSeconds > 0 {
-				lease = time.Duration(fs.LeaseSeconds * float64(time.Second))
-			}
+	if st := s.loopStep(l.Run); st != nil {
+		if fs := s.frameOf(st); fs.LeaseSeconds > 0 {
+			lease = time.Duration(fs.LeaseSeconds * float64(time.Second))
 		}
 	}
 	if until := at.Add(lease + claimHoldMargin); until.After(l.HoldUntil) {
@@ -853,11 +860,9 @@ func (s *State) countHandedBack(l *loopState, ev eventlog.Event) {
 		return
 	}
 	limit := dsl.DefaultFrameMaxAttempts
-	if run := s.Runs[l.Run]; run != nil && s.Playbook != nil {
-		if st := s.Playbook.Step(run.Step); st != nil && st.Loop != nil {
-			if fs := s.frameOf(st); fs.MaxAttempts > 0 {
-				limit = fs.MaxAttempts
-			}
+	if st := s.loopStep(l.Run); st != nil {
+		if fs := s.frameOf(st); fs.MaxAttempts > 0 {
+			limit = fs.MaxAttempts
 		}
 	}
 	for _, it := range p.Items {
