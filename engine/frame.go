@@ -175,41 +175,14 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				return nil, done(p)
 			}
 		} else {
+			if err := w.waitToClaim(ctx, cmd, fs, driver, cancelled); err != nil {
+				return nil, err
+			}
 			if closed(cancelled) {
-				// Cancelled before the claim: claim nothing.
+				// Cancelled before the claim (or while waiting for it):
+				// claim nothing.
 				p.Cancelled = true
 				return nil, done(p)
-			}
-			if cmd.Hold > 0 {
-				w.logger().Info("cursor: the slot found no rows while a lost frame attempt may still hold some it claimed; claiming again once the source has taken them back",
-					"step", cmd.Step, "command_id", cmd.ID, "wait", cmd.Hold)
-				// In real time, not the worker's clock: the source counts
-				// the lease on its own (an idle transaction's timeout, an
-				// entry's idle time). A cancel ends the wait: the frame has
-				// claimed nothing, and the cancel waits for it.
-				if err := sleepUnlessCancelled(ctx, clock.System(), cmd.Hold, cancelled); err != nil {
-					return nil, err
-				}
-				if closed(cancelled) {
-					p.Cancelled = true
-					return nil, done(p)
-				}
-			}
-			if cmd.Lost && !driver.Features().TransactionalClaim {
-				// The lost attempt may have claimed rows it never
-				// recorded, which the source holds under leases of its
-				// own (taken before the loss, so before now): claim once
-				// they ran out, so that this frame takes them back
-				// rather than leave them behind the drain.
-				w.logger().Info("cursor: waiting out the source's lease before claiming again: the lost attempt of this frame may have claimed rows it never recorded",
-					"step", cmd.Step, "command_id", cmd.ID, "lease_seconds", fs.LeaseSeconds)
-				if err := sleepUnlessCancelled(ctx, w.clock(), time.Duration(fs.LeaseSeconds*float64(time.Second)), cancelled); err != nil {
-					return nil, err
-				}
-				if closed(cancelled) {
-					p.Cancelled = true
-					return nil, done(p)
-				}
 			}
 			err = w.retryTransient(ctx, cmd, "claim", cancelled, func(ctx context.Context) error {
 				var cerr error
@@ -601,6 +574,37 @@ func recordedClaim(ctx context.Context, claim *cursor.Claim) (frameClaimedPayloa
 	p.Rows = frameRowsOf(claim.Rows)
 	b, err = encodeReport(ctx, p)
 	return p, b, err
+}
+
+// waitToClaim waits, before frame cmd claims, for what an earlier lost
+// attempt may have claimed without recording it to be back in the source:
+// the loop's hold (Command.Hold), and on a source with leases of its own
+// a lost attempt's lease. A cancel ends the wait: the frame has claimed
+// nothing, and the cancel waits for it.
+func (w *Worker) waitToClaim(ctx context.Context, cmd *Command, fs dsl.FrameSpec, driver cursor.Driver, cancelled <-chan struct{}) error {
+	if closed(cancelled) {
+		return nil
+	}
+	if cmd.Hold > 0 {
+		w.logger().Info("cursor: the slot found no rows while a lost frame attempt may still hold some it claimed; claiming again once the source has taken them back",
+			"step", cmd.Step, "command_id", cmd.ID, "wait", cmd.Hold)
+		// In real time, not the worker's clock: the source counts the
+		// lease on its own (an idle transaction's timeout, an entry's idle
+		// time).
+		if err := sleepUnlessCancelled(ctx, clock.System(), cmd.Hold, cancelled); err != nil {
+			return err
+		}
+	}
+	if cmd.Lost && !driver.Features().TransactionalClaim {
+		// The lost attempt may have claimed rows it never recorded, which
+		// the source holds under leases of its own (taken before the
+		// loss, so before now): claim once they ran out, so that this
+		// frame takes them back rather than leave them behind the drain.
+		w.logger().Info("cursor: waiting out the source's lease before claiming again: the lost attempt of this frame may have claimed rows it never recorded",
+			"step", cmd.Step, "command_id", cmd.ID, "lease_seconds", fs.LeaseSeconds)
+		return sleepUnlessCancelled(ctx, w.clock(), time.Duration(fs.LeaseSeconds*float64(time.Second)), cancelled)
+	}
+	return nil
 }
 
 // frameScope is the render context of frame command cmd of loop lp (its
