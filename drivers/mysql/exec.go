@@ -133,14 +133,10 @@ func (e *executor) Dialect() string { return sqlquote.MySQL }
 // single statement): the timeout costs no round trip of its own unless
 // the claim has params and no mark.
 func (e *executor) claim(ctx context.Context, tx *sql.Tx, stmt string, args []any) (sqlcursor.Result, error) {
-	idle := e.idleTimeout()
+	idle := e.idleTimeout() // the SET still to send, if any
 	var res sqlcursor.Result
-	err := e.withIdleTimeout(idle, len(args) == 0, func(prefix string) error {
-		var err error
+	err := e.withIdleTimeout(&idle, len(args) == 0, func(prefix string) (err error) {
 		res, err = query(ctx, tx, prefix+stmt, args)
-		if err == nil && prefix != "" {
-			idle = ""
-		}
 		return err
 	})
 	if err != nil {
@@ -150,30 +146,26 @@ func (e *executor) claim(ctx context.Context, tx *sql.Tx, stmt string, args []an
 		// Nothing claimed: the transaction holds no row of a claim.
 		return res, nil
 	}
-	if e.mark == nil {
-		if idle == "" {
-			return res, nil
+	var mark string
+	if e.mark != nil {
+		if mark, err = e.renderMark(res); err != nil {
+			return sqlcursor.Result{}, err
 		}
-		return res, e.withIdleTimeout(idle, true, func(prefix string) error {
-			if prefix == "" {
-				return nil
-			}
-			_, err := tx.ExecContext(ctx, prefix)
-			return err
-		})
 	}
-	mark, err := e.renderMark(res)
-	if err != nil {
-		return sqlcursor.Result{}, err
+	if mark == "" && idle == "" {
+		return res, nil
 	}
-	err = e.withIdleTimeout(idle, true, func(prefix string) error {
+	err = e.withIdleTimeout(&idle, true, func(prefix string) error {
+		if prefix+mark == "" {
+			return nil // the SET alone, refused: nothing else to send
+		}
 		_, err := tx.ExecContext(ctx, prefix+mark)
 		return err
 	})
-	if err != nil {
+	if err != nil && mark != "" {
 		return sqlcursor.Result{}, fmt.Errorf("mark: %w", err)
 	}
-	return res, nil
+	return res, err
 }
 
 // idleTimeout is e.idle unless the server refused it before.
@@ -184,16 +176,18 @@ func (e *executor) idleTimeout() string {
 	return e.idle
 }
 
-// withIdleTimeout runs fn with idle as the prefix of its statement when
-// ok, else with none. A server without the variables (MySQL) refuses the
+// withIdleTimeout runs fn with *idle, the SET still to send, as the
+// prefix of its statement when ok, else with none; *idle is spent once
+// fn ran with it. A server without the variables (MySQL) refuses the
 // SET, the first statement of the batch, before running the rest; the
 // pool then remembers it and fn runs again without it, in the same
 // transaction (a refused statement does not end it).
-func (e *executor) withIdleTimeout(idle string, ok bool, fn func(prefix string) error) error {
-	if idle == "" || !ok {
+func (e *executor) withIdleTimeout(idle *string, ok bool, fn func(prefix string) error) error {
+	if *idle == "" || !ok {
 		return fn("")
 	}
-	err := fn(idle)
+	err := fn(*idle)
+	*idle = ""
 	if !unknownIdleVariable(err) {
 		return err
 	}
