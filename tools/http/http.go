@@ -122,6 +122,8 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if err != nil {
 		return tools.Output{}, err
 	}
+	start := time.Now()
+	callerDeadline, bounded := ctx.Deadline()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req = req.WithContext(ctx)
@@ -150,6 +152,12 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		msg := err.Error()
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			msg = fmt.Sprintf("%s %s: timeout after %s", req.Method, redactURL(req.URL), timeout)
+			if bounded && callerDeadline.Before(start.Add(timeout)) {
+				// The caller's deadline (a spec.timeout) came first:
+				// the tool's own timeout is not what ran out.
+				msg = fmt.Sprintf("%s %s: no response before the caller's deadline (%s)", req.Method, redactURL(req.URL),
+					callerDeadline.Sub(start).Round(time.Millisecond))
+			}
 		}
 		if cred != nil {
 			msg = tools.Redact(msg, *cred)

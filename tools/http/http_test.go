@@ -247,6 +247,28 @@ func TestExecute(t *testing.T) {
 	}
 }
 
+// TestTimeoutOfTheCaller: when the caller's deadline (a step's or task's
+// spec.timeout) ends a request before the tool's own timeout, the error
+// does not name the tool's timeout, which is not what ran out: a step with
+// spec.timeout 1 said "timeout after 30s".
+func TestTimeoutOfTheCaller(t *testing.T) {
+	t.Parallel()
+	srv := echo(t)
+	tool := cfhttp.New(cfhttp.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	out, err := tool.Execute(ctx, &tools.Call{Kind: "http", Config: map[string]any{"url": srv.URL + "/slow"}})
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if out.Status != tools.StatusError || out.HTTP["timeout"] != true {
+		t.Fatalf("status %q http %v, want a timeout", out.Status, out.HTTP)
+	}
+	if strings.Contains(out.Error, cfhttp.DefaultTimeout.String()) || !strings.Contains(out.Error, "deadline") {
+		t.Errorf("error %q, want the caller's deadline, not the tool's %s", out.Error, cfhttp.DefaultTimeout)
+	}
+}
+
 func TestExecuteConfigErrors(t *testing.T) {
 	t.Parallel()
 	tool := cfhttp.New(cfhttp.Config{})

@@ -128,8 +128,10 @@ func (t *Tool) ConfigKeys() []string {
 }
 
 // Execute runs the task's code in a fresh interpreter. An exception, a
-// non-zero exit or a timeout is an error Output; only a task without code
-// or with unencodable input is a returned error.
+// non-zero exit or a timeout is an error Output (a timeout's Data is
+// {"timeout": true}, which a policy rule reads as output.error.kind
+// "timeout"); only a task without code or with unencodable input is a
+// returned error.
 func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
 	code, ok := conv.String(call.Config, "code")
 	if !ok || strings.TrimSpace(code) == "" {
@@ -181,7 +183,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		_, _ = io.Copy(res, resR)
 		resCh <- res.Bytes()
 	}()
-	waitErr := cmd.Wait()
+	waitErr := proc.Wait(cmd)
 	raw := <-resCh
 
 	log := call.Logger
@@ -196,7 +198,13 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	}
 
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return tools.Output{Status: tools.StatusError, Error: "python: " + ctxErr.Error()}, nil
+		out := tools.Output{Status: tools.StatusError, Error: "python: " + ctxErr.Error()}
+		if errors.Is(ctxErr, context.DeadlineExceeded) {
+			// Out of time, as an http call's output says: a policy rule
+			// reads it as output.error.kind timeout.
+			out.Data = map[string]any{"timeout": true}
+		}
+		return out, nil
 	}
 	if len(raw) > t.cfg.MaxResult {
 		return tools.Output{Status: tools.StatusError, Error: fmt.Sprintf("python: result larger than %d bytes (Config.MaxResult)", t.cfg.MaxResult)}, nil

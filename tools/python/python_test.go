@@ -230,3 +230,18 @@ func TestLargeResults(t *testing.T) {
 		t.Fatal("the oversized result hung until the test's deadline")
 	}
 }
+
+// TestTimeoutIsMarked: code its own timeout stops says so in its data
+// (timeout: true), as the http and postgres tools do, so that a policy
+// rule on output.error.kind == 'timeout' matches it.
+func TestTimeoutIsMarked(t *testing.T) {
+	t.Parallel()
+	tool := python.New(python.Config{Python: interpreter(t)})
+	out, err := tool.Execute(context.Background(), &tools.Call{Config: map[string]any{"code": "import time\ntime.sleep(20)", "timeout": 0.5}})
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if d, _ := out.Data.(map[string]any); out.Status != tools.StatusError || d["timeout"] != true {
+		t.Fatalf("status %q data %v, want an error marked timeout", out.Status, out.Data)
+	}
+}

@@ -72,7 +72,8 @@ func (t *Tool) ConfigKeys() []string {
 
 // Execute runs the command. A non-zero exit, a signal or a timeout is an
 // error Output; Data is {stdout, stderr, exit_code} either way (exit_code
-// -1 when the process did not exit normally).
+// -1 when the process did not exit normally), with stdout_truncated,
+// stderr_truncated and timeout set when they apply.
 func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {
 	var argv []string
 	v, _, _ := conv.First(call.Config, "command", "cmd")
@@ -132,7 +133,9 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		}
 	}
 
-	err = cmd.Run()
+	if err = cmd.Start(); err == nil {
+		err = proc.Wait(cmd)
+	}
 	for _, l := range lines {
 		l.Flush()
 	}
@@ -146,11 +149,24 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		Status: tools.StatusSuccess,
 		Data:   map[string]any{"stdout": stdout.String(), "stderr": stderr.String(), "exit_code": code},
 	}
+	// A cut stream says so: a later step parsing it would otherwise take
+	// its first MaxOutput bytes for the whole.
+	if stdout.Dropped > 0 {
+		out.Data.(map[string]any)["stdout_truncated"] = true
+	}
+	if stderr.Dropped > 0 {
+		out.Data.(map[string]any)["stderr_truncated"] = true
+	}
 	if err != nil {
 		out.Status = tools.StatusError
 		msg := err.Error()
 		if ctx.Err() != nil {
 			msg = ctx.Err().Error()
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// Out of time, as an http call's output says: a policy rule
+			// reads it as output.error.kind timeout.
+			out.Data.(map[string]any)["timeout"] = true
 		}
 		if s := strings.TrimSpace(stderr.String()); s != "" {
 			msg += ": " + conv.Truncate(s, 512)

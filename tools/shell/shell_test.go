@@ -106,3 +106,36 @@ func TestPartialLines(t *testing.T) {
 		t.Fatalf("the result keeps the whole output: %q", d["stdout"])
 	}
 }
+
+// TestTimeoutIsMarked: a command its own timeout stops says so in its
+// data (timeout: true), as the http and postgres tools do, so that a
+// policy rule on output.error.kind == 'timeout' matches it. Before, it was
+// kind error, and such a rule never retried it.
+func TestTimeoutIsMarked(t *testing.T) {
+	t.Parallel()
+	out, err := shell.New(shell.Config{}).Execute(context.Background(), &tools.Call{Config: map[string]any{"command": "sleep 20", "timeout": 0.2}})
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if out.Status != tools.StatusError || out.Data.(map[string]any)["timeout"] != true {
+		t.Fatalf("status %q data %v, want an error marked timeout", out.Status, out.Data)
+	}
+}
+
+// TestTruncatedOutputIsMarked: output past the cap is dropped, and the
+// data says so (stdout_truncated), so that a later step reading stdout
+// can tell a cut document from a whole one. Before, nothing did.
+func TestTruncatedOutputIsMarked(t *testing.T) {
+	t.Parallel()
+	out, err := shell.New(shell.Config{MaxOutput: 10}).Execute(context.Background(), &tools.Call{Config: map[string]any{"command": "echo 0123456789abcdef; echo short >&2"}})
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	d := out.Data.(map[string]any)
+	if out.Status != tools.StatusSuccess || d["stdout"] != "0123456789" || d["stdout_truncated"] != true {
+		t.Fatalf("status %q data %v, want stdout cut at 10 bytes and marked", out.Status, d)
+	}
+	if _, marked := d["stderr_truncated"]; marked {
+		t.Fatalf("data %v: stderr was not cut", d)
+	}
+}

@@ -7,6 +7,8 @@ package proc
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -67,24 +69,55 @@ func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// Wait is cmd.Wait for a cmd made by Command. When the child exited but a
+// process it started still held its output pipes WaitDelay later, exec
+// gives the pipes up and returns exec.ErrWaitDelay without killing
+// anything (it kills only on cancellation): Wait then kills the child's
+// process group, so that nothing the failed call started outlives it, and
+// says what happened in place of exec's bare error.
+func Wait(cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		if cmd.Cancel != nil {
+			_ = cmd.Cancel()
+		}
+		return fmt.Errorf("the command exited, but a process it started still held its output %s later (killed): %w", WaitDelay, err)
+	}
+	return err
+}
+
 // Capped is an io.Writer that keeps the first Max bytes written to it and
 // drops the rest, so a chatty child cannot exhaust the worker's memory.
+// Its buffer is not embedded: a Buffer's ReadFrom and WriteString, which
+// io.Copy and io.WriteString prefer, would keep everything.
 type Capped struct {
-	bytes.Buffer
+	buf bytes.Buffer
 	// Max is how many bytes are kept.
 	Max int
+	// Dropped counts the bytes written past Max.
+	Dropped int64
 }
 
 // Write keeps what fits under Max and reports the whole of p written.
 func (c *Capped) Write(p []byte) (int, error) {
-	if room := c.Max - c.Len(); room < len(p) {
+	if room := c.Max - c.buf.Len(); room < len(p) {
 		if room > 0 {
-			c.Buffer.Write(p[:room])
+			c.buf.Write(p[:room])
 		}
+		c.Dropped += int64(len(p) - max(room, 0))
 		return len(p), nil
 	}
-	return c.Buffer.Write(p)
+	return c.buf.Write(p)
 }
+
+// Len is the number of bytes kept.
+func (c *Capped) Len() int { return c.buf.Len() }
+
+// Bytes returns the bytes kept.
+func (c *Capped) Bytes() []byte { return c.buf.Bytes() }
+
+// String returns the bytes kept as a string.
+func (c *Capped) String() string { return c.buf.String() }
 
 // maxLine bounds the bytes a Lines writer holds for one line: a longer
 // line is handed on in pieces of this size.

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,22 @@ func TestCapped(t *testing.T) {
 	}
 	if got := c.String(); got != "abcde" {
 		t.Fatalf("kept %q, want %q", got, "abcde")
+	}
+}
+
+// TestCappedThroughCopy: io.Copy into a Capped, as exec copies a child's
+// output and the python tool its result, keeps the cap. Before, Copy took
+// the embedded Buffer's ReadFrom, which kept everything: a chatty child
+// could exhaust the worker's memory after all.
+func TestCappedThroughCopy(t *testing.T) {
+	t.Parallel()
+	c := &Capped{Max: 5}
+	n, err := io.Copy(c, strings.NewReader("abcdefgh"))
+	if n != 8 || err != nil {
+		t.Fatalf("Copy = %d, %v; want 8, nil", n, err)
+	}
+	if got := c.String(); got != "abcde" || c.Dropped != 3 {
+		t.Fatalf("kept %q, dropped %d; want %q, 3", got, c.Dropped, "abcde")
 	}
 }
 
