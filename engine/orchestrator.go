@@ -388,7 +388,8 @@ func (o *orchestrator) awaitsEnded(now time.Time, touch func(string)) []eventlog
 		delete(o.ended, parent)
 	}
 	for _, id := range o.orphaned {
-		if ex := o.execs[id]; ex != nil && ex.state.Status == StatusRunning {
+		// One asked to cancel already (a host's Cancel) is not asked again.
+		if ex := o.execs[id]; ex != nil && ex.state.Status == StatusRunning && !ex.state.cancelRequested {
 			ev := eventlog.Event{ExecutionID: id, Type: eventlog.TypeCancelRequested, Time: now,
 				Payload: mustJSON(map[string]string{"reason": "the execution awaiting it ended"})}
 			if ex.state.Apply(ev) == nil {

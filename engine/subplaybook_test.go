@@ -340,3 +340,77 @@ workflow:
 		t.Errorf("the pipeline's children ran %d and %d times, want once each", one, two)
 	}
 }
+
+// TestOrphanCancelledOnce: a child already asked to cancel (its tool
+// still finishing) when its parent ends is not asked again. Before, the
+// parent's end recorded a second cancel.requested for it, whenever a
+// host's Cancel of the child came first (the cursorflow CLI cancels a
+// run's children once the run ended).
+func TestOrphanCancelledOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeChild(t, dir, `
+workflow:
+  - step: start
+    tool: {kind: stubborn}
+`)
+	b := setupWith(t, engine.Config{})
+	b.reg.MustRegister("playbook", playbook.New(b.eng))
+	started, release, failNow := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	b.reg.MustRegister("stubborn", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		close(started)
+		<-release // ignores its cancellation until released
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	b.reg.MustRegister("failer", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		<-failNow
+		return tools.Output{Status: tools.StatusError, Error: "boom"}, nil
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool: {kind: rec, key: start}
+    next:
+      spec: {mode: inclusive}
+      arcs: [{step: sub}, {step: bad}]
+  - step: sub
+    tool: {kind: playbook, path: child.yaml}
+  - step: bad
+    tool: {kind: failer}
+`), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := id + "/sub#1"
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the child's tool did not start")
+	}
+	if err := b.eng.Cancel(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	close(failNow)
+	if sum, err := b.eng.Wait(ctx, id); err != nil || sum.Status != engine.StatusFailed {
+		t.Fatalf("parent: %v %v, want failed", sum, err)
+	}
+	close(release)
+	if sum, err := b.eng.Wait(ctx, child); err != nil || sum.Status != engine.StatusCancelled {
+		t.Fatalf("child: %v %v, want cancelled", sum, err)
+	}
+	events, err := b.log.Read(ctx, child, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range events {
+		if ev.Type == eventlog.TypeCancelRequested {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("child has %d cancel.requested events, want 1", n)
+	}
+}
