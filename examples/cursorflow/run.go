@@ -371,6 +371,7 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 		fmt.Fprintf(stderr, "cursorflow: %v (resume with: %s)\n", err, resumeHint(id, logURL, f.credentials))
 		return exitInvalid
 	}
+	settleChildren(ctx, e, log, id, stderr)
 	// The log's view of the execution: its event count (the summary's own
 	// covers only what this process saw) and its cursor loops' rows.
 	o := outcome{id: sum.ExecutionID, status: sum.Status, steps: sum.Steps, events: sum.Events,
@@ -380,6 +381,36 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 		o.events, o.rows = st.Events, cursorRows(st)
 	}
 	return o.report(stdout, f.json)
+}
+
+// childGrace bounds how long a run that ended waits for the sub-playbook
+// executions it leaves running to end cancelled.
+const childGrace = 10 * time.Second
+
+// settleChildren cancels the sub-playbook executions of id (and theirs)
+// still running after id ended, and waits up to childGrace for them to
+// end. Nothing awaits them any more: a branch that failed beside them, or
+// their step's spec.timeout, ended the parent. The engine cancels them
+// itself, but asynchronously, and this process closes the engine next:
+// they would stay running in the log, and a resume of one would carry out
+// work for a parent that has ended.
+func settleChildren(ctx context.Context, e *engine.Engine, log eventlog.Log, id string, stderr io.Writer) {
+	unfinished, err := log.Executions(ctx, true)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, childGrace)
+	defer cancel()
+	for _, child := range unfinished {
+		if !strings.HasPrefix(child, id+"/") {
+			continue
+		}
+		// Ended meanwhile, or asked already: either answer will do.
+		_ = e.Cancel(ctx, child)
+		if _, err := e.Wait(ctx, child); err != nil {
+			fmt.Fprintf(stderr, "cursorflow: sub-playbook execution %s is unfinished in the log: %v\n", child, err)
+		}
+	}
 }
 
 // outcome is how an execution ended, as run (local or on a server) and

@@ -655,6 +655,19 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 			}
 		}
 	}
+	if ev.Type == eventlog.TypeCommandCompleted {
+		// A tool that failed, where a policy rule continued (a loop's item,
+		// a task), completes its command: say that it failed.
+		var p struct {
+			Output struct {
+				Status string `json:"status"`
+				Error  string `json:"error"`
+			} `json:"output"`
+		}
+		if json.Unmarshal(ev.Payload, &p) == nil && p.Output.Status == "error" && p.Output.Error != "" {
+			parts = append(parts, "error="+strconv.Quote(p.Output.Error))
+		}
+	}
 	if slices.Contains([]string{eventlog.TypeExecutionFailed, eventlog.TypeStepFailed, eventlog.TypeCommandFailed}, ev.Type) {
 		var p struct {
 			Error   string `json:"error"`
