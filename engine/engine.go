@@ -511,6 +511,10 @@ func (e *Engine) Check(pb *dsl.Playbook) []dsl.Diagnostic {
 // were in flight are re-issued (at once with the in-process transport,
 // after their lease with a durable one).
 //
+// A sub-playbook execution whose awaiting execution has ended is
+// cancelled once loaded (with reason "the execution awaiting it ended"),
+// as it would have been had the process that drove both lived on.
+//
 // Like Start, Resume refuses a playbook this engine would not run (a tool
 // or cursor kind its registries lack, a refused field) with an
 // *UnsupportedError, recording nothing: the execution stays resumable on
@@ -544,7 +548,39 @@ func (e *Engine) Resume(ctx context.Context, executionID string) error {
 			return &UnsupportedError{Problems: probs}
 		}
 	}
-	return e.orch.send(ctx, message{kind: msgLoad, state: st})
+	orphan, err := e.awaiterEnded(ctx, st)
+	if err != nil {
+		return err
+	}
+	if err := e.orch.send(ctx, message{kind: msgLoad, state: st}); err != nil || !orphan {
+		return err
+	}
+	// A sub-playbook execution whose awaiter ended (the process driving
+	// both died before it recorded the child's cancel) has nobody to
+	// report to: it is cancelled, not run on.
+	ev := eventlog.Event{ExecutionID: executionID, Type: eventlog.TypeCancelRequested,
+		Payload: mustJSON(map[string]string{"reason": "the execution awaiting it ended"})}
+	if err := e.orch.send(ctx, message{kind: msgCancel, ev: ev}); err != nil && !errors.Is(err, ErrUnknownExecution) {
+		return err
+	}
+	return nil
+}
+
+// awaiterEnded reports whether st is a sub-playbook execution whose
+// awaiting execution has ended in the log.
+func (e *Engine) awaiterEnded(ctx context.Context, st *State) (bool, error) {
+	if st.parent == "" {
+		return false, nil
+	}
+	events, err := e.cfg.Log.Read(ctx, st.parent, 0, 0)
+	if err != nil || len(events) == 0 {
+		return false, err
+	}
+	parent, err := Fold(st.parent, events)
+	if err != nil {
+		return false, err
+	}
+	return parent.Status != StatusRunning, nil
 }
 
 // Cancel asks a running execution to stop. No new work is issued; every

@@ -414,3 +414,91 @@ workflow:
 		t.Fatalf("child has %d cancel.requested events, want 1", n)
 	}
 }
+
+// TestResumedOrphanIsCancelled: a sub-playbook execution left running in
+// the log after its parent ended (the process died before it recorded the
+// child's cancel) is cancelled when resumed, not run on. Before, the
+// resume ran the child's work to its end, for a parent long failed.
+func TestResumedOrphanIsCancelled(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeChild(t, dir, `
+workflow:
+  - step: start
+    tool: {kind: stubborn}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The first process: the parent fails beside its running child.
+	first := setupWith(t, engine.Config{})
+	first.reg.MustRegister("playbook", playbook.New(first.eng))
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	first.reg.MustRegister("stubborn", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		close(started)
+		<-release
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	failNow := make(chan struct{})
+	first.reg.MustRegister("failer", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		<-failNow
+		return tools.Output{Status: tools.StatusError, Error: "boom"}, nil
+	}))
+	id, err := first.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool: {kind: rec, key: start}
+    next:
+      spec: {mode: inclusive}
+      arcs: [{step: sub}, {step: bad}]
+  - step: sub
+    tool: {kind: playbook, path: child.yaml}
+  - step: bad
+    tool: {kind: failer}
+`), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := id + "/sub#1"
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the child's tool did not start")
+	}
+	close(failNow)
+	if sum, err := first.eng.Wait(ctx, id); err != nil || sum.Status != engine.StatusFailed {
+		t.Fatalf("parent: %v %v, want failed", sum, err)
+	}
+	// What the log holds had that process died right after the parent's
+	// end: all of the parent, the child before its cancel.
+	log := eventlog.NewMemory()
+	for _, exec := range []string{id, child} {
+		events, err := first.log.Read(ctx, exec, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keep []eventlog.Event
+		for _, ev := range events {
+			if ev.Type == eventlog.TypeCancelRequested {
+				break
+			}
+			ev.Seq, ev.ID = 0, 0
+			keep = append(keep, ev)
+		}
+		if _, err := log.Append(ctx, keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The second process resumes the child: its tool would complete at once.
+	second := setupWith(t, engine.Config{Log: log})
+	second.reg.MustRegister("playbook", playbook.New(second.eng))
+	second.reg.MustRegister("stubborn", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	if err := second.eng.Resume(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := second.eng.Wait(ctx, child); err != nil || sum.Status != engine.StatusCancelled {
+		t.Fatalf("resumed orphan: %+v %v, want cancelled", sum, err)
+	}
+}
