@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -1328,5 +1329,38 @@ func TestArcForAnEventThatNeverComes(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("%d such warnings, want 2: %v", n, p.Warnings)
+	}
+}
+
+// TestArcOnCallErrorWithoutOnError: an arc guarded by call.error routes
+// only where spec.on_error lets a failure route (continue, ignore);
+// elsewhere the failure fails the execution, and validate warns at the
+// guard.
+func TestArcOnCallErrorWithoutOnError(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pb(`- step: start
+  tool: {kind: noop}
+  next:
+    - step: recover
+      when: "{{ event.name == 'call.error' }}"
+    - step: tolerant
+- step: tolerant
+  spec: {on_error: continue}
+  tool: {kind: noop}
+  next:
+    - step: recover
+      when: "{{ event.name == 'call.error' }}"
+- step: recover
+  tool: {kind: noop}
+`))
+	var got []string
+	for _, w := range p.Warnings {
+		if strings.Contains(w.Message, "call.error") {
+			got = append(got, fmt.Sprintf("%d: %s", w.Pos.Line, w.Message))
+		}
+	}
+	want := "10: step start: the arc to recover asks for event.name call.error, which comes only with spec.on_error: continue (or ignore): without it a failure of step start fails the execution"
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("call.error warnings %q, want [%q]", got, want)
 	}
 }

@@ -108,8 +108,9 @@ var eventNameIs = regexp.MustCompile(`event\.name\s*==\s*['"]([a-z_.]+)['"]|['"]
 
 // checkEventNames warns about an arc whose guard asks for an event its
 // step never routes with: loop.done of a step without a loop, call.done of
-// a loop step. It never matches, and the flow after it silently never
-// runs.
+// a loop step, call.error of a step that fails the execution on error
+// (no spec.on_error: continue). It never matches, and the flow after it
+// silently never runs.
 func (d *decoder) checkEventNames(pb *Playbook) {
 	for _, s := range pb.Workflow {
 		if s.Next == nil {
@@ -129,6 +130,10 @@ func (d *decoder) checkEventNames(pb *Playbook) {
 				continue
 			}
 			for _, m := range eventNameIs.FindAllStringSubmatch(a.When.Source, -1) {
+				if name := m[1] + m[2]; name == "call.error" && s.Loop == nil && s.Spec.OnError != "continue" && s.Spec.OnError != "ignore" {
+					d.warns = append(d.warns, Diagnostic{Pos: a.When.Pos, Warning: true,
+						Message: fmt.Sprintf("step %s: the arc to %s asks for event.name call.error, which comes only with spec.on_error: continue (or ignore): without it a failure of step %s fails the execution", s.Name, a.Step, s.Name)})
+				}
 				if name := m[1] + m[2]; name == never {
 					kind := "has no loop: its arcs see call.done, or call.error"
 					if s.Loop != nil {
