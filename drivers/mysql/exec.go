@@ -99,7 +99,17 @@ func (e *executor) Claim(ctx context.Context, stmt string, args []any) (sqlcurso
 	if err != nil {
 		return nil, sqlcursor.Result{}, err
 	}
-	return sqlcursor.DBTx(tx), res, nil
+	return claimTx{sqlcursor.DBTx(tx)}, res, nil
+}
+
+// claimTx is a claim's open transaction. A statement run in it (the
+// dead_letter of rows past max_attempts) that loses its connection took
+// the whole claim down with it, uncommitted: its error is classified, so
+// that the engine claims again rather than fail the loop.
+type claimTx struct{ sqlcursor.Tx }
+
+func (t claimTx) Exec(ctx context.Context, stmt string, args []any) error {
+	return classify(t.Tx.Exec(ctx, stmt, args))
 }
 
 func (e *executor) Exec(ctx context.Context, stmt string, args []any) error {
