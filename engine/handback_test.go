@@ -134,3 +134,42 @@ func TestRowSetAsideByTheSourceGoesOn(t *testing.T) {
 		t.Fatalf("row 7 reported dead by %d frames, want 1", deadItems)
 	}
 }
+
+// TestRepeatedDeliveryCountsOnce: a source that numbers deliveries hands
+// a failing row out twice under one number (as it does when a claim's
+// commit is lost after the record: its mark rolled back). The failures
+// count once per number, so the loop goes on until the source sets the
+// row aside after max_attempts (3), and drains the rest. Before, the
+// fourth failure stopped the loop ("row 7 failed 4 times, more than
+// max_attempts (3)") with the source one claim away from setting it aside.
+func TestRepeatedDeliveryCountsOnce(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	pool, table := pgQueue(t, dsn, 200)
+	if _, err := pool.Exec(context.Background(), `ALTER TABLE `+table+` ADD COLUMN replayed bool NOT NULL DEFAULT false`); err != nil {
+		t.Fatal(err)
+	}
+	e, log := cursorEngine(t, dsn)
+	deadLetter := "\n        dead_letter: UPDATE " + table + " SET status = 'dead' WHERE id IN ({{ keys | join(',') }})"
+	src := handBackPlaybook(table, "q.id, q.payload, q.attempts", deadLetter, "row")
+	// Row 7's first delivery is handed out twice as number 1.
+	const mark = "attempts = q.attempts + 1"
+	if !strings.Contains(src, mark) {
+		t.Fatalf("the claim has no %q", mark)
+	}
+	src = strings.Replace(src, mark, "attempts = q.attempts + CASE WHEN q.id = 7 AND q.attempts = 1 AND NOT q.replayed THEN 0 ELSE 1 END, "+
+		"replayed = q.replayed OR (q.id = 7 AND q.attempts = 1)", 1)
+	sum, evs := runPlaybook(t, e, log, src, engine.StartOptions{}, time.Minute)
+	t.Cleanup(func() { dumpOnFail(t, evs) })
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("summary %+v: want completed", sum)
+	}
+	var done, dead, attempts int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'dead' AND id = 7),
+		max(attempts) FILTER (WHERE id = 7) FROM `+table).Scan(&done, &dead, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if done != 199 || dead != 1 || attempts != 4 {
+		t.Fatalf("%d done, row 7 dead: %d after %d deliveries: want 199 done and row 7 dead at its 4th", done, dead, attempts)
+	}
+}

@@ -55,8 +55,17 @@ const (
 	// HoldUntil, Command.Hold). Before, such rows were skipped by the
 	// other claims and the drain ended without them.
 	semanticsClaimHold = 6
+	// semanticsDeliveries: where the source numbers a row's deliveries
+	// (a SQL claim returning attempts), a row's failures count toward the
+	// loop's own max_attempts stop once per delivery: a delivery run
+	// twice because its claim's commit was lost after the record (the
+	// source's mark rolled back, the row handed out again under the same
+	// number) counts once (loopState.Deliveries). Before, such a poison
+	// row stopped the loop one failure early, though the source was about
+	// to set it aside.
+	semanticsDeliveries = 7
 	// currentSemantics is what new executions record.
-	currentSemantics = semanticsClaimHold
+	currentSemantics = semanticsDeliveries
 )
 
 // The join barrier. NoETL gates a step that several branches of an

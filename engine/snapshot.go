@@ -12,7 +12,7 @@ import (
 // SnapshotFormat names the encoding State.MarshalSnapshot writes. It
 // changes whenever State's shape does, so that a process never restores a
 // snapshot another version wrote: it folds from the first event instead.
-const SnapshotFormat = "cursorflow.engine.state/6"
+const SnapshotFormat = "cursorflow.engine.state/7"
 
 // stateSnapshot is State with its unexported fields, as JSON.
 type stateSnapshot struct {

@@ -255,6 +255,9 @@ type loopState struct {
 	// to the source afterwards (released) to be claimed again; see
 	// State.countHandedBack.
 	HandedBack map[string]int `json:",omitempty"`
+	// Deliveries (semanticsDeliveries) follows, by row key, the delivery
+	// numbers the source reported for those failures.
+	Deliveries map[string]*deliveries `json:",omitempty"`
 	// Fail is the first unhandled failure; the loop stops issuing work.
 	Fail string
 	// StartedAt is loop.started's time and ProgressAt the time of the
@@ -625,7 +628,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			l.Fail = p.Fail
 		}
 		if p.Released > 0 && p.Counts.Failed > 0 && l.Fail == "" {
-			s.countHandedBack(l, ev)
+			s.countHandedBack(l, ev, c)
 		}
 		s.checkLoop(l)
 	case eventlog.TypeCancelRequested:
@@ -854,7 +857,14 @@ func (s *State) holdDrain(l *loopState, at time.Time) {
 // returns attempts dead-letters it when it claims attempt max_attempts+1);
 // one that does not would hand the row out again forever, each time as a
 // first attempt.
-func (s *State) countHandedBack(l *loopState, ev eventlog.Event) {
+//
+// Where the source numbers the deliveries (frame c's recorded rows carry
+// attempts past the first), a row's failures count once per delivery
+// number (semanticsDeliveries): a claim whose commit was lost after its
+// record ran its rows, and the source, its mark rolled back, hands them
+// out again under the same number. Twice max_attempts failures stop the
+// loop all the same, whatever the numbers say.
+func (s *State) countHandedBack(l *loopState, ev eventlog.Event, c *commandState) {
 	var p frameDonePayload
 	if decode(ev, &p) != nil {
 		return
@@ -865,6 +875,14 @@ func (s *State) countHandedBack(l *loopState, ev eventlog.Event) {
 			limit = fs.MaxAttempts
 		}
 	}
+	var attempt map[string]int
+	if s.semantics >= semanticsDeliveries {
+		rows := c.frameRows()
+		attempt = make(map[string]int, len(rows))
+		for _, r := range rows {
+			attempt[r.Key] = r.Attempt
+		}
+	}
 	for _, it := range p.Items {
 		if it.Outcome != OutcomeError {
 			continue
@@ -873,11 +891,50 @@ func (s *State) countHandedBack(l *loopState, ev eventlog.Event) {
 			l.HandedBack = map[string]int{}
 		}
 		l.HandedBack[it.Key]++
-		if n := l.HandedBack[it.Key]; n > limit && l.Fail == "" {
+		n := l.HandedBack[it.Key]
+		counted := n
+		if attempt != nil {
+			if l.Deliveries == nil {
+				l.Deliveries = map[string]*deliveries{}
+			}
+			d := l.Deliveries[it.Key]
+			if d == nil {
+				d = &deliveries{}
+				l.Deliveries[it.Key] = d
+			}
+			d.failed(attempt[it.Key])
+			if d.Numbered && n <= 2*limit {
+				counted = d.Distinct
+			}
+		}
+		if counted > limit && l.Fail == "" {
 			l.Fail = fmt.Sprintf("row %s failed %d times, more than max_attempts (%d), and went back to the source each time "+
 				"without being set aside (a SQL cursor sets such rows aside when its claim returns an attempts column and it has a "+
 				"dead_letter statement); the loop stops rather than run it forever. Last error: %s", it.Key, n, limit, it.Error)
 		}
+	}
+}
+
+// deliveries is what the fold knows of the deliveries of one row whose
+// failures went back to the source (semanticsDeliveries).
+type deliveries struct {
+	// Distinct counts the failures under a delivery number other than the
+	// previous failure's; Last is the latest failure's number.
+	Distinct, Last int
+	// Numbered is set once the source numbered a delivery past the first:
+	// it counts them, and Distinct is the count that matters.
+	Numbered bool
+}
+
+// failed notes a failure of the row's delivery number attempt (0: not
+// recorded).
+func (d *deliveries) failed(attempt int) {
+	if attempt != d.Last || d.Distinct == 0 {
+		d.Distinct++
+		d.Last = attempt
+	}
+	if attempt > 1 {
+		d.Numbered = true
 	}
 }
 
