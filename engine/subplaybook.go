@@ -80,8 +80,15 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 	return childResult(childID, sum), nil
 }
 
+// childResult is the playbook tool's result of a finished child. A
+// failure's error names the child and its step, so that the parent's
+// failure says where it came from.
 func childResult(id string, sum *Summary) playbook.Result {
-	return playbook.Result{ExecutionID: id, Status: sum.Status, Error: sum.Error, Steps: sum.Results}
+	msg := sum.Error
+	if msg != "" && sum.Step != "" {
+		msg = fmt.Sprintf("sub-playbook execution %s failed at step %s: %s", id, sum.Step, msg)
+	}
+	return playbook.Result{ExecutionID: id, Status: sum.Status, Error: msg, Steps: sum.Results}
 }
 
 // ChildExecutionID is the execution id of the child a sub-playbook call

@@ -502,3 +502,40 @@ workflow:
 		t.Fatalf("resumed orphan: %+v %v, want cancelled", sum, err)
 	}
 }
+
+// TestChildFailureNamesTheChild: a sub-playbook step whose child failed
+// fails with an error that names the child execution and the child's step
+// before the child's own error. Before, the parent said "failed at step
+// start: planned failure 1", as if its own step had failed so.
+func TestChildFailureNamesTheChild(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeChild(t, dir, `
+workflow:
+  - step: start
+    tool: {kind: rec, key: begin}
+    next: [fetch]
+  - step: fetch
+    tool: {kind: rec, key: child, fail: 1}
+`)
+	b := setupWith(t, engine.Config{})
+	b.reg.MustRegister("playbook", playbook.New(b.eng))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool: {kind: playbook, path: child.yaml}
+`), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "sub-playbook execution " + id + "/start#1 failed at step fetch: planned failure 1"
+	if sum.Status != engine.StatusFailed || sum.Step != "start" || sum.Error != want {
+		t.Fatalf("parent: %s at %s: %q, want failed at start: %q", sum.Status, sum.Step, sum.Error, want)
+	}
+}
