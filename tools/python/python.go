@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/tools"
@@ -148,6 +149,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if err != nil {
 		return tools.Output{}, fmt.Errorf("%w: input is not JSON-encodable: %w", ErrBadConfig, err)
 	}
+	start := time.Now()
 	ctx, cancel, err := proc.WithTimeout(ctx, call.Config)
 	if err != nil {
 		return tools.Output{}, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
@@ -198,7 +200,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	}
 
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		out := tools.Output{Status: tools.StatusError, Error: "python: " + ctxErr.Error()}
+		out := tools.Output{Status: tools.StatusError, Error: "python: " + proc.Ended(ctx, start)}
 		if errors.Is(ctxErr, context.DeadlineExceeded) {
 			// Out of time, as an http call's output says: a policy rule
 			// reads it as output.error.kind timeout.

@@ -244,4 +244,7 @@ func TestTimeoutIsMarked(t *testing.T) {
 	if d, _ := out.Data.(map[string]any); out.Status != tools.StatusError || d["timeout"] != true {
 		t.Fatalf("status %q data %v, want an error marked timeout", out.Status, out.Data)
 	}
+	if want := "python: timed out after 500ms: context deadline exceeded"; out.Error != want {
+		t.Fatalf("error %q, want %q", out.Error, want)
+	}
 }

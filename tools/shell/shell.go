@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/internal/conv"
@@ -92,6 +93,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if len(argv) == 0 || argv[0] == "" {
 		return tools.Output{}, fmt.Errorf("%w: command (or cmd) is required: a string or a list", ErrBadConfig)
 	}
+	start := time.Now()
 	ctx, cancel, err := proc.WithTimeout(ctx, call.Config)
 	if err != nil {
 		return tools.Output{}, fmt.Errorf("%w: timeout: %w", ErrBadConfig, err)
@@ -161,7 +163,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		out.Status = tools.StatusError
 		msg := err.Error()
 		if ctx.Err() != nil {
-			msg = ctx.Err().Error()
+			msg = proc.Ended(ctx, start)
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			// Out of time, as an http call's output says: a policy rule

@@ -120,6 +120,10 @@ func TestTimeoutIsMarked(t *testing.T) {
 	if out.Status != tools.StatusError || out.Data.(map[string]any)["timeout"] != true {
 		t.Fatalf("status %q data %v, want an error marked timeout", out.Status, out.Data)
 	}
+	// The error says how long the command had, not just that a context ended.
+	if want := "shell: timed out after 200ms: context deadline exceeded"; !strings.HasPrefix(out.Error, want) {
+		t.Fatalf("error %q, want it to begin %q", out.Error, want)
+	}
 }
 
 // TestTruncatedOutputIsMarked: output past the cap is dropped, and the

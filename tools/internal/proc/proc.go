@@ -58,6 +58,20 @@ func WithTimeout(ctx context.Context, config map[string]any) (context.Context, c
 	return ctx, func() {}, nil
 }
 
+// Ended describes why ctx ended, for an error message: how long the call
+// had when its deadline passed ("timed out after 1s: context deadline
+// exceeded"), or ctx's error as it is. start is when the call began.
+func Ended(ctx context.Context, start time.Time) string {
+	err := ctx.Err()
+	if err == nil {
+		return ""
+	}
+	if deadline, ok := ctx.Deadline(); ok && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("timed out after %s: %v", deadline.Sub(start).Round(time.Millisecond), err)
+	}
+	return err.Error()
+}
+
 // Command is exec.CommandContext with WaitDelay set and, where process
 // groups exist, the child in its own group, which cancellation kills
 // whole, so that subprocesses the child started leave no orphan holding
