@@ -171,7 +171,21 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if pages != nil {
 		bodyReader = io.TeeReader(bodyReader, pages)
 	}
-	body, err := io.ReadAll(bodyReader)
+	var body []byte
+	if resp.ContentLength > t.cfg.MaxBodyBytes {
+		// Refused unread: reading up to the cap first would only hold
+		// that much memory (and wait that long) for an error.
+		err = fmt.Errorf("response body of %d bytes is larger than %d bytes", resp.ContentLength, t.cfg.MaxBodyBytes)
+	} else {
+		var buf bytes.Buffer
+		if resp.ContentLength > 0 {
+			// Room for the whole body and the read that meets its end,
+			// so the buffer is not grown (doubled) as it fills.
+			buf.Grow(int(resp.ContentLength) + bytes.MinRead)
+		}
+		_, err = buf.ReadFrom(bodyReader)
+		body = buf.Bytes()
+	}
 	if pages != nil {
 		pages.Flush()
 	}

@@ -544,3 +544,28 @@ func TestEchoedQuerySecretRedacted(t *testing.T) {
 		t.Fatalf("the echo did not come back with the reference: %s", b)
 	}
 }
+
+// TestDeclaredOversizedBodyRefusedUnread: a response whose Content-Length
+// is past MaxBodyBytes fails at once, without reading the body. Before,
+// the tool read up to the cap first (and held that much memory), here
+// waiting for a body the server never sends, until the call's timeout.
+func TestDeclaredOversizedBodyRefusedUnread(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		w.Header().Set("Content-Length", "1048576")
+		w.WriteHeader(nethttp.StatusOK)
+		w.(nethttp.Flusher).Flush()
+		<-r.Context().Done() // the body never comes
+	}))
+	t.Cleanup(srv.Close)
+	tool := cfhttp.New(cfhttp.Config{MaxBodyBytes: 1024, Timeout: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := tool.Execute(ctx, &tools.Call{Kind: "http", Config: map[string]any{"url": srv.URL}})
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if out.Status != tools.StatusError || !strings.Contains(out.Error, "response body of 1048576 bytes is larger than 1024 bytes") {
+		t.Fatalf("status %q error %q, want the declared body refused", out.Status, out.Error)
+	}
+}
