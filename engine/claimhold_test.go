@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"encoding/json"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -146,7 +145,7 @@ func TestEmptyClaimUnderEarlierSemantics(t *testing.T) {
 func TestCancelEndsAHoldingFrame(t *testing.T) {
 	t.Parallel()
 	holding := make(chan struct{})
-	b := newOutageBenchLogging(t, slog.New(signalHandler{Handler: slog.NewTextHandler(io.Discard, nil),
+	b := newOutageBenchLogging(t, slog.New(signalHandler{Handler: slog.DiscardHandler,
 		match: "claiming again once the source has taken them back", once: &sync.Once{}, seen: holding}))
 	emptyAfterStall(t, b)
 	held := b.latest(t)

@@ -25,6 +25,10 @@ type signalHandler struct {
 	seen  chan struct{}
 }
 
+// Enabled is true from Info up whatever the wrapped handler says, so a
+// discarding handler can be wrapped and still signal.
+func (h signalHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
 func (h signalHandler) Handle(ctx context.Context, r slog.Record) error {
 	if strings.Contains(r.Message, h.match) {
 		h.once.Do(func() { close(h.seen) })
