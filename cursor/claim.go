@@ -30,7 +30,8 @@ var ErrClaimSettled = errors.New("cursor: claim already settled")
 //     source counts deliveries.
 //
 // A claim with zero rows means the source is drained; the driver holds
-// nothing for it, and Commit and Abort return nil. Abort after Commit does
+// nothing for it but its Dead rows, if any, and Commit and Abort of a
+// claim with neither rows nor Dead rows return nil. Abort after Commit does
 // nothing, so `defer claim.Abort(ctx)` is safe; Commit after Abort fails
 // with ErrClaimSettled. Commit and Abort are safe for concurrent use.
 type Claim struct {
@@ -40,6 +41,16 @@ type Claim struct {
 	// returning them (dead-lettered, past the spec's MaxAttempts), so that
 	// the engine reports them dead. Whether or not Rows is empty, they are
 	// not to run. Optional: a driver may leave it empty.
+	//
+	// The engine records them (in the claim's record, or in the drained
+	// frame's outcome) before it commits the claim, so a driver moves them
+	// to its dead letter in Commit, as a transactional source commits
+	// its dead_letter statement with the claim: Abort, or a claimer that
+	// dies before Commit, leaves them for a later claim to list dead
+	// again. A row moved while claiming is lost to the log when the record
+	// never comes. Dying between the record and Commit can list a row
+	// dead twice, which the engine counts twice: over-reporting, never a
+	// row dead-lettered that the log does not report.
 	Dead []Row
 
 	mu      sync.Mutex
@@ -50,8 +61,9 @@ type Claim struct {
 
 // NewClaim returns a pending claim of rows that commit and abort settle.
 // Either function may be nil (nothing to do); each is called at most
-// once, and neither is called for a claim of zero rows. Drivers build
-// their claims with it.
+// once, and neither is called for a claim with neither rows nor Dead
+// rows (Dead may be set after NewClaim). Drivers build their claims with
+// it.
 func NewClaim(rows []Row, commit, abort func(context.Context) error) *Claim {
 	return &Claim{Rows: rows, commit: commit, abort: abort}
 }
@@ -65,7 +77,7 @@ func (c *Claim) Commit(ctx context.Context) error {
 		return fmt.Errorf("commit: %w", ErrClaimSettled)
 	}
 	c.settled = true
-	if len(c.Rows) == 0 || c.commit == nil {
+	if c.empty() || c.commit == nil {
 		return nil
 	}
 	return c.commit(ctx)
@@ -80,17 +92,26 @@ func (c *Claim) Abort(ctx context.Context) error {
 		return nil
 	}
 	c.settled = true
-	if len(c.Rows) == 0 || c.abort == nil {
+	if c.empty() || c.abort == nil {
 		return nil
 	}
 	return c.abort(ctx)
 }
 
+// empty reports whether the claim holds nothing: no rows, no Dead rows.
+func (c *Claim) empty() bool { return len(c.Rows) == 0 && len(c.Dead) == 0 }
+
 // LeasedClaim returns the claim of rows that a source already holds under
 // a lease of its own (a consumer group's pending list, an ack wait, a
 // lease marker): Commit does nothing, Abort hands the rows back with
 // release (the cursor's Release). Drivers without transactional claims
-// build their claims with it.
+// build their claims with it, unless they keep Dead rows to bury in
+// Commit.
 func LeasedClaim(rows []Row, release func(context.Context, []Row) error) *Claim {
-	return NewClaim(rows, nil, func(ctx context.Context) error { return release(ctx, rows) })
+	return NewClaim(rows, nil, func(ctx context.Context) error {
+		if len(rows) == 0 {
+			return nil // a drained claim with Dead rows: nothing to hand back
+		}
+		return release(ctx, rows)
+	})
 }

@@ -196,7 +196,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			if len(claim.Rows) == 0 {
 				dp := frameDonePayload{Drained: true, Items: deadItems(claim.Dead)}
 				dp.Counts = countOutcomes(dp.Items)
-				return nil, done(dp)
+				return nil, w.settleDrained(settle, claim, cmd, done(dp))
 			}
 			faultpoint.Hit(faultpoint.FrameClaimed)
 			// The claim is on record before it commits and before any row
@@ -430,14 +430,34 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	if !mayChain {
 		return nil, done(p)
 	}
-	next, reported, err := w.chainNext(ctx, cmd, rep, cur, driver, fs, &p, cancelled, settle, start)
+	next, reported, drained, err := w.chainNext(ctx, cmd, rep, cur, driver, fs, &p, cancelled, settle, start)
 	if reported {
 		return next, err
 	}
 	if err != nil {
 		w.logger().Debug("frame not chained; reporting it alone", "command_id", cmd.ID, "error", err)
 	}
+	if drained != nil {
+		return nil, w.settleDrained(settle, drained, cmd, done(p))
+	}
 	return nil, done(p)
+}
+
+// settleDrained settles a claim of no rows once the frame.done that
+// reports its Dead rows was recorded (recorded is that report's error):
+// Commit lets the source move them to its dead letter, Abort leaves them
+// for a later claim to report again, since the log does not say they are
+// dead. It returns recorded.
+func (w *Worker) settleDrained(settle func(func(context.Context) error) error, claim *cursor.Claim, cmd *Command, recorded error) error {
+	if recorded != nil {
+		w.giveBack(settle, claim, cmd, 0, "cursor: aborting a drained claim whose dead rows could not be reported failed; the source's lease takes them back")
+		return recorded
+	}
+	if err := settle(claim.Commit); err != nil {
+		w.logger().Warn("cursor: commit of a drained claim failed; its dead rows, reported, may be reported again",
+			"step", cmd.Step, "command_id", cmd.ID, "dead", len(claim.Dead), "error", err)
+	}
+	return nil
 }
 
 // mayGoBack reports whether a row the frame has not run may be handed
@@ -637,31 +657,33 @@ func frameRowsOf(claimed []cursor.Row) []FrameRow {
 // refused) with reported set; reported is false when p has yet to be
 // reported alone: the reporter cannot chain, the frame ends the slot's
 // run, the source is drained, or the chained report was not recorded
-// (err then says why; the claim made ahead was given back).
+// (err then says why; the claim made ahead was given back). drained is a
+// claim of no rows whose Dead rows were added to p: the caller settles it
+// once p is reported (settleDrained).
 func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur cursor.Cursor, driver cursor.Driver,
 	fs dsl.FrameSpec, p *frameDonePayload, cancelled <-chan struct{}, settle func(func(context.Context) error) error, start time.Time,
-) (next *chainedFrame, reported bool, err error) {
+) (next *chainedFrame, reported bool, drained *cursor.Claim, err error) {
 	cr, ok := rep.(ChainReporter)
 	if !ok || !cr.MayChain() || !driver.Features().TransactionalClaim || closed(cancelled) ||
 		p.Fail != "" || p.Cancelled || p.Released > 0 || len(p.Abandoned) > 0 || len(p.Ctx) > 0 {
 		// A frame that changed ctx is not chained either: the next claim
 		// may render with it.
-		return nil, false, nil
+		return nil, false, nil, nil
 	}
 	claim, err := cur.Claim(ctx, max(1, fs.MaxRows))
 	if err != nil {
 		// A claim error the slot's next frame meets again and reports.
-		return nil, false, err
+		return nil, false, nil, err
 	}
 	if len(claim.Rows) == 0 {
 		// Drained: the next frame finds it so. What the source set aside
-		// meanwhile (committed with the empty claim) is this frame's to
-		// report.
+		// meanwhile is this frame's to report, and the claim is settled
+		// once it is.
 		if len(claim.Dead) > 0 {
 			p.Items = append(p.Items, deadItems(claim.Dead)...)
 			p.Counts = countOutcomes(p.Items)
 		}
-		return nil, false, nil
+		return nil, false, claim, nil
 	}
 	claimedAt := time.Now()
 	faultpoint.Hit(faultpoint.FrameClaimed)
@@ -671,7 +693,7 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 		// Rows the log cannot hold: hand them back and report this frame
 		// alone; the slot's next frame claims again and fails, saying so.
 		w.giveBack(settle, claim, cmd, len(rows), abortAheadFailed)
-		return nil, false, nil //nolint:nilerr // the next frame's own claim reports it
+		return nil, false, nil, nil //nolint:nilerr // the next frame's own claim reports it
 	}
 	p.Ms = time.Since(start).Milliseconds()
 	// Until the answer comes, the next frame's command may already hold
@@ -685,13 +707,13 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 		w.giveBack(settle, claim, cmd, len(rows), abortAheadFailed)
 		switch {
 		case err == nil:
-			return nil, true, nil // recorded; the slot has no next frame
+			return nil, true, nil, nil // recorded; the slot has no next frame
 		case errors.Is(err, ErrStale), errors.Is(err, ErrUnknownExecution), errors.Is(err, ErrClosed), ctx.Err() != nil:
-			return nil, true, err
+			return nil, true, nil, err
 		}
-		return nil, false, err
+		return nil, false, nil, err
 	}
-	return &chainedFrame{cmd: ncmd, held: &heldClaim{claim: claim, rows: rows, at: claimedAt}}, true, nil
+	return &chainedFrame{cmd: ncmd, held: &heldClaim{claim: claim, rows: rows, at: claimedAt}}, true, nil, nil
 }
 
 // closedChan is a channel that is always closed: a release attempt runs

@@ -15,8 +15,11 @@
 // of it (Harness.ClaimAndDie: the rows come back at once for a
 // transactional source, after the lease for the others), Abort giving
 // rows back, Commit keeping them claimed, poison rows to the dead letter,
-// dead-lettering on the engine's request, reconnect after the server
+// a row listed dead by a claim that is then aborted listed dead again by a
+// committed claim (with rows, and drained), dead-lettering on the
+// engine's request, reconnect after the server
 // dropped the connections, claim templates (__frame_max_rows,
 // __worker_slot_id, __worker_slot_index), stale lease tokens and use
-// after Close.
+// after Close. A driver known to fail a case names it with WithKnownGaps,
+// which skips it saying why.
 package cursortest

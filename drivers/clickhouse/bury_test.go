@@ -105,6 +105,10 @@ func TestBuryDecidesFromReadBack(t *testing.T) {
 		t.Fatalf("claim after the last delivery: rows %+v dead %+v, want row %q dead after %d deliveries",
 			c.Rows, c.Dead, keys[0], maxAttempts)
 	}
+	// Recorded in the dead table once the engine recorded it dead.
+	if err := c.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if dead := h.DeadLettered(t, spec); len(dead) != 1 || dead[0] != keys[0] {
 		t.Fatalf("dead letter holds %v, want [%s]", dead, keys[0])
 	}

@@ -214,19 +214,85 @@ func (c *Cursor) candidates(src string, now int64) string {
 }
 
 // Claim leases up to limit rows (see claim) and returns them as a claim
-// held by their claim records from the start: Commit does nothing, Abort
-// releases them (counting the delivery), and the rows of a claimer that
-// died are claimed again once their claims expire. Rows the claim moved
-// to the dead table are in the claim's Dead, whether or not it returns
-// rows.
+// held by their claim records from the start: Commit does nothing for
+// them, Abort releases them (counting the delivery), and the rows of a
+// claimer that died are claimed again once their claims expire.
+//
+// Rows past MaxAttempts are claimed too and listed in the claim's Dead,
+// whether or not it returns rows: Commit (once the engine recorded them
+// dead) records them in the dead table, Abort withdraws their claims, and
+// a claimer that dies before Commit leaves them to the claim after their
+// lease, which lists them dead again. A dead record made in Claim would
+// be lost to the log with a record that never comes.
 func (c *Cursor) Claim(ctx context.Context, limit int) (*cursor.Claim, error) {
 	rows, dead, err := c.claim(ctx, limit)
 	if err != nil {
+		// Hand back what the claim holds rather than strand it until its
+		// lease lapses.
+		if gerr := c.giveBack(context.WithoutCancel(ctx), rows, dead); gerr != nil {
+			c.log.Warn("clickhouse: give back after a failed claim", "rows", len(rows), "dead", len(dead), "err", gerr)
+		}
 		return nil, err
 	}
-	claim := cursor.LeasedClaim(rows, c.Release)
-	claim.Dead = dead
+	claim := cursor.NewClaim(rows,
+		func(ctx context.Context) error { return c.buryHeld(ctx, dead) },
+		func(ctx context.Context) error { return c.giveBack(ctx, rows, dead) })
+	for _, d := range dead {
+		claim.Dead = append(claim.Dead, d.row)
+	}
 	return claim, nil
+}
+
+// exhausted is a row past MaxAttempts that a claim holds to bury (as
+// Claim.Dead lists it: no lease of its own to the engine) and the token
+// of that claim.
+type exhausted struct {
+	row   cursor.Row
+	token string
+}
+
+// held returns the rows of dead with their claims' tokens.
+func held(dead []exhausted) []cursor.Row {
+	rows := make([]cursor.Row, len(dead))
+	for i, d := range dead {
+		rows[i] = d.row
+		rows[i].Lease.Token = d.token
+	}
+	return rows
+}
+
+// buryHeld records the exhausted rows dead, held by a claim now on record,
+// in the dead table (the claim's Commit). A row whose claim expired and
+// that another claim took since is refused as stale: that claim lists it
+// dead.
+func (c *Cursor) buryHeld(ctx context.Context, dead []exhausted) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	reason := fmt.Sprintf("lease lapsed or released after the last of %d deliveries", c.spec.MaxAttempts)
+	return c.settle(ctx, "dead_letter", held(dead), false, func(tok string, rows []cursor.Row) error {
+		return c.bury(ctx, tok, keysOf(rows), reason)
+	})
+}
+
+// giveBack releases rows (counting the delivery) and withdraws the claims
+// of the exhausted rows dead (counting none), so that the next claim
+// buries them and lists them dead.
+func (c *Cursor) giveBack(ctx context.Context, rows []cursor.Row, dead []exhausted) error {
+	var err error
+	if len(rows) > 0 {
+		err = c.Release(ctx, rows)
+	}
+	byTok := map[string][]string{}
+	for _, d := range dead {
+		byTok[d.token] = append(byTok[d.token], d.row.Key)
+	}
+	for tok, keys := range byTok {
+		if werr := c.record(ctx, tok, keys, "withdraw"); werr != nil {
+			err = errors.Join(err, c.fail("release", fmt.Errorf("withdraw claims of exhausted rows: %w", werr)))
+		}
+	}
+	return err
 }
 
 // claim leases up to limit rows. It inserts a claim with a fresh token
@@ -234,9 +300,9 @@ func (c *Cursor) Claim(ctx context.Context, limit int) (*cursor.Claim, error) {
 // them this token won: a claim wins when, once it is visible, no other
 // active claim of the same key is. Lost claims are withdrawn at once; if
 // every candidate was contested, Claim tries again with new candidates.
-// Rows past MaxAttempts deliveries go to the dead table first, and are
-// returned as dead.
-func (c *Cursor) claim(ctx context.Context, limit int) (rows, dead []cursor.Row, err error) {
+// Rows past MaxAttempts deliveries are claimed to be buried first, and
+// are returned as dead. On an error, dead is what the claim holds so far.
+func (c *Cursor) claim(ctx context.Context, limit int) (rows []cursor.Row, dead []exhausted, err error) {
 	if c.closed.Load() {
 		return nil, nil, c.fail("claim", cursor.ErrClosed)
 	}
@@ -297,13 +363,12 @@ func (c *Cursor) pause(ctx context.Context, round int, what string) error {
 // claim moves the rest.
 const maxBury = 10000
 
-// buryExhausted moves the keys that have had MaxAttempts deliveries and
-// are not held by an active claim to the dead table, and returns their
-// rows. It claims them first, as claimRound claims candidates, so that of
-// two claimers burying a row only one reports it dead (the dead table
-// itself cannot say who inserted first); contested counts the rows it
-// lost to another claimer.
-func (c *Cursor) buryExhausted(ctx context.Context, src string) (dead []cursor.Row, contested int, err error) {
+// buryExhausted claims the keys that have had MaxAttempts deliveries and
+// are not held by an active claim, as claimRound claims candidates, so
+// that of two claimers burying a row only one reports it dead, and
+// returns their rows, for the claim's Commit to record in the dead table
+// (buryHeld); contested counts the rows it lost to another claimer.
+func (c *Cursor) buryExhausted(ctx context.Context, src string) (dead []exhausted, contested int, err error) {
 	now := time.Now()
 	cands := c.candidates(src, now.UnixMilli()) + ` AND k IN ` + c.exhaustedKeys()
 	tok, won, attempts, contested, err := c.claimKeys(ctx, cands, maxBury, now)
@@ -339,43 +404,40 @@ func (c *Cursor) buryExhausted(ctx context.Context, src string) (dead []cursor.R
 	if len(won) == 0 {
 		return nil, contested, nil
 	}
-	dead, err = c.buryWon(ctx, src, tok, won, attempts)
-	return dead, contested, err
+	return c.holdWon(ctx, src, tok, won, attempts), contested, nil
 }
 
-// buryWon moves keys, won by the claim tok, to the dead table and returns
-// their rows; attempts counts each key's claims, tok's included, which is
-// no delivery.
-func (c *Cursor) buryWon(ctx context.Context, src, tok string, keys []string, attempts map[string]int) ([]cursor.Row, error) {
-	reason := fmt.Sprintf("lease lapsed or released after the last of %d deliveries", c.spec.MaxAttempts)
-	if err := c.bury(ctx, tok, keys, reason); err != nil {
-		// The bury claims hold the rows until they expire; then the next
-		// claim buries them.
-		return nil, fmt.Errorf("dead-letter exhausted rows: %w", err)
-	}
+// holdWon returns the rows of keys, won by the claim tok to be buried;
+// attempts counts each key's claims, tok's included, which is no
+// delivery.
+func (c *Cursor) holdWon(ctx context.Context, src, tok string, keys []string, attempts map[string]int) []exhausted {
 	delivered := make(map[string]int, len(keys))
 	for _, k := range keys {
 		delivered[k] = attempts[k] - 1
 	}
-	dead, err := c.fetch(ctx, src, keys, "", delivered, time.Time{})
+	rows, err := c.fetch(ctx, src, keys, "", delivered, time.Time{})
 	if err != nil {
-		// Buried all the same: report the keys alone.
-		c.log.Warn("clickhouse: read dead-lettered rows", "rows", len(keys), "err", err)
-		dead = make([]cursor.Row, len(keys))
+		// Dead all the same: report the keys alone.
+		c.log.Warn("clickhouse: read exhausted rows", "rows", len(keys), "err", err)
+		rows = make([]cursor.Row, len(keys))
 		for i, k := range keys {
-			dead[i] = cursor.Row{Key: k, Lease: cursor.Lease{Attempt: delivered[k]}}
+			rows[i] = cursor.Row{Key: k, Lease: cursor.Lease{Attempt: delivered[k]}}
 		}
 	}
-	return dead, nil
+	dead := make([]exhausted, len(rows))
+	for i, r := range rows {
+		dead[i] = exhausted{row: r, token: tok}
+	}
+	return dead
 }
 
 // claimRound makes one claim attempt; contested counts the candidates
 // another claimer contested. A candidate can have been delivered for the
 // last time between the candidate query and the claim (another claimer
 // claimed and released it in between, so no rival is left to see): the
-// claim then holds it past MaxAttempts and buries it, returning it in
-// dead, rather than deliver it once more.
-func (c *Cursor) claimRound(ctx context.Context, src string, limit int) (rows, dead []cursor.Row, contested int, err error) {
+// claim then holds it past MaxAttempts to bury it, returning it in dead,
+// rather than deliver it once more.
+func (c *Cursor) claimRound(ctx context.Context, src string, limit int) (rows []cursor.Row, dead []exhausted, contested int, err error) {
 	now := time.Now()
 	at := now.UnixMilli()
 	order := `cityHash64(k, ` + quote(newToken(at)) + `)`
@@ -410,14 +472,7 @@ func (c *Cursor) claimRound(ctx context.Context, src string, limit int) (rows, d
 			return false
 		})
 		if len(late) > 0 {
-			if dead, err = c.buryWon(ctx, src, tok, late, attempts); err != nil {
-				// Our claims hold the late rows until they expire; then
-				// the next claim buries them. Hand back the others.
-				if len(won) > 0 {
-					_ = c.record(context.WithoutCancel(ctx), tok, won, "release")
-				}
-				return nil, nil, 0, err
-			}
+			dead = c.holdWon(ctx, src, tok, late, attempts)
 			if len(won) == 0 {
 				// Nothing left to deliver: claim again, as after a round
 				// whose candidates were all contested.

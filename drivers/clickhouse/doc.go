@@ -70,9 +70,15 @@
 // MaxAttempts-th delivery, or whose lease lapses after it, is recorded in
 // the dead table by the next claim instead of being claimed again. That
 // claim first claims such rows itself (as it claims candidates, so that
-// of two claimers only one buries a row) and lists those it buried in
-// its Dead (cursor.Claim.Dead: key, values and Lease.Attempt), so that the
-// engine reports them dead, also when the claim has no rows. It buries a
+// of two claimers only one buries a row) and lists those it holds in its
+// Dead (cursor.Claim.Dead: key, values and Lease.Attempt), so that the
+// engine reports them dead, also when the claim has no rows. The dead
+// record waits for the claim's Commit, which the engine makes once the
+// claim (or, for a claim of no rows, the frame that reports its Dead) is
+// on record: an Abort withdraws the claim of such a row, and a claimer
+// that dies first leaves the row to the claim after its lease, which
+// lists it dead again. So the log reports every row in the dead table;
+// dying between the record and Commit can report one twice. It buries a
 // row only if the read-back of that claim counts MaxAttempts deliveries
 // besides it: the candidate query's subqueries read the claims table at
 // different moments and can count a rival's claim that is then
@@ -86,11 +92,12 @@
 // claimers until it withdraws, so the loser claims (and buries) again. The
 // engine may also dead-letter rows (cursor.DeadLetterer). Delivery is at
 // least once: a row comes back only after its lease expired or it was
-// released. A claim is held by its claim record from the claim on
-// (cursor.LeasedClaim): the engine's Commit, once the rows are on record,
-// changes nothing, and its Abort (the record failed) releases them,
-// counting the delivery; rows of a claimer that died between its claim
-// and the engine's record are claimed again once their claims expire.
+// released. A claim is held by its claim record from the claim on: the
+// engine's Commit, once the rows are on record, changes nothing for them
+// (it buries the claim's Dead), and its Abort (the record failed)
+// releases them, counting the delivery; rows of a claimer that died
+// between its claim and the engine's record are claimed again once their
+// claims expire.
 //
 // # ClickHouse 18.16
 //

@@ -61,29 +61,93 @@ type candidate struct {
 }
 
 // Claim leases up to limit objects (see claim) and returns them as a
-// claim held by their lease markers from the start: Commit does nothing,
-// Abort releases them (counting the delivery), and the objects of a
-// claimer that died are claimed again once their markers expire. Objects
-// the claim moved to the dead prefix are in the claim's Dead, whether or
-// not it returns rows.
+// claim held by their lease markers from the start: Commit does nothing
+// for them, Abort releases them (counting the delivery), and the objects
+// of a claimer that died are claimed again once their markers expire.
+//
+// Objects past MaxAttempts are leased too, without counting a delivery,
+// and listed in the claim's Dead, whether or not it returns rows: Commit
+// (once the engine recorded them dead) moves them to the dead prefix,
+// Abort hands them back, and a claimer that dies before Commit leaves
+// them to the claim after its lease, which lists them dead again. A move
+// made in Claim would be lost to the log with a record that never comes.
 func (c *Cursor) Claim(ctx context.Context, limit int) (*cursor.Claim, error) {
 	rows, dead, err := c.claim(ctx, limit)
 	if err != nil {
+		// Hand back what the claim leased rather than strand it until the
+		// lease lapses.
+		if rerr := c.giveBack(context.WithoutCancel(ctx), rows, dead); rerr != nil {
+			c.log.Warn("s3prefix: release after a failed claim", "rows", len(rows), "dead", len(dead), "err", rerr)
+		}
 		return nil, err
 	}
-	claim := cursor.LeasedClaim(rows, c.Release)
-	claim.Dead = dead
+	claim := cursor.NewClaim(rows,
+		func(ctx context.Context) error { return c.buryHeld(ctx, dead) },
+		func(ctx context.Context) error { return c.giveBack(ctx, rows, dead) })
+	for _, d := range dead {
+		claim.Dead = append(claim.Dead, d.row)
+	}
 	return claim, nil
+}
+
+// exhausted is a row past MaxAttempts that a claim leased to bury (as
+// Claim.Dead lists it: no lease of its own to the engine), the token of
+// that lease, and why it is dead.
+type exhausted struct {
+	row    cursor.Row
+	token  string
+	reason string
+}
+
+// giveBack releases rows (counting the delivery) and the exhausted rows
+// dead that a claim leased to bury (counting none: they keep their
+// reason, see buryLease).
+func (c *Cursor) giveBack(ctx context.Context, rows []cursor.Row, dead []exhausted) error {
+	var err error
+	if len(rows) > 0 {
+		err = c.Release(ctx, rows)
+	}
+	if len(dead) > 0 {
+		err = errors.Join(err, c.settleExhausted(ctx, "release", stateReleased, dead))
+	}
+	return err
+}
+
+// buryHeld moves the exhausted rows dead, leased by a claim now on
+// record, to the dead prefix (the claim's Commit). A row whose lease
+// lapsed and was taken by another claim is refused as stale: that claim
+// lists it dead.
+func (c *Cursor) buryHeld(ctx context.Context, dead []exhausted) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	return c.settleExhausted(ctx, "dead_letter", stateDead, dead)
+}
+
+// settleExhausted ends the leases of the exhausted rows dead with a marker
+// of state (dead or released) that keeps their reason.
+func (c *Cursor) settleExhausted(ctx context.Context, op, state string, dead []exhausted) error {
+	rows := make([]cursor.Row, len(dead))
+	reasons := make(map[string]string, len(dead))
+	for i, d := range dead {
+		rows[i] = d.row
+		rows[i].Lease.Token = d.token
+		reasons[d.row.Key] = d.reason
+	}
+	return c.transition(ctx, op, rows, func(r cursor.Row) marker {
+		return marker{State: state, Attempt: r.Lease.Attempt, Reason: reasons[r.Key]}
+	}, c.destOf)
 }
 
 // claim leases up to max pending objects. For each candidate it reads the
 // latest marker (cached: markers never change) and creates the next
 // generation conditionally; losing that race means another claimer has
 // the object. Objects whose latest marker is done or dead are moved on
-// behalf of a claimer that died half-way; objects past MaxAttempts go to
-// the dead prefix, and are returned as dead. Zero rows mean every pending
-// object holds a live lease or there is none.
-func (c *Cursor) claim(ctx context.Context, limit int) (rows, dead []cursor.Row, err error) {
+// behalf of a claimer that died half-way; objects past MaxAttempts are
+// leased to be buried (see buryLease), and returned as dead. Zero rows
+// mean every pending object holds a live lease or there is none. On an
+// error, rows and dead are what the claim leased so far.
+func (c *Cursor) claim(ctx context.Context, limit int) (rows []cursor.Row, dead []exhausted, err error) {
 	if c.closed.Load() {
 		return nil, nil, c.fail("claim", cursor.ErrClosed)
 	}
@@ -131,7 +195,7 @@ func (c *Cursor) claim(ctx context.Context, limit int) (rows, dead []cursor.Row,
 			dead = append(dead, buried...)
 			if err != nil {
 				if len(rows) == 0 {
-					return nil, nil, c.fail("claim", err)
+					return nil, dead, c.fail("claim", err)
 				}
 				// Hand out what was leased rather than strand it until
 				// its lease lapses.
@@ -237,10 +301,10 @@ func parallel(n, conc int, fn func(i int)) {
 }
 
 // tryBatch tries to lease every candidate, in parallel. It returns the
-// rows it leased and those it dead-lettered.
-func (c *Cursor) tryBatch(ctx context.Context, cands []candidate) (rows, dead []cursor.Row, err error) {
+// rows it leased and those it leased to bury.
+func (c *Cursor) tryBatch(ctx context.Context, cands []candidate) (rows []cursor.Row, dead []exhausted, err error) {
 	got := make([]*cursor.Row, len(cands))
-	buried := make([]*cursor.Row, len(cands))
+	buried := make([]*exhausted, len(cands))
 	errs := make([]error, len(cands))
 	parallel(len(cands), c.conc, func(i int) { got[i], buried[i], errs[i] = c.try(ctx, cands[i]) })
 	for i := range cands {
@@ -255,11 +319,10 @@ func (c *Cursor) tryBatch(ctx context.Context, cands []candidate) (rows, dead []
 }
 
 // try leases one candidate; a nil row means it is not claimable now. A
-// candidate past MaxAttempts is dead-lettered instead, and returned as
-// dead (without reading its body: its listing is its values) once this
-// claimer's dead marker settled its fate, even if moving it failed: the
-// marker makes the next claimer finish the move.
-func (c *Cursor) try(ctx context.Context, cand candidate) (row, dead *cursor.Row, err error) {
+// candidate past MaxAttempts is leased to be buried instead (buryLease),
+// and returned as dead (without reading its body: its listing is its
+// values).
+func (c *Cursor) try(ctx context.Context, cand candidate) (row *cursor.Row, dead *exhausted, err error) {
 	now := time.Now()
 	next := marker{State: stateLeased, Attempt: 1, Expires: now.Add(c.lease).UnixMilli()}
 	gen := int64(1)
@@ -277,19 +340,21 @@ func (c *Cursor) try(ctx context.Context, cand candidate) (row, dead *cursor.Row
 		case stateDone:
 			return nil, nil, c.finish(ctx, []move{{cand.name, c.opts.DonePrefix, latest.gen}})
 		case stateDead:
-			// Whoever created the dead marker reported the row.
+			// The dead marker is created by a Commit, once the engine
+			// recorded the row dead (or by DeadLetter, at its request).
 			return nil, nil, c.finish(ctx, []move{{cand.name, c.opts.DeadPrefix, latest.gen}})
 		}
 		gen = latest.gen + 1
 		if mx := c.spec.MaxAttempts; mx > 0 && st.Attempt >= mx {
-			reason := fmt.Sprintf("lease lapsed after attempt %d of %d", st.Attempt, mx)
-			if st.State == stateReleased {
+			reason := st.Reason // kept by an earlier claim's lease to bury it
+			switch {
+			case reason != "":
+			case st.State == stateReleased:
 				reason = fmt.Sprintf("released after attempt %d of %d", st.Attempt, mx)
+			default:
+				reason = fmt.Sprintf("lease lapsed after attempt %d of %d", st.Attempt, mx)
 			}
-			won, err := c.bury(ctx, cand.name, gen, st.Attempt, reason)
-			if won {
-				dead = &cursor.Row{Key: cand.name, Values: listingValues(cand), Lease: cursor.Lease{Attempt: st.Attempt}}
-			}
+			dead, err := c.buryLease(ctx, cand, gen, st.Attempt, reason)
 			return nil, dead, err
 		}
 		next.Attempt = st.Attempt + 1
@@ -376,33 +441,38 @@ func setBody(v map[string]any, body []byte, asJSON bool) {
 	v["body_base64"] = true
 }
 
-// bury creates generation gen as a dead marker and moves the object to
-// the dead prefix; losing the race leaves the object to the winner. won
-// reports that this claimer's marker made the row dead.
-func (c *Cursor) bury(ctx context.Context, name string, gen int64, attempt int, reason string) (won bool, err error) {
-	won, err = c.create(ctx, name, gen, marker{State: stateDead, Attempt: attempt, Reason: reason})
+// buryLease leases the exhausted candidate cand, with generation gen, to
+// be buried by the claim's Commit: a leased marker that counts no
+// delivery (Attempt stays attempt) and keeps reason, so that a claim that
+// takes the row after an Abort or a lapsed lease buries it for the same
+// reason. Losing the race leaves the row to the winner. dead is nil when
+// the row is not this claim's to bury.
+func (c *Cursor) buryLease(ctx context.Context, cand candidate, gen int64, attempt int, reason string) (dead *exhausted, err error) {
+	expires := time.Now().Add(c.lease).UnixMilli()
+	won, err := c.create(ctx, cand.name, gen, marker{State: stateLeased, Attempt: attempt, Expires: expires, Reason: reason})
 	if err != nil || !won {
-		return false, err
+		return nil, err
 	}
 	// A claimer that read the row's state before another buried it can
 	// create the same generation again once the burier's move deleted
 	// the markers: the object is gone from the prefix by then (the move
 	// deletes it before the markers), so the marker is an orphan and the
 	// row was reported dead already.
-	ok, err := c.b.b.Exists(ctx, c.opts.Prefix+name)
-	if err != nil {
-		// Our marker settled the row's fate unless it is an orphan:
-		// report the row dead (a duplicate only in that rare race).
-		return true, fmt.Errorf("stat %s: %w", c.opts.Prefix+name, err)
-	}
-	if !ok {
-		if derr := c.b.b.Delete(ctx, markerKey(c.opts.LeasePrefix, name, gen)); derr != nil && gcerrors.Code(derr) != gcerrors.NotFound {
-			return false, fmt.Errorf("delete orphan dead marker: %w", derr)
+	ok, err := c.b.b.Exists(ctx, c.opts.Prefix+cand.name)
+	if err != nil || !ok {
+		if err != nil {
+			err = fmt.Errorf("stat %s: %w", c.opts.Prefix+cand.name, err)
 		}
-		return false, nil
+		if derr := c.b.b.Delete(ctx, markerKey(c.opts.LeasePrefix, cand.name, gen)); derr != nil && gcerrors.Code(derr) != gcerrors.NotFound {
+			err = errors.Join(err, fmt.Errorf("delete orphan lease marker: %w", derr))
+		}
+		return nil, err
 	}
-	c.log.Warn("s3prefix: dead-lettered", "name", name, "attempt", attempt, "reason", reason)
-	return true, c.finish(ctx, []move{{name, c.opts.DeadPrefix, gen}})
+	return &exhausted{
+		row:    cursor.Row{Key: cand.name, Values: listingValues(cand), Lease: cursor.Lease{Attempt: attempt}},
+		token:  token(gen),
+		reason: reason,
+	}, nil
 }
 
 // move is a row whose marker of generation gen is terminal, to be moved

@@ -83,24 +83,31 @@
 // again only after its lease expired without an Ack (the holder died or
 // overran its lease), or after Release.
 //
-// A claim is held by its lease marker from the claim on
-// (cursor.LeasedClaim): the engine's Commit, once the objects are on
-// record, changes nothing, and its Abort (the record failed) releases
-// them, counting the delivery. Objects of a claimer that died between its
-// claim and the engine's record are claimed again once their markers
-// expire.
+// A claim is held by its lease marker from the claim on: the engine's
+// Commit, once the objects are on record, changes nothing for them (it
+// buries the claim's Dead, see below), and its Abort (the record failed)
+// releases them, counting the delivery. Objects of a claimer that died
+// between its claim and the engine's record are claimed again once their
+// markers expire.
 //
 // # Dead letters
 //
 // Delivery counts live in the markers (Lease.Attempt). A row released
 // with Spec.MaxAttempts deliveries, or whose lease lapses after its last
-// allowed delivery, is moved to the dead prefix by the next claim instead
-// of coming back. That claim lists it in its Dead (cursor.Claim.Dead: the
-// name, the listing's key, size and modified, and the deliveries it had),
-// so that the engine reports it dead, also when the claim has no rows;
-// Release itself does not bury a row, since the engine would never learn
-// of it. The engine may also dead-letter rows itself
-// (cursor.DeadLetterer). The reason is logged.
+// allowed delivery, is buried by the next claim instead of coming back.
+// That claim leases it (a leased marker that counts no delivery and keeps
+// the reason) and lists it in its Dead (cursor.Claim.Dead: the name, the
+// listing's key, size and modified, and the deliveries it had), so that
+// the engine reports it dead, also when the claim has no rows. The move
+// to the dead prefix waits for the claim's Commit, which the engine makes
+// once the claim (or, for a claim of no rows, the frame that reports its
+// Dead) is on record: an Abort hands the row back, and a claimer that
+// dies first leaves it to the claim after its lease, which lists it dead
+// again. So the log reports every row in the dead prefix; dying between
+// the record and Commit can report one twice. Release itself does not
+// bury a row, since the engine would never learn of it. The engine may
+// also dead-letter rows itself (cursor.DeadLetterer). The reason is
+// logged.
 //
 // # Drain
 //

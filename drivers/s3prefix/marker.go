@@ -43,7 +43,8 @@ type marker struct {
 	Attempt int `json:"attempt"`
 	// Expires is the lease's end in Unix milliseconds (leased only).
 	Expires int64 `json:"expires,omitempty"`
-	// Reason says why a row was dead-lettered.
+	// Reason says why a row was dead-lettered, or, on the lease of a
+	// claim that is to bury it (and on its release), why it is dead.
 	Reason string `json:"reason,omitempty"`
 }
 

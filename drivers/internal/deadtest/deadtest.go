@@ -117,6 +117,10 @@ func Drain(ctx context.Context, t *testing.T, cfg drivertest.DrainConfig, keys [
 		w[k] = v
 	}
 	cfg.Workload = w
+	// The dead letter is read once the workers settled their claims: a
+	// source that buries in Claim.Commit does so after the frame.done that
+	// reports the rows, which may end the execution.
+	cfg.Shutdown = true
 	r := drivertest.Drain(ctx, t, cfg)
 	poison := Poison(keys, Every)
 	ExpectDead(t, r, keys, poison, MaxAttempts)
