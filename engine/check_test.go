@@ -79,6 +79,38 @@ workflow:
 `,
 			want: []string{`test.yaml:6:27: executor.requires.tools: tool kind "kafka" is not registered`},
 		},
+		{
+			// Every command id holds the step's name, and the PostgreSQL
+			// log indexes command ids (a btree row holds at most 2704
+			// bytes): a longer name's first command could never be
+			// recorded, and the batch that carried it failed with it,
+			// over and over.
+			name: "step name longer than MaxStepNameLen",
+			src: header + `
+workflow:
+  - step: start
+    tool: {kind: rec}
+    next: [` + strings.Repeat("n", engine.MaxStepNameLen+1) + `]
+  - step: ` + strings.Repeat("n", engine.MaxStepNameLen+1) + `
+    tool: {kind: rec}
+`,
+			want: []string{`test.yaml:9:5: step name is 1025 bytes, more than 1024`},
+		},
+		{
+			// No event log stores a NUL byte (eventlog.Validate): the
+			// step's first command was refused by the log, with its
+			// batch, over and over, while the execution stayed running.
+			name: "step name with a NUL byte",
+			src: header + `
+workflow:
+  - step: start
+    tool: {kind: rec}
+    next: ["a\0b"]
+  - step: "a\0b"
+    tool: {kind: rec}
+`,
+			want: []string{`test.yaml:9:5: step name "a\x00b" holds a NUL byte`},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

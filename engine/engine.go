@@ -362,6 +362,31 @@ var ErrInvalidExecutionID = errors.New("engine: invalid execution id")
 // host chooses (StartOptions.ExecutionID).
 const MaxExecutionIDLen = 200
 
+// MaxStepNameLen bounds the length, in bytes, of a step's name in a
+// playbook Start runs: every command id holds it, and the PostgreSQL log
+// indexes command ids, whose btree rows hold at most 2704 bytes.
+const MaxStepNameLen = 1024
+
+// unrecordableStepNames lists the steps of pb whose names the event log
+// could not record: longer than MaxStepNameLen, or holding a NUL byte
+// (eventlog.Validate). The log would refuse the step's first command, and
+// with it the batch of every execution appended alongside, each time the
+// engine tried again.
+func unrecordableStepNames(pb *dsl.Playbook) []dsl.Diagnostic {
+	var out []dsl.Diagnostic
+	for _, s := range pb.Workflow {
+		switch {
+		case len(s.Name) > MaxStepNameLen:
+			out = append(out, dsl.Diagnostic{Pos: s.Pos, Warning: true,
+				Message: fmt.Sprintf("step name is %d bytes, more than %d (engine.MaxStepNameLen: every command id holds it)", len(s.Name), MaxStepNameLen)})
+		case strings.IndexByte(s.Name, 0) >= 0:
+			out = append(out, dsl.Diagnostic{Pos: s.Pos, Warning: true,
+				Message: fmt.Sprintf("step name %s holds a NUL byte, which no event log stores", strconv.Quote(s.Name))})
+		}
+	}
+	return out
+}
+
 func validExecutionID(id string) error {
 	switch {
 	case len(id) > MaxExecutionIDLen:
@@ -406,7 +431,9 @@ type StartOptions struct {
 // hold, is refused before anything is recorded: the error is an
 // *UnsupportedError (errors.Is(err, ErrUnsupported)) naming each problem's
 // file:line:col. Kinds are checked when the engine runs workers itself or
-// the host gave Config.Tools / Config.Cursors.
+// the host gave Config.Tools / Config.Cursors. So is a step whose name the
+// event log could not record (longer than MaxStepNameLen bytes, or holding
+// a NUL byte).
 //
 // An ExecutionID the log already holds events for is refused with an
 // error wrapping ErrExecutionExists, and nothing is recorded. Of two
@@ -421,6 +448,11 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 		return "", err
 	}
 	if probs := e.Check(pb); len(probs) > 0 {
+		return "", &UnsupportedError{Problems: probs}
+	}
+	if probs := unrecordableStepNames(pb); len(probs) > 0 {
+		// Checked at Start only: an execution recorded with such a name
+		// resumes as it began.
 		return "", &UnsupportedError{Problems: probs}
 	}
 	workload := map[string]any{}
