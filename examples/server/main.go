@@ -266,7 +266,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: bodyDeadline(api.New(acfg), bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := newHTTPServer(api.New(acfg))
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	logger.Info("server listening", "addr", ln.Addr().String(), "replica", lease.Owner(), "auth", o.token != "")
@@ -280,6 +280,19 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	}
 	return err
 }
+
+// newHTTPServer serves h with the server's bounds on slow and idle
+// clients.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: bodyDeadline(h, bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: maxHeaderBytes}
+}
+
+// maxHeaderBytes bounds a request's headers, which are read before the
+// token is checked: net/http's default (1 MiB) let each unauthenticated
+// connection hold a megabyte for ReadHeaderTimeout. A token and a
+// browser's cookies fit many times over.
+const maxHeaderBytes = 64 << 10
 
 // bodyTimeout bounds the reading of a request's body (a playbook, at most
 // a few MiB).
