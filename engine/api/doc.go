@@ -10,7 +10,10 @@
 // lease holder drives executions.
 //
 // Every route but the health probes (/healthz, /readyz) requires
-// "Authorization: Bearer TOKEN" when Config.Token is set. The routes are
+// "Authorization: Bearer TOKEN" when Config.Token is set. The dashboard's
+// login page and its embedded scripts and styles (under /ui/) are served
+// without it: they hold no data, and its other pages send a browser
+// without a session to the login page. The routes are
 // listed by Routes and documented in the embedded OpenAPI 3.0 document
 // (OpenAPI, served at GET /openapi.yaml); a test keeps the two equal.
 //

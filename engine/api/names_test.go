@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -93,6 +94,47 @@ func TestPlaybookInputNoStoreCanHold(t *testing.T) {
 			if len(list.Playbooks) != 1 {
 				t.Fatalf("list %+v: want only echo", list)
 			}
+		})
+	}
+}
+
+// TestPlaybookNameTooLong: a metadata.name of a few kilobytes that does
+// not compress (PostgreSQL's btree index takes at most 2704 bytes a row)
+// made the PostgreSQL store's insert fail, and the API answered 500
+// "internal error" and logged the whole name; it is now refused with a
+// 400 naming the field and the limit, whatever the store, and nothing is
+// stored. A name at the limit registers.
+func TestPlaybookNameTooLong(t *testing.T) {
+	// Incompressible text: each 4-byte run differs.
+	long := func(n int) string {
+		var sb strings.Builder
+		for i := 0; sb.Len() < n; i++ {
+			sb.WriteString(strconv.FormatInt(int64(i)*2654435761%1000003, 36))
+		}
+		return sb.String()[:n]
+	}
+	for name, open := range playbookStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st := open(t)
+			b := setup(t, func(c *api.Config) { c.Playbooks = st })
+			src := strings.Replace(echoPlaybook, "name: echo", "name: "+long(3000), 1)
+			r := b.do(t, http.MethodPost, "/v1/playbooks", src)
+			want(t, r, http.StatusBadRequest)
+			if e := r.errorBody(t); !strings.Contains(e.Error, "metadata.name") || !strings.Contains(e.Error, strconv.Itoa(api.MaxPlaybookName)) {
+				t.Errorf("%q does not name the field and its limit", e.Error)
+			}
+			var list api.PlaybookList
+			r = b.do(t, http.MethodGet, "/v1/playbooks", nil)
+			want(t, r, http.StatusOK)
+			r.decode(t, &list)
+			if len(list.Playbooks) != 0 {
+				t.Fatalf("list %+v: want none", list)
+			}
+			atLimit := long(api.MaxPlaybookName)
+			src = strings.Replace(echoPlaybook, "name: echo", "name: "+atLimit, 1)
+			want(t, b.do(t, http.MethodPost, "/v1/playbooks", src), http.StatusCreated)
+			want(t, b.do(t, http.MethodGet, "/v1/playbooks/"+atLimit, nil), http.StatusOK)
 		})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -69,35 +68,44 @@ func NewPostgresStore(ctx context.Context, pool *pgxpool.Pool, schema string) (*
 }
 
 // Put implements Store. Two replicas registering the same name at once
-// both succeed, one version after the other. A name with a control
-// character or invalid UTF-8 is refused: PostgreSQL text holds no NUL
-// byte, and Get could not find it.
+// both succeed, one version after the other; registering one source at
+// once stores it once. A name with a control character or invalid UTF-8
+// is refused: PostgreSQL text holds no NUL byte, and Get could not find
+// it.
 func (p *PostgresStore) Put(ctx context.Context, name, source string) (Playbook, bool, error) {
 	if !validID(name) {
 		return Playbook{}, false, fmt.Errorf("api: playbook store: name %s: want UTF-8 text without control characters", strconv.QuoteToASCII(name))
 	}
-	for attempt := 0; ; attempt++ {
-		latest, err := p.Get(ctx, name, 0)
-		switch {
-		case err == nil && latest.Source == source:
-			return latest, false, nil
-		case err != nil && !errors.Is(err, ErrPlaybookNotFound):
-			return Playbook{}, false, err
+	pb, created := Playbook{Name: name}, false
+	// The name's lock, held until the transaction ends, makes reading the
+	// latest version and inserting the next one a unit: without it two
+	// registrations of one source both found it missing and stored it
+	// twice, as two versions.
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, p.table+":"+name); err != nil {
+			return err
 		}
-		pb := Playbook{Name: name, Source: source}
-		err = p.pool.QueryRow(ctx, `INSERT INTO `+p.table+` (name, version, source)
+		var latest string
+		err := tx.QueryRow(ctx, `SELECT version, source, registered_at FROM `+p.table+`
+			WHERE name = $1 ORDER BY version DESC LIMIT 1`, name).Scan(&pb.Version, &latest, &pb.RegisteredAt)
+		switch {
+		case err == nil && latest == source:
+			pb.Source = latest
+			return nil
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		created = true
+		pb.Source = source
+		return tx.QueryRow(ctx, `INSERT INTO `+p.table+` (name, version, source)
 			SELECT $1, coalesce(max(version), 0) + 1, $2 FROM `+p.table+` WHERE name = $1
 			RETURNING version, registered_at`, name, source).Scan(&pb.Version, &pb.RegisteredAt)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" && attempt < 5 {
-			continue // another replica took this version number
-		}
-		if err != nil {
-			return Playbook{}, false, fmt.Errorf("api: playbook store: insert %s: %w", name, err)
-		}
-		pb.RegisteredAt = pb.RegisteredAt.UTC()
-		return pb, true, nil
+	})
+	if err != nil {
+		return Playbook{}, false, fmt.Errorf("api: playbook store: put %s: %w", name, err)
 	}
+	pb.RegisteredAt = pb.RegisteredAt.UTC()
+	return pb, created, nil
 }
 
 // Get implements Store.

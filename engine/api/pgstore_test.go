@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -20,14 +21,15 @@ func storeContract(t *testing.T, st api.Store) {
 	if _, err := st.Get(ctx, "a", 0); err != api.ErrPlaybookNotFound {
 		t.Fatalf("Get of an empty store: %v", err)
 	}
-	pb, created, err := st.Put(ctx, "a", "one")
-	if err != nil || !created || pb.Version != 1 || pb.RegisteredAt.IsZero() {
-		t.Fatalf("Put: %+v %v %v", pb, created, err)
+	pb, isNew, err := st.Put(ctx, "a", "one")
+	if err != nil || !isNew || pb.Version != 1 || pb.RegisteredAt.IsZero() {
+		t.Fatalf("Put: %+v %v %v", pb, isNew, err)
 	}
-	pb, created, err = st.Put(ctx, "a", "one")
-	if err != nil || created || pb.Version != 1 {
-		t.Fatalf("Put of the same source: %+v %v %v", pb, created, err)
+	pb, isNew, err = st.Put(ctx, "a", "one")
+	if err != nil || isNew || pb.Version != 1 {
+		t.Fatalf("Put of the same source: %+v %v %v", pb, isNew, err)
 	}
+	var created int
 	// Concurrent registrations of new sources all get distinct versions.
 	var wg sync.WaitGroup
 	versions := make([]int, 8)
@@ -66,6 +68,33 @@ func storeContract(t *testing.T, st api.Store) {
 	list, err := st.List(ctx)
 	if err != nil || len(list) != 2 || list[0].Name != "a" || list[0].Version != 9 || list[1].Name != "b" || list[0].Source != "" {
 		t.Fatalf("List: %+v %v", list, err)
+	}
+	// Concurrent registrations of one source (a deploy that registers
+	// its playbooks on every replica at once) store it once: the others
+	// get that version, not created.
+	var mu sync.Mutex
+	created, versions = 0, nil
+	start := make(chan struct{})
+	for range 16 {
+		wg.Go(func() {
+			<-start
+			pb, c, err := st.Put(ctx, "c", "same")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			versions = append(versions, pb.Version)
+			if c {
+				created++
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if created != 1 || slices.Max(versions) != 1 {
+		t.Fatalf("16 registrations of one source: %d created, versions %v; want 1 created, all version 1", created, versions)
 	}
 }
 

@@ -58,6 +58,12 @@ func (s *server) registerPlaybook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "metadata.name "+strconv.QuoteToASCII(name)+": want UTF-8 text without control characters")
 		return
 	}
+	if len(name) > MaxPlaybookName {
+		// PostgresStore's index could not hold it, and the name is not
+		// echoed: it may be kilobytes.
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("metadata.name is %d bytes: want at most %d", len(name), MaxPlaybookName))
+		return
+	}
 	stored, created, err := s.cfg.Playbooks.Put(r.Context(), name, string(src))
 	if err != nil {
 		s.fail(w, r, err)

@@ -18,6 +18,12 @@ var ErrPlaybookNotFound = errors.New("api: playbook not found")
 // name with a control character or invalid UTF-8, is ErrPlaybookNotFound.
 const MaxPlaybookVersion = math.MaxInt32
 
+// MaxPlaybookName is the longest metadata.name, in bytes, a playbook is
+// registered under: PostgresStore indexes names, and PostgreSQL's btree
+// index takes at most 2704 bytes a row, so a longer name that does not
+// compress could not be stored.
+const MaxPlaybookName = 1024
+
 // Playbook is one registered version of a playbook.
 type Playbook struct {
 	// Name is the playbook's metadata.name.
