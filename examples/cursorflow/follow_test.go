@@ -47,3 +47,39 @@ func TestFollowSaysWhenTheServerIsGone(t *testing.T) {
 		t.Fatalf("events %v; said:\n%s", seen, out)
 	}
 }
+
+// TestFollowHidesTheServerPassword: a --server URL may carry a password
+// (basic auth at a proxy in front of the server); what `run --server`
+// and `events --follow` say about the server names it without, as
+// net/http's own errors do.
+func TestFollowHidesTheServerPassword(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"execution_id\":\"x\",\"seq\":1,\"type\":%q}\n\n", eventlog.TypeExecutionCompleted)
+	}))
+	defer srv.Close()
+	base := strings.Replace(srv.URL, "http://", "http://ops:hunter2@", 1)
+	c := &apiClient{base: base, http: srv.Client()}
+	var warn bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.follow(ctx, "x", 0, func(eventlog.Event) {}, &warn); err != nil {
+		t.Fatal(err)
+	}
+	out := warn.String()
+	if !strings.Contains(out, "does not answer") || !strings.Contains(out, "answers again") {
+		t.Fatalf("said:\n%s", out)
+	}
+	if strings.Contains(out, "hunter2") {
+		t.Fatalf("the server's password was printed:\n%s", out)
+	}
+}

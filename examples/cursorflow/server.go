@@ -103,6 +103,17 @@ type apiClient struct {
 	http  *http.Client
 }
 
+// shown is the server's URL as messages and summaries name it: without
+// the password a --server URL may carry (basic auth at a proxy in front
+// of the server), as net/http's own errors show it.
+func (c *apiClient) shown() string {
+	u, err := url.Parse(c.base)
+	if err != nil {
+		return c.base
+	}
+	return u.Redacted()
+}
+
 // apiError is a non-2xx answer.
 type apiError struct {
 	status int
@@ -230,7 +241,7 @@ func (c *apiClient) follow(ctx context.Context, id string, after int64, fn func(
 	emit := func(ev eventlog.Event) {
 		if unreachable {
 			unreachable = false
-			fmt.Fprintf(warn, "cursorflow: the server at %s answers again\n", c.base)
+			fmt.Fprintf(warn, "cursorflow: the server at %s answers again\n", c.shown())
 		}
 		fn(ev)
 	}
@@ -248,7 +259,7 @@ func (c *apiClient) follow(ctx context.Context, id string, after int64, fn func(
 		}
 		if err != nil && !unreachable {
 			unreachable = true
-			fmt.Fprintf(warn, "cursorflow: the server at %s does not answer (%v); trying again until it does (the execution goes on without this process)\n", c.base, err)
+			fmt.Fprintf(warn, "cursorflow: the server at %s does not answer (%v); trying again until it does (the execution goes on without this process)\n", c.shown(), err)
 		}
 		if next > after {
 			backoff = 100 * time.Millisecond
@@ -349,7 +360,7 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 	}, stderr)
 	stopProgress()
 	if err != nil {
-		fmt.Fprintf(stderr, "cursorflow: following %s: %v (check later with: cursorflow status %s --server %s)\n", id, err, id, c.base)
+		fmt.Fprintf(stderr, "cursorflow: following %s: %v (check later with: cursorflow status %s --server %s)\n", id, err, id, c.shown())
 		return exitInvalid
 	}
 	var st engine.Status
@@ -362,7 +373,7 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 	o := outcome{id: st.ExecutionID, status: st.Status, steps: st.Steps, events: st.Events,
 		elapsed: time.Since(started), rows: cursorRows(&st),
 		failedStep: st.FailedStep, failedField: st.FailedField, err: st.Error,
-		whereKey: "server", where: c.base}
+		whereKey: "server", where: c.shown()}
 	return o.report(stdout, f.json)
 }
 
