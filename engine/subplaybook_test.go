@@ -341,33 +341,37 @@ workflow:
 	}
 }
 
-// TestOrphanCancelledOnce: a child already asked to cancel (its tool
-// still finishing) when its parent ends is not asked again. Before, the
-// parent's end recorded a second cancel.requested for it, whenever a
-// host's Cancel of the child came first (the cursorflow CLI cancels a
-// run's children once the run ended).
-func TestOrphanCancelledOnce(t *testing.T) {
-	t.Parallel()
+// orphaning is a parent whose branch bad fails beside step sub, whose
+// child's tool (stubborn) ignores its cancellation until release closes;
+// bad fails once failNow closes, after the child's tool started.
+type orphaning struct {
+	b                *bundle
+	id, child        string
+	release, failNow chan struct{}
+}
+
+// startOrphaning starts the parent of orphaning on b and waits for its
+// child's tool to start.
+func startOrphaning(t *testing.T, ctx context.Context, b *bundle) *orphaning {
+	t.Helper()
 	dir := t.TempDir()
 	writeChild(t, dir, `
 workflow:
   - step: start
     tool: {kind: stubborn}
 `)
-	b := setupWith(t, engine.Config{})
 	b.reg.MustRegister("playbook", playbook.New(b.eng))
-	started, release, failNow := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	o := &orphaning{b: b, release: make(chan struct{}), failNow: make(chan struct{})}
+	started := make(chan struct{})
 	b.reg.MustRegister("stubborn", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
 		close(started)
-		<-release // ignores its cancellation until released
+		<-o.release // ignores its cancellation until released
 		return tools.Output{Status: tools.StatusSuccess}, nil
 	}))
 	b.reg.MustRegister("failer", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
-		<-failNow
+		<-o.failNow
 		return tools.Output{Status: tools.StatusError, Error: "boom"}, nil
 	}))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	id, err := b.eng.Start(ctx, []byte(header+`
 workflow:
   - step: start
@@ -383,20 +387,41 @@ workflow:
 	if err != nil {
 		t.Fatal(err)
 	}
-	child := id + "/sub#1"
+	o.id, o.child = id, id+"/sub#1"
 	select {
 	case <-started:
 	case <-ctx.Done():
 		t.Fatal("the child's tool did not start")
 	}
+	return o
+}
+
+// parentFails lets bad fail and waits for the parent to end failed.
+func (o *orphaning) parentFails(t *testing.T, ctx context.Context) {
+	t.Helper()
+	close(o.failNow)
+	if sum, err := o.b.eng.Wait(ctx, o.id); err != nil || sum.Status != engine.StatusFailed {
+		t.Fatalf("parent: %v %v, want failed", sum, err)
+	}
+}
+
+// TestOrphanCancelledOnce: a child already asked to cancel (its tool
+// still finishing) when its parent ends is not asked again. Before, the
+// parent's end recorded a second cancel.requested for it, whenever a
+// host's Cancel of the child came first (the cursorflow CLI cancels a
+// run's children once the run ended).
+func TestOrphanCancelledOnce(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := setupWith(t, engine.Config{})
+	o := startOrphaning(t, ctx, b)
+	child := o.child
 	if err := b.eng.Cancel(ctx, child); err != nil {
 		t.Fatal(err)
 	}
-	close(failNow)
-	if sum, err := b.eng.Wait(ctx, id); err != nil || sum.Status != engine.StatusFailed {
-		t.Fatalf("parent: %v %v, want failed", sum, err)
-	}
-	close(release)
+	o.parentFails(t, ctx)
+	close(o.release)
 	if sum, err := b.eng.Wait(ctx, child); err != nil || sum.Status != engine.StatusCancelled {
 		t.Fatalf("child: %v %v, want cancelled", sum, err)
 	}
@@ -421,54 +446,14 @@ workflow:
 // resume ran the child's work to its end, for a parent long failed.
 func TestResumedOrphanIsCancelled(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	writeChild(t, dir, `
-workflow:
-  - step: start
-    tool: {kind: stubborn}
-`)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// The first process: the parent fails beside its running child.
 	first := setupWith(t, engine.Config{})
-	first.reg.MustRegister("playbook", playbook.New(first.eng))
-	started, release := make(chan struct{}), make(chan struct{})
-	defer close(release)
-	first.reg.MustRegister("stubborn", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
-		close(started)
-		<-release
-		return tools.Output{Status: tools.StatusSuccess}, nil
-	}))
-	failNow := make(chan struct{})
-	first.reg.MustRegister("failer", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
-		<-failNow
-		return tools.Output{Status: tools.StatusError, Error: "boom"}, nil
-	}))
-	id, err := first.eng.Start(ctx, []byte(header+`
-workflow:
-  - step: start
-    tool: {kind: rec, key: start}
-    next:
-      spec: {mode: inclusive}
-      arcs: [{step: sub}, {step: bad}]
-  - step: sub
-    tool: {kind: playbook, path: child.yaml}
-  - step: bad
-    tool: {kind: failer}
-`), engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	child := id + "/sub#1"
-	select {
-	case <-started:
-	case <-ctx.Done():
-		t.Fatal("the child's tool did not start")
-	}
-	close(failNow)
-	if sum, err := first.eng.Wait(ctx, id); err != nil || sum.Status != engine.StatusFailed {
-		t.Fatalf("parent: %v %v, want failed", sum, err)
-	}
+	o := startOrphaning(t, ctx, first)
+	defer close(o.release)
+	id, child := o.id, o.child
+	o.parentFails(t, ctx)
 	// What the log holds had that process died right after the parent's
 	// end: all of the parent, the child before its cancel.
 	log := eventlog.NewMemory()
