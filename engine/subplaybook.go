@@ -23,6 +23,41 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 		return playbook.Result{}, ErrClosed
 	}
 	childID := ChildExecutionID(req)
+	// A log that failed for now (a dropped connection: the append
+	// abandoned, the execution being reloaded) is no failure of the call,
+	// whose step would fail with it: the child is started or attached to
+	// again, as a worker sends a report again, until ctx ends. A start
+	// whose append did reach the log is found there and attached to.
+	backoff := minReportBackoff
+	for attempt := 1; ; attempt++ {
+		res, done, err := e.startChild(ctx, req, childID)
+		if err == nil || !errors.Is(err, ErrUnavailable) {
+			if err != nil || done {
+				return res, err
+			}
+			break
+		}
+		e.cfg.Logger.Warn("sub-playbook not started now; starting it again", "execution_id", childID,
+			"attempt", attempt, "retry_in", backoff, "error", err)
+		t := e.cfg.Clock.NewTimer(backoff)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return playbook.Result{}, fmt.Errorf("sub-playbook %s: %w (last: %v)", req.Path, ctx.Err(), err)
+		}
+		backoff = min(backoff*2, maxReportBackoff)
+	}
+	if req.Await {
+		return playbook.Result{ExecutionID: childID, Status: playbook.StatusRunning}, nil
+	}
+	return e.waitChild(ctx, req, childID)
+}
+
+// startChild starts the child childID, or attaches to it when the log
+// holds it: done with its outcome when it has ended. A log read that
+// failed is ErrUnavailable: the next attempt reads again.
+func (e *Engine) startChild(ctx context.Context, req playbook.Request, childID string) (res playbook.Result, done bool, err error) {
 	parentFile := ""
 	if events, err := e.cfg.Log.Read(ctx, req.ParentExecutionID, 0, 1); err == nil && len(events) == 1 {
 		var p startedPayload
@@ -32,38 +67,43 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 	}
 	existing, err := e.cfg.Log.Read(ctx, childID, 0, 0)
 	if err != nil {
-		return playbook.Result{}, err
+		if ctx.Err() != nil {
+			return playbook.Result{}, false, err
+		}
+		return playbook.Result{}, false, fmt.Errorf("sub-playbook %s: %w: read %s: %w", req.Path, ErrUnavailable, childID, err)
 	}
 	if len(existing) > 0 {
 		st, err := Fold(childID, existing)
 		if err != nil {
-			return playbook.Result{}, fmt.Errorf("sub-playbook %s: %w", req.Path, err)
+			return playbook.Result{}, false, fmt.Errorf("sub-playbook %s: %w", req.Path, err)
 		}
 		if st.Status != StatusRunning {
-			return childResult(childID, summarize(st)), nil
+			return childResult(childID, summarize(st)), true, nil
 		}
 		if err := e.Resume(ctx, childID); err != nil {
-			return playbook.Result{}, fmt.Errorf("sub-playbook %s: resume %s: %w", req.Path, childID, err)
+			return playbook.Result{}, false, fmt.Errorf("sub-playbook %s: resume %s: %w", req.Path, childID, err)
 		}
-	} else {
-		path := playbook.ChildPath(parentFile, req.Path)
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return playbook.Result{}, fmt.Errorf("sub-playbook: %w", err)
-		}
-		_, err = e.Start(ctx, src, StartOptions{File: path, Workload: req.Workload, ExecutionID: childID, Parent: req.ParentExecutionID})
-		if errors.Is(err, ErrExecutionExists) {
-			// Another attempt of the calling command started the child
-			// since the read above: re-attach to it, as to one found there.
-			err = e.Resume(ctx, childID)
-		}
-		if err != nil {
-			return playbook.Result{}, fmt.Errorf("sub-playbook %s: %w", req.Path, err)
-		}
+		return playbook.Result{}, false, nil
 	}
-	if req.Await {
-		return playbook.Result{ExecutionID: childID, Status: playbook.StatusRunning}, nil
+	path := playbook.ChildPath(parentFile, req.Path)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return playbook.Result{}, false, fmt.Errorf("sub-playbook: %w", err)
 	}
+	_, err = e.Start(ctx, src, StartOptions{File: path, Workload: req.Workload, ExecutionID: childID, Parent: req.ParentExecutionID})
+	if errors.Is(err, ErrExecutionExists) {
+		// Another attempt of the calling command started the child
+		// since the read above: re-attach to it, as to one found there.
+		err = e.Resume(ctx, childID)
+	}
+	if err != nil {
+		return playbook.Result{}, false, fmt.Errorf("sub-playbook %s: %w", req.Path, err)
+	}
+	return playbook.Result{}, false, nil
+}
+
+// waitChild waits for the running child childID and gives its outcome.
+func (e *Engine) waitChild(ctx context.Context, req playbook.Request, childID string) (playbook.Result, error) {
 	sum, err := e.Wait(ctx, childID)
 	if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		// The calling step's spec.timeout ran out: the child's work is no
