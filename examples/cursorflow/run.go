@@ -247,7 +247,13 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 		}
 		if log, err = eventlogurl.Open(ctx, logURL); err != nil {
 			fmt.Fprintf(stderr, "cursorflow: event log: %v\n", err)
-			return exitUsage
+			// A URL of no backend is a bad command line; a log that
+			// cannot be reached now (a database down, refusing) is a
+			// failure, as it is for resume, not a playbook to fix.
+			if errors.Is(err, eventlogurl.ErrUnsupportedURL) {
+				return exitUsage
+			}
+			return exitInvalid
 		}
 	}
 	defer log.Close()
