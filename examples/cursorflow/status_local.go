@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -89,20 +90,65 @@ func cmdEventsLocal(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	defer log.Close()
-	id, next := pos[0], *after
+	emit := func(ev eventlog.Event) {
+		if *asJSON {
+			b, _ := json.Marshal(ev)
+			fmt.Fprintln(stdout, string(b))
+		} else {
+			printEvent(stdout, ev)
+		}
+	}
+	return printLocalEvents(ctx, log, pos[0], *after, *follow, eventlogurl.Redact(*logURL), emit, stderr)
+}
+
+// printLocalEvents emits the events of id after seq after, read from log
+// (named logName in messages); with follow, until the execution ends.
+// Following, a read or wait that fails (a dropped connection, a database
+// restarting) is tried again with backoff until it answers or ctx ends,
+// as run --server rides out a server that does not answer: the execution
+// goes on without its reader.
+func printLocalEvents(ctx context.Context, log eventlog.Log, id string, after int64, follow bool, logName string,
+	emit func(eventlog.Event), stderr io.Writer,
+) int {
+	next, failing, backoff := after, false, followMinBackoff
+	retry := func(err error) bool {
+		if !follow || ctx.Err() != nil || errors.Is(err, eventlog.ErrClosed) {
+			return false
+		}
+		if !failing {
+			fmt.Fprintf(stderr, "cursorflow: %v; trying again until the event log answers\n", err)
+			failing = true
+		}
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		backoff = min(backoff*2, followMaxBackoff)
+		return true
+	}
+	answered := func() {
+		if failing {
+			fmt.Fprintln(stderr, "cursorflow: the event log answers again")
+			failing, backoff = false, followMinBackoff
+		}
+	}
 	for {
 		evs, err := log.Read(ctx, id, next, eventsPage)
 		if err != nil {
+			if retry(err) {
+				continue
+			}
+			if follow && ctx.Err() != nil {
+				return exitOK // interrupted
+			}
 			fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 			return exitInvalid
 		}
+		answered()
 		for _, ev := range evs {
-			if *asJSON {
-				b, _ := json.Marshal(ev)
-				fmt.Fprintln(stdout, string(b))
-			} else {
-				printEvent(stdout, ev)
-			}
+			emit(ev)
 			next = ev.Seq
 			if eventlog.IsTerminal(ev.Type) {
 				return exitOK
@@ -112,13 +158,16 @@ func cmdEventsLocal(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		if next == 0 && len(evs) == 0 {
-			fmt.Fprintf(stderr, "cursorflow: execution %s has no events in %s (check --eventlog)\n", id, eventlogurl.Redact(*logURL))
+			fmt.Fprintf(stderr, "cursorflow: execution %s has no events in %s (check --eventlog)\n", id, logName)
 			return exitInvalid
 		}
-		if !*follow {
+		if !follow {
 			return exitOK
 		}
 		if err := log.Wait(ctx, id, next); err != nil {
+			if retry(err) {
+				continue
+			}
 			if ctx.Err() != nil {
 				return exitOK // interrupted
 			}
@@ -127,6 +176,12 @@ func cmdEventsLocal(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 }
+
+// Backoff of a follow whose event log does not answer.
+const (
+	followMinBackoff = 100 * time.Millisecond
+	followMaxBackoff = 5 * time.Second
+)
 
 // eventsPage is how many events one read of a local log returns.
 const eventsPage = 1000
