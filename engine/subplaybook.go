@@ -44,7 +44,7 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
-			return playbook.Result{}, fmt.Errorf("sub-playbook %s: %w (last: %v)", req.Path, ctx.Err(), err)
+			return playbook.Result{}, fmt.Errorf("sub-playbook %s: %w (last: %w)", req.Path, ctx.Err(), err)
 		}
 		backoff = min(backoff*2, maxReportBackoff)
 	}
