@@ -11,10 +11,11 @@
 // source without being on record:
 //
 //	claim, err := cur.Claim(ctx, 100)
-//	if err != nil || len(claim.Rows) == 0 {
-//		return err // drained (or failed)
+//	if err != nil {
+//		return err
 //	}
-//	if err := record(ctx, claim.Rows); err != nil {
+//	// Zero rows: drained, but Dead may list rows to report dead.
+//	if err := record(ctx, claim.Rows, claim.Dead); err != nil {
 //		_ = claim.Abort(ctx) // the rows are claimable again
 //		return err
 //	}
@@ -28,9 +29,12 @@
 // loses its connection and the database rolls the claim back, so the rows
 // are claimable again at once, whatever the claim SQL. Sources with leases
 // of their own (redis streams, JetStream, S3 markers, ClickHouse claims)
-// hold the rows under that lease from the claim on: Commit does nothing,
-// Abort hands the rows back, and the rows of a claimer that died come back
-// when the lease runs out.
+// hold the rows under that lease from the claim on: Commit does nothing
+// for them, Abort hands the rows back, and the rows of a claimer that died
+// come back when the lease runs out. Where a driver holds the rows past
+// MaxAttempts the same way (S3 markers, ClickHouse claims), Commit moves
+// the claim's Dead rows to its dead letter, so a claim with Dead rows is
+// committed, once they are on record, even when it has no Rows.
 //
 // # Drivers and the registry
 //

@@ -584,18 +584,18 @@ func (e *Engine) Resume(ctx context.Context, executionID string) error {
 	if err != nil {
 		return err
 	}
-	if err := e.orch.send(ctx, message{kind: msgLoad, state: st}); err != nil || !orphan {
-		return err
+	m := message{kind: msgLoad, state: st}
+	if orphan {
+		// A sub-playbook execution whose awaiter ended (the process
+		// driving both died before it recorded the child's cancel) has
+		// nobody to report to: it is cancelled, not run on. The cancel
+		// goes with the load, so that it is applied before anything is
+		// decided for the execution: sent after it, the re-issued work
+		// could run, and end the execution, first.
+		m.ev = eventlog.Event{ExecutionID: executionID, Type: eventlog.TypeCancelRequested,
+			Payload: mustJSON(map[string]string{"reason": "the execution awaiting it ended"})}
 	}
-	// A sub-playbook execution whose awaiter ended (the process driving
-	// both died before it recorded the child's cancel) has nobody to
-	// report to: it is cancelled, not run on.
-	ev := eventlog.Event{ExecutionID: executionID, Type: eventlog.TypeCancelRequested,
-		Payload: mustJSON(map[string]string{"reason": "the execution awaiting it ended"})}
-	if err := e.orch.send(ctx, message{kind: msgCancel, ev: ev}); err != nil && !errors.Is(err, ErrUnknownExecution) {
-		return err
-	}
-	return nil
+	return e.orch.send(ctx, m)
 }
 
 // awaiterEnded reports whether st is a sub-playbook execution whose

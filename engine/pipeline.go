@@ -316,9 +316,17 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 				m.reply <- ErrClosed
 				continue
 			}
-			if _, ok := o.execs[id]; ok || (m.kind == msgStart && o.reloading[id] != nil) {
+			if ex, ok := o.execs[id]; ok || (m.kind == msgStart && o.reloading[id] != nil) {
 				if m.kind == msgLoad {
-					m.reply <- nil // already driven here: nothing to resume
+					// Already driven here: nothing to resume, but an
+					// orphan is cancelled all the same.
+					if evs := loadCancel(ex, m.ev, now); len(evs) > 0 {
+						b.events = append(b.events, evs...)
+						b.answer(m.reply, nil, "")
+						touch(id)
+					} else {
+						m.reply <- nil
+					}
 				} else {
 					// Its execution.started may not be in the log yet, so
 					// Start's read of the log cannot have seen it.
@@ -339,6 +347,9 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 				b.events = append(b.events, ev)
 				b.replies = append(b.replies, pendingReply{ch: m.reply, start: id})
 			} else {
+				// A resumed orphan (Engine.Resume) is cancelled before its
+				// first decision, so none of its work is issued again.
+				b.events = append(b.events, loadCancel(ex, m.ev, now)...)
 				b.events = append(b.events, o.loadAwaited(ctx, ex, now, resume)...)
 				resume(ex)
 				b.answer(m.reply, nil, "")
@@ -772,4 +783,19 @@ func (o *orchestrator) sendReplies(b *batch, err error) {
 // events they carried.
 func (o *orchestrator) appendStats() (appends, events int64) {
 	return o.appends.Load(), o.appended.Load()
+}
+
+// loadCancel applies ev, the cancel.requested a msgLoad carries for an
+// orphaned sub-playbook execution (Engine.Resume), to ex, and returns it
+// to append: nothing when the message carries none, or ex has ended or
+// was asked to cancel already.
+func loadCancel(ex *execution, ev eventlog.Event, now time.Time) []eventlog.Event {
+	if ev.Type != eventlog.TypeCancelRequested || ex.state.Status != StatusRunning || ex.state.cancelRequested {
+		return nil
+	}
+	ev.Time = now
+	if ex.state.Apply(ev) != nil {
+		return nil
+	}
+	return []eventlog.Event{ev}
 }

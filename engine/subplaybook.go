@@ -95,6 +95,12 @@ func (e *Engine) startChild(ctx context.Context, req playbook.Request, childID s
 		// Another attempt of the calling command started the child
 		// since the read above: re-attach to it, as to one found there.
 		err = e.Resume(ctx, childID)
+		if errors.Is(err, ErrUnknownExecution) {
+			// Yet the log holds none of it: this engine is settling a
+			// start of it whose append failed (reloading it from the log
+			// before it forgets it). Start it again once that is done.
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 	}
 	if err != nil {
 		return playbook.Result{}, false, fmt.Errorf("sub-playbook %s: %w", req.Path, err)

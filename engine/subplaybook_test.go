@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -474,10 +475,14 @@ func TestResumedOrphanIsCancelled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The second process resumes the child: its tool would complete at once.
+	// The second process resumes the child: its tool would complete at
+	// once, so it must not be called at all (the cancel is recorded
+	// before the child's work is issued again).
 	second := setupWith(t, engine.Config{Log: log})
 	second.reg.MustRegister("playbook", playbook.New(second.eng))
+	var ran atomic.Int32
 	second.reg.MustRegister("stubborn", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		ran.Add(1)
 		return tools.Output{Status: tools.StatusSuccess}, nil
 	}))
 	if err := second.eng.Resume(ctx, child); err != nil {
@@ -485,6 +490,9 @@ func TestResumedOrphanIsCancelled(t *testing.T) {
 	}
 	if sum, err := second.eng.Wait(ctx, child); err != nil || sum.Status != engine.StatusCancelled {
 		t.Fatalf("resumed orphan: %+v %v, want cancelled", sum, err)
+	}
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("the resumed orphan's tool ran %d times, want 0", n)
 	}
 }
 
@@ -522,5 +530,52 @@ workflow:
 	want := "sub-playbook execution " + id + "/start#1 failed at step fetch: planned failure 1"
 	if sum.Status != engine.StatusFailed || sum.Step != "start" || sum.Error != want {
 		t.Fatalf("parent: %s at %s: %q, want failed at start: %q", sum.Status, sum.Step, sum.Error, want)
+	}
+}
+
+// TestResumeCancelsDrivenOrphan: Resume of a sub-playbook execution this
+// engine drives already, whose awaiter has ended in the log (it ended
+// elsewhere: another engine drove it), cancels it too, as it does one it
+// loads.
+func TestResumeCancelsDrivenOrphan(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, engine.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	parent, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool: {kind: rec}
+`), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := b.eng.Wait(ctx, parent); err != nil || sum.Status != engine.StatusCompleted {
+		t.Fatalf("parent: %+v %v", sum, err)
+	}
+	blocked := make(chan struct{})
+	b.reg.MustRegister("block", tools.ToolFunc(func(ctx context.Context, _ *tools.Call) (tools.Output, error) {
+		close(blocked)
+		<-ctx.Done()
+		return tools.Output{}, ctx.Err()
+	}))
+	child, err := b.eng.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    tool: {kind: block}
+`), engine.StartOptions{ExecutionID: parent + "/start#1", Parent: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-blocked:
+	case <-ctx.Done():
+		t.Fatal("the child's tool did not start")
+	}
+	if err := b.eng.Resume(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := b.eng.Wait(ctx, child); err != nil || sum.Status != engine.StatusCancelled {
+		t.Fatalf("child: %+v %v, want cancelled", sum, err)
 	}
 }
