@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,4 +109,72 @@ workflow:
 		}
 	}
 	t.Fatalf("no command.completed of item 1 in\n%s", out)
+}
+
+// TestResumeCancelsAStrandedChild: a run's process died after its
+// execution ended and before the child it left running was cancelled
+// (here: the child's cancel taken out of the log). resume of the ended
+// execution cancels the child, which this process does not drive, by
+// resuming it. Before, settleChildren's cancel found it unknown, waited
+// out its grace and left it running.
+func TestResumeCancelsAStrandedChild(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	started := filepath.Join(dir, "started")
+	write("child.yaml", shellPlaybook("touch "+started+"; sleep 60"))
+	pb := write("parent.yaml", `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: orphan}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next:
+      spec: {mode: inclusive}
+      arcs: [{step: sub}, {step: bad}]
+  - step: sub
+    tool: {kind: playbook, path: ./child.yaml}
+  - step: bad
+    tool: {kind: shell, command: "while [ ! -e `+started+` ]; do sleep 0.05; done; exit 5"}
+`)
+	dbPath := filepath.Join(dir, "events.db")
+	logURL := "sqlite:" + dbPath
+	code, out, errOut := cli("run", pb, "--eventlog", logURL, "--progress", "never")
+	if code != exitInvalid {
+		t.Fatalf("run: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	id := executionID(t, out)
+	child := id + "/sub#1"
+	// Strand the child: the log as a process that died before the cancel
+	// left it.
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var cancelSeq int64
+	if err := db.QueryRow(`SELECT seq FROM events WHERE execution_id = ? AND type = 'cancel.requested'`, child).Scan(&cancelSeq); err != nil {
+		t.Fatalf("the run left no cancel of its child: %v", err)
+	}
+	if _, err := db.Exec(`DELETE FROM events WHERE execution_id = ? AND seq >= ?`, child, cancelSeq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE executions SET last_seq = ?, terminal = NULL, finished_at = NULL WHERE execution_id = ?`, cancelSeq-1, child); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := cli("status", child, "--eventlog", logURL); code != exitOK || !strings.Contains(out, `"status": "running"`) {
+		t.Fatalf("stranded child: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	if code, out, errOut := cli("resume", id, "--eventlog", logURL, "--progress", "never"); code != exitInvalid || strings.Contains(errOut, "unfinished") {
+		t.Fatalf("resume: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	if code, out, errOut := cli("status", child, "--eventlog", logURL); code != exitOK || !strings.Contains(out, `"status": "cancelled"`) {
+		t.Fatalf("child after the resume: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
 }

@@ -411,8 +411,12 @@ func settleChildren(ctx context.Context, e *engine.Engine, log eventlog.Log, id 
 		if !strings.HasPrefix(child, id+"/") {
 			continue
 		}
-		// Ended meanwhile, or asked already: either answer will do.
-		_ = e.Cancel(ctx, child)
+		// Ended meanwhile, or asked already: either answer will do. One
+		// this engine does not drive (left running by a process that died
+		// after its parent ended) is resumed, which cancels it.
+		if err := e.Cancel(ctx, child); errors.Is(err, engine.ErrUnknownExecution) {
+			_ = e.Resume(ctx, child)
+		}
 		if _, err := e.Wait(ctx, child); err != nil {
 			fmt.Fprintf(stderr, "cursorflow: sub-playbook execution %s is unfinished in the log: %v\n", child, err)
 		}
