@@ -117,17 +117,20 @@
 // # Dead letter
 //
 // A message delivered more than Spec.MaxAttempts times (the frame's
-// max_attempts) is not returned by the claim: the driver publishes a copy
-// to dead_letter_subject (when set; with its headers plus
-// Cursorflow-Stream, -Consumer, -Sequence, -Subject, -Deliveries and
-// -Reason) and then terminates it (+TERM), so the consumer never delivers
-// it again. The claim lists every message it terminated so in its Dead
-// (cursor.Claim.Dead: stream sequence, values and delivery count), so
-// that the engine reports it dead, also when the claim has no rows; a
-// message whose publish or +TERM failed is not listed, and comes back
-// after AckWait to be buried then. DeadLetter (the engine's request,
-// cursor.DeadLetterer) does the same, reading the stored message by its
-// sequence.
+// max_attempts) is not returned as a row: the claim holds it under its
+// AckWait and lists it in its Dead (cursor.Claim.Dead: stream sequence,
+// values and delivery count), so that the engine reports it dead, also
+// when the claim has no rows. Commit, which the engine calls once that
+// report is recorded, publishes a copy to dead_letter_subject (when set;
+// with its headers plus Cursorflow-Stream, -Consumer, -Sequence,
+// -Subject, -Deliveries and -Reason) and then terminates it (+TERM), so
+// the consumer never delivers it again. Abort naks it, and a claimer that
+// dies leaves it to come back after AckWait: a later claim lists it dead
+// again, so no message is terminated that the log does not report dead
+// (one whose publish or +TERM failed in Commit comes back too, and is
+// reported twice). DeadLetter (the engine's request,
+// cursor.DeadLetterer) publishes and terminates at once, reading the
+// stored message by its sequence.
 //
 // Connections: one connection per credential, reconnecting forever with
 // Config.ReconnectWait between attempts. Errors never quote the

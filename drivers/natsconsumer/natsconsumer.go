@@ -328,32 +328,80 @@ func (c *Cursor) fail(op string, err error) error {
 }
 
 // Claim fetches up to max messages (see claim) and returns them as a
-// claim held by their AckWait from the start: Commit does nothing, Abort
-// naks them for immediate redelivery, and the messages of a claimer that
-// died come back when their AckWait runs out. Messages the claim
-// dead-lettered are in the claim's Dead, whether or not it returns rows.
+// claim held by their AckWait from the start: Abort naks them for
+// immediate redelivery, and the messages of a claimer that died come back
+// when their AckWait runs out. Messages delivered more than
+// Spec.MaxAttempts times are in the claim's Dead, whether or not it
+// returns rows, held like the rows: Commit (once the engine recorded them
+// dead) publishes them to the dead-letter subject and terminates them;
+// Abort, or a claimer that dies, leaves them for a later claim to list
+// dead again.
 func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 	rows, dead, err := c.claim(ctx, max)
 	if err != nil {
 		return nil, err
 	}
-	claim := cursor.LeasedClaim(rows, c.Release)
-	claim.Dead = dead
+	deadRows := make([]cursor.Row, 0, len(dead))
+	for _, d := range dead {
+		deadRows = append(deadRows, d.row)
+	}
+	reason := fmt.Sprintf("delivered more than max_attempts %d times", c.spec.MaxAttempts)
+	commit := func(ctx context.Context) error {
+		if len(dead) == 0 {
+			return nil
+		}
+		buried, err := c.bury(ctx, dead, reason)
+		if err != nil {
+			// Those not buried come back after AckWait and are listed dead
+			// again: reported twice, never unreported.
+			return c.fail("dead_letter", fmt.Errorf("%d of %d messages past max attempts: %w", len(dead)-len(buried), len(dead), err))
+		}
+		c.log.Info("natsconsumer cursor: dead-lettered messages past max attempts",
+			"messages", len(dead), "max_attempts", c.spec.MaxAttempts)
+		return nil
+	}
+	abort := func(ctx context.Context) error {
+		var errs []error
+		if len(rows) > 0 {
+			errs = append(errs, c.Release(ctx, rows))
+		}
+		for _, d := range dead {
+			errs = append(errs, c.reply(ctx, d.reply, "-NAK"))
+		}
+		return errors.Join(errs...)
+	}
+	claim := cursor.NewClaim(rows, commit, abort)
+	claim.Dead = deadRows
 	return claim, nil
 }
 
+// deadMsg is a message a claim holds past Spec.MaxAttempts, to bury on
+// Commit.
+type deadMsg struct {
+	row     cursor.Row
+	subject string
+	data    []byte
+	header  nats.Header
+	reply   string
+	seq     uint64
+	// delivered is how many times the consumer delivered it.
+	delivered uint64
+}
+
 // claim fetches up to max messages without waiting (a no-wait pull).
-// Messages delivered more than Spec.MaxAttempts times are dead-lettered
-// instead of returned, and returned as buried once they are terminated.
-// Zero rows means the consumer has nothing to deliver: no new message and
-// none whose AckWait ran out.
-func (c *Cursor) claim(ctx context.Context, max int) (rows, buried []cursor.Row, err error) {
+// Messages delivered more than Spec.MaxAttempts times are returned apart
+// (dead), held under their AckWait like the rows, for Claim's Commit to
+// bury; a fetch of only such messages is followed by another. Zero rows
+// means the consumer has nothing to deliver: no new message and none
+// whose AckWait ran out.
+func (c *Cursor) claim(ctx context.Context, max int) (rows []cursor.Row, dead []deadMsg, err error) {
 	if c.closed.Load() {
 		return nil, nil, c.fail("claim", cursor.ErrClosed)
 	}
 	if max < 1 {
 		return nil, nil, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", max))
 	}
+	// On an error, the messages held so far come back after AckWait.
 	empty := 0
 	for round := 0; ; round++ {
 		start := time.Now()
@@ -367,43 +415,32 @@ func (c *Cursor) claim(ctx context.Context, max int) (rows, buried []cursor.Row,
 				return nil, nil, c.fail("claim", err)
 			}
 			if more == 0 {
-				return nil, buried, nil
+				return nil, dead, nil
 			}
 			if empty++; empty > maxEmptyRetries {
 				c.log.Warn("natsconsumer cursor: the consumer reports undelivered messages but delivers none; is its max_ack_pending reached?",
 					"consumer", c.opts.Consumer, "undelivered", more)
-				return nil, buried, nil
+				return nil, dead, nil
 			}
 			continue
 		}
-		rows, dead, err := c.rows(msgs, start)
+		live, exhausted, err := c.rows(msgs, start)
 		if err != nil {
 			return nil, nil, c.fail("claim", err)
 		}
-		if len(dead) > 0 {
-			reason := fmt.Sprintf("delivered more than max_attempts %d times", c.spec.MaxAttempts)
-			done, err := c.bury(ctx, dead, reason)
-			// Earlier rounds' buried rows are kept even if this round
-			// fails half-way: they are terminated, and the engine learns
-			// of them from nothing else.
-			buried = append(buried, done...)
+		for _, m := range exhausted {
+			md, err := m.Metadata()
 			if err != nil {
-				// The live rows must not be lost; the dead ones come back
-				// after AckWait and are tried again.
-				c.log.Error("natsconsumer cursor: dead-lettering messages past max attempts failed", "messages", len(dead), "err", err)
-				if len(rows) == 0 {
-					return nil, nil, c.fail("claim", err)
-				}
-			} else {
-				c.log.Info("natsconsumer cursor: dead-lettered messages past max attempts",
-					"messages", len(dead), "max_attempts", c.spec.MaxAttempts)
+				return nil, nil, c.fail("claim", err)
 			}
+			dead = append(dead, deadMsg{row: rowOf(m, md), subject: m.Subject(), data: m.Data(), header: m.Headers(),
+				reply: m.Reply(), seq: md.Sequence.Stream, delivered: md.NumDelivered})
 		}
-		if len(rows) > 0 {
-			return rows, buried, nil
+		if len(live) > 0 {
+			return live, dead, nil
 		}
 		if round+1 >= maxDeadLetterRounds {
-			return nil, nil, c.fail("claim", fmt.Errorf("%d fetches in a row returned only dead-lettered messages", maxDeadLetterRounds))
+			return nil, nil, c.fail("claim", fmt.Errorf("%d fetches in a row returned only messages past max attempts", maxDeadLetterRounds))
 		}
 	}
 }
@@ -555,27 +592,22 @@ func Values(data []byte) map[string]any {
 // bury publishes messages to the dead-letter subject (if any) and
 // terminates them. It returns the rows of the messages it terminated: a
 // message whose publish or term failed comes back after AckWait and is
-// buried then.
-func (c *Cursor) bury(ctx context.Context, msgs []jetstream.Msg, reason string) ([]cursor.Row, error) {
+// listed dead again then.
+func (c *Cursor) bury(ctx context.Context, msgs []deadMsg, reason string) ([]cursor.Row, error) {
 	var (
 		errs   []error
 		buried []cursor.Row
 	)
 	for _, m := range msgs {
-		md, err := m.Metadata()
-		if err != nil {
+		if err := c.publishDead(ctx, m.subject, m.data, m.header, m.seq, m.delivered, reason); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if err := c.publishDead(ctx, m.Subject(), m.Data(), m.Headers(), md.Sequence.Stream, md.NumDelivered, reason); err != nil {
+		if err := c.reply(ctx, m.reply, "+TERM"); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if err := c.reply(ctx, m.Reply(), "+TERM"); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		buried = append(buried, rowOf(m, md))
+		buried = append(buried, m.row)
 	}
 	return buried, errors.Join(errs...)
 }
