@@ -367,12 +367,13 @@ const MaxExecutionIDLen = 200
 // indexes command ids, whose btree rows hold at most 2704 bytes.
 const MaxStepNameLen = 1024
 
-// unrecordableStepNames lists the steps of pb whose names the event log
+// UnrecordableStepNames lists the steps of pb whose names the event log
 // could not record: longer than MaxStepNameLen, or holding a NUL byte
 // (eventlog.Validate). The log would refuse the step's first command, and
 // with it the batch of every execution appended alongside, each time the
-// engine tried again.
-func unrecordableStepNames(pb *dsl.Playbook) []dsl.Diagnostic {
+// engine tried again: Start refuses such a playbook (Resume does not, so
+// an execution recorded before runs on as it began).
+func UnrecordableStepNames(pb *dsl.Playbook) []dsl.Diagnostic {
 	var out []dsl.Diagnostic
 	for _, s := range pb.Workflow {
 		switch {
@@ -450,7 +451,7 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 	if probs := e.Check(pb); len(probs) > 0 {
 		return "", &UnsupportedError{Problems: probs}
 	}
-	if probs := unrecordableStepNames(pb); len(probs) > 0 {
+	if probs := UnrecordableStepNames(pb); len(probs) > 0 {
 		// Checked at Start only: an execution recorded with such a name
 		// resumes as it began.
 		return "", &UnsupportedError{Problems: probs}

@@ -43,6 +43,8 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	code := exitOK
 	for _, path := range fs.Args() {
 		if !validateFile(path, *verbose, stdout, func(pb *dsl.Playbook) []dsl.Diagnostic {
+			// What Start refuses beyond Check is refused here too.
+			pb.Refusals = append(pb.Refusals, engine.UnrecordableStepNames(pb)...)
 			return slices.Concat(engine.Check(pb, treg, creg), engine.Lint(pb, treg), engine.LintCursors(pb, creg), subPlaybooks(pb, path))
 		}) {
 			code = exitInvalid
@@ -69,10 +71,10 @@ func validateFile(path string, verbose bool, out io.Writer, check func(*dsl.Play
 	diags = append(diags, errs...)
 	refusals := map[dsl.Diagnostic]bool{}
 	if pb != nil {
+		refused := check(pb) // may add to pb.Refusals
 		for _, d := range pb.Refusals {
 			refusals[d] = true
 		}
-		refused := check(pb)
 		seen := make(map[dsl.Diagnostic]bool, len(refused))
 		for i := range refused {
 			seen[refused[i]] = true

@@ -340,3 +340,28 @@ workflow:
 		})
 	}
 }
+
+// TestValidateRefusesUnrecordableStepNames: a step name the event log
+// cannot record (over engine.MaxStepNameLen bytes), which run refuses,
+// makes validate fail too, naming the step's position. Before, validate
+// said ok and only run refused it.
+func TestValidateRefusesUnrecordableStepNames(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("s", 1100)
+	path := writeFile(t, "long.yaml", `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: long}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    next: [`+long+`]
+  - step: `+long+`
+    tool: {kind: noop}
+`)
+	var out, errOut bytes.Buffer
+	code := dispatch([]string{"validate", path}, &out, &errOut)
+	if code != exitInvalid || !strings.Contains(out.String(), "long.yaml:8:") || !strings.Contains(out.String(), "step name is 1100 bytes, more than 1024") ||
+		strings.Contains(out.String(), "ok ") {
+		t.Fatalf("exit %d, stdout %s stderr %s: want the step name refused at 8", code, out.String(), errOut.String())
+	}
+}
