@@ -8,17 +8,9 @@ import (
 	"testing"
 )
 
-// TestRunSettlesChildren: a run whose execution ends while a sub-playbook
-// child still runs (a parallel branch failed; a step's spec.timeout ran
-// out) leaves the child cancelled in the log, not running. Before, the
-// run closed its engine as soon as the parent ended, before the child's
-// cancellation was carried out (or even recorded): the log showed the
-// child running for good, and a resume of it ran its work to the end,
-// for a parent that had long failed.
-func TestRunSettlesChildren(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct{ name, playbook, child string }{
-		{"orphaned by a failed branch", `apiVersion: noetl.io/v2
+// orphanParent is a parent whose branch bad fails once its sub-playbook
+// child (see writeChildren) has started, leaving the child running.
+const orphanParent = `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: orphan}
 workflow:
@@ -31,7 +23,39 @@ workflow:
     tool: {kind: playbook, path: ./child.yaml}
   - step: bad
     tool: {kind: shell, command: "while [ ! -e started ]; do sleep 0.05; done; exit 5"}
-`, "/sub#1"},
+`
+
+// writeChildren writes, in a directory of its own, child.yaml (a shell
+// step that says it started, then sleeps a minute) and parent.yaml (the
+// parent's source, "started" in it naming the child's mark), and returns
+// the parent's path. The child says it started, so that a failing branch
+// fails only once there is a child to leave behind.
+func writeChildren(t *testing.T, parent string) string {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	started := filepath.Join(dir, "started")
+	write("child.yaml", shellPlaybook("touch "+started+"; sleep 60"))
+	return write("parent.yaml", strings.ReplaceAll(parent, "started", started))
+}
+
+// TestRunSettlesChildren: a run whose execution ends while a sub-playbook
+// child still runs (a parallel branch failed; a step's spec.timeout ran
+// out) leaves the child cancelled in the log, not running. Before, the
+// run closed its engine as soon as the parent ended, before the child's
+// cancellation was carried out (or even recorded): the log showed the
+// child running for good, and a resume of it ran its work to the end,
+// for a parent that had long failed.
+func TestRunSettlesChildren(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, playbook, child string }{
+		{"orphaned by a failed branch", orphanParent, "/sub#1"},
 		{"cancelled by the step's timeout", `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: timeout}
@@ -43,19 +67,7 @@ workflow:
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			write := func(name, content string) string {
-				path := filepath.Join(dir, name)
-				if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-					t.Fatal(err)
-				}
-				return path
-			}
-			// The child says it started, so that the failing branch fails
-			// only once there is a child to leave behind.
-			started := filepath.Join(dir, "started")
-			write("child.yaml", shellPlaybook("touch "+started+"; sleep 60"))
-			pb := write("parent.yaml", strings.ReplaceAll(tt.playbook, "started", started))
+			pb := writeChildren(t, tt.playbook)
 			logURL := "sqlite:" + filepath.Join(t.TempDir(), "events.db")
 			code, out, errOut := cli("run", pb, "--eventlog", logURL, "--progress", "never")
 			if code != exitInvalid {
@@ -119,31 +131,8 @@ workflow:
 // out its grace and left it running.
 func TestResumeCancelsAStrandedChild(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	started := filepath.Join(dir, "started")
-	write("child.yaml", shellPlaybook("touch "+started+"; sleep 60"))
-	pb := write("parent.yaml", `apiVersion: noetl.io/v2
-kind: Playbook
-metadata: {name: orphan}
-workflow:
-  - step: start
-    tool: {kind: noop}
-    next:
-      spec: {mode: inclusive}
-      arcs: [{step: sub}, {step: bad}]
-  - step: sub
-    tool: {kind: playbook, path: ./child.yaml}
-  - step: bad
-    tool: {kind: shell, command: "while [ ! -e `+started+` ]; do sleep 0.05; done; exit 5"}
-`)
-	dbPath := filepath.Join(dir, "events.db")
+	pb := writeChildren(t, orphanParent)
+	dbPath := filepath.Join(t.TempDir(), "events.db")
 	logURL := "sqlite:" + dbPath
 	code, out, errOut := cli("run", pb, "--eventlog", logURL, "--progress", "never")
 	if code != exitInvalid {
