@@ -14,16 +14,13 @@ import (
 	"github.com/cursorflow/cursorflow/eventlog"
 )
 
-// TestFollowSaysWhenTheServerIsGone: `run --server` follows an execution
-// through a server that stops answering for a while; it says so once,
-// instead of waiting in silence, and says so again when the server is
-// back, then ends with the execution.
-func TestFollowSaysWhenTheServerIsGone(t *testing.T) {
-	t.Parallel()
+// downThenEnded is a server whose first down requests drop their
+// connection without an answer; the ones after stream execution x's end.
+func downThenEnded(t *testing.T, down int32) *httptest.Server {
+	t.Helper()
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if calls.Add(1) <= 3 {
-			// Down: the connection drops without an answer.
+		if calls.Add(1) <= down {
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err == nil {
 				_ = conn.Close()
@@ -33,7 +30,17 @@ func TestFollowSaysWhenTheServerIsGone(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "data: {\"execution_id\":\"x\",\"seq\":1,\"type\":%q}\n\n", eventlog.TypeExecutionCompleted)
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestFollowSaysWhenTheServerIsGone: `run --server` follows an execution
+// through a server that stops answering for a while; it says so once,
+// instead of waiting in silence, and says so again when the server is
+// back, then ends with the execution.
+func TestFollowSaysWhenTheServerIsGone(t *testing.T) {
+	t.Parallel()
+	srv := downThenEnded(t, 3)
 	c := &apiClient{base: srv.URL, http: srv.Client()}
 	var warn bytes.Buffer
 	var seen []string
@@ -54,19 +61,7 @@ func TestFollowSaysWhenTheServerIsGone(t *testing.T) {
 // net/http's own errors do.
 func TestFollowHidesTheServerPassword(t *testing.T) {
 	t.Parallel()
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if calls.Add(1) == 1 {
-			conn, _, err := w.(http.Hijacker).Hijack()
-			if err == nil {
-				_ = conn.Close()
-			}
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprintf(w, "data: {\"execution_id\":\"x\",\"seq\":1,\"type\":%q}\n\n", eventlog.TypeExecutionCompleted)
-	}))
-	defer srv.Close()
+	srv := downThenEnded(t, 1)
 	base := strings.Replace(srv.URL, "http://", "http://ops:hunter2@", 1)
 	c := &apiClient{base: base, http: srv.Client()}
 	var warn bytes.Buffer
