@@ -605,6 +605,14 @@ func (e *Engine) awaiterEnded(ctx context.Context, st *State) (bool, error) {
 	if st.parent == "" {
 		return false, nil
 	}
+	e.orch.mu.Lock()
+	driven := e.orch.driving[st.parent]
+	e.orch.mu.Unlock()
+	if driven {
+		// Running here (a sub-playbook call attaching to its child): no
+		// need to read and fold the parent's whole history.
+		return false, nil
+	}
 	events, err := e.cfg.Log.Read(ctx, st.parent, 0, 0)
 	if err != nil || len(events) == 0 {
 		return false, err

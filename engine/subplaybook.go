@@ -31,7 +31,7 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 	backoff := minReportBackoff
 	for attempt := 1; ; attempt++ {
 		res, done, err := e.startChild(ctx, req, childID)
-		if err == nil || !errors.Is(err, ErrUnavailable) {
+		if !errors.Is(err, ErrUnavailable) {
 			if err != nil || done {
 				return res, err
 			}
