@@ -27,6 +27,8 @@ const (
 	DefaultMaxBody int64 = 4 << 20
 	// DefaultKeepAlive is how often an idle event stream sends a comment.
 	DefaultKeepAlive = 15 * time.Second
+	// DefaultStreamWriteTimeout bounds each write of an event stream.
+	DefaultStreamWriteTimeout = time.Minute
 	// DefaultEventsLimit is the page size of GET .../events without limit.
 	DefaultEventsLimit = 100
 	// MaxEventsLimit is the largest page GET .../events returns.
@@ -87,6 +89,13 @@ type Config struct {
 	// KeepAlive is how often an idle event stream sends an SSE comment so
 	// proxies keep the connection open. Defaults to 15 seconds.
 	KeepAlive time.Duration
+	// StreamWriteTimeout bounds each write of an event stream (a batch of
+	// events, a keepalive): a client that stops reading, whose socket
+	// buffers fill, has its stream ended after this long instead of
+	// holding the handler for ever. Streams run longer than any
+	// server-wide http.Server WriteTimeout, which they lift. Defaults to
+	// one minute.
+	StreamWriteTimeout time.Duration
 	// Workers lists the live workers for GET /v1/workers (for example a
 	// natsjs.Registry). Defaults to Engine when it is an
 	// engine.WorkerLister (an *engine.Engine lists its in-process
@@ -192,6 +201,9 @@ func New(cfg Config) http.Handler {
 	}
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	if l, ok := cfg.Engine.(engine.WorkerLister); ok && cfg.Workers == nil {
 		cfg.Workers = l

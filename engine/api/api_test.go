@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -752,4 +753,61 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
+}
+
+// signalHandler is a slog handler that closes hit when a record with
+// message msg is logged.
+type signalHandler struct {
+	slog.Handler
+	msg  string
+	hit  chan struct{}
+	once *sync.Once
+}
+
+func (h signalHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.msg) {
+		h.once.Do(func() { close(h.hit) })
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h signalHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return signalHandler{h.Handler.WithAttrs(as), h.msg, h.hit, h.once}
+}
+
+// A client that opens an event stream and stops reading must not hold
+// the handler for ever: once its socket buffers fill, the stream's write
+// deadline ends it.
+func TestEventStreamEndsForClientNotReading(t *testing.T) {
+	t.Parallel()
+	hit := make(chan struct{})
+	logger := slog.New(signalHandler{testLogger(t).Handler(), "event stream closed: write failed", hit, &sync.Once{}})
+	s := apitest.Start(t, apitest.Config{Token: testToken, Logger: logger, Configure: func(c *api.Config) {
+		c.StreamWriteTimeout = 200 * time.Millisecond
+	}})
+	// An execution with more history than loopback's socket buffers hold
+	// (about 24 MB of events), written straight to the log.
+	const id = "ex-not-reading"
+	big, _ := json.Marshal(map[string]string{"blob": strings.Repeat("x", 8<<10)})
+	evs := []eventlog.Event{{ExecutionID: id, Type: eventlog.TypeExecutionStarted, Time: time.Now()}}
+	for i := range 3000 {
+		evs = append(evs, eventlog.Event{ExecutionID: id, Type: eventlog.TypeStepStarted, Step: fmt.Sprintf("s%d", i), Payload: big, Time: time.Now()})
+	}
+	if _, err := s.Log.Append(t.Context(), evs); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", s.HTTP.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The request, then nothing read.
+	if _, err := fmt.Fprintf(conn, "GET /v1/executions/%s/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", id, testToken); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hit:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream to a client that reads nothing was still writing after 30s")
+	}
 }

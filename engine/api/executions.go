@@ -378,8 +378,14 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	log := s.log.With("execution_id", id)
 	ended := false
 	rc := http.NewResponseController(w)
-	// A server-wide WriteTimeout would cut long streams; lift it here.
-	_ = rc.SetWriteDeadline(time.Time{})
+	// A server-wide WriteTimeout would cut long streams: each write gets
+	// its own deadline instead (a client that stops reading blocks a
+	// write once its socket buffers fill; the deadline ends the stream).
+	writing := func() { _ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout)) }
+	writing()
+	writeFailed := func(err error) {
+		log.DebugContext(ctx, "event stream closed: write failed (client gone or not reading)", "after", after, "error", err)
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -389,6 +395,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	log.DebugContext(ctx, "event stream opened", "after", after)
 	for !ended {
 		evs, err := s.cfg.Log.Read(ctx, id, after, streamBatch)
+		writing()
 		if err != nil {
 			if ctx.Err() == nil {
 				log.ErrorContext(ctx, "event stream: read failed", "error", err)
@@ -403,6 +410,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 				b = mustMarshal(ErrorBody{Error: "encode event: " + err.Error()})
 			}
 			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, b); err != nil {
+				writeFailed(err)
 				return
 			}
 			after = ev.Seq
@@ -412,6 +420,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if err := rc.Flush(); err != nil {
+			writeFailed(err)
 			return
 		}
 		if ended || len(evs) == streamBatch {
@@ -439,10 +448,13 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			log.DebugContext(ctx, "event stream closed by client", "after", after)
 			return
 		case errors.Is(err, context.DeadlineExceeded):
+			writing()
 			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+				writeFailed(err)
 				return
 			}
 			if err := rc.Flush(); err != nil {
+				writeFailed(err)
 				return
 			}
 		case err != nil:

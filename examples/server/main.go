@@ -282,11 +282,17 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 }
 
 // newHTTPServer serves h with the server's bounds on slow and idle
-// clients.
+// clients. WriteTimeout bounds a response to a client that stops reading
+// it; event streams, which outlive it, lift it and bound each of their
+// writes instead (api.Config.StreamWriteTimeout).
 func newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: bodyDeadline(h, bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: maxHeaderBytes}
+		WriteTimeout: writeTimeout, MaxHeaderBytes: maxHeaderBytes}
 }
+
+// writeTimeout bounds the writing of a response other than an event
+// stream (the longest: a page of events, a playbook's source).
+const writeTimeout = 2 * time.Minute
 
 // maxHeaderBytes bounds a request's headers, which are read before the
 // token is checked: net/http's default (1 MiB) let each unauthenticated
