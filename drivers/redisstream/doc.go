@@ -98,24 +98,37 @@
 // driver has no lease extension: keep lease_seconds above the longest
 // frame.
 //
-// A claim is held by the group's pending list from XREADGROUP on
-// (cursor.LeasedClaim): the engine's Commit, once the entries are on
-// record, changes nothing, and its Abort (the record failed) releases
-// them at once. Entries of a claimer that died between its claim and the
+// A claim is held by the group's pending list from XREADGROUP on: the
+// engine's Commit, once the entries are on record, changes nothing for
+// the entries it runs, and its Abort (the record failed) releases them
+// at once. Entries of a claimer that died between its claim and the
 // engine's record come back when their lease runs out.
 //
 // # Dead letter
 //
 // An entry claimed for a delivery beyond Spec.MaxAttempts (the frame's
-// max_attempts) is copied, in the claim's script, to the dead-letter
-// stream with its fields plus cursorflow_id, cursorflow_stream,
-// cursorflow_group, cursorflow_deliveries, cursorflow_reason and, when
-// its body failed before, cursorflow_last_error (why: its last
-// delivery's error), and acknowledged; the claim does not return it to run but lists it in its
-// Dead (cursor.Claim.Dead: key, fields and delivery count), so that the
-// engine reports it dead, also when the claim has no rows. DeadLetter
-// (the engine's request, cursor.DeadLetterer) does the same for
-// still-pending entries without checking tokens. In Redis Cluster the
+// max_attempts) is not returned to run: the claim's script keeps it
+// pending under the claimer (XAUTOCLAIM took it over, idle time reset),
+// so the claim's lease holds it like its other entries, and the claim
+// lists it in its Dead (cursor.Claim.Dead: key, fields and delivery
+// count), so that the engine reports it dead, also when the claim has no
+// rows. Commit, which the engine calls once that report is recorded,
+// copies it to the dead-letter stream with its fields plus cursorflow_id,
+// cursorflow_stream, cursorflow_group, cursorflow_deliveries,
+// cursorflow_reason and, when its body failed before,
+// cursorflow_last_error (why: its last delivery's error), and
+// acknowledges it, in one script and only while its delivery count still
+// equals the claim's (the claim still holds it). Abort hands it back as
+// it was before the claim (its delivery count too), for the next claim
+// to list dead again at once; a claimer that dies before Commit leaves it
+// to come back when the lease runs out, counting a delivery as for any
+// entry, and be listed dead again; a late Commit of that claimer then
+// refuses it (cursor.ErrStaleLease) and leaves it to the claim that took
+// it over. So no entry reaches the dead-letter stream that the log does
+// not report dead; a process killed between the record and Commit can
+// have an entry reported dead twice, never moved twice. DeadLetter (the
+// engine's request, cursor.DeadLetterer) copies and acknowledges
+// still-pending entries at once, without checking tokens. In Redis Cluster the
 // stream and its dead-letter stream must share a hash slot: use a hash
 // tag ({jobs} and {jobs}:dead); the last errors' hash, named after the
 // stream, then shares it too.

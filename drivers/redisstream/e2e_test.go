@@ -68,8 +68,9 @@ func TestPlaybookDrains(t *testing.T) {
 
 // TestPlaybookCountsDeadEntries drains entries whose body fails for every
 // 50th (deadtest.Drain): each of those fails max_attempts times and is
-// then dead-lettered by the claim of its next delivery, which the loop
-// must count as dead, one row each, beside the stream's dead letter.
+// then listed dead by the claim of its next delivery, and dead-lettered
+// when that claim commits, which the loop must count as dead, one row
+// each, beside the stream's dead letter.
 func TestPlaybookCountsDeadEntries(t *testing.T) {
 	rdb, base := admin(t)
 	stream := newStream(t, rdb, "e2e_dead_")

@@ -86,8 +86,8 @@ func TestParseClaim(t *testing.T) {
 		t.Fatalf("dead %d rows %d", len(dead), len(rows))
 	}
 	if d := dead[0]; d.Key != "0-5" || !reflect.DeepEqual(d.Values, map[string]any{"n": "50"}) ||
-		d.Lease.Attempt != 4 || d.Lease.Token != "" {
-		t.Fatalf("dead row = %+v, want key 0-5, its fields, attempt 4 and no token", d)
+		d.Lease.Attempt != 4 || d.Lease.Token != "0-5#4" {
+		t.Fatalf("dead row = %+v, want key 0-5, its fields, attempt 4 and token 0-5#4 (the claim holds it)", d)
 	}
 	if rows[0].Key != "1-0" || !reflect.DeepEqual(rows[0].Values, map[string]any{"a": "x", "b": "y"}) ||
 		rows[0].Lease.Attempt != 1 || rows[0].Lease.Token != "1-0#1" {

@@ -18,7 +18,8 @@ import (
 // TestPlaybookDeadLetterKeepsLastError drains three entries with
 // max_attempts 2 and a body that fails for entry 2 with a distinctive
 // message: the engine hands it back twice, and the claim of its third
-// delivery copies it to the dead-letter stream. The dead-letter entry
+// delivery lists it dead and, once committed, copies it to the
+// dead-letter stream. The dead-letter entry
 // must say why the entry died (cursorflow_last_error, the body's error),
 // not only that it was delivered too often. Entry 3 fails once and then
 // succeeds: once every entry is acknowledged or buried, no last error is

@@ -273,27 +273,52 @@ func (c *Cursor) runClaimed(ctx context.Context, s *redis.Script, keys []string,
 }
 
 // Claim leases up to max entries (see claim) and returns them as a claim
-// held by the group's pending list from the start: Commit does nothing,
-// Abort releases the entries (the next claim takes them again, counting a
-// delivery), and the entries of a claimer that died come back when the
-// lease runs out. Entries the claim moved to the dead-letter stream are
-// in the claim's Dead, whether or not it returns rows.
+// held by the group's pending list from the start: Commit does nothing
+// for them, Abort releases them (the next claim takes them again,
+// counting a delivery), and the entries of a claimer that died come back
+// when the lease runs out.
+//
+// Entries past Spec.MaxAttempts deliveries are held the same way and
+// listed in the claim's Dead, whether or not it returns rows: Commit
+// (which the engine calls once it recorded them dead) copies them to the
+// dead-letter stream and acknowledges them, if the claim still holds
+// them; Abort hands them back as they were before the claim, and a
+// claimer that dies before Commit leaves them to come back after the
+// lease: either way a later claim lists them dead again. Burying them
+// while claiming would leave them dead-lettered with nothing on record
+// when the engine's record never comes.
 func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
-	rows, dead, err := c.claim(ctx, max)
+	rows, held, err := c.claim(ctx, max)
 	if err != nil {
 		return nil, err
 	}
-	claim := cursor.LeasedClaim(rows, c.Release)
-	claim.Dead = dead
+	abort := func(ctx context.Context) error {
+		var err error
+		if len(rows) > 0 {
+			err = c.Release(ctx, rows)
+		}
+		if len(held) > 0 {
+			err = errors.Join(err, c.fenced(ctx, "release", unclaimDeadScript, held, c.lease.Milliseconds()+1, false))
+		}
+		return err
+	}
+	claim := cursor.NewClaim(rows, func(ctx context.Context) error { return c.bury(ctx, held) }, abort)
+	// The engine learns of the dead entries by key; their lease tokens stay
+	// with the claim, which alone settles them.
+	for _, r := range held {
+		r.Lease = cursor.Lease{Attempt: r.Lease.Attempt}
+		claim.Dead = append(claim.Dead, r)
+	}
 	return claim, nil
 }
 
 // claim leases up to max entries: first entries whose consumer held them
 // longer than the lease without an Ack (XAUTOCLAIM), then new ones
-// (XREADGROUP). Entries past Spec.MaxAttempts deliveries go to the
-// dead-letter stream instead, and come back as dead. Zero entries means
-// that nothing is new and nothing is overdue; entries other consumers
-// hold within their lease are theirs.
+// (XREADGROUP). Entries past Spec.MaxAttempts deliveries come back apart,
+// as dead: held by this consumer like the rows (with lease tokens), not to
+// run. Zero rows means that nothing is new and nothing is overdue (other
+// than dead entries); entries other consumers hold within their lease are
+// theirs.
 func (c *Cursor) claim(ctx context.Context, max int) (rows, dead []cursor.Row, err error) {
 	if c.closed.Load() {
 		return nil, nil, c.fail("claim", cursor.ErrClosed)
@@ -302,27 +327,78 @@ func (c *Cursor) claim(ctx context.Context, max int) (rows, dead []cursor.Row, e
 		return nil, nil, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", max))
 	}
 	start := time.Now()
-	reason := fmt.Sprintf("delivered more than max_attempts %d times", c.spec.MaxAttempts)
-	v, err := c.run(ctx, claimScript, []string{c.opts.Stream, c.opts.DeadLetterStream, c.errors},
-		c.opts.Group, c.consumer, max, c.lease.Milliseconds(), max0(c.spec.MaxAttempts), reason)
+	v, err := c.run(ctx, claimScript, []string{c.opts.Stream},
+		c.opts.Group, c.consumer, max, c.lease.Milliseconds(), max0(c.spec.MaxAttempts))
 	if err != nil {
 		return nil, nil, c.fail("claim", err)
 	}
 	dead, rows, err = parseClaim(v)
 	if err != nil {
-		// The script ran: entries it dead-lettered are in the dead-letter
-		// stream all the same, but the engine cannot be told which.
+		// The script ran: the entries it claimed, dead or not, come back
+		// when the lease runs out.
 		return nil, nil, c.fail("claim", err)
-	}
-	if len(dead) > 0 {
-		c.log.Info("redisstream cursor: dead-lettered entries past max attempts",
-			"entries", len(dead), "max_attempts", c.spec.MaxAttempts, "dead_letter_stream", c.opts.DeadLetterStream)
 	}
 	deadline := start.Add(c.lease)
 	for i := range rows {
 		rows[i].Lease.Deadline = deadline
 	}
+	for i := range dead {
+		dead[i].Lease.Deadline = deadline
+	}
 	return rows, dead, nil
+}
+
+// bury copies the entries past max_attempts that a claim held, now on the
+// engine's record as dead, to the dead-letter stream and acknowledges them
+// (the claim's Commit). An entry whose lease ran out and that another
+// claim took over since is left to that claim, which lists it dead too,
+// and reported with an error wrapping cursor.ErrStaleLease.
+func (c *Cursor) bury(ctx context.Context, held []cursor.Row) error {
+	if len(held) == 0 {
+		return nil
+	}
+	if c.closed.Load() {
+		return c.fail("dead_letter", cursor.ErrClosed)
+	}
+	reason := fmt.Sprintf("delivered more than max_attempts %d times", c.spec.MaxAttempts)
+	args, err := c.tokenArgs(held, reason, false)
+	if err != nil {
+		return c.fail("dead_letter", err)
+	}
+	moved, stale, gone, err := c.runBury(ctx, args)
+	if err != nil {
+		return c.fail("dead_letter", err)
+	}
+	if moved > 0 {
+		c.log.Info("redisstream cursor: dead-lettered entries past max attempts",
+			"entries", moved, "max_attempts", c.spec.MaxAttempts, "dead_letter_stream", c.opts.DeadLetterStream)
+	}
+	if gone {
+		return c.fail("dead_letter", fmt.Errorf("%w: %d entries past max attempts are no longer pending: group %q is gone",
+			cursor.ErrStaleLease, len(held), c.opts.Group))
+	}
+	if len(stale) > 0 {
+		return c.fail("dead_letter", fmt.Errorf("%w: %d of %d entries past max attempts were claimed again or are no longer pending (e.g. %v)",
+			cursor.ErrStaleLease, len(stale), len(held), stale[0]))
+	}
+	return nil
+}
+
+// runBury runs buryScript with args (group, reason, then id, count pairs)
+// and returns how many entries it moved and the ids it refused; gone
+// reports that the group is gone (see runClaimed): nothing was moved.
+func (c *Cursor) runBury(ctx context.Context, args []any) (moved int64, stale []any, gone bool, err error) {
+	v, gone, err := c.runClaimed(ctx, buryScript, []string{c.opts.Stream, c.opts.DeadLetterStream, c.errors}, args...)
+	if err != nil || gone {
+		return 0, nil, gone, err
+	}
+	reply, ok := v.([]any)
+	if !ok || len(reply) != 2 {
+		return 0, nil, false, fmt.Errorf("unexpected dead-letter reply %T", v)
+	}
+	moved, _ = reply[0].(int64)
+	stale, _ = reply[1].([]any)
+	return moved, stale, false, nil
 }
 
 func max0(n int) int {
@@ -332,26 +408,26 @@ func max0(n int) int {
 	return n
 }
 
-// parseClaim reads claimScript's reply: the entries it dead-lettered,
-// then the entries it claimed. Dead entries carry their fields and
-// delivery count but no lease token: nobody holds them any more.
+// parseClaim reads claimScript's reply: the entries past max_attempts it
+// held to bury, then the entries it claimed to run, all with their lease
+// tokens.
 func parseClaim(v any) (dead, rows []cursor.Row, err error) {
 	top, ok := v.([]any)
 	if !ok || len(top) != 2 {
 		return nil, nil, fmt.Errorf("unexpected claim reply %T", v)
 	}
-	if dead, err = parseEntries(top[0], false); err != nil {
-		return nil, nil, fmt.Errorf("unexpected claim reply: dead-lettered %w", err)
+	if dead, err = parseEntries(top[0]); err != nil {
+		return nil, nil, fmt.Errorf("unexpected claim reply: dead %w", err)
 	}
-	if rows, err = parseEntries(top[1], true); err != nil {
+	if rows, err = parseEntries(top[1]); err != nil {
 		return nil, nil, fmt.Errorf("unexpected claim reply: claimed %w", err)
 	}
 	return dead, rows, nil
 }
 
 // parseEntries reads a list of {id, deliveries, {field, value, ...}}
-// entries, with lease tokens if token is set.
-func parseEntries(v any, token bool) ([]cursor.Row, error) {
+// entries, with their lease tokens.
+func parseEntries(v any) ([]cursor.Row, error) {
 	list, ok := v.([]any)
 	if !ok {
 		return nil, fmt.Errorf("entries are %T", v)
@@ -377,11 +453,7 @@ func parseEntries(v any, token bool) ([]cursor.Row, error) {
 			}
 			values[fieldText(k)] = v
 		}
-		r := cursor.Row{Key: id, Values: values, Lease: cursor.Lease{Attempt: int(count)}}
-		if token {
-			r.Lease.Token = Token(id, int(count))
-		}
-		rows = append(rows, r)
+		rows = append(rows, cursor.Row{Key: id, Values: values, Lease: cursor.Lease{Attempt: int(count), Token: Token(id, int(count))}})
 	}
 	return rows, nil
 }
@@ -496,18 +568,15 @@ func (c *Cursor) DeadLetter(ctx context.Context, rows []cursor.Row, reason strin
 	if len(rows) == 0 {
 		return nil
 	}
-	args := make([]any, 0, 2+len(rows))
+	args := make([]any, 0, 2+2*len(rows))
 	args = append(args, c.opts.Group, reason)
 	for _, r := range rows {
-		args = append(args, r.Key)
+		args = append(args, r.Key, "") // no count: unfenced
 	}
-	n, gone, err := c.runClaimed(ctx, deadLetterScript, []string{c.opts.Stream, c.opts.DeadLetterStream, c.errors}, args...)
+	// No entry is pending in a group that is gone: none to move.
+	n, _, _, err := c.runBury(ctx, args)
 	if err != nil {
 		return c.fail("dead_letter", err)
-	}
-	if gone {
-		// No entry is pending in a group that is gone: none to move.
-		n = int64(0)
 	}
 	c.log.Info("redisstream cursor: dead-lettered entries on request", "entries", n, "dead_letter_stream", c.opts.DeadLetterStream)
 	return nil

@@ -158,11 +158,11 @@ func TestCursorBehaviour(t *testing.T) {
 			}
 		}},
 		{"a claim reports the entries it dead-letters", func(t *testing.T) {
-			// The claim's script buries the entry past max_attempts; the
-			// engine learns of it only from Claim.Dead.
+			// The claim holds the entry past max_attempts and its Commit
+			// buries it; the engine learns of it only from Claim.Dead.
 			spec, ids := queue(t, h, 2, nil)
 			spec.MaxAttempts = 2
-			// The burying claim counts a delivery of its own.
+			// The claim that lists it dead counts a delivery of its own.
 			deadtest.ExpectClaimDead(t, h.drv, spec, ids, func(ran int) int { return ran + 1 },
 				func() []string { return h.DeadLettered(t, spec) })
 		}},

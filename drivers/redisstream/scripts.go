@@ -6,38 +6,22 @@ import "github.com/redis/go-redis/v9"
 // ARGV[1] on stream KEYS[1], atomically: first entries of dead consumers
 // (XAUTOCLAIM with min idle time ARGV[4] ms, which counts a delivery),
 // then new entries (XREADGROUP >). An entry whose delivery count exceeds
-// ARGV[5] (0: no limit) is copied to the dead-letter stream KEYS[2] with
-// ARGV[6] as the reason, and its last error from the hash KEYS[3] (see
-// releaseScript) if it has one, acknowledged, and not returned for the
-// claimer to run; it is listed apart, so that the engine reports it dead
-// (it learns of it from nothing else). It returns {{dead entry}...,
+// ARGV[5] (0: no limit) is not returned for the claimer to run but listed
+// apart, so that the engine reports it dead (it learns of it from nothing
+// else). It stays pending under the claimer, its idle time reset by the
+// XAUTOCLAIM, so the claim's lease holds it like its other entries: the
+// claim's Commit buries it (buryScript) once the engine recorded it dead,
+// and an entry whose claim is aborted or lost comes back for a later
+// claim to list dead again. Burying it here would lose it to the log
+// when the engine's record never comes. It returns {{dead entry}...,
 // {entry}...}, each entry {id, deliveries, {field, value, ...}}.
 var claimScript = redis.NewScript(`
-local stream, dead, errs = KEYS[1], KEYS[2], KEYS[3]
+local stream = KEYS[1]
 local group, consumer = ARGV[1], ARGV[2]
 local max = tonumber(ARGV[3])
 local minidle = ARGV[4]
 local maxatt = tonumber(ARGV[5])
-local reason = ARGV[6]
-local out, n, buried = {}, 0, {}
-local function bury(id, fields, count)
-  local args = {dead, '*'}
-  for i = 1, #fields do args[#args + 1] = fields[i] end
-  for _, kv in ipairs({{'cursorflow_id', id}, {'cursorflow_stream', stream}, {'cursorflow_group', group},
-      {'cursorflow_deliveries', tostring(count)}, {'cursorflow_reason', reason}}) do
-    args[#args + 1] = kv[1]
-    args[#args + 1] = kv[2]
-  end
-  local lasterr = redis.call('HGET', errs, id)
-  if lasterr then
-    args[#args + 1] = 'cursorflow_last_error'
-    args[#args + 1] = lasterr
-  end
-  redis.call('XADD', unpack(args))
-  redis.call('XACK', stream, group, id)
-  redis.call('HDEL', errs, id)
-  buried[#buried + 1] = {id, count, fields}
-end
+local out, n, dead = {}, 0, {}
 local cursor = '0-0'
 for round = 1, 100 do
   if n >= max then break end
@@ -50,7 +34,7 @@ for round = 1, 100 do
       local count = 1
       if p[1] then count = tonumber(p[1][4]) end
       if maxatt > 0 and count > maxatt then
-        bury(id, fields, count)
+        dead[#dead + 1] = {id, count, fields}
       else
         n = n + 1
         out[n] = {id, count, fields}
@@ -68,7 +52,7 @@ if n < max then
     end
   end
 end
-return {buried, out}
+return {dead, out}
 `)
 
 // ackScript acknowledges entries of group ARGV[1] on stream KEYS[1] whose
@@ -119,19 +103,48 @@ end
 return stale
 `)
 
-// deadLetterScript copies each still-pending entry (ids in ARGV[3..]) of
-// group ARGV[1] on stream KEYS[1] to the dead-letter stream KEYS[2] with
-// reason ARGV[2] and its last error (the hash KEYS[3], see
-// releaseScript) if it has one, and acknowledges it. Entries no longer in
-// the stream are dead-lettered with their id only. It returns how many it
-// moved.
-var deadLetterScript = redis.NewScript(`
-local stream, dead, errs, group, reason = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2]
-local moved = 0
-for i = 3, #ARGV do
-  local id = ARGV[i]
+// unclaimDeadScript hands back the entries past max_attempts that an
+// aborted claim held to bury (claimScript): each pending entry of group
+// ARGV[1] on stream KEYS[1] whose delivery count equals its token's
+// (pairs of id, count from ARGV[3]) gets an idle time of ARGV[2] ms, at
+// least the lease, so the next claim reclaims it at once, and the
+// delivery count it had before the aborted claim took it (RETRYCOUNT
+// count - 1), so that the reclaim lists it dead with the same count: the
+// aborted listing is undone, not counted as a delivery. It returns the ids
+// it refused: not pending any more, or claimed again since.
+var unclaimDeadScript = redis.NewScript(`
+local stream, group, idle = KEYS[1], ARGV[1], ARGV[2]
+local stale = {}
+for i = 3, #ARGV, 2 do
+  local id, count = ARGV[i], ARGV[i + 1]
   local p = redis.call('XPENDING', stream, group, id, id, 1)
-  if p[1] then
+  if p[1] and tostring(p[1][4]) == count then
+    redis.call('XCLAIM', stream, group, p[1][2], 0, id, 'IDLE', idle, 'RETRYCOUNT', tonumber(count) - 1, 'JUSTID')
+  else
+    stale[#stale + 1] = id
+  end
+end
+return stale
+`)
+
+// buryScript copies pending entries of group ARGV[1] on stream KEYS[1]
+// (pairs of id, count from ARGV[3]) to the dead-letter stream KEYS[2],
+// with reason ARGV[2] and their last error (the hash KEYS[3], see
+// releaseScript) if they have one, and acknowledges them. A non-empty
+// count fences: the entry is moved only if its delivery count still
+// equals it, that is if the claim that listed it dead still holds it (one
+// whose lease ran out and whose entry another claim took over leaves it
+// to that claim, which lists it dead too); an empty count (the engine's
+// DeadLetter request) moves any pending entry. Entries no longer in the
+// stream are dead-lettered with their id only. It returns {moved,
+// {refused id}...}.
+var buryScript = redis.NewScript(`
+local stream, dead, errs, group, reason = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2]
+local moved, stale = 0, {}
+for i = 3, #ARGV, 2 do
+  local id, want = ARGV[i], ARGV[i + 1]
+  local p = redis.call('XPENDING', stream, group, id, id, 1)
+  if p[1] and (want == '' or tostring(p[1][4]) == want) then
     local args = {dead, '*'}
     local e = redis.call('XRANGE', stream, id, id)
     if e[1] then
@@ -151,7 +164,9 @@ for i = 3, #ARGV do
     redis.call('XACK', stream, group, id)
     redis.call('HDEL', errs, id)
     moved = moved + 1
+  elseif want ~= '' then
+    stale[#stale + 1] = id
   end
 end
-return moved
+return {moved, stale}
 `)
