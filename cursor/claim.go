@@ -52,6 +52,13 @@ type Claim struct {
 	// dead twice, which the engine counts twice: over-reporting, never a
 	// row dead-lettered that the log does not report.
 	Dead []Row
+	// More, on a claim of no Rows, says that the source may still hold
+	// rows to run although this claim returned none: it set aside as many
+	// Dead rows as one claim may (a SQL cursor whose claim rounds found
+	// only rows past max_attempts up to its round limit). The engine then
+	// reports the claim's Dead rows and claims again instead of taking the
+	// slot as drained. Ignored on a claim with Rows.
+	More bool
 
 	mu      sync.Mutex
 	settled bool

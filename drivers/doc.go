@@ -55,7 +55,8 @@
 // no reclaim clause of its own (it may keep one). A claim may hold several
 // statements, and the rows of the last statement that returns a result
 // set are the claimed rows. Zero rows means drained (the transaction then
-// commits at once); a claim that returns no result set at all is an
+// commits at once, unless the claim buried rows past max attempts: see
+// below); a claim that returns no result set at all is an
 // error. The claim is trusted to honour __frame_max_rows.
 //
 // Placeholders. Besides Jinja2, every statement (claim, ack, release,
@@ -107,8 +108,17 @@
 // 1). A row whose counter exceeds the loop's max attempts (the cursor's
 // max_attempts, else frame.max_attempts) is handed to the dead_letter
 // statement, inside the claim's transaction, and not returned; if that
-// leaves a claim empty, the driver claims again, so that zero rows still
-// means drained. Without a dead_letter statement such rows are returned,
+// leaves a claim empty, the driver claims again in the same transaction
+// (the dead_letter statement must take the rows it buries out of the
+// claim's reach, as status = 'dead' does for a claim of status =
+// 'pending' rows), so that zero rows still means drained; after 100 such
+// rounds the claim returns what it set aside marked as not drained
+// (cursor.Claim's More), and the engine claims again once it has recorded
+// them. The
+// claim lists those rows dead (cursor.Claim's Dead), and nothing of it
+// commits before the engine has recorded that: aborting a claim, or a
+// claimer that dies first, buries none of them, and a later claim lists
+// them again. Without a dead_letter statement such rows are returned,
 // with their attempt, for the engine's own policy. The engine dead-letters
 // rows itself when it gives up on a frame (its lease ran out
 // max_attempts times): it issues one more attempt of the frame that only

@@ -194,7 +194,10 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			}
 			claimedAt = time.Now()
 			if len(claim.Rows) == 0 {
-				dp := frameDonePayload{Drained: true, Items: deadItems(claim.Dead)}
+				// No rows: drained, unless the source says it set aside
+				// all it could and may hold more (Claim.More): the slot
+				// then claims again once these dead rows are on record.
+				dp := frameDonePayload{Drained: !claim.More, Items: deadItems(claim.Dead)}
 				dp.Counts = countOutcomes(dp.Items)
 				return nil, w.settleDrained(settle, claim, cmd, done(dp))
 			}

@@ -19,9 +19,13 @@ import (
 // this order) read as a row's delivery counter.
 var attemptColumns = [...]string{"attempts", "attempt", "attempt_count"}
 
-// maxDeadLetterRounds bounds how often one Claim re-runs the claim while
-// every row it returns is dead-lettered, so a dead_letter statement that
-// leaves rows claimable cannot spin forever.
+// maxDeadLetterRounds bounds how often one Claim re-runs the claim, in
+// its one transaction, while every row it returns is dead-lettered, so a
+// backlog of rows past max_attempts does not hold one transaction for
+// ever: the claim then returns what it buried with More set, and the
+// engine claims again once it has recorded them. (A dead_letter statement
+// that leaves the rows it buried claimable is caught at once: the next
+// round returns them again.)
 const maxDeadLetterRounds = 100
 
 // Result is the last row-returning result set of a statement.
@@ -57,6 +61,16 @@ type Executor interface {
 // Tx is a claim's open transaction. It holds one connection (and, in
 // SQLite, the database's write lock) until Commit or Rollback.
 type Tx interface {
+	// Claim runs a rendered claim again inside the transaction, as
+	// Executor.Claim runs it after opening one (with whatever the driver
+	// adds to a claim, such as mysql's mark), and returns the last result
+	// set that has columns. It sees what the transaction did before: a
+	// claim that returned only rows past max_attempts runs again after
+	// their dead_letter statement, uncommitted, so that Commit buries them
+	// together with what the last round claimed, and Rollback buries
+	// nothing. It is not retried: a dropped connection ends the
+	// transaction, which the server rolls back.
+	Claim(ctx context.Context, sql string, args []any) (Result, error)
 	// Exec runs sql inside the transaction, with args as Executor.Exec.
 	Exec(ctx context.Context, sql string, args []any) error
 	// Commit commits the transaction. An error means the outcome is
@@ -68,11 +82,25 @@ type Tx interface {
 }
 
 // DBTx adapts a database/sql transaction to Tx, for drivers built on
-// database/sql. Commit and Rollback ignore their context: the context
-// given to BeginTx governs the transaction.
-func DBTx(tx *sql.Tx) Tx { return dbTx{tx} }
+// database/sql. claim runs a claim statement in tx and reads its result,
+// as the driver's Executor.Claim does once it has begun tx: Tx.Claim
+// calls it. Commit and Rollback ignore their context: the context given
+// to BeginTx governs the transaction.
+func DBTx(tx *sql.Tx, claim func(ctx context.Context, tx *sql.Tx, stmt string, args []any) (Result, error)) Tx {
+	return dbTx{tx, claim}
+}
 
-type dbTx struct{ tx *sql.Tx }
+type dbTx struct {
+	tx    *sql.Tx
+	claim func(context.Context, *sql.Tx, string, []any) (Result, error)
+}
+
+func (t dbTx) Claim(ctx context.Context, stmt string, args []any) (Result, error) {
+	if t.claim == nil {
+		return Result{}, errors.New("sql cursor: DBTx was given no claim function")
+	}
+	return t.claim(ctx, t.tx, stmt, args)
+}
 
 func (t dbTx) Exec(ctx context.Context, stmt string, args []any) error {
 	_, err := t.tx.ExecContext(ctx, stmt, args...)
@@ -213,11 +241,15 @@ func Render(t *dsl.Template, vars map[string]any, dialect string) (string, error
 // rows as a claim whose Commit commits that transaction and whose Abort
 // rolls it back. Rows whose attempt counter exceeds Spec.MaxAttempts are
 // dead-lettered in the same transaction (when a dead_letter statement is
-// configured) and not returned; if that leaves nothing, the transaction
-// commits and the claim runs again, so that zero rows keeps meaning
-// "drained". A claim of zero rows commits at once (a reclaim clause in it
-// keeps its effect). The claim SQL is trusted to honour __frame_max_rows:
-// extra rows are returned rather than stranded in their claimed state.
+// configured), listed in the claim's Dead and not returned. If that
+// leaves no row, the claim runs again in the same transaction (Tx.Claim),
+// so that zero rows keeps meaning "drained": nothing is committed before
+// the engine records the claim, so a drained claim that lists rows dead
+// buries them when it commits, and its Abort, or the claimer's death,
+// buries none. A claim of zero rows and no dead rows commits at once (a
+// reclaim clause in it keeps its effect). The claim SQL is trusted to
+// honour __frame_max_rows: extra rows are returned rather than stranded
+// in their claimed state.
 func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 	if c.closed.Load() {
 		return nil, c.fail("claim", cursor.ErrClosed)
@@ -237,47 +269,78 @@ func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 	}
 	vars["__frame_max_rows"] = max
 	SlotVars(vars, c.spec)
-	var buried []cursor.Row // set aside by this claim's rounds
-	for round := 0; ; round++ {
-		stmt, err := Render(c.spec.Claim, vars, c.exec.Dialect())
-		if err != nil {
-			return nil, c.fail("claim", fmt.Errorf("render claim: %w", err))
-		}
-		args, err := RenderParams(c.opts.ClaimParams, vars)
-		if err != nil {
-			return nil, c.fail("claim", fmt.Errorf("render claim_params: %w", err))
-		}
-		tx, res, err := c.exec.Claim(ctx, stmt, args)
-		if err != nil {
-			return nil, c.fail("claim", err)
-		}
-		live, dead, err := c.rows(res)
-		if err == nil && len(dead) > 0 {
-			err = c.buryInTx(ctx, tx, dead)
-		}
-		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-			return nil, c.fail("claim", err)
-		}
-		if len(live) > max {
-			c.log.Warn("sql cursor: claim returned more rows than __frame_max_rows", "max", max, "rows", len(live))
-		}
-		buried = append(buried, dead...)
-		if len(live) > 0 {
-			claim := c.hold(live, tx)
-			claim.Dead = buried
-			return claim, nil
-		}
+	stmt, err := Render(c.spec.Claim, vars, c.exec.Dialect())
+	if err != nil {
+		return nil, c.fail("claim", fmt.Errorf("render claim: %w", err))
+	}
+	args, err := RenderParams(c.opts.ClaimParams, vars)
+	if err != nil {
+		return nil, c.fail("claim", fmt.Errorf("render claim_params: %w", err))
+	}
+	tx, res, err := c.exec.Claim(ctx, stmt, args)
+	if err != nil {
+		return nil, c.fail("claim", err)
+	}
+	live, buried, more, err := c.claimRounds(ctx, tx, stmt, args, res)
+	if err != nil {
+		// Nothing of any round is committed: rows buried by an earlier
+		// round stay where they were, for a later claim.
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, c.fail("claim", err)
+	}
+	if len(live) > max {
+		c.log.Warn("sql cursor: claim returned more rows than __frame_max_rows", "max", max, "rows", len(live))
+	}
+	if len(live) == 0 && len(buried) == 0 {
 		if err := tx.Commit(ctx); err != nil {
 			return nil, c.fail("claim", fmt.Errorf("commit: %w", err))
 		}
-		if len(dead) == 0 {
-			claim := cursor.NewClaim(nil, nil, nil)
-			claim.Dead = buried
-			return claim, nil
+		return cursor.NewClaim(nil, nil, nil), nil
+	}
+	// A drained claim that buried rows is held too: the engine commits it
+	// once the frame.done that reports them dead is recorded.
+	claim := c.hold(live, tx)
+	claim.Dead, claim.More = buried, more
+	return claim, nil
+}
+
+// claimRounds takes the first round's result res of the claim stmt in tx
+// and dead-letters its rows past max_attempts; while a round returns only
+// such rows it runs the claim again in tx, up to maxDeadLetterRounds
+// rounds (more then reports that it stopped with rows possibly left). It
+// returns the last round's live rows and every round's dead ones, all
+// uncommitted.
+func (c *Cursor) claimRounds(ctx context.Context, tx Tx, stmt string, args []any, res Result) (live, buried []cursor.Row, more bool, err error) {
+	seen := map[string]struct{}{} // keys buried by earlier rounds
+	for round := 1; ; round++ {
+		live, dead, err := c.rows(res)
+		if err != nil {
+			return nil, nil, false, err
 		}
-		if round+1 >= maxDeadLetterRounds {
-			return nil, c.fail("claim", fmt.Errorf("the claim returned only dead-lettered rows %d times in a row; does the dead_letter statement make them unclaimable?", maxDeadLetterRounds))
+		for _, r := range dead {
+			if _, again := seen[r.Key]; again {
+				return nil, nil, false, fmt.Errorf("the claim returned row %q again after the cursor's dead_letter statement "+
+					"set it aside in the same transaction: the dead_letter statement must make the rows it is given "+
+					"unclaimable (move them, or set a status the claim skips)", r.Key)
+			}
+			seen[r.Key] = struct{}{}
+		}
+		if len(dead) > 0 {
+			if err := c.buryInTx(ctx, tx, dead); err != nil {
+				return nil, nil, false, err
+			}
+			buried = append(buried, dead...)
+		}
+		if len(live) > 0 || len(dead) == 0 {
+			return live, buried, false, nil
+		}
+		if round >= maxDeadLetterRounds {
+			c.log.Info("sql cursor: the claim found only rows past max_attempts in every round; reporting those, then claiming again",
+				"rounds", round, "dead", len(buried))
+			return nil, buried, true, nil
+		}
+		if res, err = tx.Claim(ctx, stmt, args); err != nil {
+			return nil, nil, false, fmt.Errorf("claim again after burying %d rows past max_attempts: %w", len(buried), err)
 		}
 	}
 }

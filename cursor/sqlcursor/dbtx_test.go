@@ -26,7 +26,7 @@ func TestDBTxRollbackOfAnEndedTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrapped := DBTx(tx)
+	wrapped := DBTx(tx, nil)
 	if err := wrapped.Exec(ctx, `INSERT INTO t VALUES (1)`, nil); err != nil {
 		t.Fatal(err)
 	}

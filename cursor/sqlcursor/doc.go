@@ -17,7 +17,8 @@
 //     Claim.Abort (or Close, or the claimer's death) rolls back. The rows
 //     of the last statement that returns a result set are the claimed
 //     rows; a claim with no result set at all is an error, never
-//     "drained", and a claim of zero rows commits at once.
+//     "drained", and a claim of zero rows that buried none commits at
+//     once.
 //   - Option "key" names the key column(s); by default "id" if returned,
 //     else the first column. Row.Key is its string form; composite keys
 //     are joined with "/", and when a part holds "/" the key is "/"
@@ -30,8 +31,13 @@
 //     release and dead_letter would settle both or neither.
 //   - A column attempts, attempt or attempt_count is the delivery
 //     counter: Lease.Attempt. Rows past Spec.MaxAttempts are run through
-//     the dead_letter statement, in the claim's transaction, and not
-//     returned.
+//     the dead_letter statement, in the claim's transaction, listed in
+//     the claim's Dead and not returned. When a claim returns only such
+//     rows, it runs again in the same transaction (Tx.Claim), so that
+//     zero rows keeps meaning drained; after 100 such rounds it returns
+//     what it set aside with Claim.More, and the engine claims again.
+//     Every round commits with the claim, after the engine's record, or
+//     rolls back with it.
 //   - Options ack, release and dead_letter are SQL templates compiled once
 //     per Open and rendered per call (Vars) with the scope plus keys
 //     (list of Row.Key), rows (list of row value maps), errors (list of

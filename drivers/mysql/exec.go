@@ -99,14 +99,21 @@ func (e *executor) Claim(ctx context.Context, stmt string, args []any) (sqlcurso
 	if err != nil {
 		return nil, sqlcursor.Result{}, err
 	}
-	return claimTx{sqlcursor.DBTx(tx)}, res, nil
+	return claimTx{sqlcursor.DBTx(tx, e.claim)}, res, nil
 }
 
 // claimTx is a claim's open transaction. A statement run in it (the
-// dead_letter of rows past max_attempts) that loses its connection took
-// the whole claim down with it, uncommitted: its error is classified, so
-// that the engine claims again rather than fail the loop.
+// dead_letter of rows past max_attempts, the claim run again after it)
+// that loses its connection took the whole claim down with it,
+// uncommitted: its error is classified, so that the engine claims again
+// rather than fail the loop.
 type claimTx struct{ sqlcursor.Tx }
+
+// Claim runs the claim and its mark again in the transaction (e.claim).
+func (t claimTx) Claim(ctx context.Context, stmt string, args []any) (sqlcursor.Result, error) {
+	res, err := t.Tx.Claim(ctx, stmt, args)
+	return res, classify(err)
+}
 
 func (t claimTx) Exec(ctx context.Context, stmt string, args []any) error {
 	return classify(t.Tx.Exec(ctx, stmt, args))

@@ -175,6 +175,19 @@ type pgTx struct {
 	c *pgxpool.Conn
 }
 
+// Claim runs a claim again on the transaction's connection: the claim
+// alone, BEGIN and its settings having been sent with the first.
+func (t *pgTx) Claim(ctx context.Context, sql string, args []any) (sqlcursor.Result, error) {
+	if t.c == nil {
+		return sqlcursor.Result{}, errors.New("transaction already ended")
+	}
+	params, err := encodeArgs(args)
+	if err != nil {
+		return sqlcursor.Result{}, err
+	}
+	return query(ctx, t.c, sql, params)
+}
+
 func (t *pgTx) Exec(ctx context.Context, sql string, args []any) error {
 	if t.c == nil {
 		return errors.New("transaction already ended")

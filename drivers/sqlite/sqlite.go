@@ -180,15 +180,23 @@ func (e executor) Claim(ctx context.Context, stmt string, args []any) (sqlcursor
 	if err != nil {
 		return nil, sqlcursor.Result{}, fmt.Errorf("begin: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, stmt, args...)
-	if err == nil {
-		var res sqlcursor.Result
-		if res, err = scan(rows); err == nil {
-			return sqlcursor.DBTx(tx), res, nil
-		}
+	res, err := claimIn(ctx, tx, stmt, args)
+	if err != nil {
+		_ = tx.Rollback()
+		return nil, sqlcursor.Result{}, err
 	}
-	_ = tx.Rollback()
-	return nil, sqlcursor.Result{}, err
+	return sqlcursor.DBTx(tx, claimIn), res, nil
+}
+
+// claimIn runs a claim in tx and reads its rows. A claim run again in the
+// same transaction (after burying rows past max_attempts) keeps SQLite's
+// write lock: no other writer comes between the rounds.
+func claimIn(ctx context.Context, tx *sql.Tx, stmt string, args []any) (sqlcursor.Result, error) {
+	rows, err := tx.QueryContext(ctx, stmt, args...)
+	if err != nil {
+		return sqlcursor.Result{}, err
+	}
+	return scan(rows)
 }
 
 // Dialect is SQLite's.
