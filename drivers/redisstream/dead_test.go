@@ -212,3 +212,48 @@ func keys(rows []cursor.Row) []string {
 	}
 	return out
 }
+
+// TestDeadBacklogLongerThanOneClaim: more overdue entries past
+// max_attempts than one claim's rounds reach: the claim lists those it
+// reached with More set (the engine claims again rather than take the
+// stream as drained), and the next claim lists the rest, without More.
+func TestDeadBacklogLongerThanOneClaim(t *testing.T) {
+	h := newHarness(t, redisstream.Config{})
+	ctx := t.Context()
+	spec, ids := queue(t, h, 150, nil)
+	spec.MaxAttempts, spec.Lease = 1, time.Minute
+	cur := openAt(t, h, spec, 0)
+	rows, err := cursortest.ClaimCommitted(ctx, cur, 150)
+	if err != nil || len(rows) != 150 {
+		t.Fatalf("first claim: %d rows, %v; want 150", len(rows), err)
+	}
+	if err := cur.Release(ctx, rows); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	var listed []string
+	for i, want := range []struct {
+		dead int
+		more bool
+	}{{100, true}, {50, false}} {
+		c, err := cur.Claim(ctx, 1)
+		if err != nil {
+			t.Fatalf("claim %d: %v", i+1, err)
+		}
+		if len(c.Rows) != 0 || len(c.Dead) != want.dead || c.More != want.more {
+			t.Fatalf("claim %d: %d rows, %d dead, More %v; want 0, %d, %v", i+1, len(c.Rows), len(c.Dead), c.More, want.dead, want.more)
+		}
+		for _, r := range c.Dead {
+			listed = append(listed, r.Key)
+		}
+		if err := c.Commit(ctx); err != nil {
+			t.Fatalf("claim %d: Commit: %v", i+1, err)
+		}
+	}
+	slices.Sort(listed)
+	want := slices.Clone(ids)
+	slices.Sort(want)
+	if !slices.Equal(listed, want) {
+		t.Fatalf("listed dead %d entries, want each of the %d once", len(listed), len(want))
+	}
+	expectNothingLeft(t, cur)
+}

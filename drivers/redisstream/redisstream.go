@@ -288,7 +288,7 @@ func (c *Cursor) runClaimed(ctx context.Context, s *redis.Script, keys []string,
 // while claiming would leave them dead-lettered with nothing on record
 // when the engine's record never comes.
 func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
-	rows, held, err := c.claim(ctx, max)
+	rows, held, more, err := c.claim(ctx, max)
 	if err != nil {
 		return nil, err
 	}
@@ -303,6 +303,7 @@ func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 		return err
 	}
 	claim := cursor.NewClaim(rows, func(ctx context.Context) error { return c.bury(ctx, held) }, abort)
+	claim.More = more
 	// The engine learns of the dead entries by key; their lease tokens stay
 	// with the claim, which alone settles them.
 	for _, r := range held {
@@ -319,24 +320,24 @@ func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 // run. Zero rows means that nothing is new and nothing is overdue (other
 // than dead entries); entries other consumers hold within their lease are
 // theirs.
-func (c *Cursor) claim(ctx context.Context, max int) (rows, dead []cursor.Row, err error) {
+func (c *Cursor) claim(ctx context.Context, max int) (rows, dead []cursor.Row, more bool, err error) {
 	if c.closed.Load() {
-		return nil, nil, c.fail("claim", cursor.ErrClosed)
+		return nil, nil, false, c.fail("claim", cursor.ErrClosed)
 	}
 	if max < 1 {
-		return nil, nil, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", max))
+		return nil, nil, false, c.fail("claim", fmt.Errorf("max rows %d, want at least 1", max))
 	}
 	start := time.Now()
 	v, err := c.run(ctx, claimScript, []string{c.opts.Stream},
 		c.opts.Group, c.consumer, max, c.lease.Milliseconds(), max0(c.spec.MaxAttempts))
 	if err != nil {
-		return nil, nil, c.fail("claim", err)
+		return nil, nil, false, c.fail("claim", err)
 	}
 	dead, rows, err = parseClaim(v)
 	if err != nil {
 		// The script ran: the entries it claimed, dead or not, come back
 		// when the lease runs out.
-		return nil, nil, c.fail("claim", err)
+		return nil, nil, false, c.fail("claim", err)
 	}
 	deadline := start.Add(c.lease)
 	for i := range rows {
@@ -345,7 +346,7 @@ func (c *Cursor) claim(ctx context.Context, max int) (rows, dead []cursor.Row, e
 	for i := range dead {
 		dead[i].Lease.Deadline = deadline
 	}
-	return rows, dead, nil
+	return rows, dead, claimMore(v), nil
 }
 
 // bury copies the entries past max_attempts that a claim held, now on the
@@ -413,7 +414,7 @@ func max0(n int) int {
 // tokens.
 func parseClaim(v any) (dead, rows []cursor.Row, err error) {
 	top, ok := v.([]any)
-	if !ok || len(top) != 2 {
+	if !ok || len(top) < 2 || len(top) > 3 {
 		return nil, nil, fmt.Errorf("unexpected claim reply %T", v)
 	}
 	if dead, err = parseEntries(top[0]); err != nil {
@@ -423,6 +424,17 @@ func parseClaim(v any) (dead, rows []cursor.Row, err error) {
 		return nil, nil, fmt.Errorf("unexpected claim reply: claimed %w", err)
 	}
 	return dead, rows, nil
+}
+
+// claimMore reads the flag claimScript's reply ends with: its XAUTOCLAIM
+// rounds ran out before the end of the pending list.
+func claimMore(v any) bool {
+	top, _ := v.([]any)
+	if len(top) != 3 {
+		return false
+	}
+	n, _ := top[2].(int64)
+	return n == 1
 }
 
 // parseEntries reads a list of {id, deliveries, {field, value, ...}}

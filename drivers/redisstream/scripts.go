@@ -14,7 +14,10 @@ import "github.com/redis/go-redis/v9"
 // and an entry whose claim is aborted or lost comes back for a later
 // claim to list dead again. Burying it here would lose it to the log
 // when the engine's record never comes. It returns {{dead entry}...,
-// {entry}...}, each entry {id, deliveries, {field, value, ...}}.
+// {entry}...}, each entry {id, deliveries, {field, value, ...}}, and 1
+// when its XAUTOCLAIM rounds ran out before the end of the pending list
+// (0 otherwise): a claim of only dead entries is then not the end of the
+// stream (cursor.Claim.More).
 var claimScript = redis.NewScript(`
 local stream = KEYS[1]
 local group, consumer = ARGV[1], ARGV[2]
@@ -52,7 +55,10 @@ if n < max then
     end
   end
 end
-return {dead, out}
+-- more: the rounds ran out with overdue entries possibly left unseen.
+local more = 0
+if cursor ~= '0-0' then more = 1 end
+return {dead, out, more}
 `)
 
 // ackScript acknowledges entries of group ARGV[1] on stream KEYS[1] whose
