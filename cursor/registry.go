@@ -108,6 +108,19 @@ type TemplateOptioner interface {
 	TemplateOptions() []string
 }
 
+// OptionKeyLister is implemented by drivers whose options are a closed
+// set: OptionKeys lists every key of Spec.Options the driver reads. The
+// engine's lint (engine.LintCursors) warns about a cursor block's other
+// keys, which the driver ignores: a typo such as relase for release would
+// otherwise leave failed rows claimed without a word. The engine's own
+// url option need not be listed. Like a tool's unread keys, these only
+// warn.
+type OptionKeyLister interface {
+	// OptionKeys returns the option keys the driver reads. The caller may
+	// keep and change the slice.
+	OptionKeys() []string
+}
+
 // nilPointer reports whether v holds a nil pointer (a typed nil in an
 // interface), whose first method call would panic.
 func nilPointer(v any) bool {

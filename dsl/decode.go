@@ -30,6 +30,9 @@ type decoder struct {
 	notes    []Diagnostic
 
 	toolKeyed map[*Step]bool // steps that have a tool: key, even a broken one
+	// loopLimits holds the max_in_flight and chunk_size keys each loop
+	// wrote, for lintLoopLimits once the step has settled the loop's mode.
+	loopLimits map[*Loop][]limitKey
 
 	budget    int                 // nodes the value converters may still visit
 	overBudge bool                // the budget error was reported
@@ -64,7 +67,11 @@ func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
 }
 
 func (d *decoder) warnf(n *yaml.Node, format string, args ...any) {
-	d.warns = append(d.warns, Diagnostic{Pos: d.pos(n), Message: fmt.Sprintf(format, args...), Warning: true})
+	d.warnAt(d.pos(n), format, args...)
+}
+
+func (d *decoder) warnAt(p Pos, format string, args ...any) {
+	d.warns = append(d.warns, Diagnostic{Pos: p, Message: fmt.Sprintf(format, args...), Warning: true})
 }
 
 // field checks a key the decoder knows against the table of fields (path

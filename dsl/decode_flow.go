@@ -52,11 +52,13 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 				return true
 			}
 			limitKey = p.key
+			d.noteLimit(l, prefix+p.key, p.k)
 			intField(pair{key: "max_in_flight", k: p.k, v: p.v}, w, &l.MaxInFlight)
 			if l.MaxInFlight > MaxInFlight {
 				d.errorf(p.v, "%s: %d is more than %d", w, l.MaxInFlight, MaxInFlight)
 			}
 		case "chunk_size", "batch_size":
+			d.noteLimit(l, prefix+p.key, p.k)
 			intField(pair{key: "chunk_size", k: p.k, v: p.v}, w, &l.ChunkSize)
 		case "loop_mode":
 			loopMode, _ = d.str(p.v, w)
@@ -223,6 +225,48 @@ func (d *decoder) loop(n *yaml.Node, what string) *Loop {
 	return l
 }
 
+// limitKey is a max_in_flight (concurrency) or chunk_size (batch_size)
+// key a loop wrote: path is its path as written (loop.spec.max_in_flight),
+// k the key's node.
+type limitKey struct {
+	path string
+	k    *yaml.Node
+}
+
+func (d *decoder) noteLimit(l *Loop, path string, k *yaml.Node) {
+	if d.loopLimits == nil {
+		d.loopLimits = make(map[*Loop][]limitKey)
+	}
+	d.loopLimits[l] = append(d.loopLimits[l], limitKey{path: path, k: k})
+}
+
+// lintLoopLimits warns about the limits of s's loop that its mode does
+// not read, once the step has settled the mode (spec.loop_mode fanout on
+// the step changes it): a sequential loop runs one item at a time
+// whatever its max_in_flight, and only mode chunked reads chunk_size. A
+// user who writes max_in_flight: 10 and no mode expects ten items at once
+// and would otherwise get one, without a word.
+func (d *decoder) lintLoopLimits(s *Step, what string) {
+	if s.Loop == nil {
+		return
+	}
+	for _, lk := range d.loopLimits[s.Loop] {
+		name := lk.path[strings.LastIndexByte(lk.path, '.')+1:]
+		switch name {
+		case "max_in_flight", "concurrency":
+			if s.Loop.Mode != ModeSequential || (s.Loop.MaxInFlight == 1 && s.Loop.Templates["max_in_flight"] == nil) {
+				continue
+			}
+			d.warnf(lk.k, "%s: %s does nothing in mode sequential, which runs one item at a time; give mode: parallel (or chunked) to run items at once (ignored)", what, lk.path)
+		default:
+			if s.Loop.Mode == ModeChunked {
+				continue
+			}
+			d.warnf(lk.k, "%s: %s only applies to mode chunked, not %s (ignored)", what, lk.path, s.Loop.Mode)
+		}
+	}
+}
+
 // loopPolicy decodes loop.spec.policy: rules for the loop's items, and
 // NoETL's exec placement hint.
 func (d *decoder) loopPolicy(n *yaml.Node, what string) *Policy {
@@ -313,8 +357,10 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 		default:
 			if c.Options == nil {
 				c.Options = make(map[string]*Value)
+				c.KeyPos = make(map[string]Pos)
 			}
 			c.Options[p.key] = d.valueOf(p.v, what+": cursor."+p.key)
+			c.KeyPos[p.key] = d.pos(p.k)
 		}
 	}
 	if c.Kind == "" {
@@ -587,7 +633,16 @@ func (d *decoder) policy(n *yaml.Node, what string) (*Policy, *Policy) {
 	if rulesNode == nil {
 		return nil, admit
 	}
-	return d.rules(rulesNode, n, what), admit
+	pol := d.rules(rulesNode, n, what)
+	if pol != nil {
+		for i, r := range pol.Rules {
+			if r.Then.Allow != nil {
+				// Only admission decides whether a step runs.
+				d.warnAt(r.Then.allowPos, "%s.rules[%d].then.allow only applies to spec.policy.admit rules (ignored)", what, i)
+			}
+		}
+	}
+	return pol, admit
 }
 
 func (d *decoder) rules(rulesNode, at *yaml.Node, what string) *Policy {
@@ -725,11 +780,13 @@ var (
 func (d *decoder) action(n *yaml.Node, what string) Action {
 	n = d.resolve(n)
 	a := Action{Pos: d.pos(n)}
+	var actionKeys []pair
 	if n != nil && n.Kind == yaml.ScalarNode && !d.isNull(n) {
 		// `then: continue`
 		a.Do = n.Value
 	} else {
 		ps, _ := d.mapping(n, what)
+		actionKeys = ps
 		for _, p := range ps {
 			switch p.key {
 			case "do":
@@ -763,6 +820,7 @@ func (d *decoder) action(n *yaml.Node, what string) Action {
 					d.errorf(p.v, "%s.allow must be true or false", what)
 				}
 				a.Allow = &b
+				a.allowPos = d.pos(p.k)
 			default:
 				d.unknown(p.k, what, p.key)
 			}
@@ -773,6 +831,17 @@ func (d *decoder) action(n *yaml.Node, what string) Action {
 		a.Do = DoContinue
 	case !slices.Contains(policyActions, a.Do):
 		d.errorAt(a.Pos, "%s: bad do %q (want continue, retry, break, jump or fail)", what, a.Do)
+	}
+	// A retry's shape on a rule that does not retry (then: {attempts: 3}
+	// without do: continues at the first failure), or a jump target on
+	// one that does not jump, reads as a setting in force.
+	for _, p := range actionKeys {
+		switch {
+		case p.key == "to" && a.Do != DoJump:
+			d.warnf(p.k, "%s.to only applies to do: jump (this rule's do is %s; ignored)", what, a.Do)
+		case (p.key == "attempts" || p.key == "max_attempts" || p.key == "backoff" || p.key == "delay") && a.Do != DoRetry:
+			d.warnf(p.k, "%s.%s only applies to do: retry (this rule's do is %s; ignored)", what, p.key, a.Do)
+		}
 	}
 	if a.Do == DoJump && a.To == "" {
 		d.errorAt(a.Pos, "%s: do: jump needs to:", what)

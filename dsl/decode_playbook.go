@@ -102,6 +102,8 @@ func (d *decoder) executor(pb *Playbook, n *yaml.Node) {
 					}
 				case "policy":
 					d.executorPolicy(pb, sp.v)
+				default:
+					d.executorUnread(sp.k, "spec."+sp.key)
 				}
 			}
 		}
@@ -118,15 +120,28 @@ func (d *decoder) executorPolicy(pb *Playbook, n *yaml.Node) {
 			}
 		}
 		if p.key != "defaults" {
+			if p.key != "results" {
+				d.executorUnread(p.k, "spec.policy."+p.key)
+			}
 			continue
 		}
 		dps, _ := d.mapping(p.v, "executor.spec.policy.defaults")
 		for _, dp := range dps {
 			if dp.key == "timeout_s" {
 				pb.DefaultTimeout, _ = d.seconds(dp.v, "executor.spec.policy.defaults.timeout_s")
+			} else {
+				d.executorUnread(dp.k, "spec.policy.defaults."+dp.key)
 			}
 		}
 	}
+}
+
+// executorUnread warns about a key of the executor's spec this build does
+// not read. The executor block mostly describes NoETL's runtime and is
+// not refused, but its spec reads as settings in force (a default retry
+// next to the default timeout_s that is honoured): say that it is not.
+func (d *decoder) executorUnread(k *yaml.Node, path string) {
+	d.warnf(k, "executor: %s is not read by this build (ignored): of executor.spec it reads entry_step, no_next_is_error and policy.defaults.timeout_s", path)
 }
 
 func (d *decoder) metadata(pb *Playbook, n *yaml.Node) {
@@ -428,6 +443,7 @@ func (d *decoder) step(n *yaml.Node) *Step {
 			s.Loop.Mode = ModeFanout
 		}
 	}
+	d.lintLoopLimits(s, what)
 	d.lintIterRefs(s, what)
 	d.lintConcurrentCtx(s, what)
 	d.lintLoopStepSetIter(s, what)
@@ -519,6 +535,15 @@ func (d *decoder) stepSpec(s *Step, n *yaml.Node, what string) {
 			s.Spec.Timeout, _ = d.seconds(p.v, what+": spec.timeout")
 		case "on_error":
 			s.Spec.OnError, _ = d.str(p.v, what+": spec.on_error")
+			// The engine reads continue and ignore; anything else fails
+			// the step, so a value it does not know (skip, retry,
+			// Continue) would fail the execution the user meant to get
+			// past.
+			switch s.Spec.OnError {
+			case "", "fail", "continue", "ignore":
+			default:
+				d.errorf(p.v, "%s: bad spec.on_error %q (want fail, continue or ignore)", what, s.Spec.OnError)
+			}
 		case "pool":
 			s.Spec.Pool, _ = d.str(p.v, what+": spec.pool")
 		case "worker_labels":

@@ -328,7 +328,10 @@ type CursorSpec struct {
 	ReclaimAfter time.Duration
 	// Options holds every other key of the cursor block.
 	Options map[string]*Value
-	Pos     Pos
+	// KeyPos is where each key of Options was written, for messages
+	// about the key itself.
+	KeyPos map[string]Pos
+	Pos    Pos
 }
 
 // FrameSpec bounds one frame of a cursor loop.
@@ -442,12 +445,15 @@ type Action struct {
 	Delay time.Duration
 	// Templates holds attempts and delay when written as templates.
 	Templates map[string]*Template
-	// Allow is an admission rule's verdict (then.allow); nil elsewhere.
+	// Allow is an admission rule's verdict (then.allow); other rules
+	// ignore it (validate warns).
 	Allow *bool
 	// To is the jump target (a pipeline task name or a step name).
 	To  string
 	Set []*Assignment
 	Pos Pos
+
+	allowPos Pos // where allow was written, for the warning
 }
 
 // Assignment is one `path: value` entry of a set block, such as

@@ -48,8 +48,51 @@ func Lint(pb *dsl.Playbook, toolReg *tools.Registry) []dsl.Diagnostic {
 				Message: fmt.Sprintf("%s: %s has no configuration key %q (ignored)", what, label, k)})
 		}
 	})
+	out = append(out, lintNextCalls(pb, toolReg)...)
 	out = append(out, lintPlaceholders(pb)...)
 	sortByPos(out)
+	return out
+}
+
+// lintNextCalls warns about the keys of a paginating retry's next_call
+// that the retried task's tool does not read: next_call overrides the
+// task's configuration for the next page, so such a key (paramz for
+// params) changes nothing and the same page is fetched until max_attempts.
+func lintNextCalls(pb *dsl.Playbook, toolReg *tools.Registry) []dsl.Diagnostic {
+	var out []dsl.Diagnostic
+	seen := map[dsl.Pos]bool{} // a step's retry serves each of its tasks
+	check := func(t *dsl.Task, r *dsl.Retry, what string, role taskRole) {
+		if r == nil {
+			return
+		}
+		known, label := lintKeys(t, role, toolReg)
+		if known == nil {
+			return
+		}
+		for _, rule := range r.Rules {
+			for _, k := range sortedKeys(rule.NextCall) {
+				pos := rule.NextCall[k].Pos
+				if slices.Contains(known, k) || seen[pos] {
+					continue
+				}
+				seen[pos] = true
+				out = append(out, dsl.Diagnostic{Pos: pos, Warning: true,
+					Message: fmt.Sprintf("%s: retry next_call: %s has no configuration key %q (ignored)", what, label, k)})
+			}
+		}
+	}
+	for _, s := range pb.Workflow {
+		for _, t := range s.Tool {
+			what := "step " + s.Name
+			if t.Name != "" {
+				what += ": task " + t.Name
+			}
+			check(t, retryOf(s, t), what, roleTool)
+		}
+	}
+	for _, t := range pb.Workbook {
+		check(t, t.Retry, "workbook action "+t.Name, roleAction)
+	}
 	return out
 }
 
@@ -168,7 +211,11 @@ func LintCursors(pb *dsl.Playbook, reg *cursor.Registry) []dsl.Diagnostic {
 		}
 		cs := s.Loop.Cursor
 		driver, err := reg.Lookup(cs.Kind)
-		if err != nil || !driver.Features().LeaseExpiry {
+		if err != nil {
+			continue
+		}
+		out = append(out, lintCursorOptions(s.Name, cs, driver)...)
+		if !driver.Features().LeaseExpiry {
 			continue
 		}
 		attempts := s.Loop.Frame.MaxAttempts
@@ -181,6 +228,32 @@ func LintCursors(pb *dsl.Playbook, reg *cursor.Registry) []dsl.Diagnostic {
 					"(a worker killed or stalled after its claim) among them, so its rows would be dead-lettered without running; "+
 					"give max_attempts 2 or more", s.Name, cs.Kind)})
 		}
+	}
+	return out
+}
+
+// lintCursorOptions warns about the options of cursor block cs that its
+// driver does not read, when the driver lists what it reads
+// (cursor.OptionKeyLister): the driver ignores them, so a typo (relase
+// for release, steam for stream) would change nothing, silently. url is
+// the engine's own (the credential a block without auth names).
+func lintCursorOptions(step string, cs *dsl.CursorSpec, driver cursor.Driver) []dsl.Diagnostic {
+	l, ok := driver.(cursor.OptionKeyLister)
+	if !ok {
+		return nil
+	}
+	known := append(l.OptionKeys(), "url")
+	var out []dsl.Diagnostic
+	for _, k := range sortedKeys(cs.Options) {
+		if slices.Contains(known, k) {
+			continue
+		}
+		pos, ok := cs.KeyPos[k]
+		if !ok {
+			pos = cs.Options[k].Pos
+		}
+		out = append(out, dsl.Diagnostic{Pos: pos, Warning: true, Message: fmt.Sprintf(
+			"step %s: loop.cursor: a %s cursor has no option %q (ignored)", step, cs.Kind, k)})
 	}
 	return out
 }

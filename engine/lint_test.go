@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/builtin"
 	"github.com/cursorflow/cursorflow/tools/noop"
@@ -213,5 +215,88 @@ workflow:
 		if !strings.HasPrefix(got[i], want[i]) {
 			t.Errorf("warning %d: %s\nwant it to start %s", i, got[i], want[i])
 		}
+	}
+}
+
+// TestLintCursorOptions: a cursor block's keys other than kind, auth,
+// claim and the engine's own go to its driver, which ignores any it does
+// not read (the SQL drivers without a word). A typo such as relase for
+// release left a failed row claimed in its table for good; a driver that
+// lists its options (cursor.OptionKeyLister) now has the others warned
+// about at their place, as a tool's unread keys are.
+func TestLintCursorOptions(t *testing.T) {
+	_, creg, closer := stdwire.Registries(nil, slog.New(slog.DiscardHandler), false)
+	t.Cleanup(func() { _ = closer.Close() })
+	pb, err := dsl.Parse("p.yaml", []byte(`apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: t}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    loop:
+      iterator: row
+      cursor:
+        kind: postgres
+        auth: pg
+        claim: "SELECT id FROM jobs"
+        key: id
+        ack: "UPDATE jobs SET done = true WHERE id = ANY(%(keys)s)"
+        relase: "UPDATE jobs SET claimed = false WHERE id = ANY(%(keys)s)"
+        dead_letter: "DELETE FROM jobs WHERE id = ANY(%(keys)s)"
+    next: [drain]
+  - step: drain
+    tool: {kind: noop}
+    loop:
+      iterator: msg
+      cursor: {kind: redisstream, auth: r, steam: jobs, url: "redis://x", max_attempts: 3}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range engine.LintCursors(pb, creg) {
+		if !d.Warning {
+			t.Errorf("%s is not a warning", d.Error())
+		}
+		got = append(got, d.Error())
+	}
+	want := []string{
+		`p.yaml:15:9: step start: loop.cursor: a postgres cursor has no option "relase" (ignored)`,
+		`p.yaml:22:44: step drain: loop.cursor: a redisstream cursor has no option "steam" (ignored)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("LintCursors =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestLintNextCallKeys: a paginating retry's next_call overrides the
+// task's configuration for the next page, so a key its tool does not read
+// (paramz for params) changes nothing: the same page is fetched again and
+// again until max_attempts. It is warned about as the task's own unread
+// keys are, for a step's retry and a task's alike.
+func TestLintNextCallKeys(t *testing.T) {
+	t.Parallel()
+	got := lint(t, `workflow:
+  - step: start
+    tool:
+      kind: http
+      url: http://example.com
+      retry:
+        - when: "{{ response.more }}"
+          then:
+            next_call: {params: {page: 2}, paramz: {page: 2}}
+    next: [step_retry]
+  - step: step_retry
+    tool: {kind: http, url: http://example.com}
+    retry:
+      - when: "{{ response.more }}"
+        then: {next_call: {url: http://example.com/2, body_json: {}}}
+`)
+	want := []string{
+		`p.yaml:9:52: step start: retry next_call: tool kind http has no configuration key "paramz" (ignored)`,
+		`p.yaml:15:66: step step_retry: retry next_call: tool kind http has no configuration key "body_json" (ignored)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("lint:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -32,6 +32,12 @@ const (
 // call; the engine must pass them unrendered (see cursor.TemplateOptioner).
 func TemplateOptions() []string { return []string{OptAck, OptRelease, OptDeadLetter, OptClaimParams} }
 
+// OptionKeys returns every option key ParseOptions reads; a SQL driver's
+// OptionKeys (cursor.OptionKeyLister) starts from it.
+func OptionKeys() []string {
+	return []string{OptKey, OptAck, OptRelease, OptDeadLetter, OptClaimParams}
+}
+
 // Statement is a SQL statement option: the SQL, and the values bound to
 // its parameters when it has params. Written as a string (no params) or
 // as {sql: ..., params: [...]}.

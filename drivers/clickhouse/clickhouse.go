@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -76,6 +78,9 @@ func New(cfg Config) *Driver {
 	}
 	return &Driver{cfg: cfg, log: log, conns: clientcache.New(driver.Conn.Close), ready: make(map[string]bool)}
 }
+
+// OptionKeys lists the options the driver reads (cursor.OptionKeyLister).
+func (d *Driver) OptionKeys() []string { return slices.Sorted(maps.Keys(knownOpts)) }
 
 // Features reports what the driver guarantees. Claims are merge-based
 // (no locks) and expire on their own; completion is recorded by Ack;

@@ -100,6 +100,10 @@ func (d *Driver) Features() cursor.Features {
 	}
 }
 
+// OptionKeys lists the options the driver reads (cursor.OptionKeyLister):
+// the SQL cursor's and mark.
+func (d *Driver) OptionKeys() []string { return append(sqlcursor.OptionKeys(), OptMark) }
+
 // TemplateOptions names the options the driver renders itself per call
 // (mark, ack, release, dead_letter); the engine passes them unrendered.
 func (d *Driver) TemplateOptions() []string {

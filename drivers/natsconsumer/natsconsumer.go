@@ -112,6 +112,11 @@ func New(cfg Config) *Driver {
 	}), consumers: make(map[string]*consumerEntry)}
 }
 
+// OptionKeys lists the options the driver reads (cursor.OptionKeyLister).
+func (d *Driver) OptionKeys() []string {
+	return []string{OptStream, OptConsumer, OptDurable, OptSubject, OptDeadLetterSubject, OptURL}
+}
+
 // Features reports what the driver guarantees: batch claims, redelivery
 // after AckWait (the lease), explicit acks, delivery counts as attempts
 // and a dead letter. JetStream accepts an ack from a holder whose

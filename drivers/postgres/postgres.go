@@ -76,6 +76,9 @@ func (d *Driver) Features() cursor.Features {
 // (ack, release, dead_letter); the engine passes them unrendered.
 func (d *Driver) TemplateOptions() []string { return sqlcursor.TemplateOptions() }
 
+// OptionKeys lists the options the driver reads (cursor.OptionKeyLister).
+func (d *Driver) OptionKeys() []string { return sqlcursor.OptionKeys() }
+
 // Open returns a cursor over spec's claim on the database that
 // spec.Credential (a postgres:// URL or key=value DSN) names.
 func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, error) {

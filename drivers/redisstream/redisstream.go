@@ -57,6 +57,11 @@ func New(cfg Config) *Driver {
 	return &Driver{cfg: cfg, log: log, clients: clientcache.New((*redis.Client).Close), groups: make(map[string]bool)}
 }
 
+// OptionKeys lists the options the driver reads (cursor.OptionKeyLister).
+func (d *Driver) OptionKeys() []string {
+	return []string{OptStream, OptGroup, OptConsumer, OptDeadLetterStream, OptStart, OptDeleteAcked, OptURL}
+}
+
 // Features reports what the driver guarantees: batch claims, redelivery
 // of entries whose lease (the consumer group's idle time) ran out,
 // acknowledgement by XACK, delivery counts as attempts, a dead-letter

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -107,6 +109,9 @@ func New(cfg Config) *Driver {
 	}
 	return &Driver{cfg: cfg, log: log, buckets: clientcache.New(func(b *bucket) error { return b.b.Close() })}
 }
+
+// OptionKeys lists the options the driver reads (cursor.OptionKeyLister).
+func (d *Driver) OptionKeys() []string { return slices.Sorted(maps.Keys(knownOptions)) }
 
 // Features reports what the driver guarantees: batch claims, leases that
 // expire on their own, acknowledgement by moving the object, dead

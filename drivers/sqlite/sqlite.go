@@ -79,6 +79,9 @@ func (d *Driver) Features() cursor.Features {
 // (ack, release, dead_letter); the engine passes them unrendered.
 func (d *Driver) TemplateOptions() []string { return sqlcursor.TemplateOptions() }
 
+// OptionKeys lists the options the driver reads (cursor.OptionKeyLister).
+func (d *Driver) OptionKeys() []string { return sqlcursor.OptionKeys() }
+
 // Open returns a cursor over spec's claim on the database file that
 // spec.Credential names: a path, sqlite:PATH, sqlite://PATH or a file: URI.
 func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, error) {
