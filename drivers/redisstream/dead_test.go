@@ -79,7 +79,7 @@ func TestDeadEntriesBuriedOnCommit(t *testing.T) {
 		// Another claimer gets them once the lease ran out, dead again.
 		other := openAt(t, h, spec, 1)
 		var c *cursor.Claim
-		for c == nil {
+		for {
 			got, err := other.Claim(ctx, 2)
 			if err != nil {
 				t.Fatalf("Claim: %v", err)
