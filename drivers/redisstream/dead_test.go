@@ -257,3 +257,36 @@ func TestDeadBacklogLongerThanOneClaim(t *testing.T) {
 	}
 	expectNothingLeft(t, cur)
 }
+
+// TestNoMoreWithoutDead: another claimer holds, within its lease, more
+// entries than one claim's XAUTOCLAIM rounds scan (Redis scans at most ten
+// per entry asked for, in each round), and nothing is new, overdue or
+// dead. A claim then finds nothing and must not say More: the engine would
+// claim again at once, find the same, and never let the slot drain, a
+// loop that spins for as long as the other claimer holds its entries (each
+// claim starts its scan over from the head of the pending list).
+func TestNoMoreWithoutDead(t *testing.T) {
+	h := newHarness(t, redisstream.Config{})
+	ctx := t.Context()
+	spec, _ := queue(t, h, 1100, nil)
+	spec.MaxAttempts, spec.Lease = 3, time.Minute
+	holder := openAt(t, h, spec, 1)
+	held, err := cursortest.ClaimCommitted(ctx, holder, 1100)
+	if err != nil || len(held) != 1100 {
+		t.Fatalf("the other claimer's claim: %d rows, %v; want 1100", len(held), err)
+	}
+	cur := openAt(t, h, spec, 0)
+	for i := range 2 {
+		c, err := cur.Claim(ctx, 1)
+		if err != nil {
+			t.Fatalf("claim %d: %v", i+1, err)
+		}
+		if len(c.Rows) != 0 || len(c.Dead) != 0 || c.More {
+			t.Fatalf("claim %d: %d rows, %d dead, More %v; want nothing and not More (the slot drains)",
+				i+1, len(c.Rows), len(c.Dead), c.More)
+		}
+		if err := c.Commit(ctx); err != nil {
+			t.Fatalf("claim %d: Commit: %v", i+1, err)
+		}
+	}
+}

@@ -432,7 +432,9 @@ func parseClaim(v any) (dead, rows []cursor.Row, err error) {
 }
 
 // claimMore reads the flag claimScript's reply ends with: its XAUTOCLAIM
-// rounds ran out before the end of the pending list.
+// rounds ran out before the end of the pending list after finding dead
+// entries (rounds that found none set no flag: a claim that scans from
+// the head again would find the same, for ever).
 func claimMore(v any) bool {
 	top, _ := v.([]any)
 	if len(top) != 3 {

@@ -16,8 +16,8 @@ import "github.com/redis/go-redis/v9"
 // when the engine's record never comes. It returns {{dead entry}...,
 // {entry}...}, each entry {id, deliveries, {field, value, ...}}, and 1
 // when its XAUTOCLAIM rounds ran out before the end of the pending list
-// (0 otherwise): a claim of only dead entries is then not the end of the
-// stream (cursor.Claim.More).
+// after finding dead entries (0 otherwise): a claim of only dead entries
+// is then not the end of the stream (cursor.Claim.More).
 var claimScript = redis.NewScript(`
 local stream = KEYS[1]
 local group, consumer = ARGV[1], ARGV[2]
@@ -55,9 +55,13 @@ if n < max then
     end
   end
 end
--- more: the rounds ran out with overdue entries possibly left unseen.
+-- more: the rounds ran out with overdue entries possibly left unseen,
+-- having found dead ones, which the claim's Commit takes off the pending
+-- list. Rounds that found none make no progress a next claim could build
+-- on (it scans from the head again): saying more then would have the
+-- engine claim for ever while other consumers hold a long pending list.
 local more = 0
-if cursor ~= '0-0' then more = 1 end
+if cursor ~= '0-0' and #dead > 0 then more = 1 end
 return {dead, out, more}
 `)
 
