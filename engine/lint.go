@@ -65,6 +65,15 @@ func lintNextCalls(pb *dsl.Playbook, toolReg *tools.Registry) []dsl.Diagnostic {
 		if r == nil {
 			return
 		}
+		if t.Kind == "workbook" {
+			// A call's next_call overrides the called action's
+			// configuration (runAction hands it to the action's tool),
+			// not the call's input. A call of no action is Check's.
+			if t.Target == nil {
+				return
+			}
+			t, role = t.Target, roleAction
+		}
 		known, label := lintKeys(t, role, toolReg)
 		if known == nil {
 			return

@@ -269,6 +269,31 @@ workflow:
 	}
 }
 
+// TestLintNextCallOfWorkbookCall: a workbook call that paginates has its
+// next_call applied to the called action's tool (runAction hands it to
+// runTool with the action's configuration), so next_call: {params: ...}
+// on a call of an http action is read, and is no warning; a key the
+// action's tool does not read is.
+func TestLintNextCallOfWorkbookCall(t *testing.T) {
+	t.Parallel()
+	got := lint(t, `workbook:
+  - name: fetch_page
+    tool: {kind: http, url: http://example.com, params: {page: 1}}
+workflow:
+  - step: start
+    tool: {kind: workbook, name: fetch_page}
+    retry:
+      - when: "{{ response.more }}"
+        then: {next_call: {params: {page: 2}, paramz: {page: 2}}}
+`)
+	want := []string{
+		`p.yaml:9:55: step start: retry next_call: tool kind http has no configuration key "paramz" (ignored)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("lint:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestLintNextCallKeys: a paginating retry's next_call overrides the
 // task's configuration for the next page, so a key its tool does not read
 // (paramz for params) changes nothing: the same page is fetched again and
