@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -810,4 +811,41 @@ func TestEventStreamEndsForClientNotReading(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the stream to a client that reads nothing was still writing after 30s")
 	}
+}
+
+// Over HTTP/2 a write deadline that passes resets the stream even while
+// nothing is being written: an idle event stream, quiet for longer than
+// StreamWriteTimeout between keepalives, must stay open.
+func TestEventStreamIdleLongerThanWriteTimeoutHTTP2(t *testing.T) {
+	t.Parallel()
+	s := apitest.Start(t, apitest.Config{Token: testToken, Logger: testLogger(t), Configure: func(c *api.Config) {
+		c.StreamWriteTimeout = 100 * time.Millisecond
+		c.KeepAlive = 600 * time.Millisecond
+	}})
+	h2 := httptest.NewUnstartedServer(s.HTTP.Config.Handler)
+	h2.EnableHTTP2 = true
+	h2.StartTLS()
+	defer h2.Close()
+	b := &bundle{s}
+	id := b.start(t, api.StartRequest{Source: gatedPlaybook})
+	b.waitInFlight(t, id)
+	defer close(s.Gate)
+
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, h2.URL+"/v1/executions/"+id+"/events/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	res, err := h2.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.ProtoMajor != 2 || res.StatusCode != http.StatusOK {
+		t.Fatalf("%s %d, want HTTP/2 200", res.Proto, res.StatusCode)
+	}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if sc.Text() == ": keepalive" {
+			return // the stream outlived several write timeouts of quiet
+		}
+	}
+	t.Fatalf("the idle stream ended before its first keepalive: %v", sc.Err())
 }

@@ -381,6 +381,9 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	// A server-wide WriteTimeout would cut long streams: each write gets
 	// its own deadline instead (a client that stops reading blocks a
 	// write once its socket buffers fill; the deadline ends the stream).
+	// The deadline is cleared while the stream waits for events: over
+	// HTTP/2 a deadline that passes resets the stream even with no write
+	// in progress.
 	writing := func() { _ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout)) }
 	writing()
 	writeFailed := func(err error) {
@@ -440,6 +443,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 		}
+		_ = rc.SetWriteDeadline(time.Time{})
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.KeepAlive)
 		err = s.cfg.Log.Wait(wctx, id, after)
 		cancel()
