@@ -184,11 +184,24 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				p.Cancelled = true
 				return nil, done(p)
 			}
+			cut := false
 			err = w.retryTransient(ctx, cmd, "claim", cancelled, func(ctx context.Context) error {
 				var cerr error
-				claim, cerr = cur.Claim(ctx, max(1, fs.MaxRows))
+				cut = claimUnlessCancelled(ctx, cancelled, func(cctx context.Context) {
+					claim, cerr = cur.Claim(cctx, max(1, fs.MaxRows))
+				})
 				return cerr
 			})
+			if cut {
+				// The cancel came while the claim ran (blocked on a lock,
+				// say): nothing is on record, so whatever it claimed goes
+				// back, and the frame reports the cancel.
+				if err == nil {
+					w.giveBack(settle, claim, cmd, len(claim.Rows), abortCutFailed)
+				}
+				p.Cancelled = true
+				return nil, done(p)
+			}
 			if err != nil {
 				return nil, fail(fmt.Sprintf("loop.cursor.claim: %v", err))
 			}
@@ -673,7 +686,14 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 		// may render with it.
 		return nil, false, nil, nil
 	}
-	claim, err := cur.Claim(ctx, max(1, fs.MaxRows))
+	var claim *cursor.Claim
+	if claimUnlessCancelled(ctx, cancelled, func(cctx context.Context) { claim, err = cur.Claim(cctx, max(1, fs.MaxRows)) }) {
+		// Cancelled while claiming ahead: this frame is reported alone.
+		if err == nil {
+			w.giveBack(settle, claim, cmd, len(claim.Rows), abortAheadFailed)
+		}
+		return nil, false, nil, errClaimCut
+	}
 	if err != nil {
 		// A claim error the slot's next frame meets again and reports.
 		return nil, false, nil, err
@@ -717,6 +737,72 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 		return nil, false, nil, err
 	}
 	return &chainedFrame{cmd: ncmd, held: &heldClaim{claim: claim, rows: rows, at: claimedAt}}, true, nil, nil
+}
+
+// abortCutFailed is the warning of a claim a cancel came during that could
+// not be aborted.
+const abortCutFailed = "cursor: aborting a claim the execution's cancel came during failed; the source's rollback or lease takes the rows back"
+
+// errClaimCut says a claim was cut short by the execution's cancel.
+var errClaimCut = errors.New("execution cancelled while claiming")
+
+// claimUnlessCancelled runs claim with a context that ends when ctx does
+// or, while claim runs, when the execution is cancelled (cancelled
+// closes), so that a claim blocked in its source (a lock another session
+// holds, a connection gone silent) does not keep a cancel waiting until
+// the source answers. It reports whether the cancel ended the context.
+// The context never ends once claim returned: a transactional claim's
+// transaction lives on in it until it is committed or aborted, and
+// database/sql rolls a transaction back when its context ends.
+func claimUnlessCancelled(ctx context.Context, cancelled <-chan struct{}, claim func(context.Context)) bool {
+	if cancelled == nil {
+		claim(ctx)
+		return false
+	}
+	cctx := &claimCtx{Context: ctx, done: make(chan struct{})}
+	returned := make(chan struct{})
+	watched := make(chan bool, 1)
+	go func() {
+		select {
+		case <-cancelled:
+			cctx.end(context.Canceled)
+			watched <- true
+		case <-ctx.Done():
+			cctx.end(ctx.Err())
+			watched <- false
+		case <-returned:
+			watched <- false
+		}
+	}()
+	claim(cctx)
+	close(returned)
+	return <-watched
+}
+
+// claimCtx is a claim's context (claimUnlessCancelled): ctx's values and
+// deadline, ended only by its watch.
+type claimCtx struct {
+	context.Context
+	done chan struct{}
+	mu   sync.Mutex
+	err  error
+}
+
+func (c *claimCtx) Done() <-chan struct{} { return c.done }
+
+func (c *claimCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *claimCtx) end(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+		close(c.done)
+	}
 }
 
 // closedChan is a channel that is always closed: a release attempt runs

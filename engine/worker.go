@@ -91,8 +91,10 @@ func (w *Worker) clock() clock.Clock {
 // it is given still run. A drained worker stays drained.
 func (w *Worker) Drain() { w.draining.Store(true) }
 
-// Cancel tells the worker that an execution is being cancelled. Its
-// frames running now stop between rows: rows not started are handed back
+// Cancel tells the worker that an execution is being cancelled. A claim
+// its frames are making is cut short (one blocked on a lock or on a
+// connection gone silent included), and the frame reports the cancel,
+// having claimed nothing. Its frames running now stop between rows: rows not started are handed back
 // to the source (or, where the source cannot take them back, run to the
 // end), rows still running one lease later are interrupted, and the frame
 // reports what it did (rows it could neither finish nor hand back are

@@ -1,0 +1,192 @@
+package engine_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/blackhole"
+	"github.com/cursorflow/cursorflow/internal/testenv"
+)
+
+// TestCancelEndsAClaimBlockedOnALock: another session holds the queue
+// table locked (a migration's ACCESS EXCLUSIVE lock, left open), so the
+// loop's claim waits in PostgreSQL. Waiting is fine; but a cancel of the
+// execution must end it. Before, the claim ran on the worker's context,
+// which the cancel does not end: the execution stayed "running" until the
+// frame's lease ran out (60 s here), and the worker's slot and connection
+// stayed blocked until the lock was released, long after. Now the cancel
+// cuts the claim: the execution is cancelled at once, the frame reports
+// the cancel, and no session of the engine still waits on the lock.
+func TestCancelEndsAClaimBlockedOnALock(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	pool, table := pgQueue(t, dsn, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	lockConn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lockConn.Release()
+	lockTx, err := lockConn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lockTx.Rollback(context.Background()) }()
+	if _, err := lockTx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	e, log := cursorEngine(t, dsn)
+	src := strings.ReplaceAll(header+`workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: postgres
+        auth: pg`+claimSQL+`
+      iterator: job
+      spec:
+        mode: cursor
+        max_in_flight: 1
+        frame: {max_rows: 5, process: frame, lease_seconds: 60}
+    tool: {kind: noop}
+`, "{{ table }}", table)
+	id, err := e.Start(ctx, []byte(src), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The claim is waiting on the lock once PostgreSQL shows a session
+	// other than the lock holder waiting for a lock on the table.
+	waiting := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = $1::regclass`, table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for waiting() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the claim never waited on the lock")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
+	start := time.Now()
+	if err := e.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	// Well under the frame's 60 s lease, which ended the cancel before.
+	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer wcancel()
+	sum, err := e.Wait(wctx, id)
+	if err != nil {
+		t.Fatalf("the execution did not end within 15 s of its cancel while its claim waited on a lock: %v", err)
+	}
+	took := time.Since(start)
+	evs, err := log.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dumpOnFail(t, evs) })
+	if sum.Status != engine.StatusCancelled {
+		t.Fatalf("status %s, want cancelled", sum.Status)
+	}
+	var reported bool
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeFrameDone && strings.Contains(string(ev.Payload), `"cancelled":true`) {
+			reported = true
+		}
+	}
+	if !reported {
+		t.Fatalf("no frame.done saying the frame was cancelled")
+	}
+	// The server takes the client's cancel request asynchronously.
+	gone := time.After(5 * time.Second)
+	for n := waiting(); n != 0; n = waiting() {
+		select {
+		case <-gone:
+			t.Fatalf("%d sessions still wait on the lock 5 s after the cancel: the claim was not cut", n)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Logf("cancelled %v after the cancel, the lock still held", took.Round(time.Millisecond))
+}
+
+// TestCancelEndsAClaimOnASilentConnection: the queue's database sits
+// behind a proxy that goes silent (packets dropped, no reset) after a
+// first drain left a pooled connection open. The next execution's claim
+// is sent on that connection and its answer never comes: the frame's
+// heartbeats keep its lease alive, so nothing ends it but a cancel. Before,
+// the cancel did not reach the claim: the execution stayed "running"
+// until the frame's lease ran out (60 s here) and the worker's claim
+// stayed blocked for good. Now the cancel cuts the claim at once.
+func TestCancelEndsAClaimOnASilentConnection(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	pool, table := pgQueue(t, dsn, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := blackhole.Start(t, u.Host)
+	u.Host = proxy.Addr()
+	e, log := cursorEngine(t, u.String())
+	src := strings.ReplaceAll(header+`workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: postgres
+        auth: pg`+claimSQL+`
+      iterator: job
+      spec:
+        mode: cursor
+        max_in_flight: 1
+        frame: {max_rows: 5, process: frame, lease_seconds: 60}
+    tool: {kind: noop}
+`, "{{ table }}", table)
+	if sum, _ := runPlaybook(t, e, log, src, engine.StartOptions{}, 30*time.Second); sum.Status != engine.StatusCompleted {
+		t.Fatalf("first drain, through the proxy still forwarding: %s %s", sum.Status, sum.Error)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE "+table+" SET status = 'pending'"); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Hole()
+	// The network comes back at the end, so that closing the pool does
+	// not wait on the silent connections.
+	defer proxy.Resume()
+	id, err := e.Start(ctx, []byte(src), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The claim is in the hole once the proxy holds bytes it did not pass.
+	for proxy.Held() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("nothing was sent into the hole")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	start := time.Now()
+	if err := e.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer wcancel()
+	sum, err := e.Wait(wctx, id)
+	if err != nil {
+		t.Fatalf("the execution did not end within 15 s of its cancel while its claim waited on a silent connection: %v", err)
+	}
+	if sum.Status != engine.StatusCancelled {
+		t.Fatalf("status %s, want cancelled", sum.Status)
+	}
+	t.Logf("cancelled %v after the cancel, the connection still silent", time.Since(start).Round(time.Millisecond))
+}
