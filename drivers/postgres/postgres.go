@@ -11,6 +11,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
 	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
+	"github.com/cursorflow/cursorflow/internal/pgretry"
 )
 
 // DefaultMaxConns is the default size of each connection pool.
@@ -112,6 +113,7 @@ func (d *Driver) newPool(ctx context.Context, credential string) (*pgxpool.Pool,
 		return nil, errors.New("the credential is not a valid postgres connection string")
 	}
 	pc.MaxConns = int32(min(d.cfg.MaxConns, 1<<30))
+	pgretry.BoundConnect(&pc.ConnConfig.Config, credential)
 	p, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("create pool: %w", err)

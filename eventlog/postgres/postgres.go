@@ -15,6 +15,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/internal/sqllog"
+	"github.com/cursorflow/cursorflow/internal/pgretry"
 )
 
 // Defaults for Config fields left zero.
@@ -114,6 +115,7 @@ func ParsePoolConfig(dsn string) (*pgxpool.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres eventlog: %w", err)
 	}
+	pgretry.BoundConnect(&pcfg.ConnConfig.Config, dsn)
 	if _, ok := pcfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !ok {
 		pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -26,4 +27,20 @@ func ConnectionLost(err error) bool {
 		return strings.HasPrefix(pgErr.Code, "57P") || strings.HasPrefix(pgErr.Code, "08")
 	}
 	return false
+}
+
+// ConnectTimeout bounds a new connection, its TCP connect, TLS and
+// startup together, where the connection string does not set
+// connect_timeout (nor PGCONNECT_TIMEOUT the environment): pgx waits for
+// ever by default, so a server that accepts and never answers (a frozen
+// process, a silent proxy) held a claim, a tool call or an engine's start
+// until its context ended, if it ever did.
+const ConnectTimeout = 10 * time.Second
+
+// BoundConnect sets ConnectTimeout on cfg, parsed from connString, unless
+// the connection string or the environment chose a timeout.
+func BoundConnect(cfg *pgconn.Config, connString string) {
+	if cfg.ConnectTimeout == 0 && !strings.Contains(connString, "connect_timeout") {
+		cfg.ConnectTimeout = ConnectTimeout
+	}
 }

@@ -163,6 +163,7 @@ func (t *Tool) pool(cred tools.Credential) (*pgxpool.Pool, error) {
 		// pgx quotes the connection string in parse errors.
 		return nil, fmt.Errorf("postgres: credential %q: invalid connection URL: %s", cred.Alias, tools.Redact(err.Error(), cred))
 	}
+	pgretry.BoundConnect(&pc.ConnConfig.Config, cred.URL)
 	if !strings.Contains(cred.URL, "pool_max_conns") {
 		pc.MaxConns = DefaultMaxConns
 	}

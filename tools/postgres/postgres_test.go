@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/internal/blackhole"
+	"github.com/cursorflow/cursorflow/internal/pgretry"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/postgres"
@@ -495,5 +499,35 @@ func TestStatementNotRunAgainAfterPartials(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("row %s handed on %d times, want once", id, n)
 		}
+	}
+}
+
+// TestConnectToSilentServerTimesOut: a server that accepts the connection
+// and never answers (a frozen process, a proxy gone silent) fails the
+// call within pgretry.ConnectTimeout, naming the credential, where the
+// URL sets no connect_timeout; before, the call waited for ever.
+func TestConnectToSilentServerTimesOut(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hole := blackhole.Start(t, u.Host)
+	hole.Hole()
+	u.Host = hole.Addr()
+	tool := postgres.New(postgres.Config{})
+	t.Cleanup(func() { tool.Close() })
+	kc := tools.StaticURLs(map[string]string{"frozen": u.String()})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*pgretry.ConnectTimeout)
+	defer cancel()
+	start := time.Now()
+	out, err := tool.Execute(ctx, &tools.Call{Keychain: kc, Config: map[string]any{"auth": "frozen", "command": "SELECT 1"}})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("a silent server must be an error Output, got %v", err)
+	}
+	if out.Status != tools.StatusError || !strings.Contains(out.Error, `"frozen"`) || ctx.Err() != nil {
+		t.Fatalf("after %v: %+v (context: %v); want an error naming the credential within %v", took, out, ctx.Err(), pgretry.ConnectTimeout)
 	}
 }
