@@ -416,8 +416,14 @@ func (d *decider) expire(x expiry) {
 	case reasonResume:
 		// The process died, not the worker: run the same attempt again.
 		// A frame's worker elsewhere may still hold a claim it could not
-		// record: the drain waits for it, as after a lost attempt.
-		p.HoldDrain = x.remote && c.Kind == KindFrame && d.s.semantics >= semanticsClaimHold
+		// record: the drain waits for it, as after a lost attempt. So it
+		// does for a frame whose claim set rows aside (Buried): the
+		// process may have died before that claim committed, and a leased
+		// source then holds them under the dead claimer until its lease
+		// runs out; only a later claim moves them to the dead letter (a
+		// loop over before that would leave them reported dead, unmoved,
+		// and its own consumer group is destroyed with them).
+		p.HoldDrain = (x.remote || len(c.Buried) > 0) && c.Kind == KindFrame && d.s.semantics >= semanticsClaimHold
 		d.reissue(c, p)
 		return
 	case reasonUntaken:

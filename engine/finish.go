@@ -79,6 +79,9 @@ func (f *finisher) finish(cmd *Command) {
 			return
 		}
 		spec.WorkerSlotID = 0
+		// A drained claim of this process whose record ended the loop
+		// commits after that record: it needs what Finish drops.
+		w.settling.wait(ctx, cmd)
 		if err := fin.Finish(ctx, spec); err != nil {
 			log.Warn("cursor loop over; cleaning up its consumer group failed: it stays in the source", "error", err)
 		}
@@ -159,5 +162,62 @@ func (o *orchestrator) executionEnded(ex *execution) {
 	for _, run := range runs {
 		o.finisher.finish(ex.cursorRuns[run])
 		delete(ex.cursorRuns, run)
+	}
+}
+
+// settlingRuns counts, per loop run (execution and loop key), the drained
+// claims of a worker between their frame.done's record and their commit.
+// The zero value is ready to use.
+type settlingRuns struct {
+	mu   sync.Mutex
+	runs map[string]*settlingRun
+}
+
+// settlingRun is one loop run's count; idle closes when it falls to zero.
+type settlingRun struct {
+	n    int
+	idle chan struct{}
+}
+
+func settlingKey(cmd *Command) string { return cmd.ExecutionID + "\x00" + cmd.LoopKey }
+
+// begin counts a drained claim of cmd's loop run until the returned func
+// is called. It must be called before the claim's frame.done is reported,
+// so that a Finish that the record brings about sees it.
+func (s *settlingRuns) begin(cmd *Command) func() {
+	key := settlingKey(cmd)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runs == nil {
+		s.runs = map[string]*settlingRun{}
+	}
+	r := s.runs[key]
+	if r == nil {
+		r = &settlingRun{idle: make(chan struct{})}
+		s.runs[key] = r
+	}
+	r.n++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if r.n--; r.n == 0 {
+			close(r.idle)
+			delete(s.runs, key)
+		}
+	}
+}
+
+// wait waits until no drained claim of cmd's loop run is settling, or
+// ctx ends.
+func (s *settlingRuns) wait(ctx context.Context, cmd *Command) {
+	s.mu.Lock()
+	r := s.runs[settlingKey(cmd)]
+	s.mu.Unlock()
+	if r == nil {
+		return
+	}
+	select {
+	case <-r.idle:
+	case <-ctx.Done():
 	}
 }

@@ -212,7 +212,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				// then claims again once these dead rows are on record.
 				dp := frameDonePayload{Drained: !claim.More, Items: deadItems(claim.Dead)}
 				dp.Counts = countOutcomes(dp.Items)
-				return nil, w.settleDrained(settle, claim, cmd, done(dp))
+				return nil, w.settleDrained(settle, claim, cmd, func() error { return done(dp) })
 			}
 			faultpoint.Hit(faultpoint.FrameClaimed)
 			// The claim is on record before it commits and before any row
@@ -454,18 +454,23 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		w.logger().Debug("frame not chained; reporting it alone", "command_id", cmd.ID, "error", err)
 	}
 	if drained != nil {
-		return nil, w.settleDrained(settle, drained, cmd, done(p))
+		return nil, w.settleDrained(settle, drained, cmd, func() error { return done(p) })
 	}
 	return nil, done(p)
 }
 
-// settleDrained settles a claim of no rows once the frame.done that
-// reports its Dead rows was recorded (recorded is that report's error):
-// Commit lets the source move them to its dead letter, Abort leaves them
-// for a later claim to report again, since the log does not say they are
-// dead. It returns recorded.
-func (w *Worker) settleDrained(settle func(func(context.Context) error) error, claim *cursor.Claim, cmd *Command, recorded error) error {
-	if recorded != nil {
+// settleDrained reports a claim of no rows (report records its
+// frame.done, which lists its Dead rows) and settles it once that is
+// recorded: Commit lets the source move them to its dead letter, Abort
+// leaves them for a later claim to report again, since the log does not
+// say they are dead. It returns report's error.
+//
+// That record may end the loop, and the loop's Finish may drop what the
+// commit needs (redisstream's own consumer group, with the entries the
+// claim holds): Finish waits for the commit (Worker.settling).
+func (w *Worker) settleDrained(settle func(func(context.Context) error) error, claim *cursor.Claim, cmd *Command, report func() error) error {
+	defer w.settling.begin(cmd)()
+	if recorded := report(); recorded != nil {
 		w.giveBack(settle, claim, cmd, 0, "cursor: aborting a drained claim whose dead rows could not be reported failed; the source's lease takes them back")
 		return recorded
 	}

@@ -62,7 +62,11 @@ type Worker struct {
 	AllowCursorURL bool
 
 	cancels cancels
-	resOnce sync.Once
+	// settling counts the drained claims whose frame.done is being
+	// recorded and committed, per loop run: the loop's Finish waits for
+	// them (settleDrained).
+	settling settlingRuns
+	resOnce  sync.Once
 	// draining is set by Drain.
 	draining atomic.Bool
 	res      *results
