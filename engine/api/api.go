@@ -67,6 +67,13 @@ type Config struct {
 	// requires. Empty disables authentication (local development only;
 	// New logs a warning).
 	Token string
+	// AuthFailures is how many failed authentications (a wrong bearer
+	// token, a wrong dashboard login) a client address may make at once;
+	// it earns one more every 3 seconds, and past its allowance it is
+	// answered 429 with Retry-After, its token not looked at. Defaults to
+	// DefaultAuthFailures; negative turns the limit off. Behind a reverse
+	// proxy every client shares the proxy's address, and so the limit.
+	AuthFailures int
 	// AllowedHosts are the host names (without port) an open server
 	// (no Token) answers under besides IP addresses and localhost: a
 	// request naming another host in its Host header gets 403, so a web
@@ -170,6 +177,9 @@ type server struct {
 	// token, so the token itself never sits in a browser.
 	session string
 	log     *slog.Logger
+	// authLimit counts failed authentications per client address (nil:
+	// no limit).
+	authLimit *authLimiter
 }
 
 // Validate reports the first missing or invalid field of cfg, by name.
@@ -211,7 +221,11 @@ func New(cfg Config) http.Handler {
 	if cfg.Projection == nil && cfg.Log != nil {
 		cfg.Projection, _ = engine.NewProjection(engine.ProjectionConfig{Log: cfg.Log, Logger: cfg.Logger})
 	}
-	s := &server{cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.Token)), session: sessionValue(cfg.Token), log: cfg.Logger}
+	if cfg.AuthFailures == 0 {
+		cfg.AuthFailures = DefaultAuthFailures
+	}
+	s := &server{cfg: cfg, tokenHash: sha256.Sum256([]byte(cfg.Token)), session: sessionValue(cfg.Token), log: cfg.Logger,
+		authLimit: newAuthLimiter(cfg.AuthFailures, time.Now)}
 	if cfg.Token == "" {
 		s.log.Warn("api: no bearer token configured; every route is open")
 	}
@@ -326,6 +340,9 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if s.refuseLimited(w, r) {
+			return
+		}
 		scheme, token, ok := strings.Cut(auth, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cursorflow"`)
@@ -334,6 +351,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		}
 		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
 		if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
+			s.authLimit.failed(clientAddr(r))
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cursorflow", error="invalid_token"`)
 			writeError(w, http.StatusUnauthorized, "invalid bearer token")
 			return

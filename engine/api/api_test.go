@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -848,4 +849,45 @@ func TestEventStreamIdleLongerThanWriteTimeoutHTTP2(t *testing.T) {
 		}
 	}
 	t.Fatalf("the idle stream ended before its first keepalive: %v", sc.Err())
+}
+
+// TestGuessingTokensIsLimited: a client that keeps presenting wrong
+// tokens (guessing) is answered 429 once it spent its allowance, before
+// its token is looked at, so even the right token waits; the dashboard's
+// login counts the same way.
+func TestGuessingTokensIsLimited(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *api.Config) { c.AuthFailures = 3 })
+	for i := range 3 {
+		if r := b.doToken(t, fmt.Sprintf("guess-%d", i), http.MethodGet, "/v1/executions", nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("guess %d: status %d, want 401", i, r.status)
+		}
+	}
+	r := b.doToken(t, "guess-3", http.MethodGet, "/v1/executions", nil)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Fatalf("fourth guess: status %d, Retry-After %q; want 429 with Retry-After", r.status, r.header.Get("Retry-After"))
+	}
+	if r := b.do(t, http.MethodGet, "/v1/executions", nil); r.status != http.StatusTooManyRequests {
+		t.Fatalf("the right token while limited: status %d, want 429", r.status)
+	}
+	form := url.Values{"token": {testToken}}
+	req, _ := http.NewRequest(http.MethodPost, b.HTTP.URL+"/ui/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", b.HTTP.URL)
+	res, err := b.HTTP.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("dashboard login while limited: status %d, want 429", res.StatusCode)
+	}
+
+	// The right token from the start spends nothing.
+	ok := setup(t, func(c *api.Config) { c.AuthFailures = 3 })
+	for i := range 10 {
+		if r := ok.do(t, http.MethodGet, "/v1/executions", nil); r.status != http.StatusOK {
+			t.Fatalf("request %d with the right token: status %d", i, r.status)
+		}
+	}
 }

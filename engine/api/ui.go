@@ -124,6 +124,9 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, base+"/ui/", http.StatusSeeOther)
 		return
 	}
+	if s.refuseLimited(w, r) {
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	next := r.PostFormValue("next")
 	if !nextPage.MatchString(next) {
@@ -131,6 +134,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	got := sha256.Sum256([]byte(strings.TrimSpace(r.PostFormValue("token"))))
 	if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
+		s.authLimit.failed(clientAddr(r))
 		s.log.WarnContext(r.Context(), "api: dashboard login with a wrong token", "remote", r.RemoteAddr)
 		s.render(w, r, http.StatusUnauthorized, "login.html", pageData{Base: base, Auth: true, Next: next, Error: "That token is not valid."})
 		return
