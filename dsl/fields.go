@@ -89,7 +89,7 @@ var Fields = []Field{
 	{"step.loop", Honoured, "iterate over a collection or drain a cursor; later steps and the loop's arcs read a collection loop as NoETL's aggregate: STEP.results, its items' data in order, and STEP.stats {total, success, failed}, the items that finished, succeeded and failed (its arcs also see output.results, the items' result envelopes, and output.count)"},
 	{"step.tool", Honoured, "a task mapping, a pipeline list, or a kind name with the tool's fields on the step"},
 	{"step.next", Honoured, "routing: a name, a list, or {spec, arcs}"},
-	{"step.spec.timeout", Honoured, "bounds one run of the tool chain (seconds, a duration, or a template); a sub-playbook call then waits for its child instead of parking, and cancels it when the time is up"},
+	{"step.spec.timeout", Honoured, "bounds one run of the tool chain (seconds, a duration, or a template); a sub-playbook call then waits for its child instead of parking, and cancels it when the time is up; in a cursor loop it bounds each row's (or frame's) body, not the claim, which a cancel ends"},
 	{"step.spec.on_error", Honoured, "fail (the default), continue or ignore (any other value is refused); continue/ignore: a failed step routes with event.name call.error instead of failing the execution; a loop step fails at its first failed item (items not started do not run: a loop policy rule with then: {do: continue} runs them all)"},
 	{"step.spec.pool", Honoured, "worker pool that runs the step's commands"},
 	{"step.spec.worker_labels", Honoured, "labels a worker must have to run the step's commands (engine/natsjs); the pool takes them when no such worker is alive"},
