@@ -9,7 +9,6 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/blackhole"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
@@ -137,7 +136,7 @@ func TestCancelEndsAClaimOnASilentConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := blackhole.Start(t, u.Host)
+	proxy := testenv.NewProxy(t, u.Host)
 	u.Host = proxy.Addr()
 	e, log := cursorEngine(t, u.String())
 	src := strings.ReplaceAll(header+`workflow:

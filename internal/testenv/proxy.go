@@ -1,9 +1,9 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -13,17 +13,24 @@ import (
 // client at once: point the client at [Proxy.Addr] and call
 // [Proxy.DropConnections]. Servers such as NATS, ClickHouse or an S3
 // gateway offer no way to kick one client; to the client, a proxy that
-// closes its sockets looks exactly like that.
+// closes its sockets looks exactly like that. [Proxy.Hole] makes it go
+// silent instead, as a stuck middlebox, a NAT that forgot the connection
+// or a frozen server does: it stops forwarding in both directions without
+// closing either side's socket, so a client sees neither data nor an
+// error, until [Proxy.Resume].
 type Proxy struct {
 	ln     net.Listener
 	target string
 	wg     sync.WaitGroup
+	quit   chan struct{} // closed when the proxy closes
+	held   atomic.Int64
 
 	mu       sync.Mutex
 	conns    map[net.Conn]bool // both ends of every open pair
 	closed   bool
 	refuse   int // connections still to close on arrival
 	accepted int
+	open     chan struct{} // closed while forwarding (no Hole)
 }
 
 // NewProxy listens on a free port of 127.0.0.1 and forwards every
@@ -35,7 +42,9 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("testenv: proxy listen: %v", err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]bool)}
+	open := make(chan struct{})
+	close(open)
+	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]bool), open: open, quit: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -135,16 +144,83 @@ func (p *Proxy) accept() {
 	}
 }
 
-// pipe copies src to dst until either side closes, then closes both.
+// Hole stops forwarding: what either side sends is held back, and no
+// socket closes. A pipe waiting at the hole ends only with Resume or the
+// proxy's close, not with DropConnections.
+func (p *Proxy) Hole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+		p.open = make(chan struct{})
+	default:
+	}
+}
+
+// Resume forwards again, what was held back first.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+	default:
+		close(p.open)
+	}
+	p.held.Store(0)
+}
+
+// Held is how many bytes a client or the target sent into the hole since
+// it opened: more than zero once someone waits on an answer that cannot
+// come.
+func (p *Proxy) Held() int64 { return p.held.Load() }
+
+func (p *Proxy) gate() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.open
+}
+
+// pipe copies src to dst, holding each read back while the proxy is in a
+// Hole, until either side closes; then it closes both.
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	_ = dst.Close()
-	_ = src.Close()
-	p.mu.Lock()
-	delete(p.conns, dst)
-	delete(p.conns, src)
-	p.mu.Unlock()
+	defer func() {
+		_ = dst.Close()
+		_ = src.Close()
+		p.mu.Lock()
+		delete(p.conns, dst)
+		delete(p.conns, src)
+		p.mu.Unlock()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if gate := p.gate(); !isClosed(gate) {
+				p.held.Add(int64(n))
+				select {
+				case <-gate:
+				case <-p.quit:
+					return
+				}
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // close stops accepting, cuts every connection and waits for the
@@ -154,6 +230,7 @@ func (p *Proxy) close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	close(p.quit)
 	p.DropConnections()
 	p.wg.Wait()
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cursorflow/cursorflow/dsl"
-	"github.com/cursorflow/cursorflow/internal/blackhole"
 	"github.com/cursorflow/cursorflow/internal/pgretry"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
@@ -513,7 +512,7 @@ func TestConnectToSilentServerTimesOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hole := blackhole.Start(t, u.Host)
+	hole := testenv.NewProxy(t, u.Host)
 	hole.Hole()
 	u.Host = hole.Addr()
 	tool := postgres.New(postgres.Config{})
