@@ -74,21 +74,7 @@ workflow:
 	if !run.killedBySIGKILL() {
 		t.Fatal("the run was not killed at its third claim")
 	}
-	b, _ := os.ReadFile(run.out.Name())
-	id := ""
-	for _, f := range strings.Fields(string(b)) {
-		if len(f) == 36 && strings.Count(f, "-") == 4 {
-			id = f
-			break
-		}
-	}
-	if id == "" {
-		t.Fatalf("no execution id in the run's output:\n%s", b)
-	}
-	out, err := exec.CommandContext(ctx, cli, "resume", id, "--eventlog", logURL, "--credential", cred, "--json").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `"status":"completed"`) {
-		t.Fatalf("resume: %v\n%s", err, out)
-	}
+	resumeKilled(ctx, t, cli, run, logURL, cred)
 	ran, _ := os.ReadFile(side)
 	var missing []int
 	for i := 1; i <= entries; i++ {
@@ -176,21 +162,7 @@ workflow:
 	if !run.killedBySIGKILL() {
 		t.Fatal("the run was not killed at its third claim's record")
 	}
-	b, _ := os.ReadFile(run.out.Name())
-	id := ""
-	for _, f := range strings.Fields(string(b)) {
-		if len(f) == 36 && strings.Count(f, "-") == 4 {
-			id = f
-			break
-		}
-	}
-	if id == "" {
-		t.Fatalf("no execution id in the run's output:\n%s", b)
-	}
-	out, err := exec.CommandContext(ctx, cli, "resume", id, "--eventlog", logURL, "--credential", cred, "--json").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `"status":"completed"`) {
-		t.Fatalf("resume: %v\n%s", err, out)
-	}
+	out := resumeKilled(ctx, t, cli, run, logURL, cred)
 	if !strings.Contains(string(out), `"dead":1`) && !strings.Contains(string(out), `"dead":2`) {
 		t.Fatalf("the log does not report entry 1 dead:\n%s", out)
 	}
@@ -271,4 +243,26 @@ workflow:
 			t.Fatalf("drain %d: the log reports entry %s dead; the dead-letter stream holds %v\n%s", i, badID, dead, out)
 		}
 	}
+}
+
+// resumeKilled resumes the execution whose id the killed run printed and
+// returns the resume's JSON summary, once it completed.
+func resumeKilled(ctx context.Context, t *testing.T, cli string, run *proc, logURL, cred string) []byte {
+	t.Helper()
+	b, _ := os.ReadFile(run.out.Name())
+	id := ""
+	for _, f := range strings.Fields(string(b)) {
+		if len(f) == 36 && strings.Count(f, "-") == 4 {
+			id = f
+			break
+		}
+	}
+	if id == "" {
+		t.Fatalf("no execution id in the run's output:\n%s", b)
+	}
+	out, err := exec.CommandContext(ctx, cli, "resume", id, "--eventlog", logURL, "--credential", cred, "--json").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"status":"completed"`) {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	return out
 }
