@@ -69,26 +69,9 @@ func TestCancelEndsAClaimBlockedOnALock(t *testing.T) {
 		}
 		return n
 	}
-	for waiting() == 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the claim never waited on the lock")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-
-	start := time.Now()
-	if err := e.Cancel(ctx, id); err != nil {
-		t.Fatal(err)
-	}
+	pollUntil(ctx, t, func() bool { return waiting() > 0 }, "the claim never waited on the lock")
 	// Well under the frame's 60 s lease, which ended the cancel before.
-	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
-	defer wcancel()
-	sum, err := e.Wait(wctx, id)
-	if err != nil {
-		t.Fatalf("the execution did not end within 15 s of its cancel while its claim waited on a lock: %v", err)
-	}
-	took := time.Since(start)
+	sum, took := cancelWithin(ctx, t, e, id, 15*time.Second, "while its claim waited on a lock")
 	evs, err := log.Read(ctx, id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -167,25 +150,40 @@ func TestCancelEndsAClaimOnASilentConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The claim is in the hole once the proxy holds bytes it did not pass.
-	for proxy.Held() == 0 {
+	pollUntil(ctx, t, func() bool { return proxy.Held() > 0 }, "nothing was sent into the hole")
+	sum, took := cancelWithin(ctx, t, e, id, 15*time.Second, "while its claim waited on a silent connection")
+	if sum.Status != engine.StatusCancelled {
+		t.Fatalf("status %s, want cancelled", sum.Status)
+	}
+	t.Logf("cancelled %v after the cancel, the connection still silent", took.Round(time.Millisecond))
+}
+
+// pollUntil polls cond (a state of a server outside the test's control)
+// until it holds, failing t with msg if ctx ends first.
+func pollUntil(ctx context.Context, t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	for !cond() {
 		select {
 		case <-ctx.Done():
-			t.Fatal("nothing was sent into the hole")
+			t.Fatal(msg)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// cancelWithin cancels execution id and waits for it to end, failing t
+// if it does not within d; it returns its summary and how long it took.
+func cancelWithin(ctx context.Context, t *testing.T, e *engine.Engine, id string, d time.Duration, while string) (*engine.Summary, time.Duration) {
+	t.Helper()
 	start := time.Now()
 	if err := e.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
-	defer wcancel()
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
 	sum, err := e.Wait(wctx, id)
 	if err != nil {
-		t.Fatalf("the execution did not end within 15 s of its cancel while its claim waited on a silent connection: %v", err)
+		t.Fatalf("the execution did not end within %v of its cancel %s: %v", d, while, err)
 	}
-	if sum.Status != engine.StatusCancelled {
-		t.Fatalf("status %s, want cancelled", sum.Status)
-	}
-	t.Logf("cancelled %v after the cancel, the connection still silent", time.Since(start).Round(time.Millisecond))
+	return sum, time.Since(start)
 }
