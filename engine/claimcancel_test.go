@@ -2,10 +2,15 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -43,19 +48,7 @@ func TestCancelEndsAClaimBlockedOnALock(t *testing.T) {
 	}
 
 	e, log := cursorEngine(t, dsn)
-	src := strings.ReplaceAll(header+`workflow:
-  - step: start
-    loop:
-      cursor:
-        kind: postgres
-        auth: pg`+claimSQL+`
-      iterator: job
-      spec:
-        mode: cursor
-        max_in_flight: 1
-        frame: {max_rows: 5, process: frame, lease_seconds: 60}
-    tool: {kind: noop}
-`, "{{ table }}", table)
+	src := frameDrain(table, "{kind: noop}")
 	id, err := e.Start(ctx, []byte(src), engine.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -122,19 +115,7 @@ func TestCancelEndsAClaimOnASilentConnection(t *testing.T) {
 	proxy := testenv.NewProxy(t, u.Host)
 	u.Host = proxy.Addr()
 	e, log := cursorEngine(t, u.String())
-	src := strings.ReplaceAll(header+`workflow:
-  - step: start
-    loop:
-      cursor:
-        kind: postgres
-        auth: pg`+claimSQL+`
-      iterator: job
-      spec:
-        mode: cursor
-        max_in_flight: 1
-        frame: {max_rows: 5, process: frame, lease_seconds: 60}
-    tool: {kind: noop}
-`, "{{ table }}", table)
+	src := frameDrain(table, "{kind: noop}")
 	if sum, _ := runPlaybook(t, e, log, src, engine.StartOptions{}, 30*time.Second); sum.Status != engine.StatusCompleted {
 		t.Fatalf("first drain, through the proxy still forwarding: %s %s", sum.Status, sum.Error)
 	}
@@ -186,4 +167,82 @@ func cancelWithin(ctx context.Context, t *testing.T, e *engine.Engine, id string
 		t.Fatalf("the execution did not end within %v of its cancel %s: %v", d, while, err)
 	}
 	return sum, time.Since(start)
+}
+
+// frameDrain is a playbook draining table on one slot, a frame of 5 rows
+// at a time, with tool as each frame's body; its lease (60 s) is longer
+// than any cancel these tests wait for.
+func frameDrain(table, tool string) string {
+	return strings.ReplaceAll(header+`workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: postgres
+        auth: pg`+claimSQL+`
+      iterator: job
+      spec:
+        mode: cursor
+        max_in_flight: 1
+        frame: {max_rows: 5, process: frame, lease_seconds: 60}
+    tool: `+tool+`
+`, "{{ table }}", table)
+}
+
+// TestCancelEndsAClaimMadeAhead: the claim a frame makes for the slot's
+// next frame, before it reports (chaining), is cut by a cancel too. The
+// first frame's body waits on an advisory lock the test holds; meanwhile
+// the test locks the queue table, then lets the body finish, so the claim
+// made ahead waits on the table lock when the cancel comes.
+func TestCancelEndsAClaimMadeAhead(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	pool, table := pgQueue(t, dsn, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := rand.Int64()
+	hold := func() (pgx.Tx, func()) {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := c.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var once sync.Once
+		return tx, func() { once.Do(func() { _ = tx.Rollback(context.Background()); c.Release() }) }
+	}
+	gate, openGate := hold()
+	defer openGate()
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := cursorEngine(t, dsn)
+	id, err := e.Start(ctx, []byte(frameDrain(table, fmt.Sprintf(`{kind: postgres, auth: pg, command: "SELECT pg_advisory_xact_lock(%d)"}`, key))), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(what string) func() bool {
+		return func() bool {
+			var n int
+			q := `SELECT count(*) FROM pg_locks WHERE NOT granted AND ` + what
+			if err := pool.QueryRow(ctx, q).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n > 0
+		}
+	}
+	pollUntil(ctx, t, waiting("locktype = 'advisory'"), "the first frame's body never waited on the advisory lock")
+	lock, unlock := hold()
+	defer unlock()
+	if _, err := lock.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	openGate()
+	pollUntil(ctx, t, waiting("relation = '"+table+"'::regclass"), "the claim made ahead never waited on the table lock")
+	sum, took := cancelWithin(ctx, t, e, id, 15*time.Second, "while its claim made ahead waited on a lock")
+	if sum.Status != engine.StatusCancelled {
+		t.Fatalf("status %s, want cancelled", sum.Status)
+	}
+	t.Logf("cancelled %v after the cancel, the lock still held", took.Round(time.Millisecond))
 }
