@@ -57,6 +57,11 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
+// allowance is what b may still fail at now, refilled since b.at.
+func (l *authLimiter) allowance(b *authBucket, now time.Time) float64 {
+	return min(float64(l.burst), b.left+float64(now.Sub(b.at))/float64(authRefill))
+}
+
 // refilled returns addr's bucket brought up to now (nil: a full
 // allowance). The caller holds l.mu.
 func (l *authLimiter) refilled(addr string, now time.Time) *authBucket {
@@ -64,8 +69,7 @@ func (l *authLimiter) refilled(addr string, now time.Time) *authBucket {
 	if b == nil {
 		return nil
 	}
-	b.left = min(float64(l.burst), b.left+float64(now.Sub(b.at))/float64(authRefill))
-	b.at = now
+	b.left, b.at = l.allowance(b, now), now
 	return b
 }
 
@@ -108,7 +112,7 @@ func (l *authLimiter) failed(addr string) {
 func (l *authLimiter) forget(now time.Time) {
 	var oldest string
 	for addr, b := range l.clients {
-		if b.left+float64(now.Sub(b.at))/float64(authRefill) >= float64(l.burst) {
+		if l.allowance(b, now) >= float64(l.burst) {
 			delete(l.clients, addr)
 			continue
 		}
