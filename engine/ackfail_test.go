@@ -22,11 +22,7 @@ func TestFailedAckHandsRowsBack(t *testing.T) {
 			status TEXT NOT NULL DEFAULT 'pending' CHECK (status <> 'bad'));
 		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 100)
 		INSERT INTO jobs (id) SELECT i FROM s`)
-	reg := tools.NewRegistry()
-	reg.MustRegister("ok", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
-		return tools.Output{Status: tools.StatusSuccess}, nil
-	}))
-	e, log := sqliteEngine(t, path, reg)
+	e, log := sqliteEngine(t, path, okTools())
 	// The ack of the frame holding row 50 breaks the table's CHECK.
 	sum, evs := runPlaybook(t, e, log, jobsPlaybook([]string{
 		`ack: UPDATE jobs SET status = CASE WHEN id = 50 THEN 'bad' ELSE 'done' END WHERE id IN ({{ keys | join(',') }})`, jobsRelease},

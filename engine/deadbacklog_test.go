@@ -7,7 +7,6 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/internal/sqlitetest"
-	"github.com/cursorflow/cursorflow/tools"
 )
 
 // TestDeadBacklogLongerThanOneClaim: a queue whose head holds more rows
@@ -23,11 +22,7 @@ func TestDeadBacklogLongerThanOneClaim(t *testing.T) {
 		attempts INT NOT NULL DEFAULT 0);
 		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 280)
 		INSERT INTO jobs (id, attempts) SELECT i, CASE WHEN i <= 250 THEN 7 ELSE 0 END FROM s`)
-	reg := tools.NewRegistry()
-	reg.MustRegister("ok", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
-		return tools.Output{Status: "ok"}, nil
-	}))
-	e, log := sqliteEngine(t, path, reg)
+	e, log := sqliteEngine(t, path, okTools())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	id, err := e.Start(ctx, []byte(header+`

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/internal/sqlitetest"
-	"github.com/cursorflow/cursorflow/tools"
 )
 
 // TestHandBackDoesNotBuryRows: rows a frame hands back unrun (past its
@@ -21,11 +20,7 @@ func TestHandBackDoesNotBuryRows(t *testing.T) {
 		attempts INT NOT NULL DEFAULT 0, pad TEXT NOT NULL);
 		WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 20)
 		INSERT INTO jobs (id, pad) SELECT i, '`+strings.Repeat("x", 1000)+`' FROM s`)
-	reg := tools.NewRegistry()
-	reg.MustRegister("ok", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
-		return tools.Output{Status: "ok"}, nil
-	}))
-	e, log := sqliteEngine(t, path, reg)
+	e, log := sqliteEngine(t, path, okTools())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	id, err := e.Start(ctx, []byte(header+`

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"strings"
@@ -14,6 +15,15 @@ import (
 	"github.com/cursorflow/cursorflow/internal/sqlitetest"
 	"github.com/cursorflow/cursorflow/tools"
 )
+
+// okTools is a registry whose one tool, ok, succeeds at once.
+func okTools() *tools.Registry {
+	reg := tools.NewRegistry()
+	reg.MustRegister("ok", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	return reg
+}
 
 // sqliteEngine returns an engine on an in-memory log, with reg's tools,
 // that claims from the SQLite file at path through the sqlite cursor
