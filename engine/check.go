@@ -35,7 +35,8 @@ func (e *UnsupportedError) Error() string {
 func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
 
 // Check lists what in pb this build would not run: the fields dsl refuses
-// (pb.Refusals), tool kinds that toolReg does not hold and cursor kinds
+// (pb.Refusals), tool kinds that toolReg does not hold or holds turned off
+// (a tools.Disabler: python, shell, duckdb not enabled) and cursor kinds
 // that cursorReg does not hold. A nil registry skips its check (the
 // orchestrator of a scale-out deployment does not know its workers'
 // tools). The problems are warnings, sorted by position.
@@ -49,16 +50,22 @@ func Check(pb *dsl.Playbook, toolReg *tools.Registry, cursorReg *cursor.Registry
 	}
 	if toolReg != nil {
 		for _, r := range pb.RequiresTools {
-			if _, err := toolReg.Lookup(r.Name); err != nil {
+			tool, err := toolReg.Lookup(r.Name)
+			if err != nil {
 				add(r.Pos, "executor.requires.tools: tool kind %q is not registered in this engine (refused at run)", r.Name)
+			} else if why, off := tools.Disabled(tool); off {
+				add(r.Pos, "executor.requires.tools: tool kind %q is turned off in this engine: %s (refused at run)", r.Name, why)
 			}
 		}
 		eachTask(pb, func(t *dsl.Task, what string, _ taskRole) {
 			if t.Kind == "" || t.Kind == "workbook" {
 				return
 			}
-			if _, err := toolReg.Lookup(t.Kind); err != nil {
+			tool, err := toolReg.Lookup(t.Kind)
+			if err != nil {
 				add(t.Pos, "%s: tool kind %q is not registered in this engine (refused at run)", what, t.Kind)
+			} else if why, off := tools.Disabled(tool); off {
+				add(t.Pos, "%s: tool kind %q is turned off in this engine: %s (refused at run)", what, t.Kind, why)
 			}
 		})
 	}

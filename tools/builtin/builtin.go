@@ -134,10 +134,11 @@ func (c closers) Close() error {
 // lists the keys of the tool it stands for (real, never called), so that
 // a worker's lint (engine.Lint) checks those tasks as the enabled tool's.
 func disabled(kind, what, option string, real tools.ConfigKeyLister) tools.Tool {
+	why := fmt.Sprintf("kind %s %s and is off here (builtin.Options.%s; "+
+		"the example worker's --allow-code; the cursorflow CLI's --no-code turns it off)", kind, what, option)
 	return disabledTool{tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
-		return tools.Output{}, fmt.Errorf("%w: kind %s %s and is off here (builtin.Options.%s; "+
-			"the example worker's --allow-code)", ErrDisabled, kind, what, option)
-	}), real}
+		return tools.Output{}, fmt.Errorf("%w: %s", ErrDisabled, why)
+	}), real, why}
 }
 
 // disabledTool fails every call and lists the keys of the tool it stands
@@ -145,7 +146,12 @@ func disabled(kind, what, option string, real tools.ConfigKeyLister) tools.Tool 
 type disabledTool struct {
 	tools.ToolFunc
 	tools.ConfigKeyLister
+	why string
 }
+
+// Disabled implements tools.Disabler: an engine running these tools
+// itself refuses a playbook that uses the kind before anything runs.
+func (d disabledTool) Disabled() string { return d.why }
 
 // NewRegistry returns a registry holding the built-in tools and the Closer
 // that releases their resources.
