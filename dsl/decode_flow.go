@@ -374,7 +374,45 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 		d.warnf(n, "%s: a %s cursor without a release or dead_letter statement: rows whose body fails, and rows a failed or cancelled frame did not run, "+
 			"stay claimed in the table unless the claim itself takes stale claims back; add release: to hand them back or dead_letter: to set them aside", what, c.Kind)
 	}
+	if slices.Contains(statementCursorKinds, c.Kind) && c.Claim != nil {
+		for _, p := range ps {
+			if p.key == "dead_letter" && !returnsAttempts(c.Claim.Source) {
+				d.warnf(p.k, "%s: cursor.dead_letter never runs: the claim's RETURNING lists no attempts column (%s), "+
+					"from which the driver counts a row's deliveries; a row past max_attempts stops the loop instead of being set aside",
+					what, strings.Join(attemptColumns, ", "))
+			}
+		}
+	}
 	return c
+}
+
+// attemptColumns are the claim columns a SQL cursor reads as a row's
+// delivery counter (cursor/sqlcursor's, which dsl cannot import).
+var attemptColumns = []string{"attempts", "attempt", "attempt_count"}
+
+// returnsAttempts reports whether a claim statement may return an attempts
+// column: false only when its last RETURNING clause, with no SELECT after
+// it (whose list could add the column), names none of attemptColumns and
+// no *. A claim without RETURNING (a SELECT ... FOR UPDATE) is not judged.
+func returnsAttempts(claim string) bool {
+	words := strings.FieldsFunc(strings.ToLower(claim), func(r rune) bool {
+		return !(r == '_' || r == '*' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+	})
+	last := -1
+	for i, w := range words {
+		if w == "returning" {
+			last = i
+		}
+	}
+	if last < 0 {
+		return true
+	}
+	for _, w := range words[last+1:] {
+		if w == "select" || strings.Contains(w, "*") || slices.Contains(attemptColumns, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasKey(ps []pair, key string) bool {

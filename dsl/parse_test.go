@@ -1364,3 +1364,42 @@ func TestArcOnCallErrorWithoutOnError(t *testing.T) {
 		t.Fatalf("call.error warnings %q, want [%q]", got, want)
 	}
 }
+
+// TestCursorDeadLetterNeedsAttempts: a SQL cursor with a dead_letter
+// statement whose claim's RETURNING lists no attempts column warns at
+// dead_letter: the driver counts a row's deliveries only from that column,
+// so the statement never ran and a row past max_attempts stopped the loop.
+// A claim returning the column (or *), or whose rows come from a SELECT
+// after its RETURNING, does not warn.
+func TestCursorDeadLetterNeedsAttempts(t *testing.T) {
+	t.Parallel()
+	const tmpl = `- step: start
+  tool: {kind: noop}
+  loop:
+    iterator: r
+    cursor:
+      kind: postgres
+      auth: pg
+      max_attempts: 2
+      claim: |
+        UPDATE q SET status = 'leased', attempts = attempts + 1
+        WHERE id IN (SELECT id FROM q WHERE status = 'pending' LIMIT 5 FOR UPDATE SKIP LOCKED)
+        RETURNING %s
+      dead_letter: "UPDATE q SET status = 'dead' WHERE id IN %%(keys)s"
+`
+	p := mustParse(t, pb(fmt.Sprintf(tmpl, "id, payload")))
+	const msg = "cursor.dead_letter never runs: the claim's RETURNING lists no attempts column"
+	if !hasWarning(p, msg) {
+		t.Fatalf("no warning about the claim's missing attempts column: %v", p.Warnings)
+	}
+	for _, w := range p.Warnings {
+		if strings.Contains(w.Message, msg) && (w.Pos.Line != 18 || w.Pos.Col != 7) {
+			t.Errorf("warning at %v, want line 18 col 7 (dead_letter)", w.Pos)
+		}
+	}
+	for _, returning := range []string{"id, ATTEMPTS", "id, n AS attempt_count", "*", "id) SELECT id, attempts FROM c"} {
+		if p := mustParse(t, pb(fmt.Sprintf(tmpl, returning))); hasWarning(p, msg) {
+			t.Errorf("RETURNING %s: warned %v", returning, p.Warnings)
+		}
+	}
+}
