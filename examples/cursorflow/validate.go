@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
@@ -127,7 +129,8 @@ func validateFile(path string, verbose bool, out io.Writer, check func(*dsl.Play
 // subPlaybooks warns about a sub-playbook task (kind: playbook) whose path,
 // as written, names no file next to the playbook at file, or a file that
 // does not parse: run would fail the step that calls it. A templated path
-// is left to run time.
+// is left to run time. For a child that parses it warns too about each key
+// the call passes that the child's workload lacks (childArgKeys).
 func subPlaybooks(pb *dsl.Playbook, file string) []dsl.Diagnostic {
 	var out []dsl.Diagnostic
 	check := func(t *dsl.Task, what string) {
@@ -158,7 +161,9 @@ func subPlaybooks(pb *dsl.Playbook, file string) []dsl.Diagnostic {
 		if err != nil {
 			out = append(out, dsl.Diagnostic{Pos: v.Pos, Warning: true,
 				Message: fmt.Sprintf("%s: sub-playbook %s would be refused (run fails this step): %v", what, child, err)})
+			return
 		}
+		out = append(out, childArgKeys(t, cpb, child, what)...)
 	}
 	for _, s := range pb.Workflow {
 		for _, t := range s.Tool {
@@ -167,6 +172,32 @@ func subPlaybooks(pb *dsl.Playbook, file string) []dsl.Diagnostic {
 	}
 	for _, t := range pb.Workbook {
 		check(t, "workbook action "+t.Name)
+	}
+	return out
+}
+
+// childArgKeys warns about each key a sub-playbook task passes to its
+// child (under workload, args or input, merged into the child's workload)
+// that the child's workload block does not hold: a typo (numbrs for
+// numbers) reaches the child as a key it does not read, and the child runs
+// on its own default, silently. A child may read a key it does not
+// declare, so this only warns; a child without a workload block is not
+// checked (as the workload lint does not check one).
+func childArgKeys(t *dsl.Task, cpb *dsl.Playbook, child, what string) []dsl.Diagnostic {
+	if cpb.Workload == nil {
+		return nil
+	}
+	var out []dsl.Diagnostic
+	for _, under := range []string{"workload", "args", "input"} {
+		m := t.Config[under]
+		for _, key := range m.Keys() {
+			if _, ok := cpb.Workload[key]; ok {
+				continue
+			}
+			out = append(out, dsl.Diagnostic{Pos: m.Get(key).Pos, Warning: true,
+				Message: fmt.Sprintf("%s: sub-playbook %s: its workload has no key %s, which the call passes under %s (its keys: %s)",
+					what, child, key, under, strings.Join(slices.Sorted(maps.Keys(cpb.Workload)), ", "))})
+		}
 	}
 	return out
 }

@@ -365,3 +365,52 @@ workflow:
 		t.Fatalf("exit %d, stdout %s stderr %s: want the step name refused at 8", code, out.String(), errOut.String())
 	}
 }
+
+// TestValidateSubPlaybookArgKeys: validate warns about a key a
+// sub-playbook call passes (args, workload or input) that the child's
+// workload block lacks: a typo (numbrs for numbers) reached the child as
+// a key it never read, and the child ran on its default, silently.
+func TestValidateSubPlaybookArgKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	child := filepath.Join(dir, "child.yaml")
+	if err := os.WriteFile(child, []byte(`apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: child}
+workload: {numbers: [], factor: 1}
+workflow:
+  - step: start
+    tool: {kind: noop, total: "{{ (numbers | sum) * factor }}"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	parent := filepath.Join(dir, "parent.yaml")
+	if err := os.WriteFile(parent, []byte(`apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: parent}
+workflow:
+  - step: start
+    tool:
+      kind: playbook
+      path: ./child.yaml
+      args:
+        numbrs: [1, 2]
+        factor: 10
+      workload: {factr: 3}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runValidate(parent)
+	want := []string{
+		parent + ":10:17: warning: step start: sub-playbook " + child + ": its workload has no key numbrs, which the call passes under args (its keys: factor, numbers)",
+		parent + ":12:25: warning: step start: sub-playbook " + child + ": its workload has no key factr, which the call passes under workload (its keys: factor, numbers)",
+	}
+	for _, w := range want {
+		if !strings.Contains(out+errOut, w+"\n") {
+			t.Errorf("validate lacks %q\nexit %d\nstdout %s\nstderr %s", w, code, out, errOut)
+		}
+	}
+	if strings.Contains(out+errOut, "key factor,") {
+		t.Errorf("validate warns about factor, a key of the child's workload:\n%s%s", out, errOut)
+	}
+}
