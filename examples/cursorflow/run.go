@@ -165,6 +165,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 		return exitUsage
 	}
+	for _, w := range setWarnings(f.sets, pb.Workload) {
+		fmt.Fprintf(stderr, "cursorflow: warning: %s\n", w)
+	}
 	// The id is chosen here so that the execution is locked (see
 	// lockExecution) before it starts.
 	u, err := uuid.NewV7()

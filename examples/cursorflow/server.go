@@ -321,6 +321,9 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 		return exitUsage
 	}
+	for _, w := range setWarnings(sets, base) {
+		fmt.Fprintf(stderr, "cursorflow: warning: %s\n", w)
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	started := time.Now()
@@ -410,6 +413,40 @@ func parseSets(sets []string, base map[string]any) (map[string]any, error) {
 		workload[path[0]] = m
 	}
 	return workload, nil
+}
+
+// setWarnings says, one line each, which --set keys (already read by
+// parseSets) the playbook's workload base lacks: a typo (regoin for
+// region, order.amont for order.amount) would otherwise be added in
+// silence while the run reads the workload's own value. A run may add
+// keys on purpose, so these only warn; a playbook without a workload block
+// is not checked (as validate's workload lint does not check one).
+func setWarnings(sets []string, base map[string]any) []string {
+	if base == nil {
+		return nil
+	}
+	var out []string
+	for _, kv := range sets {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, top := base[k]; top {
+			continue
+		}
+		path := strings.Split(k, ".")
+		m, in := base, "the playbook's workload"
+		for i, key := range path {
+			v, ok := m[key]
+			if !ok {
+				out = append(out, fmt.Sprintf("--set %s: %s has no key %s (its keys: %s); the run adds it",
+					k, in, key, strings.Join(slices.Sorted(maps.Keys(m)), ", ")))
+				break
+			}
+			if m, ok = v.(map[string]any); !ok {
+				break
+			}
+			in = "workload " + strings.Join(path[:i+1], ".")
+		}
+	}
+	return out
 }
 
 // setValue reads a --set value: a YAML number, bool or null as that value,

@@ -90,3 +90,41 @@ func TestSetValue(t *testing.T) {
 		}
 	}
 }
+
+// TestSetUnknownKeyWarns: a --set key the playbook's workload lacks (a
+// typo: regoin for region) is said on stderr, naming the key and the
+// workload's keys, and the run goes on with it added. It used to be added
+// in silence, and the run read the workload's own value.
+func TestSetUnknownKeyWarns(t *testing.T) {
+	t.Parallel()
+	pb := filepath.Join(t.TempDir(), "set.yaml")
+	if err := os.WriteFile(pb, []byte(`apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: set_unknown}
+workload:
+  region: eu
+  order: {id: 1, amount: 5}
+workflow:
+  - step: start
+    tool: {kind: noop, r: "{{ region }}"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	args := []string{"run", pb, "--eventlog", "memory:", "--progress", "never",
+		"--set", "regoin=us", "--set", "order.amont=7", "--set", "region=us", "--set", "order.amount=6"}
+	if code := dispatch(args, &out, &errOut); code != exitOK {
+		t.Fatalf("run exited %d: %s %s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{
+		"cursorflow: warning: --set regoin: the playbook's workload has no key regoin (its keys: order, region); the run adds it\n",
+		"cursorflow: warning: --set order.amont: workload order has no key amont (its keys: amount, id); the run adds it\n",
+	} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+		}
+	}
+	if n := strings.Count(errOut.String(), "warning: --set"); n != 2 {
+		t.Errorf("%d --set warnings, want 2 (region and order.amount are keys of the workload):\n%s", n, errOut.String())
+	}
+}
