@@ -273,7 +273,7 @@ func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 	if err != nil {
 		return nil, c.fail("claim", fmt.Errorf("render claim: %w", err))
 	}
-	args, err := RenderParams(c.opts.ClaimParams, vars)
+	args, err := c.renderParams(c.opts.ClaimParams, vars)
 	if err != nil {
 		return nil, c.fail("claim", fmt.Errorf("render claim_params: %w", err))
 	}
@@ -355,7 +355,7 @@ func (c *Cursor) buryInTx(ctx context.Context, tx Tx, dead []cursor.Row) error {
 	if err != nil {
 		return fmt.Errorf("render dead_letter: %w", err)
 	}
-	args, err := RenderParams(c.opts.DeadLetter.Params, vars)
+	args, err := c.renderParams(c.opts.DeadLetter.Params, vars)
 	if err != nil {
 		return fmt.Errorf("render dead_letter params: %w", err)
 	}
@@ -364,6 +364,12 @@ func (c *Cursor) buryInTx(ctx context.Context, tx Tx, dead []cursor.Row) error {
 	}
 	c.log.Info("sql cursor: dead-lettered rows past max attempts", "rows", len(dead), "max_attempts", c.spec.MaxAttempts)
 	return nil
+}
+
+// renderParams is RenderParams, keeping lists for a ListBinder.
+func (c *Cursor) renderParams(params []*dsl.Value, vars map[string]any) ([]any, error) {
+	lb, ok := c.exec.(ListBinder)
+	return renderParams(params, vars, ok && lb.BindsLists())
 }
 
 // hold returns the pending claim of rows in tx.
@@ -592,7 +598,7 @@ func (c *Cursor) run(ctx context.Context, op string, st *Statement, rows []curso
 	if err != nil {
 		return c.fail(op, fmt.Errorf("render %s: %w", op, err))
 	}
-	args, err := RenderParams(st.Params, vars)
+	args, err := c.renderParams(st.Params, vars)
 	if err != nil {
 		return c.fail(op, fmt.Errorf("render %s params: %w", op, err))
 	}

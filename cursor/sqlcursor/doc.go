@@ -49,7 +49,9 @@
 //     be {sql: ..., params: [...]} and the claim takes option
 //     claim_params; each param is rendered like its statement and bound
 //     to the driver's placeholders ($1 or ?), lists and maps as their JSON
-//     text. Such a statement is one statement. Values spliced into SQL
+//     text (an Executor that is a ListBinder gets lists as lists: the
+//     postgres driver binds one as an array where the statement wants
+//     one). Such a statement is one statement. Values spliced into SQL
 //     text go through the sql_literal and sql_ident filters (or NoETL's
 //     %(name)s placeholders, filled as literals).
 package sqlcursor

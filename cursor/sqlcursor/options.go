@@ -207,8 +207,21 @@ func compileParams(name string, v any) ([]*dsl.Value, error) {
 // RenderParams renders params against vars into the values to bind: nil,
 // strings, numbers and booleans as they are, lists and maps as their JSON
 // text (cast or parse them in the SQL). It returns nil for no params, and
-// an empty, non-nil list for an empty params list.
+// an empty, non-nil list for an empty params list. A Cursor whose
+// Executor is a ListBinder keeps lists as lists ([]any).
 func RenderParams(params []*dsl.Value, vars map[string]any) ([]any, error) {
+	return renderParams(params, vars, false)
+}
+
+// ListBinder is implemented by an Executor that binds a list itself (the
+// postgres driver: as an array where the statement wants one, else as its
+// JSON): its args hold list values as []any, where other executors get
+// their JSON text.
+type ListBinder interface {
+	BindsLists() bool
+}
+
+func renderParams(params []*dsl.Value, vars map[string]any, keepLists bool) ([]any, error) {
 	if params == nil {
 		return nil, nil
 	}
@@ -218,8 +231,9 @@ func RenderParams(params []*dsl.Value, vars map[string]any) ([]any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("params[%d]: %w", i, err)
 		}
-		switch v.(type) {
-		case map[string]any, []any:
+		_, isList := v.([]any)
+		_, isMap := v.(map[string]any)
+		if isMap || isList && !keepLists {
 			b, err := json.Marshal(v)
 			if err != nil {
 				return nil, fmt.Errorf("params[%d]: %w", i, err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -67,11 +68,11 @@ func (e *executor) Claim(ctx context.Context, sql string, args []any) (sqlcursor
 	err = e.retry(ctx, "claim", func(c *pgxpool.Conn) (bool, error) {
 		var err error
 		if params == nil {
-			res, err = query(ctx, c, e.begin+sql, nil)
+			res, err = query(ctx, c, e.begin+sql, nil, nil)
 		} else if _, err = c.Conn().PgConn().Exec(ctx, e.begin).ReadAll(); err == nil {
 			// On error the connection goes back to the pool inside its
 			// transaction, and the pool closes it: nothing is claimed.
-			res, err = query(ctx, c, sql, params)
+			res, err = query(ctx, c, sql, args, params)
 		}
 		if err != nil {
 			return false, err
@@ -91,20 +92,28 @@ func (e *executor) Exec(ctx context.Context, sql string, args []any) error {
 		return err
 	}
 	return e.retry(ctx, "exec", func(c *pgxpool.Conn) (bool, error) {
-		return false, execOn(ctx, c.Conn().PgConn(), sql, params)
+		return false, execOn(ctx, c.Conn(), sql, args, params)
 	})
 }
 
-// execOn runs sql on a connection, discarding any result: with params as
-// one bound statement, otherwise with the simple protocol.
-func execOn(ctx context.Context, c *pgconn.PgConn, sql string, params [][]byte) error {
+// execOn runs sql on a connection, discarding any result: with params
+// (args encoded) as one bound statement, otherwise with the simple
+// protocol.
+func execOn(ctx context.Context, c *pgx.Conn, sql string, args []any, params [][]byte) error {
 	if params != nil {
-		_, err := c.ExecParams(ctx, sql, params, nil, nil, nil).Close()
+		if err := pgparam.Typed(ctx, c.PgConn(), c.TypeMap(), sql, args, params); err != nil {
+			return err
+		}
+		_, err := c.PgConn().ExecParams(ctx, sql, params, nil, nil, nil).Close()
 		return err
 	}
-	_, err := c.Exec(ctx, sql).ReadAll()
+	_, err := c.PgConn().Exec(ctx, sql).ReadAll()
 	return err
 }
+
+// BindsLists implements sqlcursor.ListBinder: a list goes as an array
+// where the statement wants one (pgparam.Typed), else as its JSON.
+func (e *executor) BindsLists() bool { return true }
 
 // Dialect is PostgreSQL's.
 func (e *executor) Dialect() string { return sqlquote.Postgres }
@@ -185,7 +194,7 @@ func (t *pgTx) Claim(ctx context.Context, sql string, args []any) (sqlcursor.Res
 	if err != nil {
 		return sqlcursor.Result{}, err
 	}
-	return query(ctx, t.c, sql, params)
+	return query(ctx, t.c, sql, args, params)
 }
 
 func (t *pgTx) Exec(ctx context.Context, sql string, args []any) error {
@@ -196,7 +205,7 @@ func (t *pgTx) Exec(ctx context.Context, sql string, args []any) error {
 	if err != nil {
 		return err
 	}
-	return execOn(ctx, t.c.Conn().PgConn(), sql, params)
+	return execOn(ctx, t.c.Conn(), sql, args, params)
 }
 
 // Commit commits the claim. PostgreSQL answers COMMIT in a failed
@@ -236,9 +245,9 @@ func (t *pgTx) end(ctx context.Context, stmt string) (string, error) {
 // rowChunk is how many rows' values query allocates at once.
 const rowChunk = 16
 
-// query runs sql (with params: as one bound statement) and returns the
-// last result set that has columns.
-func query(ctx context.Context, c *pgxpool.Conn, sql string, params [][]byte) (sqlcursor.Result, error) {
+// query runs sql (with params, args encoded: as one bound statement) and
+// returns the last result set that has columns.
+func query(ctx context.Context, c *pgxpool.Conn, sql string, args []any, params [][]byte) (sqlcursor.Result, error) {
 	m := c.Conn().TypeMap()
 	var res sqlcursor.Result
 	var decodeErr error
@@ -281,6 +290,9 @@ func query(ctx context.Context, c *pgxpool.Conn, sql string, params [][]byte) (s
 		return nil
 	}
 	if params != nil {
+		if err := pgparam.Typed(ctx, c.Conn().PgConn(), m, sql, args, params); err != nil {
+			return sqlcursor.Result{}, err
+		}
 		if err := read(c.Conn().PgConn().ExecParams(ctx, sql, params, nil, nil, nil)); err != nil {
 			return sqlcursor.Result{}, err
 		}

@@ -542,3 +542,50 @@ func TestNumericKeepsEveryDigit(t *testing.T) {
 		t.Fatalf("rows %#v, want one row %#v", rows, want)
 	}
 }
+
+// TestListParamsAsArrays: a list bound where a cursor's statement wants an
+// array goes as that array: claim_params' list in = ANY($1), and the
+// ack's {{ keys }} in name = ANY($1::text[]). Lists used to go as JSON
+// only ("malformed array literal").
+func TestListParamsAsArrays(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, postgres.Config{})
+	table := h.schema + ".listed"
+	names := []string{"O'Brien", `back\slash`, `"quoted"`, "a,b", "{brace}", "left"}
+	if _, err := h.admin.Exec(t.Context(), `CREATE TABLE `+table+` (name text PRIMARY KEY, status text NOT NULL DEFAULT 'pending')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.admin.Exec(t.Context(), `INSERT INTO `+table+` (name) SELECT unnest($1::text[])`, names); err != nil {
+		t.Fatal(err)
+	}
+	wanted := []any{}
+	for _, n := range names[:5] {
+		wanted = append(wanted, n)
+	}
+	spec := cursor.Spec{Kind: "postgres", Credential: h.base, Scope: map[string]any{"table": table, "wanted": wanted},
+		Claim: mustTemplate(t, `UPDATE {{ table }} SET status = 'claimed'
+			WHERE name IN (SELECT name FROM {{ table }} WHERE status = 'pending' AND name = ANY($1) ORDER BY name LIMIT $2) RETURNING name`),
+		Options: map[string]any{
+			"key":          "name",
+			"claim_params": []any{"{{ wanted }}", "{{ __frame_max_rows }}"},
+			"ack":          map[string]any{"sql": `UPDATE {{ table }} SET status = 'done' WHERE name = ANY($1::text[])`, "params": []any{"{{ keys }}"}},
+		},
+	}
+	cur := openCursor(t, h, spec)
+	claim, err := cur.Claim(t.Context(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claim.Rows) != len(wanted) {
+		t.Fatalf("claimed %d rows, want %d", len(claim.Rows), len(wanted))
+	}
+	if err := claim.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.Ack(t.Context(), claim.Rows); err != nil {
+		t.Fatal(err)
+	}
+	if n := statusCount(t, h, table, "done"); n != len(wanted) {
+		t.Fatalf("%d rows done after Ack, want %d", n, len(wanted))
+	}
+}

@@ -5,15 +5,20 @@
 package pgparam
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Encode returns the text form of each value: nil is NULL; strings are as
 // they are; integers, floats and booleans their text; lists and maps their
-// JSON (cast with $n::jsonb). A string with a NUL byte is an error:
+// JSON (cast with $n::jsonb; Typed re-encodes a list the statement wants
+// as an array). A string with a NUL byte is an error:
 // PostgreSQL text cannot hold one.
 func Encode(values []any) ([][]byte, error) {
 	out := make([][]byte, len(values))
@@ -43,4 +48,105 @@ func Encode(values []any) ([][]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// HasList reports whether values hold a list: a value the statement may
+// type as an array (Typed).
+func HasList(values []any) bool {
+	for _, v := range values {
+		if _, ok := v.([]any); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Typed asks the server how sql types its parameters (a Describe of the
+// unnamed statement, one round trip, only when values hold a list) and
+// re-encodes, in params (Encode's of values), each list whose parameter
+// is an array type as that array's text form ({1,2,3}), so that
+// `= ANY($1)` or `$1::int[]` takes a list as psycopg's users expect.
+// A list bound where the statement wants json, jsonb, text or a type m
+// does not know stays JSON. An error of the Describe is the statement's
+// own (a syntax error, an unknown table), as its run would have said.
+func Typed(ctx context.Context, c *pgconn.PgConn, m *pgtype.Map, sql string, values []any, params [][]byte) error {
+	if !HasList(values) {
+		return nil
+	}
+	sd, err := c.Prepare(ctx, "", sql, nil)
+	if err != nil {
+		return err
+	}
+	for i, v := range values {
+		list, ok := v.([]any)
+		if !ok || i >= len(sd.ParamOIDs) {
+			continue
+		}
+		t, ok := m.TypeForOID(sd.ParamOIDs[i])
+		if !ok {
+			continue
+		}
+		if _, isArray := t.Codec.(*pgtype.ArrayCodec); !isArray {
+			continue
+		}
+		b, err := appendArray(nil, list)
+		if err != nil {
+			return fmt.Errorf("$%d: %w", i+1, err)
+		}
+		params[i] = b
+	}
+	return nil
+}
+
+// appendArray appends list in PostgreSQL's array text form: every
+// element double-quoted (the server converts it to the element type),
+// backslash and double quote escaped, nil as NULL, a nested list as a
+// sub-array and a map as its JSON (for json[] and jsonb[]).
+func appendArray(b []byte, list []any) ([]byte, error) {
+	b = append(b, '{')
+	for i, v := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var text string
+		switch x := v.(type) {
+		case nil:
+			b = append(b, "NULL"...)
+			continue
+		case []any:
+			var err error
+			if b, err = appendArray(b, x); err != nil {
+				return nil, err
+			}
+			continue
+		case string:
+			text = x
+		case bool:
+			text = strconv.FormatBool(x)
+		case int:
+			text = strconv.Itoa(x)
+		case int64:
+			text = strconv.FormatInt(x, 10)
+		case float64:
+			text = strconv.FormatFloat(x, 'g', -1, 64)
+		default:
+			j, err := json.Marshal(x)
+			if err != nil {
+				return nil, err
+			}
+			text = string(j)
+		}
+		if strings.IndexByte(text, 0) >= 0 {
+			return nil, fmt.Errorf("element %d: PostgreSQL text cannot hold a NUL byte", i)
+		}
+		b = append(b, '"')
+		for j := 0; j < len(text); j++ {
+			if text[j] == '"' || text[j] == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, text[j])
+		}
+		b = append(b, '"')
+	}
+	return append(b, '}'), nil
 }

@@ -19,3 +19,18 @@ func TestEncode(t *testing.T) {
 		t.Fatal("a NUL byte was accepted")
 	}
 }
+
+func TestAppendArray(t *testing.T) {
+	t.Parallel()
+	got, err := appendArray(nil, []any{nil, `a"b\c`, "", int64(3), true, 1.5, []any{"x", nil}, map[string]any{"k": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{NULL,"a\"b\\c","","3","true","1.5",{"x",NULL},"{\"k\":\"v\"}"}`
+	if string(got) != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	if _, err := appendArray(nil, []any{"a\x00b"}); err == nil {
+		t.Fatal("a NUL byte was accepted")
+	}
+}

@@ -19,7 +19,10 @@
 //
 // A param is sent as text and typed by the server from the statement
 // (cast with $n::type where the statement does not say): nil is NULL,
-// numbers and booleans are their text, lists and maps their JSON.
+// numbers and booleans are their text, maps their JSON, and lists an
+// array where the statement wants one (id = ANY($1), $1::text[]; the
+// server is asked how it types the statement, one round trip more) and
+// their JSON elsewhere.
 //
 // Without params the SQL goes to the server as written, in one
 // simple-protocol query: the tool never splits statements itself, so

@@ -120,9 +120,12 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if cred.Alias == "" {
 		cred.Alias = alias
 	}
-	var params [][]byte
+	var (
+		values []any
+		params [][]byte
+	)
 	if v, ok := call.Config["params"]; ok && v != nil {
-		if params, err = bindParams(v); err != nil {
+		if values, params, err = bindParams(v); err != nil {
 			return tools.Output{}, fmt.Errorf("%w: params: %w", ErrBadConfig, err)
 		}
 		if params == nil {
@@ -133,16 +136,18 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if err != nil {
 		return tools.Output{}, err
 	}
-	return t.run(ctx, pool, cred, sql, params, t.partials(call)), nil
+	return t.run(ctx, pool, cred, sql, values, params, t.partials(call)), nil
 }
 
-// bindParams encodes the params list (values of $1, $2, ...) as text.
-func bindParams(v any) ([][]byte, error) {
+// bindParams returns the params list (values of $1, $2, ...) and its
+// values encoded as text.
+func bindParams(v any) ([]any, [][]byte, error) {
 	list, ok := v.([]any)
 	if !ok {
-		return nil, fmt.Errorf("want a list (values of $1, $2, ...), got %T", v)
+		return nil, nil, fmt.Errorf("want a list (values of $1, $2, ...), got %T", v)
 	}
-	return pgparam.Encode(list)
+	params, err := pgparam.Encode(list)
+	return list, params, err
 }
 
 // pool returns the pool for cred.URL, creating it on first use.
@@ -260,9 +265,9 @@ func serverMajor(conn *pgconn.PgConn) int {
 // die with it) runs once more on a fresh connection, unless rows were
 // handed on already. The server rolled the failed statement back, so the
 // retry runs it at least once, as every row body is run.
-func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string, params [][]byte, part *partials) tools.Output {
+func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string, values []any, params [][]byte, part *partials) tools.Output {
 	for attempt := 0; ; attempt++ {
-		out, lost := t.runOnce(ctx, pool, cred, sql, params, part)
+		out, lost := t.runOnce(ctx, pool, cred, sql, values, params, part)
 		if !lost || attempt > 0 || ctx.Err() != nil || (part != nil && part.stmt > 0) {
 			markTimeout(ctx, &out)
 			return out
@@ -276,7 +281,7 @@ func (t *Tool) run(ctx context.Context, pool *pgxpool.Pool, cred tools.Credentia
 
 // runOnce runs sql on one pooled connection (see run); lost reports that
 // it failed because the connection was lost.
-func (t *Tool) runOnce(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string, params [][]byte, part *partials) (out tools.Output, lost bool) {
+func (t *Tool) runOnce(ctx context.Context, pool *pgxpool.Pool, cred tools.Credential, sql string, values []any, params [][]byte, part *partials) (out tools.Output, lost bool) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return connError(cred, err), false
@@ -310,6 +315,10 @@ func (t *Tool) runOnce(ctx context.Context, pool *pgxpool.Pool, cred tools.Crede
 		return err
 	}
 	if params != nil {
+		// A list the statement types as an array goes as one.
+		if err := pgparam.Typed(ctx, conn.Conn().PgConn(), conn.Conn().TypeMap(), sql, values, params); err != nil {
+			return fail(err)
+		}
 		// Text in, text out: results decode exactly as without params.
 		if err := read(conn.Conn().PgConn().ExecParams(ctx, sql, params, nil, nil, nil)); err != nil {
 			return fail(err)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -528,5 +529,48 @@ func TestConnectToSilentServerTimesOut(t *testing.T) {
 	}
 	if out.Status != tools.StatusError || !strings.Contains(out.Error, `"frozen"`) || ctx.Err() != nil {
 		t.Fatalf("after %v: %+v (context: %v); want an error naming the credential within %v", took, out, ctx.Err(), pgretry.ConnectTimeout)
+	}
+}
+
+// TestListParamsAsArrays: a list bound where the statement wants an array
+// (= ANY($1), $1::text[], an int[][] column) goes as that array, nasty
+// strings and NULL elements intact, as psycopg's users expect; bound where
+// it wants jsonb, the same list stays JSON. A list used to go as JSON
+// only, and = ANY($1::int[]) failed with "malformed array literal".
+func TestListParamsAsArrays(t *testing.T) {
+	t.Parallel()
+	tool, kc, s := setup(t)
+	run := func(command string, params ...any) []any {
+		t.Helper()
+		out, err := tool.Execute(context.Background(), &tools.Call{Keychain: kc,
+			Config: map[string]any{"auth": "pg", "command": command, "params": params}})
+		if err != nil || out.Status != tools.StatusSuccess {
+			t.Fatalf("%s: %v %s", command, err, out.Error)
+		}
+		return out.Data.(map[string]any)["rows"].([]any)
+	}
+	rows := run("SELECT count(*) AS n FROM generate_series(1, 10) g WHERE g = ANY($1::int[])", []any{int64(2), int64(3), int64(11)})
+	if n := rows[0].(map[string]any)["n"]; n != int64(2) {
+		t.Errorf("ANY($1::int[]): %v rows, want 2", n)
+	}
+	withNull := append(slices.Clone(nasty), nil)
+	rows = run("SELECT $1::text[] AS a, array_length($1::text[], 1) AS n", withNull)
+	if got := rows[0].(map[string]any); !reflect.DeepEqual(got["a"], withNull) || got["n"] != int64(len(withNull)) {
+		t.Errorf("$1::text[] = %v (%v elements), want %q", got["a"], got["n"], withNull)
+	}
+	exec(t, tool, kc, "command", fmt.Sprintf(`CREATE TABLE %s.names (name text, grid int[][])`, s))
+	exec(t, tool, kc, "command", fmt.Sprintf(`INSERT INTO %s.names VALUES ('O''Brien', NULL), ('x', NULL)`, s))
+	rows = run(fmt.Sprintf(`SELECT name FROM %s.names WHERE name = ANY($1)`, s), []any{"O'Brien", `"quoted"`})
+	if len(rows) != 1 || rows[0].(map[string]any)["name"] != "O'Brien" {
+		t.Errorf("name = ANY($1): %v", rows)
+	}
+	rows = run(fmt.Sprintf(`UPDATE %s.names SET grid = $1 WHERE name = 'x' RETURNING grid[2][1] AS cell`, s),
+		[]any{[]any{int64(1), int64(2)}, []any{int64(3), int64(4)}})
+	if cell := rows[0].(map[string]any)["cell"]; cell != int64(3) {
+		t.Errorf("int[][] from nested lists: grid[2][1] = %v, want 3", cell)
+	}
+	rows = run("SELECT jsonb_array_length($1::jsonb) AS n, $1::jsonb->>1 AS second", []any{"a", "b,c"})
+	if got := rows[0].(map[string]any); got["n"] != int64(2) || got["second"] != "b,c" {
+		t.Errorf("a list bound as jsonb: %v", got)
 	}
 }
