@@ -395,9 +395,8 @@ var attemptColumns = []string{"attempts", "attempt", "attempt_count"}
 // it (whose list could add the column), names none of attemptColumns and
 // no *. A claim without RETURNING (a SELECT ... FOR UPDATE) is not judged.
 func returnsAttempts(claim string) bool {
-	words := strings.FieldsFunc(strings.ToLower(claim), func(r rune) bool {
-		return !(r == '_' || r == '*' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
-	})
+	inWord := func(r rune) bool { return r == '_' || r == '*' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' }
+	words := strings.FieldsFunc(strings.ToLower(claim), func(r rune) bool { return !inWord(r) })
 	last := -1
 	for i, w := range words {
 		if w == "returning" {
