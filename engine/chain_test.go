@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -427,6 +428,83 @@ func TestChainedReportCopiesAtOnce(t *testing.T) {
 		if errs[i] != nil || answers[i] == nil || answers[i].ID != answers[0].ID {
 			t.Fatalf("copy %d: %v, %v; want the command the first copy got (%v)", i, answers[i], errs[i], answers[0])
 		}
+	}
+}
+
+// TestDrainWhileAFrameRuns: the worker is told to stop (Engine.Shutdown,
+// a natsjs worker's SIGTERM) while a frame of its runs, as happens when an
+// operator stops a busy worker. The frame finishes its rows and reports
+// alone: it claims no rows ahead for its slot, so the stopping worker
+// takes no new rows into its grace period (the orchestrator's frames
+// still drain the queue). The drain used to be read when the frame began,
+// so a frame running at the stop chained the slot's next frame and ran it
+// here too.
+func TestDrainWhileAFrameRuns(t *testing.T) {
+	const n = 30
+	log := eventlog.NewMemory()
+	pool, table, cfg := chainQueue(t, n, log)
+	var calls atomic.Int64
+	entered, release := make(chan struct{}), make(chan struct{})
+	cfg.Tools.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, call *tools.Call) (tools.Output, error) {
+		if calls.Add(1) == 1 {
+			// The first row holds its frame until the worker is draining.
+			close(entered)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return tools.Output{}, ctx.Err()
+			}
+		}
+		if _, err := pool.Exec(ctx, "UPDATE "+table+" SET status = 'done', done_count = done_count + 1 WHERE id = $1", call.Config["id"]); err != nil {
+			return tools.Output{}, fmt.Errorf("mark done: %w", err)
+		}
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	h := &chainHook{nth: -1}
+	cfg.Dispatcher = h
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng = e
+	t.Cleanup(func() { _ = e.Close(); h.wg.Wait() })
+	go func() {
+		select {
+		case <-entered:
+		case <-time.After(time.Minute):
+			return // the run below fails on its own
+		}
+		e.Worker().Drain()
+		close(release)
+	}()
+	b := &claimBench{pool: pool, table: table, log: log, eng: e}
+	sum, _ := b.run(t, header+`
+workload: {table: `+table+`}
+workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: postgres
+        auth: pgq`+claimSQL+`
+      iterator: job
+      spec:
+        mode: cursor
+        max_in_flight: 1
+        frame: {max_rows: 10}
+    tool:
+      kind: gate
+      id: "{{ iter.job.id }}"
+`)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	if counts, maxRuns := b.counts(t); counts["done"] != n || maxRuns != 1 {
+		t.Fatalf("statuses %v (most runs %d): want all %d done once", counts, maxRuns, n)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n != 0 {
+		t.Fatalf("the worker, draining since its first frame's first row, sent %d chained reports, want none", h.n)
 	}
 }
 

@@ -443,7 +443,9 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	items = append(items, buried...)
 	p.Items, p.Counts, p.Ctx, p.Fail = items, countOutcomes(items), h.ctxDelta, h.fatal
 	faultpoint.Hit(faultpoint.FrameRan)
-	if !mayChain {
+	// Drain is read again here, not only when the frame began: a worker
+	// told to stop while the frame ran (a SIGTERM) claims no rows ahead.
+	if !mayChain || w.draining.Load() {
 		return nil, done(p)
 	}
 	next, reported, drained, err := w.chainNext(ctx, cmd, rep, cur, driver, fs, &p, cancelled, settle, start)
