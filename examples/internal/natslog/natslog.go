@@ -11,9 +11,16 @@ import (
 
 // Options returns the nats.Connect options that log, on logger, each
 // disconnection (a warning, with its error), reconnection and final close.
+// Closing the connection on purpose (a shutdown) is not a disconnection:
+// nats.go reports it to the disconnect handler too, but nothing
+// reconnects, so it is logged at debug level only.
 func Options(logger *slog.Logger) []nats.Option {
 	return []nats.Option{
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc != nil && nc.IsClosed() {
+				logger.Debug("nats: disconnected; connection closed", "error", err)
+				return
+			}
 			logger.Warn("nats: disconnected; reconnecting", "error", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
 func TestOptionsLog(t *testing.T) {
@@ -26,5 +30,76 @@ func TestOptionsLog(t *testing.T) {
 	out := buf.String()
 	if !strings.Contains(out, "nats: disconnected; reconnecting") || !strings.Contains(out, "connection reset") || !strings.Contains(out, "nats: reconnected") {
 		t.Fatalf("logged:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that the connection's callback goroutine
+// and the test may use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestCloseIsNotADisconnection closes a connection to a real NATS server
+// the way a worker or server does when it shuts down: nats.go calls the
+// disconnect handler then too, and the log said "disconnected;
+// reconnecting" at warning level after "worker stopped", though nothing
+// reconnects. A connection cut by the network is still a warning.
+func TestCloseIsNotADisconnection(t *testing.T) {
+	proxy := testenv.NewProxy(t, strings.TrimPrefix(testenv.NATS(t), "nats://"))
+	var out syncBuffer
+	o := nats.GetDefaultOptions()
+	o.Url = "nats://" + proxy.Addr()
+	o.MaxReconnect = -1
+	o.ReconnectWait = 10 * time.Millisecond
+	for _, opt := range Options(slog.New(slog.NewTextHandler(&out, nil))) {
+		if err := opt(&o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The handlers run in order on one goroutine: once these signal, the
+	// ones before them have logged.
+	reconnected, closed := make(chan struct{}, 1), make(chan struct{})
+	logReconnect, logClosed := o.ReconnectedCB, o.ClosedCB
+	o.ReconnectedCB = func(nc *nats.Conn) { logReconnect(nc); reconnected <- struct{}{} }
+	o.ClosedCB = func(nc *nats.Conn) { logClosed(nc); close(closed) }
+	nc, err := o.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+
+	if n := proxy.DropConnections(); n != 1 {
+		t.Fatalf("the proxy cut %d connections, want 1", n)
+	}
+	select {
+	case <-reconnected:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no reconnection within 10s; logged:\n%s", out.String())
+	}
+	if got := strings.Count(out.String(), "nats: disconnected; reconnecting"); got != 1 {
+		t.Fatalf("a cut connection logged %d disconnections, want 1:\n%s", got, out.String())
+	}
+
+	nc.Close()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the closed handler did not run within 10s")
+	}
+	if got := strings.Count(out.String(), "nats: disconnected; reconnecting"); got != 1 {
+		t.Fatalf("closing the connection on purpose logged a disconnection with a reconnect:\n%s", out.String())
 	}
 }
