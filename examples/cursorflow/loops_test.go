@@ -101,7 +101,7 @@ func TestRunSaysWhichRowsFailed(t *testing.T) {
 				l["unreleased"] != 7 || l["abandoned"] != 0 {
 				t.Fatalf("exit %d, cursor_loops %v: want 43 ok and the failures, left claimed\n%s%s", code, sum.Loops, out.String(), errOut.String())
 			}
-		} else if code != exitOK || !strings.Contains(out.String(), "loop start#1: 50 rows: 43 ok, 7 failed, 0 dead, 7 left claimed in the source (") {
+		} else if code != exitOK || !strings.Contains(out.String(), "loop start#1: 50 row runs: 43 ok, 7 failed, 0 dead, 7 left claimed in the source (") {
 			t.Fatalf("exit %d, output lacks the loop's failed rows left claimed:\n%s%s", code, out.String(), errOut.String())
 		} else {
 			// The event log, read back as text, says which frames had
@@ -167,7 +167,7 @@ func TestRemoteRunSaysWhichRowsFailed(t *testing.T) {
 			continue
 		}
 		id := executionID(t, out)
-		line := "loop start#1: 50 rows: 43 ok, 7 failed, 0 dead, 7 left claimed in the source (cursorflow events " + id + " --server " + r.URL() + ")"
+		line := "loop start#1: 50 row runs: 43 ok, 7 failed, 0 dead, 7 left claimed in the source (cursorflow events " + id + " --server " + r.URL() + ")"
 		if code != exitOK || !strings.Contains(out, line) {
 			t.Fatalf("exit %d, output lacks %q:\n%s%s", code, line, out, errOut)
 		}

@@ -468,7 +468,7 @@ func (o outcome) report(stdout io.Writer, asJSON bool) int {
 				if n := r.Abandoned + r.Unreleased; n > 0 {
 					stranded = fmt.Sprintf(", %d left claimed in the source", n)
 				}
-				fmt.Fprintf(stdout, "loop %s: %d rows: %d ok, %d failed, %d dead%s (cursorflow events %s --%s %s)\n",
+				fmt.Fprintf(stdout, "loop %s: %d row runs: %d ok, %d failed, %d dead%s (cursorflow events %s --%s %s)\n",
 					run, r.Rows, r.OK, r.Failed, r.Dead, stranded, o.id, o.whereKey, o.where)
 			}
 		}
