@@ -208,7 +208,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	}
 	nc, err := nats.Connect(o.natsURL, append(natslog.Options(logger), nats.Name("cursorflow-server "+lease.Owner()), nats.MaxReconnects(-1))...)
 	if err != nil {
-		return fmt.Errorf("nats: %w", err)
+		return fmt.Errorf("connect to %s: %w", natslog.Where(o.natsURL), err)
 	}
 	defer nc.Close()
 	store, err := api.NewPostgresStore(ctx, pool, o.schema)

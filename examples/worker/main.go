@@ -131,7 +131,7 @@ func run(args []string, stderr io.Writer) int {
 	defer stop()
 	nc, err := nats.Connect(*natsURL, append(natslog.Options(logger), nats.Name("cursorflow-worker "+*id), nats.MaxReconnects(-1))...)
 	if err != nil {
-		logger.Error("nats", "error", err)
+		logger.Error("connect to NATS", "url", natslog.Where(*natsURL), "error", err)
 		return 1
 	}
 	defer nc.Close()

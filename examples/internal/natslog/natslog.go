@@ -5,6 +5,8 @@ package natslog
 
 import (
 	"log/slog"
+	"net/url"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 )
@@ -32,4 +34,19 @@ func Options(logger *slog.Logger) []nats.Option {
 			}
 		}),
 	}
+}
+
+// Where returns a NATS URL list (comma-separated, as nats.Connect takes
+// it) fit for messages: each URL's password, if any, replaced by "xxxxx".
+func Where(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if u, err := url.Parse(p); err == nil {
+			parts[i] = u.Redacted()
+		} else {
+			parts[i] = "<unparsable URL>"
+		}
+	}
+	return strings.Join(parts, ",")
 }

@@ -103,3 +103,12 @@ func TestCloseIsNotADisconnection(t *testing.T) {
 		t.Fatalf("closing the connection on purpose logged a disconnection with a reconnect:\n%s", out.String())
 	}
 }
+
+// TestWhere: NATS URLs in messages keep host and user, never a password.
+func TestWhere(t *testing.T) {
+	t.Parallel()
+	got := Where("nats://app:s3cret@a:4222, nats://b:4222")
+	if got != "nats://app:xxxxx@a:4222,nats://b:4222" || strings.Contains(got, "s3cret") {
+		t.Fatalf("Where = %q", got)
+	}
+}
