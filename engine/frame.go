@@ -130,7 +130,15 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		if err != nil {
 			return nil, fail(err.Error())
 		}
-		c, err := driver.Open(ctx, spec)
+		// Opening may reach the source (a consumer group or durable
+		// created, a connection made): a source restarting or refusing
+		// connections for now is ridden out as for a claim.
+		var c cursor.Cursor
+		err = w.retryTransient(ctx, cmd, "open", cancelled, func(ctx context.Context) error {
+			var oerr error
+			c, oerr = driver.Open(ctx, spec)
+			return oerr
+		})
 		if err != nil {
 			return nil, fail(fmt.Sprintf("loop.cursor: open %s cursor (auth %q): %v", lp.Cursor.Kind, spec.Auth, err))
 		}
@@ -506,7 +514,7 @@ func allMayGoBack(rows []cursor.Row, lp *dsl.Loop, fs dsl.FrameSpec) bool {
 }
 
 // Retries of a cursor operation that failed transiently (cursor.Transient):
-// a claim is tried again for up to transientBudget, an ack or release
+// an open or a claim is tried again for up to transientBudget, an ack or release
 // within settleTimeout, backing off from transientFirst to transientMax.
 // A source restarting or unreachable for a while is ridden out; a longer
 // outage fails the loop as any failed claim does.

@@ -223,16 +223,16 @@ func (d *Driver) connect(credential string) (*conn, error) {
 	nc, err := nats.Connect(credential, opts...)
 	if err != nil {
 		// Connect errors may quote the URL, password and all.
-		var msg string
 		switch {
 		case errors.Is(err, nats.ErrNoServers):
-			msg = "no NATS server available at the credential's address"
+			// Down, restarting or not listening yet: a failure that may
+			// pass, which the engine tries again (cursor.Transient).
+			return nil, cursor.MarkTransient(errors.New("no NATS server available at the credential's address"))
 		case errors.Is(err, nats.ErrAuthorization):
-			msg = "authorization violation"
+			return nil, errors.New("authorization violation")
 		default:
-			msg = "cannot connect to the credential's NATS server"
+			return nil, errors.New("cannot connect to the credential's NATS server")
 		}
-		return nil, errors.New(msg)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

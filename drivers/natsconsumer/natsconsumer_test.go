@@ -22,11 +22,14 @@ func TestOpenErrors(t *testing.T) {
 		name string
 		spec cursor.Spec
 		want string
+		// transient: the failure may pass (the engine tries the open
+		// again, as it does a claim), rather than fail the loop at once.
+		transient bool
 	}{
-		{"no stream", cursor.Spec{Credential: "nats://127.0.0.1:1", LoopID: "l"}, `option "stream" is required`},
-		{"no consumer and no loop", cursor.Spec{Credential: "nats://127.0.0.1:1", Options: map[string]any{"stream": "S"}}, `option "consumer" is required`},
-		{"empty credential", cursor.Spec{LoopID: "l", Options: map[string]any{"stream": "S"}}, "empty credential"},
-		{"unreachable", cursor.Spec{Credential: "nats://u:hunter2@127.0.0.1:1", LoopID: "l", Options: map[string]any{"stream": "S"}}, "no NATS server available"},
+		{"no stream", cursor.Spec{Credential: "nats://127.0.0.1:1", LoopID: "l"}, `option "stream" is required`, false},
+		{"no consumer and no loop", cursor.Spec{Credential: "nats://127.0.0.1:1", Options: map[string]any{"stream": "S"}}, `option "consumer" is required`, false},
+		{"empty credential", cursor.Spec{LoopID: "l", Options: map[string]any{"stream": "S"}}, "empty credential", false},
+		{"unreachable", cursor.Spec{Credential: "nats://u:hunter2@127.0.0.1:1", LoopID: "l", Options: map[string]any{"stream": "S"}}, "no NATS server available", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,6 +43,9 @@ func TestOpenErrors(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "hunter2") {
 				t.Fatalf("error %q leaks the password", err)
+			}
+			if got := cursor.Transient(err); got != tt.transient {
+				t.Fatalf("cursor.Transient(%v) = %v, want %v", err, got, tt.transient)
 			}
 		})
 	}
