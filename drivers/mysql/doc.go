@@ -17,8 +17,12 @@
 // DATETIME and TIMESTAMP become RFC 3339 strings, in UTC unless the
 // credential sets loc; a zero date stays "0000-00-00" or "0000-00-00
 // 00:00:00", as PyMySQL returns it). It keeps one database/sql pool per credential
-// (Config.MaxOpenConns, 8 by default). Errors never quote the
-// credential.
+// (Config.MaxOpenConns, 8 by default). A new connection (dial, handshake
+// and authentication) gives up after Config.ConnectTimeout (10 s), or
+// the credential's timeout parameter when it sets one, so a server that
+// accepts and never answers fails the claim (transiently: the engine
+// tries it again for up to a minute) instead of holding it for ever.
+// Errors never quote the credential.
 //
 // # Claim and mark
 //

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +44,10 @@ type Config struct {
 	// Logger receives connection-loss retries and option warnings when a
 	// Spec carries no logger of its own. Defaults to slog.Default().
 	Logger *slog.Logger
+	// ConnectTimeout bounds a new connection: its dial, TLS, handshake and
+	// authentication together. Defaults to DefaultConnectTimeout (10 s);
+	// a credential's own timeout parameter takes its place.
+	ConnectTimeout time.Duration
 }
 
 // Driver is the MariaDB/MySQL cursor driver (go-sql-driver/mysql). It
@@ -76,6 +81,9 @@ func New(cfg Config) *Driver {
 	}
 	if cfg.ConnMaxLifetime <= 0 {
 		cfg.ConnMaxLifetime = DefaultConnMaxLifetime
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -184,11 +192,15 @@ func (d *Driver) openPool(credential string) (*pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	timeout := d.cfg.ConnectTimeout
+	if cfg.Timeout > 0 {
+		timeout = cfg.Timeout
+	}
 	conn, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		return nil, errors.New("the credential is not a valid mysql data source name")
 	}
-	db := sql.OpenDB(conn)
+	db := sql.OpenDB(boundedConnector{Connector: conn, timeout: timeout})
 	db.SetMaxOpenConns(d.cfg.MaxOpenConns)
 	db.SetMaxIdleConns(d.cfg.MaxOpenConns)
 	db.SetConnMaxLifetime(d.cfg.ConnMaxLifetime)
@@ -197,3 +209,28 @@ func (d *Driver) openPool(credential string) (*pool, error) {
 
 // Close closes every pool. Cursors opened earlier fail afterwards.
 func (d *Driver) Close() error { return d.dbs.Close() }
+
+// DefaultConnectTimeout is Config.ConnectTimeout's default.
+const DefaultConnectTimeout = 10 * time.Second
+
+// boundedConnector bounds each new connection by timeout. go-sql-driver's
+// own timeout parameter bounds the dial alone, and its handshake then
+// waits on the caller's context: a server that accepts and never answers
+// (a frozen process, a silent proxy) held a claim for as long as the
+// loop lived.
+type boundedConnector struct {
+	driver.Connector
+	timeout time.Duration
+}
+
+// Connect connects within c.timeout; running out of it is an error that
+// wraps context.DeadlineExceeded (transient: cursor.Transient), saying so.
+func (c boundedConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	cctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	conn, err := c.Connector.Connect(cctx)
+	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("no answer from the server within %s of connecting (a credential's timeout parameter sets this bound): %w", c.timeout, context.DeadlineExceeded)
+	}
+	return conn, err
+}
