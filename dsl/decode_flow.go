@@ -368,6 +368,9 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 	} else if c.Claim == nil && IsSQLCursor(c.Kind) && !hasKey(ps, "claim") {
 		d.errorf(n, "%s: a %s cursor needs claim (the SQL that leases rows)", what, c.Kind)
 	}
+	if need := missingCursorOption(c.Kind, ps); need != "" {
+		d.errorf(n, "%s: a %s cursor needs %s", what, c.Kind, need)
+	}
 	if len(knobs) > 0 && slices.Contains(statementCursorKinds, c.Kind) && !hasKey(ps, "dead_letter") {
 		d.warnf(knobs[0].k, "%s: cursor.%s without a dead_letter statement: rows the engine gives up on cannot be moved and stay claimed in the table", what, knobs[0].key)
 	} else if slices.Contains(statementCursorKinds, c.Kind) && !hasKey(ps, "release") && !hasKey(ps, "dead_letter") {
@@ -412,6 +415,25 @@ func returnsAttempts(claim string) bool {
 		}
 	}
 	return false
+}
+
+// missingCursorOption names what a cursor block of kind, with keys ps,
+// lacks that its driver cannot open without (the drivers' own Open
+// refuses it too, but only once the loop runs), or "". A value that is a
+// template counts as given.
+func missingCursorOption(kind string, ps []pair) string {
+	switch kind {
+	case "redisstream", "natsconsumer":
+		if !hasKey(ps, "stream") {
+			return "stream (the stream it drains)"
+		}
+	case "clickhouse":
+		threeTables := hasKey(ps, "claims_table") && hasKey(ps, "done_table") && hasKey(ps, "dead_table")
+		if !hasKey(ps, "table") && !threeTables {
+			return "table (which names its <table>_claims, _done and _dead tables), or claims_table, done_table and dead_table"
+		}
+	}
+	return ""
 }
 
 func hasKey(ps []pair, key string) bool {

@@ -221,8 +221,52 @@ workflow:
 				"29:98: step d: loop.spec.frame.max_bytes must be an integer",
 				"33:5: step e: loop cannot have both in and cursor",
 				"33:5: step e: loop.iterator is required",
+				"34:13: step e: a natsconsumer cursor needs stream",
 				"37:9: step f: loop cannot have both in and cursor",
 				"37:18: step f: cursor.kind is required",
+			},
+		},
+		{
+			// What a driver cannot open without is refused at parse, as a
+			// SQL cursor's missing claim is, rather than pass validate and
+			// fail the loop once it runs. A templated value counts as given.
+			name: "cursor options a driver requires",
+			src: pb(`- step: start
+  tool: {kind: noop}
+  loop:
+    cursor: {kind: redisstream, auth: r, steam: jobs}
+    iterator: x
+  next: [b, c, d, e, f]
+- step: b
+  tool: {kind: noop}
+  loop:
+    cursor: {kind: natsconsumer, auth: n, consumer: c}
+    iterator: x
+- step: c
+  tool: {kind: noop}
+  loop:
+    cursor: {kind: clickhouse, auth: ch, claim: "SELECT id FROM jobs", key: id}
+    iterator: x
+- step: d
+  tool: {kind: noop}
+  loop:
+    cursor: {kind: clickhouse, auth: ch, claim: "SELECT id FROM jobs", claims_table: c, done_table: d, dead_table: x}
+    iterator: x
+- step: e
+  tool: {kind: noop}
+  loop:
+    cursor: {kind: redisstream, auth: r, stream: "{{ workload.stream }}"}
+    iterator: x
+- step: f
+  tool: {kind: noop}
+  loop:
+    cursor: {kind: natsconsumer, auth: n, stream: JOBS}
+    iterator: x
+`),
+			want: []string{
+				"9:13: step start: a redisstream cursor needs stream",
+				"15:13: step b: a natsconsumer cursor needs stream",
+				"20:13: step c: a clickhouse cursor needs table",
 			},
 		},
 		{

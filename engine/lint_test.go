@@ -248,7 +248,7 @@ workflow:
     tool: {kind: noop}
     loop:
       iterator: msg
-      cursor: {kind: redisstream, auth: r, steam: jobs, url: "redis://x", max_attempts: 3}
+      cursor: {kind: redisstream, auth: r, steam: jobs, url: "redis://x", max_attempts: 3, stream: jobs}
 `))
 	if err != nil {
 		t.Fatal(err)
