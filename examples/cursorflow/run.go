@@ -301,6 +301,10 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 	}
 	defer e.Close()
 	_ = treg.Register("playbook", playbook.New(e))
+	if pb != nil {
+		// A run (not a resume) says what validate would warn about.
+		printWarnings(stderr, pb, pb.File, treg, creg)
+	}
 
 	// Progress and the final event count read a projection of the log:
 	// each look folds only what was appended since the last one.

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"net/http"
@@ -32,6 +33,8 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/tools/playbook"
 )
 
 // Environment variables the remote commands read.
@@ -315,6 +318,12 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 	var base map[string]any
 	if pb, err := dsl.Parse(file, src); err == nil {
 		base = pb.Workload
+		// What validate would warn about, checked against this build's
+		// tools and drivers (as validate does).
+		treg, creg, closer := stdwire.Registries(nil, slog.New(slog.DiscardHandler), true)
+		_ = treg.Register("playbook", playbook.New(nil))
+		printWarnings(stderr, pb, file, treg, creg)
+		_ = closer.Close()
 	}
 	workload, err := parseSets(sets, base)
 	if err != nil {

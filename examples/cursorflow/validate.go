@@ -12,9 +12,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/playbook"
 )
 
@@ -200,4 +202,35 @@ func childArgKeys(t *dsl.Task, cpb *dsl.Playbook, child, what string) []dsl.Diag
 		}
 	}
 	return out
+}
+
+// playbookWarnings returns what validate warns about in pb (the parser's
+// warnings, the lint, cursor option typos, sub-playbook calls), sorted
+// by position: run prints them on stderr before it starts, so that a
+// field with no effect (a cursor's marc: for mark:) is said where the
+// playbook runs, not only where it is validated.
+func playbookWarnings(pb *dsl.Playbook, file string, treg *tools.Registry, creg *cursor.Registry) []dsl.Diagnostic {
+	var out []dsl.Diagnostic
+	seen := map[dsl.Diagnostic]bool{}
+	for _, d := range slices.Concat(pb.Warnings, engine.Lint(pb, treg), engine.LintCursors(pb, creg), subPlaybooks(pb, file)) {
+		if d.Warning && !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b dsl.Diagnostic) int {
+		if c := cmp.Compare(a.Pos.Line, b.Pos.Line); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Pos.Col, b.Pos.Col)
+	})
+	return out
+}
+
+// printWarnings writes playbookWarnings to w, one "FILE:LINE:COL:
+// warning: ..." line each.
+func printWarnings(w io.Writer, pb *dsl.Playbook, file string, treg *tools.Registry, creg *cursor.Registry) {
+	for _, d := range playbookWarnings(pb, file, treg, creg) {
+		fmt.Fprintf(w, "%s: warning: %s\n", d.Pos, d.Message)
+	}
 }
