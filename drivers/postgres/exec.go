@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -316,6 +317,28 @@ func query(ctx context.Context, c *pgxpool.Conn, sql string, args []any, params 
 	return res, nil
 }
 
+// decodeInt reads an integer column's text as its codec would, to the
+// int64 normalize makes of it, without the codec's allocation of its
+// target; ok is false for anything else (binary format, or text the
+// codec is to word the error for).
+func decodeInt(fd pgconn.FieldDescription, raw []byte) (any, bool) {
+	if fd.Format != pgtype.TextFormatCode {
+		return nil, false
+	}
+	bits := 64
+	switch fd.DataTypeOID {
+	case pgtype.Int4OID:
+		bits = 32
+	case pgtype.Int2OID:
+		bits = 16
+	}
+	n, err := strconv.ParseInt(string(raw), 10, bits)
+	if err != nil {
+		return nil, false
+	}
+	return n, true
+}
+
 // decode turns one raw column value into a JSON-friendly Go value.
 func decode(m *pgtype.Map, fd pgconn.FieldDescription, raw []byte) (any, error) {
 	if raw == nil {
@@ -327,6 +350,10 @@ func decode(m *pgtype.Map, fd pgconn.FieldDescription, raw []byte) (any, error) 
 			raw = raw[1:] // jsonb binary format: version byte, then text
 		}
 		return decodeJSON(raw)
+	case pgtype.Int8OID, pgtype.Int4OID, pgtype.Int2OID:
+		if n, ok := decodeInt(fd, raw); ok {
+			return n, nil
+		}
 	}
 	dt, ok := m.TypeForOID(fd.DataTypeOID)
 	if !ok {

@@ -2,6 +2,7 @@ package jsonnum
 
 import (
 	"encoding/json"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/cursorflow/cursorflow/internal/jsonvalid"
@@ -26,7 +27,16 @@ func decodePlain(data []byte) (v any, ok bool) {
 type plainParser struct {
 	data []byte
 	i    int
+	// doc is data as one string, made on the first string that needs
+	// one when data is at most sharedDoc bytes: the document's strings
+	// (its keys included) are then cut from it, one allocation for all.
+	doc string
 }
+
+// sharedDoc is the size up to which a document's strings share one copy
+// of it. A string kept alone keeps the whole copy alive, so only a small
+// document's is shared: what a kept string can hold on to stays small.
+const sharedDoc = 256
 
 // maxPlainDepth is far below the Decoder's own bound; deeper values are
 // left to it.
@@ -170,7 +180,7 @@ func (p *plainParser) text() (string, bool) {
 			case !ascii && !utf8.Valid(raw):
 				return "", false
 			}
-			return string(raw), true
+			return p.cut(raw, start+1), true
 		case c == '\\':
 			escaped = true
 			p.i++
@@ -181,6 +191,19 @@ func (p *plainParser) text() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// cut returns raw, the bytes of data from offset at, as a string: a
+// slice of doc when the document is small enough to share, else its own.
+func (p *plainParser) cut(raw []byte, at int) string {
+	if len(raw) < 2 || len(p.data) > sharedDoc {
+		// "" and one byte are no allocation of their own.
+		return string(raw)
+	}
+	if p.doc == "" {
+		p.doc = string(p.data)
+	}
+	return p.doc[at : at+len(raw)]
 }
 
 // number reads a number of JSON's grammar and converts it with Number.
@@ -217,5 +240,12 @@ func (p *plainParser) number() (any, bool) {
 			return nil, false
 		}
 	}
-	return Number(json.Number(p.data[start:p.i])), true
+	raw := p.data[start:p.i]
+	// Number's first case, on the bytes: an integer that fits makes no
+	// string (ParseInt keeps no reference to its argument, so string(raw)
+	// is not allocated).
+	if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return i, true
+	}
+	return Number(json.Number(raw)), true
 }

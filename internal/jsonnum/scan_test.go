@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestDecodePlainAgrees compares decodePlain with the Decoder on valid
@@ -129,5 +130,45 @@ func TestMembersAgrees(t *testing.T) {
 		if err := Members([]byte(in), func(string, []byte) error { return nil }); err == nil {
 			t.Errorf("%q: accepted", in)
 		}
+	}
+}
+
+// A row's jsonb costs the map (its header and its slots), one copy of
+// the document its strings are cut from, and the boxes of its string
+// values and of a number the runtime has none cached for. Before, every
+// key, every string and every number's text was a string of its own.
+func TestDecodeAllocations(t *testing.T) {
+	doc := []byte(`{"n": 1000, "name": "job 1000", "tag": "x"}`)
+	want := map[string]any{"n": int64(1000), "name": "job 1000", "tag": "x"}
+	if v, err := Decode(doc); err != nil || !reflect.DeepEqual(v, want) {
+		t.Fatalf("Decode = %v, %v; want %v", v, err, want)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = Decode(doc) }); n > 6 {
+		t.Errorf("Decode(%s) makes %v allocations, want at most 6", doc, n)
+	}
+}
+
+// A large document's strings are copies of their own: a string kept from
+// it does not keep the whole document alive.
+func TestLargeDocumentStringsStandAlone(t *testing.T) {
+	pad := strings.Repeat("p", sharedDoc)
+	doc := `{"a":"first","b":"second","pad":"` + pad + `"}`
+	v, ok := decodePlain([]byte(doc))
+	if !ok {
+		t.Fatal("decodePlain refused")
+	}
+	m := v.(map[string]any)
+	a, b := m["a"].(string), m["b"].(string)
+	gap := strings.Index(doc, `"second"`) - strings.Index(doc, `"first"`)
+	if uintptr(unsafe.Pointer(unsafe.StringData(b)))-uintptr(unsafe.Pointer(unsafe.StringData(a))) == uintptr(gap) {
+		t.Errorf("the strings of a %d-byte document are cut from one copy of it", len(doc))
+	}
+	small := `{"a":"first","b":"second"}`
+	v, _ = decodePlain([]byte(small))
+	m = v.(map[string]any)
+	a, b = m["a"].(string), m["b"].(string)
+	gap = strings.Index(small, `"second"`) - strings.Index(small, `"first"`)
+	if uintptr(unsafe.Pointer(unsafe.StringData(b)))-uintptr(unsafe.Pointer(unsafe.StringData(a))) != uintptr(gap) {
+		t.Errorf("the strings of a %d-byte document are not cut from one copy of it", len(small))
 	}
 }
