@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -436,5 +437,31 @@ func TestToJSONEscapes(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("tojson(%#v) = %s, %v; want %s", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// tojson of a frame's rows (alike, the first often the shortest) grows
+// its buffer once, sized on the first row: it allocates about the size of
+// its result. Sized on a guess of 48 bytes a row, it grew again by
+// doubling when the rows were longer: over twice the size of its result.
+func TestToJSONRowsGrowOnce(t *testing.T) {
+	var rows []any
+	for i := 1; i <= 100; i++ {
+		rows = append(rows, map[string]any{"id": int64(i), "payload": map[string]any{"n": int64(i), "name": fmt.Sprint("job ", i)}})
+	}
+	out, err := marshalJSON(rows, 0)
+	if err != nil || !strings.HasPrefix(out, `[{"id": 1, "payload": {"n": 1, "name": "job 1"}}, {"id": 2, `) ||
+		!strings.HasSuffix(out, `{"id": 100, "payload": {"n": 100, "name": "job 100"}}]`) {
+		t.Fatalf("tojson = %.80s..., %v", out, err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const runs = 20
+	for range runs {
+		_, _ = marshalJSON(rows, 0)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > uint64(len(out))*3/2 {
+		t.Errorf("tojson of %d rows (%d bytes) allocates %d bytes", len(rows), len(out), per)
 	}
 }

@@ -514,8 +514,9 @@ func pyFloatRepr(f float64) string {
 // prints with that many spaces.
 func marshalJSON(v any, indent int) (string, error) {
 	var b strings.Builder
-	if l, ok := v.([]any); ok {
-		b.Grow(48 * len(l)) // a frame's rows: one growth, not six
+	if l, ok := v.([]any); ok && len(l) > 0 {
+		// Room for the first element; writeJSON sizes the rest on it.
+		b.Grow(64)
 	}
 	if err := writeJSON(&b, v, indent, 0, 0); err != nil {
 		return "", err
@@ -568,7 +569,16 @@ func writeJSON(b *strings.Builder, v any, indent, level, depth int) error {
 			return nil
 		}
 		b.WriteByte('[')
+		start := b.Len()
 		for i, e := range x {
+			if i == 1 && depth == 0 {
+				// A frame's rows are alike: one growth for the rest of
+				// the list, sized on its first element with an eighth to
+				// spare, not one at every doubling. At most 1 MiB: a
+				// list whose first element is its largest is not to
+				// reserve many times what it takes.
+				b.Grow(min((b.Len()-start+len(sep)+1)*(len(x)-1)*9/8+16, 1<<20))
+			}
 			if i > 0 {
 				b.WriteString(sep)
 			}

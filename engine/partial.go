@@ -197,14 +197,30 @@ type partialSink struct {
 type partialSinkKey struct{}
 
 func withPartials(ctx context.Context, p *partials, row string) context.Context {
-	return context.WithValue(ctx, partialSinkKey{}, partialSink{p: p, row: row})
+	return &partialCtx{Context: ctx, sink: partialSink{p: p, row: row}}
+}
+
+// partialCtx is context.WithValue(ctx, partialSinkKey{}, &sink) in one
+// allocation, not two (the value context and the boxed sink): a frame
+// makes one for every row.
+type partialCtx struct {
+	context.Context
+	sink partialSink
+}
+
+// Value implements context.Context.
+func (c *partialCtx) Value(key any) any {
+	if _, ok := key.(partialSinkKey); ok {
+		return &c.sink
+	}
+	return c.Context.Value(key)
 }
 
 // partialFunc returns the tools.Call.Partial of a task running under ctx,
 // or nil when the command records no partials. Secrets revealed to the
 // task are concealed in its partials as in its output.
 func partialFunc(ctx context.Context, task string, revealed []tools.Revealed) func(any) {
-	s, ok := ctx.Value(partialSinkKey{}).(partialSink)
+	s, ok := ctx.Value(partialSinkKey{}).(*partialSink)
 	if !ok || s.p == nil || s.p.lim.MaxEvents < 0 {
 		return nil
 	}

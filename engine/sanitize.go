@@ -25,6 +25,11 @@ const MaxErrorBytes = 8 << 10
 type secretsSeen struct {
 	mu    sync.Mutex
 	creds []tools.Credential
+	// kc is the recordingKeychain Worker.keychain last made over this
+	// record, for the worker kcOf: made once for the command, not for
+	// every task the command runs.
+	kc   *recordingKeychain
+	kcOf *Worker
 }
 
 func (s *secretsSeen) add(c tools.Credential) {
@@ -63,7 +68,7 @@ type recordingKeychain struct {
 }
 
 // Resolve implements tools.Keychain.
-func (k recordingKeychain) Resolve(ctx context.Context, alias string) (tools.Credential, error) {
+func (k *recordingKeychain) Resolve(ctx context.Context, alias string) (tools.Credential, error) {
 	c, err := k.inner.Resolve(ctx, alias)
 	if err == nil {
 		k.seen.add(c)
@@ -78,7 +83,14 @@ func (w *Worker) keychain(ctx context.Context) tools.Keychain {
 	if !ok || w.Keychain == nil {
 		return w.Keychain
 	}
-	return recordingKeychain{inner: w.Keychain, seen: seen}
+	// A worker's fields do not change while it runs a command, so the
+	// keychain made for it holds for the rest of the command.
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	if seen.kcOf != w {
+		seen.kc, seen.kcOf = &recordingKeychain{inner: w.Keychain, seen: seen}, w
+	}
+	return seen.kc
 }
 
 // reportJSON encodes a report's payload as encodeReport does, recording

@@ -1127,10 +1127,14 @@ func (w *Worker) runTool(ctx context.Context, cmd *Command, step *dsl.Step, task
 		// The call could not be made; policies still see it as an error.
 		out = tools.Output{Status: tools.StatusError, Error: err.Error()}
 	}
-	var tr timeoutReached
-	if out.Status == tools.StatusError && ctx.Err() != nil && errors.As(context.Cause(ctx), &tr) {
-		// "context deadline exceeded" says nothing of which deadline.
-		out.Error = tr.Error() + ": " + out.Error
+	if out.Status == tools.StatusError && ctx.Err() != nil {
+		// tr is declared here, not for every call: errors.As takes its
+		// address, which puts it on the heap.
+		var tr timeoutReached
+		if errors.As(context.Cause(ctx), &tr) {
+			// "context deadline exceeded" says nothing of which deadline.
+			out.Error = tr.Error() + ": " + out.Error
+		}
 	}
 	if out.Status == "" {
 		out.Status = tools.StatusSuccess
