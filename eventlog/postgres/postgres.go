@@ -93,17 +93,6 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The log's own pool encodes the events' payloads in one pass
-	// (byteTexts); a pool a host builds from ParsePoolConfig is left as
-	// pgx makes it, its text[] codec included.
-	after := pcfg.AfterConnect
-	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		registerByteTexts(c)
-		if after != nil {
-			return after(ctx, c)
-		}
-		return nil
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres eventlog: connect: %w", err)
@@ -252,9 +241,9 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 	}
 	b.Queue(l.sql.lock, distinct)
 	if plain {
-		b.Queue(l.sql.appendPlain, distinct[0], types, steps, commands, loops, frames, attempts, workers, byteTexts(payloads), byteTexts(metas), times)
+		b.Queue(l.sql.appendPlain, distinct[0], types, steps, commands, loops, frames, attempts, workers, payloads, metas, times)
 	} else {
-		b.Queue(l.sql.append, execIDs, types, steps, commands, loops, frames, attempts, workers, byteTexts(payloads), byteTexts(metas), times)
+		b.Queue(l.sql.append, execIDs, types, steps, commands, loops, frames, attempts, workers, payloads, metas, times)
 	}
 	b.Queue(l.sql.notify, l.channel, distinct)
 	br := l.pool.SendBatch(ctx, b)
