@@ -64,7 +64,8 @@ func HasList(values []any) bool {
 // Typed asks the server how sql types its parameters (a Describe of the
 // unnamed statement, one round trip, only when values hold a list) and
 // re-encodes, in params (Encode's of values), each list whose parameter
-// is an array type as that array's text form ({1,2,3}), so that
+// is an array type as that array's text form ({1,2,3}; a json[] or
+// jsonb[] element as its JSON, a string too), so that
 // `= ANY($1)` or `$1::int[]` takes a list as psycopg's users expect.
 // A list bound where the statement wants json, jsonb, text or a type m
 // does not know stays JSON. An error of the Describe is the statement's
@@ -86,10 +87,15 @@ func Typed(ctx context.Context, c *pgconn.PgConn, m *pgtype.Map, sql string, val
 		if !ok {
 			continue
 		}
-		if _, isArray := t.Codec.(*pgtype.ArrayCodec); !isArray {
+		ac, isArray := t.Codec.(*pgtype.ArrayCodec)
+		if !isArray {
 			continue
 		}
-		b, err := appendArray(nil, list)
+		elem := uint32(0)
+		if ac.ElementType != nil {
+			elem = ac.ElementType.OID
+		}
+		b, err := appendArray(nil, list, elem == pgtype.JSONOID || elem == pgtype.JSONBOID)
 		if err != nil {
 			return fmt.Errorf("$%d: %w", i+1, err)
 		}
@@ -101,40 +107,28 @@ func Typed(ctx context.Context, c *pgconn.PgConn, m *pgtype.Map, sql string, val
 // appendArray appends list in PostgreSQL's array text form: every
 // element double-quoted (the server converts it to the element type),
 // backslash and double quote escaped, nil as NULL, a nested list as a
-// sub-array and a map as its JSON (for json[] and jsonb[]).
-func appendArray(b []byte, list []any) ([]byte, error) {
+// sub-array and a map as its JSON. With asJSON (json[], jsonb[]) every
+// other element is its JSON too: a string's bare text is no JSON value.
+func appendArray(b []byte, list []any, asJSON bool) ([]byte, error) {
 	b = append(b, '{')
 	for i, v := range list {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		var text string
 		switch x := v.(type) {
 		case nil:
 			b = append(b, "NULL"...)
 			continue
 		case []any:
 			var err error
-			if b, err = appendArray(b, x); err != nil {
+			if b, err = appendArray(b, x, asJSON); err != nil {
 				return nil, err
 			}
 			continue
-		case string:
-			text = x
-		case bool:
-			text = strconv.FormatBool(x)
-		case int:
-			text = strconv.Itoa(x)
-		case int64:
-			text = strconv.FormatInt(x, 10)
-		case float64:
-			text = strconv.FormatFloat(x, 'g', -1, 64)
-		default:
-			j, err := json.Marshal(x)
-			if err != nil {
-				return nil, err
-			}
-			text = string(j)
+		}
+		text, err := elementText(v, asJSON)
+		if err != nil {
+			return nil, err
 		}
 		if strings.IndexByte(text, 0) >= 0 {
 			return nil, fmt.Errorf("element %d: PostgreSQL text cannot hold a NUL byte", i)
@@ -149,4 +143,28 @@ func appendArray(b []byte, list []any) ([]byte, error) {
 		b = append(b, '"')
 	}
 	return append(b, '}'), nil
+}
+
+// elementText is an array element's text: its JSON with asJSON, else a
+// string as it is, a number or boolean its text, anything else its JSON.
+func elementText(v any, asJSON bool) (string, error) {
+	if !asJSON {
+		switch x := v.(type) {
+		case string:
+			return x, nil
+		case bool:
+			return strconv.FormatBool(x), nil
+		case int:
+			return strconv.Itoa(x), nil
+		case int64:
+			return strconv.FormatInt(x, 10), nil
+		case float64:
+			return strconv.FormatFloat(x, 'g', -1, 64), nil
+		}
+	}
+	j, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return string(j), nil
 }

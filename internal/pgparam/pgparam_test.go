@@ -22,7 +22,7 @@ func TestEncode(t *testing.T) {
 
 func TestAppendArray(t *testing.T) {
 	t.Parallel()
-	got, err := appendArray(nil, []any{nil, `a"b\c`, "", int64(3), true, 1.5, []any{"x", nil}, map[string]any{"k": "v"}})
+	got, err := appendArray(nil, []any{nil, `a"b\c`, "", int64(3), true, 1.5, []any{"x", nil}, map[string]any{"k": "v"}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestAppendArray(t *testing.T) {
 	if string(got) != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
-	if _, err := appendArray(nil, []any{"a\x00b"}); err == nil {
+	if _, err := appendArray(nil, []any{"a\x00b"}, false); err == nil {
 		t.Fatal("a NUL byte was accepted")
 	}
 }
