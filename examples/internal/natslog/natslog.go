@@ -37,12 +37,19 @@ func Options(logger *slog.Logger) []nats.Option {
 }
 
 // Where returns a NATS URL list (comma-separated, as nats.Connect takes
-// it) fit for messages: each URL's password, if any, replaced by "xxxxx".
+// it) fit for messages: each URL's password, if any, replaced by "xxxxx",
+// and so is a user given without a password, which nats.go sends as the
+// connection's auth token.
 func Where(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
 		p = strings.TrimSpace(p)
 		if u, err := url.Parse(p); err == nil {
+			if u.User != nil {
+				if _, hasPassword := u.User.Password(); !hasPassword {
+					u.User = url.User("xxxxx")
+				}
+			}
 			parts[i] = u.Redacted()
 		} else {
 			parts[i] = "<unparsable URL>"

@@ -112,3 +112,13 @@ func TestWhere(t *testing.T) {
 		t.Fatalf("Where = %q", got)
 	}
 }
+
+// TestWhereHidesToken: a URL's user with no password is its token
+// (nats.go sends it as auth_token), a secret as a password is.
+func TestWhereHidesToken(t *testing.T) {
+	t.Parallel()
+	got := Where("nats://s3cretToken@a:4222,nats://app:pw@b:4222")
+	if got != "nats://xxxxx@a:4222,nats://app:xxxxx@b:4222" || strings.Contains(got, "s3cretToken") {
+		t.Fatalf("Where = %q", got)
+	}
+}
