@@ -380,8 +380,12 @@ func (d *decoder) cursor(n *yaml.Node, what string) *CursorSpec {
 	if slices.Contains(statementCursorKinds, c.Kind) && c.Claim != nil {
 		for _, p := range ps {
 			if p.key == "dead_letter" && !returnsAttempts(c.Claim.Source) {
-				d.warnf(p.k, "%s: cursor.dead_letter never runs: the claim's RETURNING lists no attempts column (%s), "+
-					"from which the driver counts a row's deliveries; a row past max_attempts stops the loop instead of being set aside",
+				// The statement still runs for a frame the engine gives up
+				// on (its lease expired max_attempts times): only the
+				// driver's own count of a failing row's deliveries is lost.
+				d.warnf(p.k, "%s: cursor.dead_letter never sets aside a row that keeps failing: the claim's RETURNING lists no attempts column (%s), "+
+					"from which the driver counts a row's deliveries; such a row past max_attempts stops the loop instead "+
+					"(the statement runs only for a frame whose lease kept expiring)",
 					what, strings.Join(attemptColumns, ", "))
 			}
 		}

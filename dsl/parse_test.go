@@ -1368,7 +1368,10 @@ func TestArcOnCallErrorWithoutOnError(t *testing.T) {
 // TestCursorDeadLetterNeedsAttempts: a SQL cursor with a dead_letter
 // statement whose claim's RETURNING lists no attempts column warns at
 // dead_letter: the driver counts a row's deliveries only from that column,
-// so the statement never ran and a row past max_attempts stopped the loop.
+// so a row that keeps failing is never set aside and stops the loop past
+// max_attempts. The warning does not say the statement never runs: the
+// engine still runs it for a frame whose lease kept expiring
+// (SettleDeadLetter).
 // A claim returning the column (or *), or whose rows come from a SELECT
 // after its RETURNING, does not warn.
 func TestCursorDeadLetterNeedsAttempts(t *testing.T) {
@@ -1388,7 +1391,7 @@ func TestCursorDeadLetterNeedsAttempts(t *testing.T) {
       dead_letter: "UPDATE q SET status = 'dead' WHERE id IN %%(keys)s"
 `
 	p := mustParse(t, pb(fmt.Sprintf(tmpl, "id, payload")))
-	const msg = "cursor.dead_letter never runs: the claim's RETURNING lists no attempts column"
+	const msg = "cursor.dead_letter never sets aside a row that keeps failing: the claim's RETURNING lists no attempts column"
 	if !hasWarning(p, msg) {
 		t.Fatalf("no warning about the claim's missing attempts column: %v", p.Warnings)
 	}
