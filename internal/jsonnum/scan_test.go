@@ -172,3 +172,29 @@ func TestLargeDocumentStringsStandAlone(t *testing.T) {
 		t.Errorf("the strings of a %d-byte document are not cut from one copy of it", len(small))
 	}
 }
+
+// The strings Decode returns (keys, values, a number's text) own their
+// bytes: a caller's buffer reused after the call (pgx's read buffer, which
+// the next row overwrites) does not change them.
+func TestDecodeOwnsItsStrings(t *testing.T) {
+	for _, doc := range []string{
+		`{"name": "job 1000", "tag": "xy", "big": 123456789012345678901234567890, "f": 1.5e300}`,
+		`["` + strings.Repeat("p", sharedDoc) + `", "second"]`,
+	} {
+		buf := []byte(doc)
+		v, err := Decode(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Decode([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range buf {
+			buf[i] = 'z'
+		}
+		if !reflect.DeepEqual(v, want) {
+			t.Errorf("%s: overwriting the input changed the decoded value to %v", doc, v)
+		}
+	}
+}
