@@ -41,6 +41,13 @@ func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupport
 // orchestrator of a scale-out deployment does not know its workers'
 // tools). The problems are warnings, sorted by position.
 func Check(pb *dsl.Playbook, toolReg *tools.Registry, cursorReg *cursor.Registry) []dsl.Diagnostic {
+	return check(pb, toolReg, cursorReg, true)
+}
+
+// check is Check; offRefused says whether a kind toolReg holds turned off
+// is refused: only where toolReg's tools are the ones that run (an engine
+// with workers of its own), not where remote workers run their own.
+func check(pb *dsl.Playbook, toolReg *tools.Registry, cursorReg *cursor.Registry, offRefused bool) []dsl.Diagnostic {
 	if pb == nil {
 		return []dsl.Diagnostic{{Message: "no playbook (nil)"}}
 	}
@@ -53,7 +60,7 @@ func Check(pb *dsl.Playbook, toolReg *tools.Registry, cursorReg *cursor.Registry
 			tool, err := toolReg.Lookup(r.Name)
 			if err != nil {
 				add(r.Pos, "executor.requires.tools: tool kind %q is not registered in this engine (refused at run)", r.Name)
-			} else if why, off := tools.Disabled(tool); off {
+			} else if why, off := tools.Disabled(tool); off && offRefused {
 				add(r.Pos, "executor.requires.tools: tool kind %q is turned off in this engine: %s (refused at run)", r.Name, why)
 			}
 		}
@@ -64,7 +71,7 @@ func Check(pb *dsl.Playbook, toolReg *tools.Registry, cursorReg *cursor.Registry
 			tool, err := toolReg.Lookup(t.Kind)
 			if err != nil {
 				add(t.Pos, "%s: tool kind %q is not registered in this engine (refused at run)", what, t.Kind)
-			} else if why, off := tools.Disabled(tool); off {
+			} else if why, off := tools.Disabled(tool); off && offRefused {
 				add(t.Pos, "%s: tool kind %q is turned off in this engine: %s (refused at run)", what, t.Kind, why)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/tools/builtin"
 )
 
 // TestStartRefusesWhatItDoesNotRun: a playbook that names an unregistered
@@ -175,4 +176,36 @@ func mustParse(t *testing.T, src string) *dsl.Playbook {
 		t.Fatal(err)
 	}
 	return pb
+}
+
+// TestToolTurnedOffRefusedWhereItRuns: an engine whose own workers run
+// its commands refuses, at Start, a playbook using a kind its registry
+// holds turned off (python without builtin.Options.EnablePython); an
+// engine dispatching to remote workers, whose tools are their own, does
+// not refuse it for its registry's sake.
+func TestToolTurnedOffRefusedWhereItRuns(t *testing.T) {
+	t.Parallel()
+	pb := mustParse(t, header+`
+workflow:
+  - step: start
+    tool: {kind: python, code: "result = 1"}
+`)
+	treg, closer := builtin.NewRegistry(builtin.Options{})
+	defer closer.Close()
+	local, err := engine.New(engine.Config{Log: newMemLog(), Tools: treg, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	if probs := local.Check(pb); len(probs) != 1 || !strings.Contains(probs[0].Message, `tool kind "python" is turned off in this engine`) {
+		t.Fatalf("in-process engine: problems %v, want the python kind turned off", probs)
+	}
+	remote, err := engine.New(engine.Config{Log: newMemLog(), Tools: treg, Workers: 0, Dispatcher: discard{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Close()
+	if probs := remote.Check(pb); len(probs) != 0 {
+		t.Fatalf("dispatching engine: problems %v, want none", probs)
+	}
 }

@@ -170,10 +170,12 @@ type Engine struct {
 	// or the host gave the registry.
 	checkTools   bool
 	checkCursors bool
-	orch         *orchestrator
-	running      running
-	worker       *Worker
-	queue        *localQueue
+	// inProcess says whether this engine's own workers run its commands.
+	inProcess bool
+	orch      *orchestrator
+	running   running
+	worker    *Worker
+	queue     *localQueue
 	// stopOrch stops the orchestrator; stopWork cancels the commands the
 	// in-process workers run.
 	stopOrch, stopWork context.CancelFunc
@@ -248,7 +250,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, started: cfg.Clock.Now()}
 	inProcess := cfg.Dispatcher == nil && cfg.Workers > 0
-	e.checkTools, e.checkCursors = hostTools || inProcess, hostCursors || inProcess
+	e.checkTools, e.checkCursors, e.inProcess = hostTools || inProcess, hostCursors || inProcess, inProcess
 	res := newResults(cfg.Results)
 	e.worker = &Worker{ID: cfg.WorkerID, Tools: cfg.Tools, Cursors: cfg.Cursors, Keychain: cfg.Keychain, AllowCursorURL: cfg.AllowCursorURL, Logger: cfg.Logger,
 		Clock: cfg.Clock, MaxResultBytes: cfg.MaxResultBytes, Partials: cfg.Partials, Results: cfg.Results, res: res,
@@ -532,7 +534,9 @@ func (e *Engine) Check(pb *dsl.Playbook) []dsl.Diagnostic {
 	if e.checkCursors {
 		creg = e.cfg.Cursors
 	}
-	probs := Check(pb, treg, creg)
+	// A tool turned off here is refused only when this engine's workers
+	// run the playbook; remote workers have tools of their own.
+	probs := check(pb, treg, creg, e.inProcess)
 	if e.cfg.Results == nil && pb != nil {
 		probs = append(probs, needsStore(pb)...)
 	}
