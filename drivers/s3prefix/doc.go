@@ -18,6 +18,13 @@
 //	  iterator: job
 //	  spec: {mode: cursor, max_in_flight: 4, frame: {max_rows: 500, lease_seconds: 60, max_attempts: 3}}
 //
+// A request to an s3:// bucket opened by the default Config.OpenBucket
+// waits at most Config.ResponseHeaderTimeout (30 s by default) for the
+// response's headers: a server that accepts connections and never
+// answers fails the claim, after the AWS SDK's own retries, as a
+// transient failure the engine retries before it fails the loop. The
+// transfer of a body is not bounded.
+//
 // # Rows
 //
 // Every object under prefix is a row; Row.Key is its name below the

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
+	"github.com/cursorflow/cursorflow/internal/s3bucket"
 )
 
 // Defaults of Config and of a cursor's lease.
@@ -27,6 +29,9 @@ const (
 	DefaultConcurrency = 16
 	// DefaultLease is the lease taken when Spec.Lease is zero.
 	DefaultLease = time.Minute
+	// DefaultResponseHeaderTimeout is Config.ResponseHeaderTimeout's
+	// default (30s).
+	DefaultResponseHeaderTimeout = s3bucket.DefaultResponseHeaderTimeout
 	// maxStateCache bounds the cache of marker bodies per bucket; it is
 	// emptied when full.
 	maxStateCache = 200_000
@@ -45,6 +50,14 @@ type Config struct {
 	// imports. A host that fills a memblob bucket itself returns that
 	// bucket here. The driver closes the buckets it opened on Close.
 	OpenBucket func(ctx context.Context, url string) (*blob.Bucket, error)
+	// ResponseHeaderTimeout bounds how long a request to an s3:// bucket
+	// opened by the default OpenBucket waits for the response's headers,
+	// so a server that accepts connections and never answers fails the
+	// claim (a transient failure the engine retries) instead of hanging
+	// it. The transfer of a body is not bounded. Defaults to
+	// DefaultResponseHeaderTimeout; a host's own OpenBucket is not
+	// affected.
+	ResponseHeaderTimeout time.Duration
 	// Concurrency is how many requests one Claim, Ack or Release has in
 	// flight at once. Defaults to DefaultConcurrency (16).
 	Concurrency int
@@ -100,8 +113,11 @@ func New(cfg Config) *Driver {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
 	}
+	if cfg.ResponseHeaderTimeout <= 0 {
+		cfg.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	}
 	if cfg.OpenBucket == nil {
-		cfg.OpenBucket = blob.OpenBucket
+		cfg.OpenBucket = defaultOpenBucket(cfg.ResponseHeaderTimeout)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -193,6 +209,19 @@ func (d *Driver) openBucket(ctx context.Context, rawURL string) (*bucket, error)
 		b.s3, b.name = cli, u.Host
 	}
 	return b, nil
+}
+
+// defaultOpenBucket opens s3:// buckets with an HTTP client that waits at
+// most headerTimeout for a response's headers, and any other URL with
+// blob.OpenBucket.
+func defaultOpenBucket(headerTimeout time.Duration) func(context.Context, string) (*blob.Bucket, error) {
+	return func(ctx context.Context, rawURL string) (*blob.Bucket, error) {
+		u, err := url.Parse(rawURL)
+		if err == nil && strings.EqualFold(u.Scheme, "s3") {
+			return s3bucket.Open(ctx, u, headerTimeout)
+		}
+		return blob.OpenBucket(ctx, rawURL)
+	}
 }
 
 // Close closes every bucket the driver opened. Cursors opened earlier

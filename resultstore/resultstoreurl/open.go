@@ -13,6 +13,7 @@ import (
 	_ "gocloud.dev/blob/memblob"  // mem://, one process
 	_ "gocloud.dev/blob/s3blob"   // s3:// (AWS S3 and compatible servers)
 
+	"github.com/cursorflow/cursorflow/internal/s3bucket"
 	"github.com/cursorflow/cursorflow/resultstore"
 )
 
@@ -31,7 +32,9 @@ const (
 //
 //	file:///var/lib/cursorflow/results   a directory (created if missing)
 //	s3://bucket?region=...&endpoint=...  an S3 bucket (credentials from the
-//	                                     AWS environment, never the URL)
+//	                                     AWS environment, never the URL); a
+//	                                     request waits at most 30s for the
+//	                                     response's headers
 //	mem://                               in this process only
 //
 // ?result_prefix=P and ?result_threshold=BYTES set the store's key
@@ -70,7 +73,14 @@ func Open(ctx context.Context, rawURL string, threshold int64) (*resultstore.Sto
 		// Any driver the host registered with gocloud still opens.
 	}
 	u.RawQuery = q.Encode()
-	b, err := blob.OpenBucket(ctx, u.String())
+	var b *blob.Bucket
+	if strings.EqualFold(u.Scheme, "s3") {
+		// gocloud's opener waits for an answer forever: bound the wait
+		// for a response's headers, not the transfer of a result.
+		b, err = s3bucket.Open(ctx, u, 0)
+	} else {
+		b, err = blob.OpenBucket(ctx, u.String())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s:// bucket: %w", ErrUnsupportedURL, u.Scheme, err)
 	}
