@@ -5,7 +5,10 @@
 //	reg.Register("sqlite", sqlite.New(sqlite.Config{}))
 //
 // The credential is a file path, sqlite:PATH, sqlite://PATH or a file:
-// URI. The driver opens the database in WAL mode with a busy timeout
+// URI. The database must exist: the driver opens it with mode=rw (unless
+// a file: URI sets a mode), so a mistyped path fails Open with an error
+// naming the path instead of leaving an empty database behind. The driver
+// opens the database in WAL mode with a busy timeout
 // (Config.BusyTimeout, 5 s by default) and runs every claim, ack and
 // release in a BEGIN IMMEDIATE transaction, so a claim holds SQLite's
 // write lock from its first read and two processes never claim the same

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -85,7 +87,7 @@ func (d *Driver) OptionKeys() []string { return sqlcursor.OptionKeys() }
 // Open returns a cursor over spec's claim on the database file that
 // spec.Credential names: a path, sqlite:PATH, sqlite://PATH or a file: URI.
 func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, error) {
-	db, err := d.db(spec.Credential)
+	db, err := d.db(ctx, spec.Credential)
 	if err != nil {
 		return nil, &cursor.ClaimError{Kind: spec.Kind, Auth: spec.Auth, Op: "open", Err: err}
 	}
@@ -96,15 +98,16 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 	return cur, nil
 }
 
-func (d *Driver) db(credential string) (*sql.DB, error) {
-	return d.dbs.Get(credential, func() (*sql.DB, error) { return d.openDB(credential) })
+func (d *Driver) db(ctx context.Context, credential string) (*sql.DB, error) {
+	return d.dbs.Get(credential, func() (*sql.DB, error) { return d.openDB(ctx, credential) })
 }
 
-func (d *Driver) openDB(credential string) (*sql.DB, error) {
+func (d *Driver) openDB(ctx context.Context, credential string) (*sql.DB, error) {
 	dsn, err := DSN(credential, d.cfg.BusyTimeout)
 	if err != nil {
 		return nil, err
 	}
+	dsn = mustExist(dsn)
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -116,13 +119,60 @@ func (d *Driver) openDB(credential string) (*sql.DB, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
+	// Connect now: a database that does not exist (mode=rw refuses to
+	// create it) is reported by its path, not as a claim's "no such
+	// table".
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		if path, ok := filePath(dsn); ok {
+			if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
+				return nil, fmt.Errorf("database %s does not exist (a cursor's database is never created): %w", path, err)
+			}
+		}
+		return nil, fmt.Errorf("open database: %w", err)
+	}
 	return db, nil
+}
+
+// mustExist adds mode=rw to a data source name from DSN that names a
+// file and sets no mode: a mistyped path must fail, not leave a new empty
+// database behind.
+func mustExist(dsn string) string {
+	path, rawQuery, _ := strings.Cut(dsn, "?")
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil || path == "file::memory:" || q.Get("mode") != "" {
+		return dsn
+	}
+	q.Set("mode", "rw")
+	return path + "?" + q.Encode()
+}
+
+// filePath returns the file a data source name from DSN opens, if it
+// names one (not :memory:).
+func filePath(dsn string) (string, bool) {
+	p, rawQuery, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
+	if q, err := url.ParseQuery(rawQuery); err == nil && q.Get("mode") == "memory" {
+		return "", false
+	}
+	if rest, ok := strings.CutPrefix(p, "//"); ok {
+		// file://host/path: SQLite takes an empty host or localhost.
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			p = rest[i:]
+		}
+	}
+	p, err := url.PathUnescape(p)
+	if err != nil || p == "" || p == ":memory:" {
+		return "", false
+	}
+	return p, true
 }
 
 // DSN turns a credential into a modernc.org/sqlite data source name with
 // WAL journaling, the busy timeout, and IMMEDIATE transactions (a claim
 // takes the write lock when it begins, so two processes never both read
-// the same candidates). Parameters already in a file: URI win.
+// the same candidates). Parameters already in a file: URI win. The
+// driver's own connections add mode=rw (unless the URI sets a mode): a
+// cursor's database must exist and is never created.
 func DSN(credential string, busyTimeout time.Duration) (string, error) {
 	c := strings.TrimSpace(credential)
 	switch {

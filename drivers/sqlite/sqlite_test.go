@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -80,13 +81,17 @@ func TestErrorsNameTheAlias(t *testing.T) {
 	drv := sqlite.New(sqlite.Config{})
 	t.Cleanup(func() { _ = drv.Close() })
 	path := filepath.Join(t.TempDir(), "q.db")
+	// A cursor's database must exist (an empty file is an empty database).
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, credential, claim, op, want string
 	}{
 		{"missing table", path, "UPDATE nope SET x = 1 RETURNING id", "claim", "no such table"},
 		{"no result set", path, "CREATE TABLE IF NOT EXISTS t (id INTEGER)", "claim", "no result set"},
 		{"bad credential", "", "SELECT 1", "open", "empty credential"},
-		{"unopenable file", filepath.Join(t.TempDir(), "missing-dir", "q.db"), "SELECT 1", "claim", "unable to open"},
+		{"unopenable file", filepath.Join(t.TempDir(), "missing-dir", "q.db"), "SELECT 1", "open", "does not exist"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
