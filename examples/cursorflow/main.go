@@ -68,9 +68,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/cursorflow/cursorflow/examples/internal/liblog"
 )
 
 func main() {
+	// go-redis and the MySQL driver log through package-level loggers:
+	// route them through the run's logger (withEngine sets it), at debug
+	// level.
+	liblog.Install()
 	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/eventlogurl"
 	"github.com/cursorflow/cursorflow/examples/internal/credflag"
+	"github.com/cursorflow/cursorflow/examples/internal/liblog"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/resultstore"
 	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
@@ -225,6 +226,7 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	liblog.Use(logger)
 
 	static, err := credflag.Keychain(f.credentials)
 	if err != nil {

@@ -52,6 +52,7 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/natsjs"
 	"github.com/cursorflow/cursorflow/examples/internal/credflag"
+	"github.com/cursorflow/cursorflow/examples/internal/liblog"
 	"github.com/cursorflow/cursorflow/examples/internal/natslog"
 	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/resultstore"
@@ -66,6 +67,9 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
+	// go-redis and the MySQL driver log through package-level loggers:
+	// route them through the worker's logger (run sets it).
+	liblog.Install()
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
@@ -100,6 +104,7 @@ func run(args []string, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	liblog.Use(logger)
 	// The values are secrets: credflag's errors never quote them.
 	static, err := credflag.Keychain(credentials)
 	if err != nil {
