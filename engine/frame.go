@@ -140,7 +140,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			return oerr
 		})
 		if err != nil {
-			return nil, fail(fmt.Sprintf("loop.cursor: open %s cursor (auth %q): %v", lp.Cursor.Kind, spec.Auth, err))
+			return nil, fail(openFailure(lp.Cursor.Kind, spec.Auth, err))
 		}
 		*curp = c
 	}
@@ -547,6 +547,17 @@ func (w *Worker) retryTransient(ctx context.Context, cmd *Command, op string, ca
 		}
 		wait = min(2*wait, transientMax)
 	}
+}
+
+// openFailure is the message of a cursor that could not be opened. A
+// driver's *cursor.ClaimError already names the kind and the credential's
+// alias (never the credential): it is not said twice.
+func openFailure(kind, auth string, err error) string {
+	var ce *cursor.ClaimError
+	if errors.As(err, &ce) && ce.Kind == kind && ce.Auth == auth {
+		return "loop.cursor: " + err.Error()
+	}
+	return fmt.Sprintf("loop.cursor: open %s cursor (auth %q): %v", kind, auth, err)
 }
 
 // abortAheadFailed is the warning of a claim made ahead that could not be
