@@ -3,6 +3,7 @@ package dsl
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -399,26 +400,84 @@ var attemptColumns = []string{"attempts", "attempt", "attempt_count"}
 
 // returnsAttempts reports whether a claim statement may return an attempts
 // column: false only when its last RETURNING clause, with no SELECT after
-// it (whose list could add the column), names none of attemptColumns and
-// no *. A claim without RETURNING (a SELECT ... FOR UPDATE) is not judged.
+// it (whose list could add the column) and no template (which could
+// render one), names none of attemptColumns as an output column and no *.
+// An item's output name is its alias (AS name) or else its last
+// identifier (q.attempts), as PostgreSQL names it; comments are skipped.
+// A claim without RETURNING (a SELECT ... FOR UPDATE) is not judged.
 func returnsAttempts(claim string) bool {
-	inWord := func(r rune) bool { return r == '_' || r == '*' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' }
-	words := strings.FieldsFunc(strings.ToLower(claim), func(r rune) bool { return !inWord(r) })
-	last := -1
-	for i, w := range words {
-		if w == "returning" {
-			last = i
-		}
-	}
-	if last < 0 {
+	sql := strings.ToLower(stripSQLComments(claim))
+	loc := returningWord.FindAllStringIndex(sql, -1)
+	if loc == nil {
 		return true
 	}
-	for _, w := range words[last+1:] {
-		if w == "select" || strings.Contains(w, "*") || slices.Contains(attemptColumns, w) {
+	rest := sql[loc[len(loc)-1][1]:]
+	if strings.Contains(rest, "{{") || selectWord.MatchString(rest) {
+		return true
+	}
+	for _, item := range splitTopLevel(rest) {
+		fields := strings.Fields(strings.TrimRight(strings.TrimSpace(item), ";"))
+		if len(fields) == 0 {
+			continue
+		}
+		name := fields[len(fields)-1]
+		name = strings.Trim(name[strings.LastIndexByte(name, '.')+1:], `"`)
+		if name == "*" || slices.Contains(attemptColumns, name) {
 			return true
 		}
 	}
 	return false
+}
+
+var (
+	returningWord = regexp.MustCompile(`\breturning\b`)
+	selectWord    = regexp.MustCompile(`\bselect\b`)
+)
+
+// stripSQLComments drops -- line comments and /* */ block comments (not
+// inside quotes: good enough for a lint).
+func stripSQLComments(sql string) string {
+	var b strings.Builder
+	for i := 0; i < len(sql); i++ {
+		switch {
+		case strings.HasPrefix(sql[i:], "--"):
+			j := strings.IndexByte(sql[i:], '\n')
+			if j < 0 {
+				return b.String()
+			}
+			i += j - 1
+		case strings.HasPrefix(sql[i:], "/*"):
+			j := strings.Index(sql[i+2:], "*/")
+			if j < 0 {
+				return b.String()
+			}
+			i += j + 3
+			b.WriteByte(' ')
+		default:
+			b.WriteByte(sql[i])
+		}
+	}
+	return b.String()
+}
+
+// splitTopLevel splits a select list at the commas outside parentheses.
+func splitTopLevel(list string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(list); i++ {
+		switch list[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, list[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, list[start:])
 }
 
 // missingCursorOption names what a cursor block of kind, with keys ps,

@@ -1400,9 +1400,17 @@ func TestCursorDeadLetterNeedsAttempts(t *testing.T) {
 			t.Errorf("warning at %v, want line 18 col 7 (dead_letter)", w.Pos)
 		}
 	}
-	for _, returning := range []string{"id, ATTEMPTS", "id, n AS attempt_count", "*", "id) SELECT id, attempts FROM c"} {
+	for _, returning := range []string{"id, ATTEMPTS", "id, n AS attempt_count", "*", "id) SELECT id, attempts FROM c",
+		"q.id, q.attempts;", "{{ columns }}", `id, coalesce(attempts, 0) AS "attempts"`} {
 		if p := mustParse(t, pb(fmt.Sprintf(tmpl, returning))); hasWarning(p, msg) {
 			t.Errorf("RETURNING %s: warned %v", returning, p.Warnings)
+		}
+	}
+	// The column must come back under its name: renamed, computed or
+	// only in a comment, it does not.
+	for _, returning := range []string{"id, attempts AS tries", "id, attempts + 1", "id -- , attempts", "id /* attempts */"} {
+		if p := mustParse(t, pb(fmt.Sprintf(tmpl, returning))); !hasWarning(p, msg) {
+			t.Errorf("RETURNING %s: no warning", returning)
 		}
 	}
 }
