@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,16 @@ type Proxy struct {
 	refuse   int // connections still to close on arrival
 	accepted int
 	open     chan struct{} // closed while forwarding (no Hole)
+	// marker, when set, is what a client message must hold for the
+	// target's reply to it to be lost (LoseReplyTo); lose is then the
+	// target side of that message's connection, cut once it answers.
+	marker []byte
+	lose   net.Conn
+	lost   chan struct{}
+	// cutAt, with marker, drops the message itself (CutAt) instead of
+	// its reply.
+	cutAt     bool
+	cutRefuse int
 }
 
 // NewProxy listens on a free port of 127.0.0.1 and forwards every
@@ -139,8 +150,8 @@ func (p *Proxy) accept() {
 		p.conns[c], p.conns[up] = true, true
 		p.wg.Add(2)
 		p.mu.Unlock()
-		go p.pipe(c, up)
-		go p.pipe(up, c)
+		go p.pipe(c, up, false)
+		go p.pipe(up, c, true)
 	}
 }
 
@@ -180,9 +191,65 @@ func (p *Proxy) gate() chan struct{} {
 	return p.open
 }
 
+// LoseReplyTo makes the proxy lose the target's reply to the next client
+// message that holds marker: the message reaches the target, which acts
+// on it (a database commits it), and the first answer the target sends
+// on that connection is dropped, with every connection through the
+// proxy, as a server that crashed or a network that cut out just after a
+// commit does. The client cannot tell whether its request took effect.
+// The returned channel is closed once the reply was lost.
+func (p *Proxy) LoseReplyTo(marker []byte) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.marker, p.lose, p.lost, p.cutAt = bytes.Clone(marker), nil, make(chan struct{}), false
+	return p.lost
+}
+
+// CutAt makes the proxy drop the next client message that holds marker,
+// before it reaches the target, and with it every connection through the
+// proxy, as a server that went down just before the request does; then
+// the proxy refuses the next refuse connections (see RefuseNext). The
+// returned channel is closed once the message was dropped.
+func (p *Proxy) CutAt(marker []byte, refuse int) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.marker, p.lose, p.lost, p.cutAt = bytes.Clone(marker), nil, make(chan struct{}), true
+	p.cutRefuse = refuse
+	return p.lost
+}
+
+// watch notes, for LoseReplyTo and CutAt, a client message read from src
+// bound for dst (the target), and reports whether data is to be lost, and
+// so the moment to drop every connection: the message itself (CutAt), or
+// a reply read from src, the target, to the marked message (LoseReplyTo).
+func (p *Proxy) watch(dst, src net.Conn, data []byte, toTarget bool) (lose bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if toTarget {
+		if p.marker == nil || !bytes.Contains(data, p.marker) {
+			return false
+		}
+		p.marker = nil
+		if p.cutAt {
+			p.refuse = p.cutRefuse
+			close(p.lost)
+			return true
+		}
+		p.lose = dst
+		return false
+	}
+	if p.lose == nil || p.lose != src {
+		return false
+	}
+	p.lose = nil
+	close(p.lost)
+	return true
+}
+
 // pipe copies src to dst, holding each read back while the proxy is in a
-// Hole, until either side closes; then it closes both.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// Hole, until either side closes; then it closes both. toTarget is true
+// for the client-to-target direction.
+func (p *Proxy) pipe(dst, src net.Conn, toTarget bool) {
 	defer p.wg.Done()
 	defer func() {
 		_ = dst.Close()
@@ -195,6 +262,10 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && p.watch(dst, src, buf[:n], toTarget) {
+			p.DropConnections()
+			return
+		}
 		if n > 0 {
 			if gate := p.gate(); !isClosed(gate) {
 				p.held.Add(int64(n))
