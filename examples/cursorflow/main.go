@@ -95,6 +95,9 @@ const (
 // func(args []string, stdout, stderr io.Writer) int in its own file; add a
 // case here (and a line to usage) for a new one.
 func dispatch(args []string, stdout, stderr io.Writer) int {
+	if _, isFile := stderr.(*os.File); !isFile {
+		stderr = &lockedWriter{w: stderr}
+	}
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage

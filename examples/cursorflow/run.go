@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -177,8 +178,20 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	id := u.String()
-	return withEngine(f, stdout, stderr, id, pb, func(ctx context.Context, e *engine.Engine) (string, error) {
-		return e.Start(ctx, src, engine.StartOptions{File: file, Workload: workload, ExecutionID: id})
+	return withEngine(f, stdout, stderr, id, pb, func(ctx context.Context, e *engine.Engine, log eventlog.Log) (string, error) {
+		start := func() error {
+			_, err := e.Start(ctx, src, engine.StartOptions{File: file, Workload: workload, ExecutionID: id})
+			return err
+		}
+		err := startRecorded(ctx, log, id, start, stderr)
+		if err != nil && errors.Is(err, engine.ErrUnavailable) {
+			logURL := f.eventlog
+			if logURL == "" {
+				logURL = defaultEventLog()
+			}
+			err = fmt.Errorf("%w (if it does, resume with: %s)", err, resumeHint(id, logURL, f.credentials))
+		}
+		return id, err
 	})
 }
 
@@ -196,7 +209,7 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	id := pos[0]
-	return withEngine(f, stdout, stderr, id, nil, func(ctx context.Context, e *engine.Engine) (string, error) {
+	return withEngine(f, stdout, stderr, id, nil, func(ctx context.Context, e *engine.Engine, _ eventlog.Log) (string, error) {
 		err := e.Resume(ctx, id)
 		if errors.Is(err, engine.ErrUnknownExecution) {
 			logURL := f.eventlog
@@ -209,12 +222,61 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
+// startBackoff bounds the pause between two asks of a start the event log
+// failed (see startRecorded).
+const startBackoff = 5 * time.Second
+
+// startRecorded runs start, the engine's Start of execution id, until the
+// event log records it. An append the log failed (engine.ErrUnavailable:
+// a connection cut, a server restarting) may have been stored all the
+// same, its answer lost; the engine then loads the execution from the
+// log and drives it. So a failed start is asked again, with backoff, for
+// as long as ctx lives (a run waits out a log that stops answering
+// mid-run the same way): a start refused as existing is the first one on
+// record once the log holds the execution's events, and still being
+// sorted out by the engine otherwise. The wait is said once on stderr.
+// The returned error wraps engine.ErrUnavailable when the run was stopped
+// while the log had not answered.
+func startRecorded(ctx context.Context, log eventlog.Log, id string, start func() error, stderr io.Writer) error {
+	backoff, asked := 100*time.Millisecond, false
+	for {
+		err := start()
+		switch {
+		case err == nil:
+			return nil
+		case asked && errors.Is(err, engine.ErrExecutionExists):
+			if evs, rerr := log.Read(ctx, id, 0, 1); rerr == nil && len(evs) > 0 {
+				return nil
+			}
+		case errors.Is(err, engine.ErrClosed) || ctx.Err() != nil:
+			return err
+		case !asked && !errors.Is(err, engine.ErrUnavailable):
+			// Refused before anything was sent to the log. Once the log
+			// failed, the playbook is the one Start took: what fails
+			// now is the log again (Start's read of it, say).
+			return err
+		}
+		if !asked {
+			fmt.Fprintf(stderr, "cursorflow: the event log failed while recording the start of %s (%v); asking it again until it answers\n", id, err)
+			asked = true
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("the event log did not record the start of %s before the run was stopped (%w): the log may hold it all the same: %w: %w", id, context.Cause(ctx), engine.ErrUnavailable, err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, startBackoff)
+	}
+}
+
 // withEngine opens the event log, locks execution id for this process,
 // builds an engine with the standard tools and drivers, checks that the
 // keychain holds every credential pb names (for a resume, nil: the
 // playbook the execution recorded), starts (or resumes) the execution
 // with begin, waits for it and prints the outcome.
-func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playbook, begin func(context.Context, *engine.Engine) (string, error)) int {
+func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playbook, begin func(context.Context, *engine.Engine, eventlog.Log) (string, error)) int {
 	if !validProgress(f.progress) {
 		fmt.Fprintf(stderr, "cursorflow: --progress %q: want auto, always or never\n", f.progress)
 		return exitUsage
@@ -335,7 +397,7 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 	}
 
 	started := time.Now()
-	id, err = begin(ctx, e)
+	id, err = begin(ctx, e, log)
 	if err != nil {
 		var list dsl.ErrorList
 		if errors.As(err, &list) {
@@ -579,4 +641,20 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// lockedWriter serialises the writes of several goroutines to w: the
+// engine's logger and a command's own lines (progress, the start's
+// retries) write to stderr from different goroutines. dispatch wraps a
+// stderr that is not a file (a test's buffer); a file is left bare, for
+// the terminal checks of progress.go.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
