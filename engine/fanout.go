@@ -74,6 +74,9 @@ func (s *State) shardFailed(c *commandState, p *completedPayload, at time.Time) 
 	l.Outputs[c.Issued.Index] = out
 	l.Done++
 	l.Failed++
+	if s.cancelRequested && p.Error == cancelledError {
+		l.Cancelled++
+	}
 	l.ProgressAt = at
 	s.checkLoop(l)
 }

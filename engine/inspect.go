@@ -53,6 +53,12 @@ type LoopStatus struct {
 	OK       int `json:"ok,omitempty"`
 	Failed   int `json:"failed,omitempty"`
 	Dead     int `json:"dead,omitempty"`
+	// Cancelled counts the items of a collection loop (the shards of a
+	// fan-out loop, the rows of a cursor loop) that a cancel of the
+	// execution stopped while they ran or waited for their
+	// sub-playbooks: neither done nor failed.
+	// An ended execution's loops have nothing in flight.
+	Cancelled int `json:"cancelled,omitempty"`
 	// Abandoned counts rows the engine gave up on that stay claimed in
 	// the source: their release (or the frame's) failed. They are listed
 	// in frame.done's abandoned and need a hand: they never run again.
@@ -119,14 +125,28 @@ func (s *State) loopStatus(id string, l *loopState) LoopStatus {
 	}
 	switch l.Mode {
 	case dsl.ModeCursor:
-		ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead, ls.Abandoned = l.Frames, l.Rows, l.OK, l.Failed, l.Dead, l.Abandoned
+		// Rows a cancel stopped are not failed.
+		ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead, ls.Abandoned = l.Frames, l.Rows, l.OK, l.Failed-l.Cancelled, l.Dead, l.Abandoned
+		ls.Cancelled = l.Cancelled
 		ls.Unreleased = l.Unreleased
-		ls.Done = l.OK + l.Failed + l.Dead
+		ls.Done = ls.OK + ls.Failed + ls.Dead
 	case dsl.ModeFanout:
 		// A fan-out loop counts its shards.
-		ls.Items, ls.Done, ls.OK, ls.Failed = l.Shards, l.Done, l.OK, l.Failed
+		ls.Items, ls.Done, ls.OK, ls.Failed, ls.Cancelled = l.Shards, l.Done-l.Cancelled, l.OK, l.Failed-l.Cancelled, l.Cancelled
 	default:
-		ls.Items, ls.Done, ls.Failed = l.count(), l.Done, l.Failed
+		// Items a cancel stopped are neither done nor failed.
+		ls.Items, ls.Done, ls.Failed, ls.Cancelled = l.count(), l.Done-l.Cancelled, l.Failed-l.Cancelled, l.Cancelled
+	}
+	if s.Status == StatusCancelled && l.Mode != dsl.ModeCursor {
+		// Items or shards still out when the cancel ended the execution
+		// (parked on sub-playbooks, which the cancel ends too) were
+		// stopped by it.
+		ls.Cancelled += ls.InFlight
+	}
+	if s.Status != StatusRunning {
+		// Nothing of an ended execution runs on: a report that comes
+		// after its end is not recorded.
+		ls.InFlight = 0
 	}
 	if d := l.ProgressAt.Sub(l.StartedAt).Seconds(); d > 0 {
 		ls.Rate = float64(ls.Done) / d

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -395,6 +396,29 @@ type frameDoneSummary struct {
 	Abandoned int `json:"-"`
 	// Unreleased is how many keys frame.done's unreleased lists.
 	Unreleased int `json:"-"`
+	// Stopped is how many of frame.done's items failed because a cancel
+	// stopped them (their error is cancelledError's, as a row a cancel
+	// interrupted or never started has).
+	Stopped int `json:"-"`
+}
+
+// countStopped counts the items of frame.done's raw items list that a
+// cancel stopped. Only a list that holds the cancel's error is decoded.
+func countStopped(raw []byte) (int, error) {
+	if !bytes.Contains(raw, []byte(`"error":"`+cancelledError)) {
+		return 0, nil
+	}
+	var items []ItemOutcome
+	if err := unmarshal(raw, &items); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, it := range items {
+		if it.Outcome != OutcomeOK && it.Outcome != OutcomeDead && strings.HasPrefix(it.Error, cancelledError) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // UnmarshalJSON reads the summary without decodeMember (an abandoned
@@ -403,15 +427,18 @@ func (p *frameDoneSummary) UnmarshalJSON(b []byte) error {
 	type plain frameDoneSummary
 	var full struct {
 		plain
-		Abandoned  []string `json:"abandoned"`
-		Unreleased []string `json:"unreleased"`
+		Abandoned  []string        `json:"abandoned"`
+		Unreleased []string        `json:"unreleased"`
+		Items      json.RawMessage `json:"items"`
 	}
 	if err := unmarshal(b, &full); err != nil {
 		return err
 	}
 	*p = frameDoneSummary(full.plain)
 	p.Abandoned, p.Unreleased = len(full.Abandoned), len(full.Unreleased)
-	return nil
+	var err error
+	p.Stopped, err = countStopped(full.Items)
+	return err
 }
 
 func (p *frameDoneSummary) decodeMember(key string, raw []byte) error {
@@ -440,6 +467,12 @@ func (p *frameDoneSummary) decodeMember(key string, raw []byte) error {
 			return err
 		}
 		p.Unreleased = len(keys)
+	case "items":
+		n, err := countStopped(raw)
+		if err != nil {
+			return err
+		}
+		p.Stopped = n
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -56,6 +57,26 @@ func TestMemberDecodersAgree(t *testing.T) {
 		var fd frameDoneSummary
 		if err := decode(eventlog.Event{Payload: []byte(p)}, &fd); err != nil || fd.Abandoned != 2 {
 			t.Errorf("%s: abandoned %d (%v), want 2", p, fd.Abandoned, err)
+		}
+	}
+	// Both count the rows a cancel stopped (not a row that failed alone).
+	for _, p := range []string{
+		`{"items":[{"key":"1","outcome":"error","error":"execution cancelled: rows still running a lease after the cancel were interrupted"},{"key":"2","outcome":"error","error":"boom"},{"key":"3","outcome":"ok"}],"counts":{"rows":3,"ok":1,"failed":2,"dead":0},"released":2,"cancelled":true}`,
+		`{"Items":[{"key":"1","outcome":"error","error":"execution cancelled before the row started"},{"key":"2","outcome":"error","error":"execution cancelled"}],"counts":{"rows":2,"ok":0,"failed":2,"dead":0}}`,
+	} {
+		var fd, wd frameDoneSummary
+		if err := decode(eventlog.Event{Payload: []byte(p)}, &fd); err != nil {
+			t.Fatal(err)
+		}
+		if err := unmarshal([]byte(p), &wd); err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if strings.HasPrefix(p, `{"Items"`) {
+			want = 2
+		}
+		if fd.Stopped != want || wd.Stopped != want {
+			t.Errorf("%s: stopped %d, decoded whole %d, want %d", p, fd.Stopped, wd.Stopped, want)
 		}
 	}
 	for _, p := range []string{`{"unreleased":["7","q\"]"]}`, `{"\u0075nreleased":["7","8"]}`} {

@@ -220,6 +220,9 @@ func splitCommandID(id string) (base string, attempt int, ok bool) {
 	return id[:i], n, true
 }
 
+// cancelledError is the error of a command a cancel stopped as it ran.
+const cancelledError = "execution cancelled"
+
 type loopState struct {
 	Run  string
 	Mode string
@@ -248,6 +251,13 @@ type loopState struct {
 	// Abandoned counts recorded rows the engine gave up on that stay
 	// claimed in the source (frame.done's abandoned).
 	Abandoned int `json:",omitempty"`
+	// Cancelled counts the items (collection loops), shards (fan-out
+	// loops) or rows (cursor loops) among Done and Failed that a cancel
+	// stopped as they ran (their command, or row, failed with
+	// cancelledError after cancel.requested).
+	// It only describes (Inspect): Done and Failed, which decisions
+	// read, count them all the same.
+	Cancelled int `json:",omitempty"`
 	// Unreleased counts failed rows left claimed in the source because
 	// the cursor has no release statement (frame.done's unreleased).
 	Unreleased int `json:",omitempty"`
@@ -624,6 +634,9 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		l.Dead += p.Counts.Dead
 		l.Abandoned += p.Abandoned
 		l.Unreleased += p.Unreleased
+		if s.cancelRequested {
+			l.Cancelled += p.Stopped
+		}
 		if p.Fail != "" && l.Fail == "" {
 			l.Fail = p.Fail
 		}
@@ -983,6 +996,9 @@ func (s *State) failWork(c *commandState, p *completedPayload) {
 				l.Outputs[c.Issued.Index] = p.Output
 				l.Done += max(1, c.Issued.Count)
 				l.Failed += max(1, c.Issued.Count)
+				if s.cancelRequested && p.Error == cancelledError {
+					l.Cancelled += max(1, c.Issued.Count)
+				}
 			}
 			if c.Kind == KindFrame && c.Issued.Slot < len(l.Slots) {
 				l.Slots[c.Issued.Slot].Busy = false

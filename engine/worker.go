@@ -218,7 +218,7 @@ func (w *Worker) Execute(ctx context.Context, cmd *Command, rep Reporter) error 
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandCompleted, p)
 	}
 	if closed(cancelled) && (res.failed || res.retry != nil) {
-		p.Error, p.Task, p.Field = "execution cancelled", res.task, res.field
+		p.Error, p.Task, p.Field = cancelledError, res.task, res.field
 		return w.report(ctx, rep, cmd, eventlog.TypeCommandFailed, p)
 	}
 	if res.failed || res.retry != nil {

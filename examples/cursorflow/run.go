@@ -589,6 +589,9 @@ type loopRows struct {
 	// Unreleased: failed rows left claimed because the cursor has no
 	// release statement (see engine.LoopStatus.Unreleased).
 	Unreleased int `json:"unreleased,omitempty"`
+	// Cancelled: rows a cancel stopped as they ran (see
+	// engine.LoopStatus.Cancelled).
+	Cancelled int `json:"cancelled,omitempty"`
 }
 
 // cursorRows returns the row outcomes of the execution's cursor loops by
@@ -597,7 +600,7 @@ func cursorRows(st *engine.Status) map[string]loopRows {
 	out := map[string]loopRows{}
 	for run, l := range st.Loops {
 		if l.Mode == dsl.ModeCursor {
-			out[run] = loopRows{Rows: l.Rows, OK: l.OK, Failed: l.Failed, Dead: l.Dead, Abandoned: l.Abandoned, Unreleased: l.Unreleased}
+			out[run] = loopRows{Rows: l.Rows, OK: l.OK, Failed: l.Failed, Dead: l.Dead, Abandoned: l.Abandoned, Unreleased: l.Unreleased, Cancelled: l.Cancelled}
 		}
 	}
 	return out

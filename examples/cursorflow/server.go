@@ -610,12 +610,23 @@ func printStatus(w io.Writer, st *engine.Status) {
 			state = "finished"
 		}
 		if l.Mode == "cursor" {
-			fmt.Fprintf(w, "  loop %-24s cursor %s: frames %d, rows %d (ok %d, failed %d, dead %d), in flight %d\n",
-				id, state, l.Frames, l.Rows, l.OK, l.Failed, l.Dead, l.InFlight)
+			cancelled := ""
+			if l.Cancelled > 0 {
+				cancelled = fmt.Sprintf(", cancelled %d", l.Cancelled)
+			}
+			fmt.Fprintf(w, "  loop %-24s cursor %s: frames %d, rows %d (ok %d, failed %d, dead %d%s), in flight %d\n",
+				id, state, l.Frames, l.Rows, l.OK, l.Failed, l.Dead, cancelled, l.InFlight)
 		} else {
-			failed := ""
+			var counts []string
 			if l.Failed > 0 {
-				failed = fmt.Sprintf(" (%d failed)", l.Failed)
+				counts = append(counts, fmt.Sprintf("%d failed", l.Failed))
+			}
+			if l.Cancelled > 0 {
+				counts = append(counts, fmt.Sprintf("%d cancelled", l.Cancelled))
+			}
+			failed := ""
+			if len(counts) > 0 {
+				failed = " (" + strings.Join(counts, ", ") + ")"
 			}
 			fmt.Fprintf(w, "  loop %-24s %s %s: %d/%d done%s, in flight %d\n", id, l.Mode, state, l.Done, l.Items, failed, l.InFlight)
 		}
