@@ -123,6 +123,12 @@ type Log interface {
 // ErrClosed is returned by operations on a closed log.
 var ErrClosed = errors.New("eventlog: log is closed")
 
+// ErrUnavailable is wrapped by the error of an operation the log's
+// backend failed (a connection refused or lost, a server restarting, a
+// statement the database refused): the log could not answer now. An API
+// answers it 503, not 500.
+var ErrUnavailable = errors.New("eventlog: log unavailable")
+
 // ErrNoLog is wrapped by the error of an open that must find an existing
 // log (eventlogurl.OpenExisting, postgres.Config.MustExist) and finds
 // none: a mistyped path or database, which is better said than created.

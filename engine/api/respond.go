@@ -12,6 +12,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
 )
 
 // ErrorBody is the JSON body of every error response.
@@ -180,6 +181,10 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusUnprocessableEntity, ErrorBody{Error: fmt.Sprintf("playbook uses what this server does not run: %d problem(s)", len(probs)), Problems: problemsOf(probs)})
 	case errors.Is(err, ErrUnavailable):
 		writeError(w, http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, eventlog.ErrUnavailable):
+		// The log's error may name its host and user: logged, not sent.
+		s.log.WarnContext(r.Context(), "api: event log unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
+		writeError(w, http.StatusServiceUnavailable, "the event log is unavailable; try again")
 	case errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:
 		// The client went away; nobody reads the answer.
 		writeError(w, http.StatusServiceUnavailable, "request cancelled")

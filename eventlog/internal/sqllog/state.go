@@ -72,8 +72,19 @@ func (s *State) OpErr(ctx context.Context, backend, op string, err error) error 
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	return fmt.Errorf("%s eventlog: %s: %w", backend, op, err)
+	return &opError{msg: fmt.Sprintf("%s eventlog: %s: %v", backend, op, err), err: err}
 }
+
+// opError is an operation's error: its message names the backend and
+// the operation, and it wraps both the backend's error and
+// eventlog.ErrUnavailable.
+type opError struct {
+	msg string
+	err error
+}
+
+func (e *opError) Error() string   { return e.msg }
+func (e *opError) Unwrap() []error { return []error{e.err, eventlog.ErrUnavailable} }
 
 // Wait implements eventlog.Log's Wait on top of lastSeq, which returns the
 // execution's highest stored seq (0 if none): it returns once that exceeds
