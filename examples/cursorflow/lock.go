@@ -78,6 +78,10 @@ func lockExecution(ctx context.Context, logURL string, log eventlog.Log, id stri
 	}
 	lost := make(chan error, 1)
 	stop, stopped := make(chan struct{}), make(chan struct{})
+	// The checks outlive the run's context: after a Ctrl-C the process
+	// still records what its commands finish, under the lock. Each check
+	// is bounded instead, so a session gone silent does not hold them.
+	lctx := context.WithoutCancel(ctx)
 	go func() {
 		defer close(stopped)
 		t := time.NewTicker(lockCheckEvery)
@@ -86,11 +90,12 @@ func lockExecution(ctx context.Context, logURL string, log eventlog.Log, id stri
 			if conn != nil {
 				// Closing the session releases its advisory locks whatever
 				// happens to an unlock.
-				_ = conn.Conn().Close(context.WithoutCancel(ctx))
+				_ = conn.Conn().Close(lctx)
 				conn.Release()
 				conn = nil
 			}
 		}
+		warned := false // once per outage, not at every check
 		for {
 			select {
 			case <-stop:
@@ -99,10 +104,10 @@ func lockExecution(ctx context.Context, logURL string, log eventlog.Log, id stri
 			case <-t.C:
 			}
 			if conn != nil {
-				cctx, cancel := context.WithTimeout(ctx, lockCheckEvery)
+				cctx, cancel := context.WithTimeout(lctx, lockCheckEvery)
 				_, err := conn.Exec(cctx, "SELECT 1")
 				cancel()
-				if err == nil || ctx.Err() != nil {
+				if err == nil {
 					continue
 				}
 				// The session, and the lock with it, is gone.
@@ -110,17 +115,22 @@ func lockExecution(ctx context.Context, logURL string, log eventlog.Log, id stri
 			}
 			// Take the lock again unless another process has; a server
 			// that does not answer is asked again at the next check.
-			again, err := tryAdvisoryLock(ctx, pl.Pool(), key)
+			cctx, cancel := context.WithTimeout(lctx, lockCheckEvery)
+			again, err := tryAdvisoryLock(cctx, pl.Pool(), key)
+			cancel()
 			switch {
 			case err != nil:
-				logger.Warn("the session holding the execution's lock ended and the lock cannot be taken again yet", "execution_id", id, "error", err)
+				if !warned {
+					logger.Warn("the session holding the execution's lock ended and the lock cannot be taken again yet; asking again every "+lockCheckEvery.String(), "execution_id", id, "error", err)
+					warned = true
+				}
 			case again == nil:
 				lost <- fmt.Errorf("execution %s: %w", id, errLockLost)
 				<-stop
 				return
 			default:
 				logger.Warn("the session holding the execution's lock ended; took the lock again", "execution_id", id)
-				conn = again
+				conn, warned = again, false
 			}
 		}
 	}()
