@@ -483,20 +483,31 @@ func splitTopLevel(list string) []string {
 // missingCursorOption names what a cursor block of kind, with keys ps,
 // lacks that its driver cannot open without (the drivers' own Open
 // refuses it too, but only once the loop runs), or "". A value that is a
-// template counts as given.
+// template counts as given; a null one does not.
 func missingCursorOption(kind string, ps []pair) string {
 	switch kind {
 	case "redisstream", "natsconsumer":
-		if !hasKey(ps, "stream") {
+		if !hasValue(ps, "stream") {
 			return "stream (the stream it drains)"
 		}
 	case "clickhouse":
-		threeTables := hasKey(ps, "claims_table") && hasKey(ps, "done_table") && hasKey(ps, "dead_table")
-		if !hasKey(ps, "table") && !threeTables {
+		threeTables := hasValue(ps, "claims_table") && hasValue(ps, "done_table") && hasValue(ps, "dead_table")
+		if !hasValue(ps, "table") && !threeTables {
 			return "table (which names its <table>_claims, _done and _dead tables), or claims_table, done_table and dead_table"
 		}
 	}
 	return ""
+}
+
+// hasValue reports whether ps sets key to something other than null
+// (stream: with nothing after it is no stream).
+func hasValue(ps []pair, key string) bool {
+	for _, p := range ps {
+		if p.key == key {
+			return p.v != nil && p.v.Tag != "!!null"
+		}
+	}
+	return false
 }
 
 func hasKey(ps []pair, key string) bool {

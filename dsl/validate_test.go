@@ -236,7 +236,7 @@ workflow:
   loop:
     cursor: {kind: redisstream, auth: r, steam: jobs}
     iterator: x
-  next: [b, c, d, e, f]
+  next: [b, c, d, e, f, g]
 - step: b
   tool: {kind: noop}
   loop:
@@ -262,11 +262,17 @@ workflow:
   loop:
     cursor: {kind: natsconsumer, auth: n, stream: JOBS}
     iterator: x
+- step: g
+  tool: {kind: noop}
+  loop:
+    cursor: {kind: redisstream, auth: r, stream: }
+    iterator: x
 `),
 			want: []string{
 				"9:13: step start: a redisstream cursor needs stream",
 				"15:13: step b: a natsconsumer cursor needs stream",
 				"20:13: step c: a clickhouse cursor needs table",
+				"40:13: step g: a redisstream cursor needs stream",
 			},
 		},
 		{
