@@ -42,7 +42,7 @@ func (d *decoder) lintIterRefs(s *Step, what string) {
 		})
 	}
 	// Each name once, where it is first read.
-	sort.SliceStable(unknown, func(i, j int) bool { return comparePos(unknown[i].pos, unknown[j].pos) < 0 })
+	sort.SliceStable(unknown, func(i, j int) bool { return unknown[i].pos.Compare(unknown[j].pos) < 0 })
 	reported := map[string]bool{}
 	for _, u := range unknown {
 		if reported[u.attr] {

@@ -2,7 +2,6 @@ package dsl
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -69,13 +68,13 @@ func Parse(file string, src []byte) (*Playbook, error) {
 	d.validate(pb)
 	// Sort by position and drop repeats (a value reached through several
 	// aliases reports its problems once).
-	slices.SortStableFunc(d.errs, func(a, b *Diagnostic) int { return comparePos(a.Pos, b.Pos) })
+	slices.SortStableFunc(d.errs, func(a, b *Diagnostic) int { return a.Pos.Compare(b.Pos) })
 	d.errs = slices.CompactFunc(d.errs, func(a, b *Diagnostic) bool { return *a == *b })
-	slices.SortStableFunc(d.warns, func(a, b Diagnostic) int { return comparePos(a.Pos, b.Pos) })
+	slices.SortStableFunc(d.warns, func(a, b Diagnostic) int { return a.Pos.Compare(b.Pos) })
 	pb.Warnings = slices.Compact(d.warns)
-	slices.SortStableFunc(d.refusals, func(a, b Diagnostic) int { return comparePos(a.Pos, b.Pos) })
+	slices.SortStableFunc(d.refusals, func(a, b Diagnostic) int { return a.Pos.Compare(b.Pos) })
 	pb.Refusals = slices.Compact(d.refusals)
-	slices.SortStableFunc(d.notes, func(a, b Diagnostic) int { return comparePos(a.Pos, b.Pos) })
+	slices.SortStableFunc(d.notes, func(a, b Diagnostic) int { return a.Pos.Compare(b.Pos) })
 	pb.Notes = d.notes
 	if len(d.errs) > 0 {
 		return pb, d.errs
@@ -193,11 +192,4 @@ func yamlErrorMessage(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	msg = yamlLineRE.ReplaceAllString(msg, "")
 	return "YAML syntax error: " + msg
-}
-
-func comparePos(a, b Pos) int {
-	if c := cmp.Compare(a.Line, b.Line); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Col, b.Col)
 }

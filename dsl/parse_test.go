@@ -706,7 +706,7 @@ func TestWarningsDoNotFail(t *testing.T) {
 		}
 	}
 	for i := 1; i < len(p.Warnings); i++ {
-		if comparePos(p.Warnings[i-1].Pos, p.Warnings[i].Pos) > 0 {
+		if p.Warnings[i-1].Pos.Compare(p.Warnings[i].Pos) > 0 {
 			t.Errorf("warnings not sorted by position: %v", p.Warnings)
 		}
 	}

@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -11,6 +12,15 @@ type Pos struct {
 	File string
 	Line int
 	Col  int
+}
+
+// Compare orders positions by line, then column (the file is not
+// compared): -1, 0 or +1, for slices.SortStableFunc over diagnostics.
+func (p Pos) Compare(q Pos) int {
+	if c := cmp.Compare(p.Line, q.Line); c != 0 {
+		return c
+	}
+	return cmp.Compare(p.Col, q.Col)
 }
 
 // String formats the position as file:line:col.

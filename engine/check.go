@@ -93,12 +93,7 @@ func check(pb *dsl.Playbook, toolReg *tools.Registry, cursorReg *cursor.Registry
 // sortByPos sorts diagnostics by line and column, keeping the order of
 // those at one position.
 func sortByPos(ds []dsl.Diagnostic) {
-	slices.SortStableFunc(ds, func(a, b dsl.Diagnostic) int {
-		if a.Pos.Line != b.Pos.Line {
-			return a.Pos.Line - b.Pos.Line
-		}
-		return a.Pos.Col - b.Pos.Col
-	})
+	slices.SortStableFunc(ds, func(a, b dsl.Diagnostic) int { return a.Pos.Compare(b.Pos) })
 }
 
 // taskRole says where eachTask found a task.

@@ -53,6 +53,15 @@ type runFlags struct {
 	threshold   int64
 }
 
+// logURL is --eventlog, or the default log under the user's state
+// directory.
+func (f runFlags) logURL() string {
+	if f.eventlog == "" {
+		return defaultEventLog()
+	}
+	return f.eventlog
+}
+
 func (f *runFlags) register(fs *flag.FlagSet, withSet bool) {
 	if withSet {
 		fs.Var(&f.sets, "set", "override a workload key: key=value (a YAML number, bool, null, quoted string or flow [list]/{map}, else the text as given; a dotted key such as config.limit sets a key inside a workload mapping); repeatable")
@@ -185,11 +194,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		err := startRecorded(ctx, log, id, start, stderr)
 		if err != nil && errors.Is(err, engine.ErrUnavailable) {
-			logURL := f.eventlog
-			if logURL == "" {
-				logURL = defaultEventLog()
-			}
-			err = fmt.Errorf("%w (if it does, resume with: %s)", err, resumeHint(id, logURL, f.credentials))
+			err = fmt.Errorf("%w (if it does, resume with: %s)", err, resumeHint(id, f.logURL(), f.credentials))
 		}
 		return id, err
 	})
@@ -212,11 +217,7 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	return withEngine(f, stdout, stderr, id, nil, func(ctx context.Context, e *engine.Engine, _ eventlog.Log) (string, error) {
 		err := e.Resume(ctx, id)
 		if errors.Is(err, engine.ErrUnknownExecution) {
-			logURL := f.eventlog
-			if logURL == "" {
-				logURL = defaultEventLog()
-			}
-			err = fmt.Errorf("%w, in the event log %s (check --eventlog)", err, eventlogurl.Redact(logURL))
+			err = fmt.Errorf("%w, in the event log %s (check --eventlog)", err, eventlogurl.Redact(f.logURL()))
 		}
 		return id, err
 	})
@@ -297,10 +298,7 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 	}
 	kc := tools.ChainKeychain{static, tools.EnvKeychain{}}
 
-	logURL := f.eventlog
-	if logURL == "" {
-		logURL = defaultEventLog()
-	}
+	logURL := f.logURL()
 	var log eventlog.Log
 	if pb == nil {
 		// A resume reads an existing log: a mistyped path or database

@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"math"
 	"net/http"
@@ -33,8 +32,6 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/eventlog"
-	"github.com/cursorflow/cursorflow/internal/stdwire"
-	"github.com/cursorflow/cursorflow/tools/playbook"
 )
 
 // Environment variables the remote commands read.
@@ -320,8 +317,7 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 		base = pb.Workload
 		// What validate would warn about, checked against this build's
 		// tools and drivers (as validate does).
-		treg, creg, closer := stdwire.Registries(nil, slog.New(slog.DiscardHandler), true)
-		_ = treg.Register("playbook", playbook.New(nil))
+		treg, creg, closer := lintRegistries()
 		printWarnings(stderr, pb, file, treg, creg)
 		_ = closer.Close()
 	}

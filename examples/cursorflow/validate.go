@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,10 +39,8 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	// Kinds are checked against what `run` registers.
-	treg, creg, closer := stdwire.Registries(nil, slog.New(slog.DiscardHandler), true)
+	treg, creg, closer := lintRegistries()
 	defer closer.Close()
-	_ = treg.Register("playbook", playbook.New(nil))
 	code := exitOK
 	for _, path := range fs.Args() {
 		if !validateFile(path, *verbose, stdout, func(pb *dsl.Playbook) []dsl.Diagnostic {
@@ -95,12 +92,7 @@ func validateFile(path string, verbose bool, out io.Writer, check func(*dsl.Play
 			}
 		}
 	}
-	slices.SortStableFunc(diags, func(a, b *dsl.Diagnostic) int {
-		if c := cmp.Compare(a.Pos.Line, b.Pos.Line); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Pos.Col, b.Pos.Col)
-	})
+	slices.SortStableFunc(diags, func(a, b *dsl.Diagnostic) int { return a.Pos.Compare(b.Pos) })
 	notes := map[*dsl.Diagnostic]bool{}
 	if pb != nil {
 		for i := range pb.Notes {
@@ -204,6 +196,15 @@ func childArgKeys(t *dsl.Task, cpb *dsl.Playbook, child, what string) []dsl.Diag
 	return out
 }
 
+// lintRegistries returns the tools and drivers a local run registers (code
+// tools on, a sub-playbook tool that runs nothing): validate and run
+// --server check kinds and keys against them.
+func lintRegistries() (*tools.Registry, *cursor.Registry, io.Closer) {
+	treg, creg, closer := stdwire.Registries(nil, slog.New(slog.DiscardHandler), true)
+	_ = treg.Register("playbook", playbook.New(nil))
+	return treg, creg, closer
+}
+
 // playbookWarnings returns what validate warns about in pb (the parser's
 // warnings, the lint, cursor option typos, sub-playbook calls), sorted
 // by position: run prints them on stderr before it starts, so that a
@@ -218,12 +219,7 @@ func playbookWarnings(pb *dsl.Playbook, file string, treg *tools.Registry, creg 
 			out = append(out, d)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b dsl.Diagnostic) int {
-		if c := cmp.Compare(a.Pos.Line, b.Pos.Line); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Pos.Col, b.Pos.Col)
-	})
+	slices.SortStableFunc(out, func(a, b dsl.Diagnostic) int { return a.Pos.Compare(b.Pos) })
 	return out
 }
 
