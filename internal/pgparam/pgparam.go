@@ -5,11 +5,11 @@
 package pgparam
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -23,29 +23,17 @@ import (
 func Encode(values []any) ([][]byte, error) {
 	out := make([][]byte, len(values))
 	for i, v := range values {
-		switch x := v.(type) {
-		case nil:
-			out[i] = nil
-		case string:
-			if strings.IndexByte(x, 0) >= 0 {
-				return nil, fmt.Errorf("$%d: PostgreSQL text cannot hold a NUL byte", i+1)
-			}
-			out[i] = []byte(x)
-		case bool:
-			out[i] = []byte(strconv.FormatBool(x))
-		case int:
-			out[i] = []byte(strconv.Itoa(x))
-		case int64:
-			out[i] = []byte(strconv.FormatInt(x, 10))
-		case float64:
-			out[i] = []byte(strconv.FormatFloat(x, 'g', -1, 64))
-		default:
-			b, err := json.Marshal(x)
-			if err != nil {
-				return nil, fmt.Errorf("$%d: %w", i+1, err)
-			}
-			out[i] = b
+		if v == nil {
+			continue // NULL
 		}
+		b, err := text(v, false)
+		if err != nil {
+			return nil, fmt.Errorf("$%d: %w", i+1, err)
+		}
+		if bytes.IndexByte(b, 0) >= 0 {
+			return nil, fmt.Errorf("$%d: PostgreSQL text cannot hold a NUL byte", i+1)
+		}
+		out[i] = b
 	}
 	return out, nil
 }
@@ -126,45 +114,41 @@ func appendArray(b []byte, list []any, asJSON bool) ([]byte, error) {
 			}
 			continue
 		}
-		text, err := elementText(v, asJSON)
+		t, err := text(v, asJSON)
 		if err != nil {
 			return nil, err
 		}
-		if strings.IndexByte(text, 0) >= 0 {
+		if bytes.IndexByte(t, 0) >= 0 {
 			return nil, fmt.Errorf("element %d: PostgreSQL text cannot hold a NUL byte", i)
 		}
 		b = append(b, '"')
-		for j := 0; j < len(text); j++ {
-			if text[j] == '"' || text[j] == '\\' {
+		for _, c := range t {
+			if c == '"' || c == '\\' {
 				b = append(b, '\\')
 			}
-			b = append(b, text[j])
+			b = append(b, c)
 		}
 		b = append(b, '"')
 	}
 	return append(b, '}'), nil
 }
 
-// elementText is an array element's text: its JSON with asJSON, else a
-// string as it is, a number or boolean its text, anything else its JSON.
-func elementText(v any, asJSON bool) (string, error) {
+// text is a non-nil value's text: its JSON with asJSON, else a string as
+// it is, a number or boolean its text, anything else its JSON.
+func text(v any, asJSON bool) ([]byte, error) {
 	if !asJSON {
 		switch x := v.(type) {
 		case string:
-			return x, nil
+			return []byte(x), nil
 		case bool:
-			return strconv.FormatBool(x), nil
+			return strconv.AppendBool(nil, x), nil
 		case int:
-			return strconv.Itoa(x), nil
+			return strconv.AppendInt(nil, int64(x), 10), nil
 		case int64:
-			return strconv.FormatInt(x, 10), nil
+			return strconv.AppendInt(nil, x, 10), nil
 		case float64:
-			return strconv.FormatFloat(x, 'g', -1, 64), nil
+			return strconv.AppendFloat(nil, x, 'g', -1, 64), nil
 		}
 	}
-	j, err := json.Marshal(v)
-	if err != nil {
-		return "", err
-	}
-	return string(j), nil
+	return json.Marshal(v)
 }
