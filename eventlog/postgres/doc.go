@@ -48,6 +48,17 @@
 // nothing and the batch is sent again with the general statement (a
 // second round trip, only for a resent batch).
 //
+// # A server that stops answering
+//
+// Every call but Wait is bounded by Config.OperationTimeout (30s by
+// default): a frozen server, or a connection a firewall or a failover
+// left black-holed, fails the call with an error wrapping
+// eventlog.ErrUnavailable ("no answer within 30s") instead of holding it
+// for as long as the connection looks alive. A read of a long execution
+// comes in pages of 5000 events, each bounded alone. The engine takes the
+// failure as an outage: it reloads the execution from the log and its
+// workers send their reports again, on a fresh connection.
+//
 // # Wait
 //
 // Each Log keeps one dedicated connection (opened on first Wait, outside

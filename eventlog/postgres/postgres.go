@@ -42,7 +42,25 @@ type Config struct {
 	// at a log that must be there already (a resume, a status). An
 	// existing log is still migrated. Defaults to false.
 	MustExist bool
+	// OperationTimeout bounds each call on the log (an append, a read, a
+	// listing, a snapshot), Wait aside, which waits as long as its
+	// context lets it. A server or a network path that stops answering
+	// (a frozen server, a connection a firewall or a failover left
+	// black-holed) fails the call with an error wrapping
+	// eventlog.ErrUnavailable that says so, where it held the call, and
+	// everything waiting on it, for as long as the connection looked
+	// alive; the engine takes such a failure as an outage and tries
+	// again on a fresh connection. An append that fails so may still
+	// have been stored; the engine's reload from the log sorts that out,
+	// as for a reply lost with its connection. Defaults to
+	// DefaultOperationTimeout (30s); negative: unbounded.
+	OperationTimeout time.Duration
 }
+
+// DefaultOperationTimeout is Config.OperationTimeout's default: far above
+// what an append or a read of a page takes a loaded server, well below
+// what holding a run silently on a dead connection costs.
+const DefaultOperationTimeout = 30 * time.Second
 
 func (c Config) withDefaults() (Config, error) {
 	if c.PollInterval < 0 {
@@ -53,6 +71,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval
+	}
+	if c.OperationTimeout == 0 {
+		c.OperationTimeout = DefaultOperationTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -246,7 +267,9 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 		b.Queue(l.sql.append, execIDs, types, steps, commands, loops, frames, attempts, workers, payloads, metas, times)
 	}
 	b.Queue(l.sql.notify, l.channel, distinct)
-	br := l.pool.SendBatch(ctx, b)
+	bctx, cancel := l.bound(ctx)
+	defer cancel()
+	br := l.pool.SendBatch(bctx, b)
 	var results []eventlog.Result
 	var err error
 	if guard != nil {
@@ -376,25 +399,64 @@ func readAppend(br pgx.BatchResults, execIDs []string, plain bool) ([]eventlog.R
 // opErr maps an error of an operation: ErrClosed once the log is closed,
 // the context's error when it ended the operation.
 func (l *Log) opErr(ctx context.Context, op string, err error) error {
+	if ctx.Err() == nil && l.cfg.OperationTimeout > 0 && errors.Is(err, context.DeadlineExceeded) {
+		// The caller's context is live: the deadline was bound's.
+		err = fmt.Errorf("no answer within %s: %w", l.cfg.OperationTimeout, err)
+	}
 	return l.state.OpErr(ctx, "postgres", op, err)
 }
+
+// bound returns ctx bounded by Config.OperationTimeout, for one call's
+// work on the server; errors are mapped with opErr against ctx itself.
+func (l *Log) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.cfg.OperationTimeout < 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, l.cfg.OperationTimeout)
+}
+
+// readPage is how many events one statement of Read fetches at most: a
+// long execution read whole (limit 0) comes in pages, each bounded by
+// Config.OperationTimeout, so the bound says the server stopped
+// answering, not that the execution is long.
+const readPage = 5000
 
 // Read implements eventlog.Log.
 func (l *Log) Read(ctx context.Context, executionID string, afterSeq int64, limit int) ([]eventlog.Event, error) {
 	if l.state.Closed() {
 		return nil, eventlog.ErrClosed
 	}
-	var lim *int64
-	if limit > 0 {
-		v := int64(limit)
-		lim = &v
+	var out []eventlog.Event
+	for {
+		n := readPage
+		if limit > 0 {
+			n = min(n, limit-len(out))
+		}
+		page, err := l.readPage(ctx, out, executionID, afterSeq, n)
+		if err != nil {
+			return nil, err
+		}
+		got := len(page) - len(out)
+		out = page
+		if got < n || len(out) == limit {
+			return out, nil
+		}
+		// Seqs are contiguous and only ever appended: the next page
+		// starts after the last event read.
+		afterSeq = out[len(out)-1].Seq
 	}
-	rows, err := l.pool.Query(ctx, l.sql.read, executionID, afterSeq, lim)
+}
+
+// readPage appends to out the execution's events after afterSeq, at most
+// limit of them, in one bounded statement.
+func (l *Log) readPage(ctx context.Context, out []eventlog.Event, executionID string, afterSeq int64, limit int) ([]eventlog.Event, error) {
+	bctx, cancel := l.bound(ctx)
+	defer cancel()
+	rows, err := l.pool.Query(bctx, l.sql.read, executionID, afterSeq, int64(limit))
 	if err != nil {
 		return nil, l.opErr(ctx, "read", err)
 	}
 	defer rows.Close()
-	var out []eventlog.Event
 	for rows.Next() {
 		e := eventlog.Event{ExecutionID: executionID}
 		var frame, attempt int64
@@ -414,7 +476,9 @@ func (l *Log) Read(ctx context.Context, executionID string, afterSeq int64, limi
 
 func (l *Log) lastSeq(ctx context.Context, executionID string) (int64, error) {
 	var seq int64
-	err := l.pool.QueryRow(ctx, l.sql.lastSeq, executionID).Scan(&seq)
+	bctx, cancel := l.bound(ctx)
+	defer cancel()
+	err := l.pool.QueryRow(bctx, l.sql.lastSeq, executionID).Scan(&seq)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return 0, l.opErr(ctx, "wait", err)
 	}
@@ -499,7 +563,9 @@ func (l *Log) Executions(ctx context.Context, unfinished bool) ([]string, error)
 	if unfinished {
 		q = l.sql.unfinished
 	}
-	rows, err := l.pool.Query(ctx, q)
+	bctx, cancel := l.bound(ctx)
+	defer cancel()
+	rows, err := l.pool.Query(bctx, q)
 	if err != nil {
 		return nil, l.opErr(ctx, "executions", err)
 	}

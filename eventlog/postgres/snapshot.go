@@ -19,7 +19,9 @@ func (l *Log) SaveSnapshot(ctx context.Context, snap eventlog.Snapshot) (bool, e
 	if err := eventlog.ValidateSnapshot(snap); err != nil {
 		return false, err
 	}
-	tag, err := l.pool.Exec(ctx, l.sql.saveSnapshot, snap.ExecutionID, snap.Format, snap.Seq, snap.Data)
+	bctx, cancel := l.bound(ctx)
+	defer cancel()
+	tag, err := l.pool.Exec(bctx, l.sql.saveSnapshot, snap.ExecutionID, snap.Format, snap.Seq, snap.Data)
 	if err != nil {
 		return false, l.opErr(ctx, "save snapshot", err)
 	}
@@ -32,7 +34,9 @@ func (l *Log) LoadSnapshot(ctx context.Context, executionID, format string) (eve
 		return eventlog.Snapshot{}, eventlog.ErrClosed
 	}
 	snap := eventlog.Snapshot{ExecutionID: executionID, Format: format}
-	err := l.pool.QueryRow(ctx, l.sql.loadSnapshot, executionID, format).Scan(&snap.Seq, &snap.Data)
+	bctx, cancel := l.bound(ctx)
+	defer cancel()
+	err := l.pool.QueryRow(bctx, l.sql.loadSnapshot, executionID, format).Scan(&snap.Seq, &snap.Data)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return eventlog.Snapshot{}, eventlog.ErrNoSnapshot
 	}

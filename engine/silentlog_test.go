@@ -1,0 +1,126 @@
+package engine_test
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
+	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+// TestSilentEventLogIsRiddenOut: the PostgreSQL event log stops
+// answering mid-drain with its connections still open (a frozen server,
+// a black-holed path). The engine hears of it within the log's
+// OperationTimeout, says so, and keeps trying; once the log answers
+// again the drain completes with every row done once and loop.done
+// recorded once. The engine waited without a word for as long as the
+// connections looked alive.
+func TestSilentEventLogIsRiddenOut(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	_, table := pgQueue(t, dsn, 30)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	log, err := pglog.Open(ctx, u.String(), pglog.Config{OperationTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+
+	kc := tools.StaticURLs(map[string]string{"pg": dsn})
+	treg, creg, closer := stdwire.Registries(kc, nil, false)
+	t.Cleanup(func() { _ = closer.Close() })
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	treg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, _ *tools.Call) (tools.Output, error) {
+		once.Do(func() { close(entered) })
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return tools.Output{}, ctx.Err()
+		}
+		return tools.Output{Status: "ok"}, nil
+	}))
+	told := make(chan struct{})
+	logger := slog.New(signalHandler{slog.NewTextHandler(t.Output(), nil), "event log append failed", &sync.Once{}, told})
+	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Tick: 10 * time.Millisecond, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	id, err := e.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: postgres
+        auth: pg
+        claim: |
+          UPDATE `+table+` SET status = 'claimed', attempts = attempts + 1
+          WHERE id IN (SELECT id FROM `+table+` WHERE status = 'pending' ORDER BY id
+                       LIMIT {{ __frame_max_rows }} FOR UPDATE SKIP LOCKED)
+          RETURNING id
+        ack: UPDATE `+table+` SET status = 'done', done_count = done_count + 1 WHERE id IN ({{ keys | join(',') }})
+        release: UPDATE `+table+` SET status = 'pending' WHERE id IN ({{ keys | join(',') }}) AND status = 'claimed'
+      iterator: job
+      spec:
+        mode: cursor
+        max_in_flight: 2
+        frame: {max_rows: 5, row_concurrency: 1}
+    tool: {kind: gate}
+`), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the first row never ran")
+	}
+	proxy.Hole()
+	close(release)
+	select {
+	case <-told:
+	case <-ctx.Done():
+		t.Fatal("the engine never said the silent log failed an append")
+	}
+	proxy.Resume()
+	sum, err := e.Wait(ctx, id)
+	if err != nil || sum.Status != engine.StatusCompleted {
+		t.Fatalf("%v %+v", err, sum)
+	}
+	evs, err := log.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopDone := 0
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeLoopDone {
+			loopDone++
+		}
+	}
+	if loopDone != 1 {
+		t.Errorf("loop.done recorded %d times, want once", loopDone)
+	}
+	var done, twice, left int
+	testenv.QueryRow(t, dsn, "SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE done_count > 1), "+
+		"count(*) FILTER (WHERE status <> 'done') FROM "+table, &done, &twice, &left)
+	if done != 30 || left != 0 {
+		t.Fatalf("%d of 30 rows done, %d not done", done, left)
+	}
+	t.Logf("rows acked more than once (a frame re-run after the outage, at least once): %d", twice)
+}
