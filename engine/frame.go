@@ -192,12 +192,21 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				p.Cancelled = true
 				return nil, done(p)
 			}
-			cut := false
+			cut, limit := false, claimLimit(fs)
 			err = w.retryTransient(ctx, cmd, "claim", cancelled, func(ctx context.Context) error {
 				var cerr error
-				cut = claimUnlessCancelled(ctx, cancelled, func(cctx context.Context) {
+				switch watchClaim(ctx, w.clock(), cancelled, limit, func(cctx context.Context) {
 					claim, cerr = cur.Claim(cctx, max(1, fs.MaxRows))
-				})
+				}) {
+				case claimCancelled:
+					cut = true
+				case claimSilent:
+					if cerr == nil {
+						w.giveBack(settle, claim, cmd, len(claim.Rows), abortSilentFailed)
+					}
+					claim = nil
+					return silentClaim(limit, cerr)
+				}
 				return cerr
 			})
 			if cut {
@@ -514,8 +523,9 @@ func allMayGoBack(rows []cursor.Row, lp *dsl.Loop, fs dsl.FrameSpec) bool {
 }
 
 // Retries of a cursor operation that failed transiently (cursor.Transient):
-// an open or a claim is tried again for up to transientBudget, an ack or release
-// within settleTimeout, backing off from transientFirst to transientMax.
+// an open or a claim is tried again for up to transientBudget from its
+// first failure, an ack or release within settleTimeout, backing off from
+// transientFirst to transientMax.
 // A source restarting or unreachable for a while is ridden out; a longer
 // outage fails the loop as any failed claim does.
 const (
@@ -530,14 +540,22 @@ const (
 // last error.
 func (w *Worker) retryTransient(ctx context.Context, cmd *Command, op string, cancelled <-chan struct{}, f func(context.Context) error) error {
 	clk := w.clock()
-	deadline := clk.Now().Add(transientBudget)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
+	// The budget runs from the first failure: a claim cut after a lease
+	// of silence is still tried again.
+	var deadline time.Time
 	wait := transientFirst
 	for {
 		err := f(ctx)
-		if err == nil || !cursor.Transient(err) || (cancelled != nil && closed(cancelled)) || !clk.Now().Add(wait).Before(deadline) {
+		if err == nil || !cursor.Transient(err) || (cancelled != nil && closed(cancelled)) {
+			return err
+		}
+		if deadline.IsZero() {
+			deadline = clk.Now().Add(transientBudget)
+			if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+				deadline = d
+			}
+		}
+		if !clk.Now().Add(wait).Before(deadline) {
 			return err
 		}
 		w.logger().Warn("cursor: transient failure; trying again", "op", op, "step", cmd.Step, "command_id", cmd.ID,
@@ -713,12 +731,23 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 		return nil, false, nil, nil
 	}
 	var claim *cursor.Claim
-	if claimUnlessCancelled(ctx, cancelled, func(cctx context.Context) { claim, err = cur.Claim(cctx, max(1, fs.MaxRows)) }) {
+	limit := claimLimit(fs)
+	switch watchClaim(ctx, w.clock(), cancelled, limit, func(cctx context.Context) { claim, err = cur.Claim(cctx, max(1, fs.MaxRows)) }) {
+	case claimCancelled:
 		// Cancelled while claiming ahead: this frame is reported alone.
 		if err == nil {
 			w.giveBack(settle, claim, cmd, len(claim.Rows), abortAheadFailed)
 		}
 		return nil, false, nil, errClaimCut
+	case claimSilent:
+		// This frame is reported alone; the slot's next frame claims
+		// afresh.
+		if err == nil {
+			w.giveBack(settle, claim, cmd, len(claim.Rows), abortSilentFailed)
+		}
+		err = silentClaim(limit, err)
+		w.logger().Warn("cursor: a claim made ahead was cut", "step", cmd.Step, "command_id", cmd.ID, "error", err)
+		return nil, false, nil, err
 	}
 	if err != nil {
 		// A claim error the slot's next frame meets again and reports.
@@ -769,35 +798,77 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 // not be aborted.
 const abortCutFailed = "cursor: aborting a claim the execution's cancel came during failed; the source's rollback or lease takes the rows back"
 
+// abortSilentFailed is the warning of a claim cut by its limit that could
+// not be aborted.
+const abortSilentFailed = "cursor: aborting a claim cut for not returning in time failed; the source's rollback or lease takes the rows back"
+
 // errClaimCut says a claim was cut short by the execution's cancel.
 var errClaimCut = errors.New("execution cancelled while claiming")
 
-// claimUnlessCancelled runs claim with a context that ends when ctx does
-// or, while claim runs, when the execution is cancelled (cancelled
-// closes), so that a claim blocked in its source (a lock another session
-// holds, a connection gone silent) does not keep a cancel waiting until
-// the source answers. It reports whether the cancel ended the context.
-// The context never ends once claim returned: a transactional claim's
-// transaction lives on in it until it is committed or aborted, and
-// database/sql rolls a transaction back when its context ends.
-func claimUnlessCancelled(ctx context.Context, cancelled <-chan struct{}, claim func(context.Context)) bool {
-	if cancelled == nil {
-		claim(ctx)
-		return false
+// claimEnd says how a watched claim (watchClaim) ended.
+type claimEnd int
+
+const (
+	// claimReturned: the claim returned on its own.
+	claimReturned claimEnd = iota
+	// claimCancelled: the execution's cancel ended it.
+	claimCancelled
+	// claimSilent: it had not returned within its limit (claimLimit).
+	claimSilent
+)
+
+// claimLimit is how long one claim may go unanswered: the frame's lease.
+// A claim that takes longer is cut and tried again (a fresh connection
+// gets past a path black-holed under the old one); a claim that waits
+// on locks for longer than a lease needs a longer lease_seconds.
+func claimLimit(fs dsl.FrameSpec) time.Duration {
+	secs := fs.LeaseSeconds
+	if secs <= 0 {
+		secs = dsl.DefaultFrameLeaseSeconds
 	}
+	return time.Duration(secs * float64(time.Second))
+}
+
+// silentClaim is the error of a claim cut by its limit: transient, so
+// the claim is tried again.
+func silentClaim(limit time.Duration, err error) error {
+	if err == nil {
+		return fmt.Errorf("%w: the claim did not return within %s (the frame's lease); the source is not answering",
+			cursor.ErrTransient, limit)
+	}
+	return fmt.Errorf("%w: the claim did not return within %s (the frame's lease); the source is not answering: %w",
+		cursor.ErrTransient, limit, err)
+}
+
+// watchClaim runs claim with a context that ends when ctx does or, while
+// claim runs, when the execution is cancelled (cancelled closes) or limit
+// passes on clk, so that a claim blocked in its source (a lock another
+// session holds, a connection gone silent) neither keeps a cancel waiting
+// until the source answers nor holds the slot for ever. It reports what
+// ended the claim: once the context was ended, whatever the claim
+// returned is to be given back. The context never ends once claim
+// returned: a transactional claim's transaction lives on in it until it
+// is committed or aborted, and database/sql rolls a transaction back when
+// its context ends.
+func watchClaim(ctx context.Context, clk clock.Clock, cancelled <-chan struct{}, limit time.Duration, claim func(context.Context)) claimEnd {
 	cctx := &claimCtx{Context: ctx, done: make(chan struct{})}
 	returned := make(chan struct{})
-	watched := make(chan bool, 1)
+	watched := make(chan claimEnd, 1)
+	timer := clk.NewTimer(limit)
+	defer timer.Stop()
 	go func() {
 		select {
-		case <-cancelled:
+		case <-cancelled: // nil: never
 			cctx.end(context.Canceled)
-			watched <- true
+			watched <- claimCancelled
+		case <-timer.C():
+			cctx.end(context.DeadlineExceeded)
+			watched <- claimSilent
 		case <-ctx.Done():
 			cctx.end(ctx.Err())
-			watched <- false
+			watched <- claimReturned
 		case <-returned:
-			watched <- false
+			watched <- claimReturned
 		}
 	}()
 	claim(cctx)
@@ -805,7 +876,7 @@ func claimUnlessCancelled(ctx context.Context, cancelled <-chan struct{}, claim 
 	return <-watched
 }
 
-// claimCtx is a claim's context (claimUnlessCancelled): ctx's values and
+// claimCtx is a claim's context (watchClaim): ctx's values and
 // deadline, ended only by its watch.
 type claimCtx struct {
 	context.Context

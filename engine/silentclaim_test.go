@@ -1,0 +1,144 @@
+package engine_test
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/tools"
+)
+
+// attrSignal is a slog handler that closes seen the first time a record,
+// its message or an attribute, contains match.
+type attrSignal struct {
+	slog.Handler
+	match string
+	once  *sync.Once
+	seen  chan struct{}
+}
+
+func (h attrSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+func (h attrSignal) Handle(ctx context.Context, r slog.Record) error {
+	hit := strings.Contains(r.Message, h.match)
+	r.Attrs(func(a slog.Attr) bool {
+		hit = hit || strings.Contains(a.Value.String(), h.match)
+		return !hit
+	})
+	if hit {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h attrSignal) WithAttrs(as []slog.Attr) slog.Handler {
+	return attrSignal{h.Handler.WithAttrs(as), h.match, h.once, h.seen}
+}
+
+func (h attrSignal) WithGroup(g string) slog.Handler {
+	return attrSignal{h.Handler.WithGroup(g), h.match, h.once, h.seen}
+}
+
+// TestSilentSourceClaimIsCut: the source database stops answering with
+// the connection still open (a frozen server, a path a firewall or a
+// failover black-holed) while a slot claims. The claim is cut once it
+// has gone a frame lease without an answer, said so, and tried again;
+// once the source answers again the drain completes with every row done.
+// The claim waited, and the loop with it, for as long as the connection
+// looked alive, without a word.
+func TestSilentSourceClaimIsCut(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	_, table := pgQueue(t, dsn, 20)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	kc := tools.StaticURLs(map[string]string{"pg": u.String()})
+	treg, creg, closer := stdwire.Registries(kc, nil, false)
+	t.Cleanup(func() { _ = closer.Close() })
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	treg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, _ *tools.Call) (tools.Output, error) {
+		once.Do(func() { close(entered) })
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return tools.Output{}, ctx.Err()
+		}
+		return tools.Output{Status: "ok"}, nil
+	}))
+	cut := make(chan struct{})
+	logger := slog.New(attrSignal{slog.NewTextHandler(t.Output(), nil), "did not return within", &sync.Once{}, cut})
+	log := eventlog.NewMemory()
+	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Tick: 10 * time.Millisecond, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The claim marks its rows done: nothing but claims talks to the
+	// source.
+	id, err := e.Start(ctx, []byte(header+`
+workflow:
+  - step: start
+    loop:
+      cursor:
+        kind: postgres
+        auth: pg
+        claim: |
+          UPDATE `+table+` SET status = 'done', done_count = done_count + 1
+          WHERE id IN (SELECT id FROM `+table+` WHERE status = 'pending' ORDER BY id
+                       LIMIT {{ __frame_max_rows }} FOR UPDATE SKIP LOCKED)
+          RETURNING id
+      iterator: job
+      spec:
+        mode: cursor
+        max_in_flight: 1
+        frame: {max_rows: 5, row_concurrency: 1, lease_seconds: 2}
+    tool: {kind: gate}
+`), engine.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the first row never ran")
+	}
+	proxy.Hole()
+	close(release)
+	select {
+	case <-cut:
+	case <-ctx.Done():
+		t.Fatal("a claim through the silent connection was never cut")
+	}
+	proxy.Resume()
+	sum, err := e.Wait(ctx, id)
+	if err != nil || sum.Status != engine.StatusCompleted {
+		t.Fatalf("%v %+v", err, sum)
+	}
+	var done, left int
+	testenv.QueryRow(t, dsn, "SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status <> 'done') FROM "+table, &done, &left)
+	if done != 20 || left != 0 {
+		t.Fatalf("%d of 20 rows done, %d not", done, left)
+	}
+	st, err := engine.Inspect(ctx, log, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls := st.Loops["start#1"]; ls.Failed != 0 || ls.Done < 20 {
+		t.Fatalf("loop %+v: want every row done, none failed", ls)
+	}
+}
