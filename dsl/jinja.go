@@ -39,9 +39,15 @@ func rewriteConditionals(src string) string {
 	}
 	var b strings.Builder
 	rest := src
+	// Where the next {{ and {% start in src (-1: none left), searched for
+	// again only once passed: searching the rest for the delimiter on
+	// every tag made a template of many tags of one kind quadratic (a
+	// playbook of a megabyte took minutes to parse).
+	nextExpr, nextTag := -2, -2
 	for {
-		i := strings.Index(rest, "{{")
-		j := strings.Index(rest, "{%")
+		off := len(src) - len(rest)
+		i := nextIndex(src, off, "{{", &nextExpr)
+		j := nextIndex(src, off, "{%", &nextTag)
 		if i < 0 && j < 0 {
 			b.WriteString(rest)
 			return b.String()
@@ -73,6 +79,22 @@ func rewriteConditionals(src string) string {
 		b.WriteString(expr)
 		rest = body[end:]
 	}
+}
+
+// nextIndex returns where the first delim at or after off in src starts,
+// relative to off, or -1; *cached holds its last answer (absolute; -1:
+// none left), searched for again only when it lies before off.
+func nextIndex(src string, off int, delim string, cached *int) int {
+	if *cached != -1 && *cached < off {
+		*cached = -1
+		if k := strings.Index(src[off:], delim); k >= 0 {
+			*cached = off + k
+		}
+	}
+	if *cached < 0 {
+		return -1
+	}
+	return *cached - off
 }
 
 // exprEnd returns where the }} (or %}) closing body starts, skipping

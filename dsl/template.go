@@ -270,6 +270,10 @@ func compileTemplate(src string, pos Pos, lim *limitsRef) (t *Template, err erro
 		}
 	}()
 	e := sharedEnvironment()
+	// Before rewriteConditionals, which recurses through conditionals too.
+	if tok := tooDeeplyNested(src, e.cfg); tok != nil {
+		return nil, nestingDiagnostic(src, pos, tok.Line, tok.Col)
+	}
 	parsed := rewriteConditionals(src)
 	tpl, err := exec.NewTemplate("playbook", e.cfg, &sourceLoader{name: "playbook", src: parsed}, e.env)
 	if err != nil {
@@ -283,6 +287,9 @@ func compileTemplate(src string, pos Pos, lim *limitsRef) (t *Template, err erro
 	}
 	root := tpl.Root()
 	w := guardTemplate(root, e.env)
+	if w.tooDeep {
+		return nil, nestingDiagnostic(src, pos, 0, 0)
+	}
 	if u := w.unknown; u != nil {
 		return nil, &Diagnostic{Pos: adjustPos(pos, u.line, u.col), Message: fmt.Sprintf("template %q: unknown %s %q", snippet(src), u.what, u.name)}
 	}
@@ -675,7 +682,11 @@ type unknownName struct {
 }
 
 type guardWalker struct {
-	seen        map[uintptr]bool
+	seen map[uintptr]bool
+	// depth is how many nodes deep the walk is; past maxTemplateTree it
+	// sets tooDeep and goes no deeper.
+	depth       int
+	tooDeep     bool
 	env         *exec.Environment
 	unknown     *unknownName
 	needsBudget bool
@@ -733,11 +744,16 @@ func (w *guardWalker) walk(v reflect.Value, setTarget bool) {
 			return
 		}
 		p := v.Pointer()
-		if w.seen[p] {
+		if w.seen[p] || w.tooDeep {
 			return
 		}
 		w.seen[p] = true
+		if w.depth++; w.depth > maxTemplateTree {
+			w.tooDeep = true
+			return
+		}
 		w.walk(v.Elem(), false)
+		w.depth--
 		if setTarget {
 			return
 		}

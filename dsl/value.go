@@ -62,12 +62,17 @@ func newScalarValue(s string, pos Pos, lim *limitsRef) (*Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	return scalarValue(s, pos, t), nil
+}
+
+// scalarValue is the Value of the string scalar s compiled as t.
+func scalarValue(s string, pos Pos, t *Template) *Value {
 	v := &Value{Pos: pos, kind: valueScalar, tmpl: t}
 	if t.kind == kindConstant {
 		v.constant = true
 		v.lit = s
 	}
-	return v, nil
+	return v
 }
 
 // NewLiteralValue builds a non-string scalar (int64, float64, bool, nil).

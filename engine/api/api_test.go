@@ -397,6 +397,30 @@ func TestPlaybookValidationErrors(t *testing.T) {
 	}
 }
 
+// A playbook whose template nests a hundred thousand parentheses (200 KB,
+// well within the body limit) overflowed the goroutine stack of the
+// server validating it, a fatal error that ended the whole server
+// process for every client. It is refused like any invalid playbook.
+func TestDeeplyNestedTemplateRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 100_000
+	tmpl := "{{ " + strings.Repeat("(", n) + "1" + strings.Repeat(")", n) + " }}"
+	src := header + "metadata: {name: deep}\nworkflow:\n  - step: start\n    tool: {kind: echo, msg: '" + tmpl + "'}\n"
+	for _, path := range []string{"/v1/playbooks?file=deep.yaml", "/v1/executions"} {
+		var body any = src
+		if path == "/v1/executions" {
+			body = api.StartRequest{Source: src, File: "deep.yaml"}
+		}
+		r := b.do(t, http.MethodPost, path, body)
+		want(t, r, http.StatusBadRequest)
+		if e := r.errorBody(t); len(e.Problems) != 1 || !strings.Contains(e.Problems[0].Message, "nests more than") ||
+			e.Problems[0].Position != "deep.yaml:6:233" { // the 201st parenthesis
+			t.Errorf("%s: problems %+v, want one saying the template nests too deep at deep.yaml:6:233", path, e.Problems)
+		}
+	}
+}
+
 func TestMalformedBodies(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *api.Config) { c.MaxBody = 1024 })
