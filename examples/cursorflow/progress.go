@@ -118,6 +118,7 @@ func (p *progress) draw(st *engine.Status) {
 	p.erase(&b)
 	lines := p.render(st)
 	for _, l := range lines {
+		l = printable(l) // a line of one line, whatever its step names hold
 		if p.width > 1 && len([]rune(l)) >= p.width {
 			l = string([]rune(l)[:p.width-2]) + "…"
 		}

@@ -569,6 +569,7 @@ func stopGracefully(e *engine.Engine, stderr io.Writer) {
 // failureLine says where an execution failed: the step, the field of its
 // spec that failed when the failure has one, and the error.
 func failureLine(step, field, err string) string {
+	step, field, err = printable(step), printable(field), printableText(err)
 	if field == "" {
 		return fmt.Sprintf("failed at step %s: %s", step, err)
 	}

@@ -582,7 +582,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) int {
 }
 
 func printStatus(w io.Writer, st *engine.Status) {
-	fmt.Fprintf(w, "execution %s (%s): %s, %d events\n", st.ExecutionID, st.Playbook, st.Status, st.Events)
+	fmt.Fprintf(w, "execution %s (%s): %s, %d events\n", printable(st.ExecutionID), printable(st.Playbook), st.Status, st.Events)
 	if st.Status == engine.StatusFailed {
 		fmt.Fprintln(w, failureLine(st.FailedStep, st.FailedField, st.Error))
 	}
@@ -592,7 +592,7 @@ func printStatus(w io.Writer, st *engine.Status) {
 	}
 	sort.Strings(steps)
 	for _, s := range steps {
-		fmt.Fprintf(w, "  step %-24s %s\n", s, st.Steps[s])
+		fmt.Fprintf(w, "  step %-24s %s\n", printable(s), st.Steps[s])
 	}
 	loops := make([]string, 0, len(st.Loops))
 	for l := range st.Loops {
@@ -611,7 +611,7 @@ func printStatus(w io.Writer, st *engine.Status) {
 				cancelled = fmt.Sprintf(", cancelled %d", l.Cancelled)
 			}
 			fmt.Fprintf(w, "  loop %-24s cursor %s: frames %d, rows %d (ok %d, failed %d, dead %d%s), in flight %d\n",
-				id, state, l.Frames, l.Rows, l.OK, l.Failed, l.Dead, cancelled, l.InFlight)
+				printable(id), state, l.Frames, l.Rows, l.OK, l.Failed, l.Dead, cancelled, l.InFlight)
 		} else {
 			var counts []string
 			if l.Failed > 0 {
@@ -624,11 +624,11 @@ func printStatus(w io.Writer, st *engine.Status) {
 			if len(counts) > 0 {
 				failed = " (" + strings.Join(counts, ", ") + ")"
 			}
-			fmt.Fprintf(w, "  loop %-24s %s %s: %d/%d done%s, in flight %d\n", id, l.Mode, state, l.Done, l.Items, failed, l.InFlight)
+			fmt.Fprintf(w, "  loop %-24s %s %s: %d/%d done%s, in flight %d\n", printable(id), l.Mode, state, l.Done, l.Items, failed, l.InFlight)
 		}
 	}
 	if len(st.InFlight) > 0 {
-		fmt.Fprintf(w, "  in flight: %s\n", strings.Join(st.InFlight, ", "))
+		fmt.Fprintf(w, "  in flight: %s\n", printable(strings.Join(st.InFlight, ", ")))
 	}
 }
 
@@ -697,7 +697,7 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 				parts = append(parts, "dropped="+strconv.Itoa(p.Dropped))
 			}
 			if len(p.Data) > 0 {
-				parts = append(parts, "data="+truncateText(string(p.Data), 200))
+				parts = append(parts, "data="+printable(truncateText(string(p.Data), 200)))
 			}
 		}
 	}
@@ -750,7 +750,7 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 func appendSet(parts []string, pairs ...[2]string) []string {
 	for _, kv := range pairs {
 		if kv[1] != "" {
-			parts = append(parts, kv[0]+"="+kv[1])
+			parts = append(parts, kv[0]+"="+printable(kv[1]))
 		}
 	}
 	return parts
