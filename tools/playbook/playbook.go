@@ -23,6 +23,12 @@
 // not keep: when the time is up the step fails and the child is
 // cancelled. The wait restarts if the call is run again after a
 // worker's loss.)
+//
+// The path may name any file the process can read (an absolute path, or
+// ../ out of the parent's directory). Register the tool
+// where the playbooks' authors are trusted with this machine's files (the
+// CLI's local run does); a server that takes playbooks from strangers
+// does not register it (examples/server does not).
 package playbook
 
 import (
