@@ -61,6 +61,10 @@ workflow:
 			if l.Failed != 0 || l.Cancelled != running || l.Done != 0 || l.Items != 10 || !l.Finished {
 				t.Fatalf("loop status %+v: want 0 failed, 0 done, %d cancelled of 10", l, running)
 			}
+			// The dashboard's badge reads it: it said completed.
+			if l.Status != engine.StatusCancelled {
+				t.Fatalf("loop status %q, want cancelled", l.Status)
+			}
 		})
 	}
 }

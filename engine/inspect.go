@@ -69,6 +69,10 @@ type LoopStatus struct {
 	// Abandoned + Unreleased are the loop's rows left claimed.
 	Unreleased int  `json:"unreleased,omitempty"`
 	Finished   bool `json:"finished"`
+	// Status is the loop's outcome: running, completed or failed as its
+	// step's run ended, or the execution's end (cancelled, failed) for a
+	// loop that was running when the execution ended.
+	Status string `json:"status"`
 	// StartedAt is when the loop started; Rate is Done per second from
 	// then to the last item or frame that finished.
 	StartedAt time.Time `json:"started_at,omitzero"`
@@ -122,6 +126,10 @@ func (s *State) loopStatus(id string, l *loopState) LoopStatus {
 	if r := s.Runs[id]; r != nil {
 		ls.Step = r.Step
 		ls.Finished = r.Status != runRunning || s.Status != StatusRunning
+		ls.Status = r.Status
+		if r.Status == runRunning && s.Status != StatusRunning {
+			ls.Status = s.Status
+		}
 	}
 	switch l.Mode {
 	case dsl.ModeCursor:

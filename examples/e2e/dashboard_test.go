@@ -230,6 +230,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	until("the cancel button enabled", `document.querySelector("#status").dataset.status === "running" && !document.querySelector("#cancel").disabled`)
 	do("cancel", chromedp.Click(chromedp.ID("cancel")))
 	until("the execution cancelled", `document.querySelector("#status").dataset.status === "cancelled" && document.querySelector("#cancel").disabled`)
+	until("its loop's badge says cancelled", loop+`?.querySelector(".badge")?.textContent === "cancelled"`)
 	term, err := e.terminal(ctx, b.ExecutionID)
 	if err != nil || term != "execution.cancelled" {
 		t.Fatalf("the log ends the cancelled execution with %q (%v)", term, err)

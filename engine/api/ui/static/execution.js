@@ -54,7 +54,7 @@
       "data-frames": String(l.frames || 0), "data-rate": String(l.rate || 0),
     },
     CF.el("h3", {}, CF.el("span", { text: l.step + " · " + run + " · " + l.mode }),
-      CF.badge(l.finished ? "completed" : "running")));
+      CF.badge(l.status || (l.finished ? "completed" : "running"))));
     const rate = (l.rate || 0) >= 10 ? Math.round(l.rate).toLocaleString() : (l.rate || 0).toFixed(1);
     const stats = CF.el("div", { class: "stats" });
     if (cursor) {
