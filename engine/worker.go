@@ -638,6 +638,12 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			return chainResult{failed: true, err: err.Error(), field: "args", explicit: true}
 		}
 	}
+	// An arc's args are the target's arguments, so its tools are called
+	// with them too (python's input_data, a noop's data), not only its
+	// templates; the step's own args were rendered seeing them and win.
+	if len(cmd.Args) > 0 {
+		args = overlay(cmd.Args, args)
+	}
 	timeout, err := step.Spec.ResolveTimeout(first)
 	if err != nil {
 		return chainResult{failed: true, err: err.Error(), field: "spec.timeout", explicit: true}

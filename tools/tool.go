@@ -61,7 +61,8 @@ type Call struct {
 	// Config is the task's configuration with every template rendered
 	// (url, params, command, code, auth, ...).
 	Config map[string]any
-	// Args are the step's rendered args/input.
+	// Args are the step's rendered args/input, laid over the args of the
+	// arc that led to the step.
 	Args map[string]any
 	// Scope is the render context the config was rendered against; tools
 	// that pass context on (python's input_data, sub-playbooks) read it.
