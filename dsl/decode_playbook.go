@@ -447,6 +447,7 @@ func (d *decoder) step(n *yaml.Node) *Step {
 	d.lintIterRefs(s, what)
 	d.lintConcurrentCtx(s, what)
 	d.lintLoopStepSetIter(s, what)
+	d.lintSetStepScope(s, what)
 	return s
 }
 

@@ -285,3 +285,29 @@ func (v *Value) mentions(texts ...string) bool {
 	})
 	return found
 }
+
+// lintSetStepScope warns about each step.<name> that step s's own set:
+// or one of its arcs' writes. NoETL's set: writes step.x, as it does
+// ctx.x and iter.x, as the execution variable x; here those set:s store
+// step.x under ctx.step, so the {{ x }} (or {{ ctx.x }}) a NoETL playbook
+// reads next renders empty. A task's set: is not linted: there step.x is
+// a name of the pipeline's, which its later tasks read as step.x.
+func (d *decoder) lintSetStepScope(s *Step, what string) {
+	check := func(list []*Assignment, where string) {
+		for _, a := range list {
+			rest, ok := strings.CutPrefix(a.Path, "step.")
+			if !ok || rest == "" {
+				continue
+			}
+			d.warns = append(d.warns, Diagnostic{Pos: a.Pos, Warning: true, Message: fmt.Sprintf(
+				"%s: set %s: NoETL stores it as %s (ctx.%s); here it goes under ctx.step, and {{ %s }} and {{ ctx.%s }} render empty: write ctx.%s",
+				where, a.Path, rest, rest, rest, rest, rest)})
+		}
+	}
+	check(s.Set, what)
+	if s.Next != nil {
+		for _, arc := range s.Next.Arcs {
+			check(arc.Set, fmt.Sprintf("%s: arc to %s", what, arc.Step))
+		}
+	}
+}
