@@ -85,7 +85,7 @@ var Fields = []Field{
 	{"step.when", Honoured, "enable guard: false records step.skipped and routes nowhere"},
 	{"step.args", Honoured, "rendered before the tool chain; also input"},
 	{"step.vars", Honoured, "rendered after the step, read as vars.*"},
-	{"step.set", Honoured, "ctx./vars. assignments rendered against output after the step; there output is the step's result envelope (status, data, error): its data at output.data. ctx and the workload are one store, as NoETL's variables: after set: ctx.page, the step's arcs and later steps read page, ctx.page and workload.page alike (a step's result keeps its own name). As NoETL's, it runs only when the step succeeded (call.done): a step that failed and on_error: continue routes past runs no set: of its own and leaves no result under its name (later steps read the one it had before, if any; a failed loop keeps its aggregate)"},
+	{"step.set", Honoured, "ctx./vars. assignments rendered against output after the step; there output is the step's result envelope (status, data, error): its data at output.data. ctx and the workload are one store, as NoETL's variables: after set: ctx.page, the step's arcs and later steps read page, ctx.page and workload.page alike (a step's result keeps its own name). As NoETL's, it runs only when the step succeeded (call.done): a step that failed and on_error: continue routes past runs no set: of its own and leaves no result under its name (later steps read the one it had before, if any; a failed loop keeps its aggregate). A step.x path (NoETL's x) is stored under ctx.step: validate warns, here and in arc.set"},
 	{"step.loop", Honoured, "iterate over a collection or drain a cursor; later steps and the loop's arcs read a collection loop as NoETL's aggregate: STEP.results, its items' data in order, and STEP.stats {total, success, failed}, the items that finished, succeeded and failed (its arcs also see output.results, the items' result envelopes, and output.count)"},
 	{"step.tool", Honoured, "a task mapping, a pipeline list, or a kind name with the tool's fields on the step"},
 	{"step.next", Honoured, "routing: a name, a list, or {spec, arcs}"},
@@ -116,7 +116,7 @@ var Fields = []Field{
 	{"task.output.store.*", Hint, "ttl, compression, bucket, ...: NoETL's tiers; the engine has one result store"},
 	{"task.output.inline_max_bytes", Honoured, "as step.output.inline_max_bytes"},
 	{"task.output_select", Hint, "results stay inline in the event log whatever their size"},
-	{"task.*", Honoured, "every other key is the tool's own configuration, rendered and handed to the tool; a key the tool does not read (it lists its keys: tools.ConfigKeyLister) is ignored with a warning (engine.Lint, cursorflow validate), never refused, since NoETL playbooks may carry keys of NoETL's own tools"},
+	{"task.*", Honoured, "every other key is the tool's own configuration, rendered and handed to the tool; a key the tool does not read (it lists its keys: tools.ConfigKeyLister) is ignored with a warning (engine.Lint, cursorflow validate), never refused, since NoETL playbooks may carry keys of NoETL's own tools; so is a key beside a synonym the tool reads first (endpoint beside url, sql beside command: tools.ConfigSynonymLister)"},
 
 	{"loop.in", Honoured, "the collection (also collection): a list; null or blank text is none, anything else (a mapping, a string, a number) one item, as NoETL wraps it"},
 	{"loop.iterator", Honoured, "the item's name (also element). An item reads it at top level and as iter.<iterator>, and NoETL's loop variables, all 0-based: loop_index, iter._index and loop.index (its position), iter._first, iter._last, loop.first, loop.length (the collection's length; in a fan-out, a shard's position is its number and the length the number of shards) and loop.done (false while items run). After the loop, as NoETL's variables keep them, later steps read the last item issued under the iterator's name and its index as loop_index (also ctx.<iterator> and ctx.loop_index; a collection in the result store keeps loop_index only). A cursor loop's rows have no length: a row reads its position in its frame (process: frame, the frame's number) as loop_index, iter._index and loop.index, and no first, last or length"},
@@ -143,7 +143,7 @@ var Fields = []Field{
 	{"arc.step", Honoured, "the target step"},
 	{"arc.when", Honoured, "guard; rendered against output, event.name, ctx and the step's result"},
 	{"arc.set", Honoured, "assignments when the arc is taken"},
-	{"arc.args", Honoured, "arguments for the target (also input)"},
+	{"arc.args", Honoured, "arguments for the target (also input): its templates read them, and its tools are called with them (python's input_data, noop's data) under the step's own args, which win"},
 
 	{"rule.when", Honoured, "the rule's condition"},
 	{"rule.else", Honoured, "the fallback rule"},

@@ -47,6 +47,7 @@ func Lint(pb *dsl.Playbook, toolReg *tools.Registry) []dsl.Diagnostic {
 			out = append(out, dsl.Diagnostic{Pos: pos, Warning: true,
 				Message: fmt.Sprintf("%s: %s has no configuration key %q (ignored)", what, label, k)})
 		}
+		out = append(out, lintSynonyms(t, what, label, toolReg)...)
 	})
 	out = append(out, lintNextCalls(pb, toolReg)...)
 	out = append(out, lintPlaceholders(pb)...)
@@ -197,6 +198,39 @@ func lintKeys(t *dsl.Task, role taskRole, toolReg *tools.Registry) ([]string, st
 		keys = append(keys, "input")
 	}
 	return keys, "tool kind " + t.Kind
+}
+
+// lintSynonyms warns about each key of task t that the tool would read,
+// but for a synonym set before it in the tool's order (endpoint after
+// url, sql after command): accepted, and of no effect on the call.
+func lintSynonyms(t *dsl.Task, what, label string, toolReg *tools.Registry) []dsl.Diagnostic {
+	if !strings.HasPrefix(label, "tool kind ") {
+		return nil // a workbook call or a table sink: no tool reads the keys
+	}
+	tool, err := toolReg.Lookup(t.Kind)
+	if err != nil {
+		return nil
+	}
+	var out []dsl.Diagnostic
+	for _, group := range tools.ConfigSynonyms(tool) {
+		first := ""
+		for _, k := range group {
+			if _, set := t.Config[k]; !set {
+				continue
+			}
+			if first == "" {
+				first = k
+				continue
+			}
+			pos, ok := t.KeyPos[k]
+			if !ok {
+				pos = t.Config[k].Pos
+			}
+			out = append(out, dsl.Diagnostic{Pos: pos, Warning: true,
+				Message: fmt.Sprintf("%s: %s reads %s before %s: %s is ignored", what, label, first, k, k)})
+		}
+	}
+	return out
 }
 
 // LintCursors warns of cursor loops whose settings lose rows on a fault

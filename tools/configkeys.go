@@ -30,6 +30,32 @@ func ConfigKeys(t Tool) ([]string, bool) {
 	return slices.Clone(l.ConfigKeys()), true
 }
 
+// ConfigSynonymLister is implemented by a tool some of whose configuration
+// keys are synonyms: keys that set one value, of which the tool reads the
+// first present (url or endpoint; command, query or sql). A task that sets
+// two of a group gets the first only, so the engine's lint (engine.Lint)
+// warns about the others, which are accepted and have no effect.
+type ConfigSynonymLister interface {
+	// ConfigSynonyms returns the groups of synonymous keys, each in the
+	// order the tool reads them. The caller may keep and change them.
+	ConfigSynonyms() [][]string
+}
+
+// ConfigSynonyms returns the groups of synonymous configuration keys of t
+// when t implements ConfigSynonymLister, else nil.
+func ConfigSynonyms(t Tool) [][]string {
+	l, ok := t.(ConfigSynonymLister)
+	if !ok {
+		return nil
+	}
+	groups := l.ConfigSynonyms()
+	out := make([][]string, len(groups))
+	for i, g := range groups {
+		out[i] = slices.Clone(g)
+	}
+	return out
+}
+
 // AliasKeys returns the config keys AliasOf reads, in the order it tries
 // them; the caller may keep and change the slice.
 func AliasKeys() []string { return []string{"auth", "credential", "credentials"} }

@@ -112,6 +112,13 @@ func (t *Tool) ConfigKeys() []string {
 	return []string{"method", "url", "endpoint", "params", "headers", "data", "json", "body", "payload", "form", "timeout", "timeout_seconds", "follow_redirects", "auth", "credential", "credentials"}
 }
 
+// ConfigSynonyms implements tools.ConfigSynonymLister: of each group the
+// request takes the first key set (a data: that is not {query} alone is
+// the body before all of json, body, payload and form).
+func (t *Tool) ConfigSynonyms() [][]string {
+	return [][]string{{"url", "endpoint"}, {"json", "body", "payload", "form"}, {"timeout", "timeout_seconds"}, tools.AliasKeys()}
+}
+
 // Execute sends the request the task describes. Transport failures,
 // timeouts and non-2xx responses are Outputs with Status "error"; only a
 // configuration that cannot make a request or an unknown auth alias is a

@@ -136,3 +136,9 @@ type tool struct{ tools.ToolFunc }
 func (tool) ConfigKeys() []string {
 	return []string{"path", "playbook", "workload", "args", "input"}
 }
+
+// ConfigSynonyms implements tools.ConfigSynonymLister (workload, args and
+// input are merged, not synonyms).
+func (tool) ConfigSynonyms() [][]string {
+	return [][]string{{"path", "playbook"}}
+}

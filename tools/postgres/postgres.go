@@ -95,6 +95,11 @@ func (t *Tool) ConfigKeys() []string {
 	return []string{"auth", "credential", "credentials", "command", "query", "sql", "params"}
 }
 
+// ConfigSynonyms implements tools.ConfigSynonymLister.
+func (t *Tool) ConfigSynonyms() [][]string {
+	return [][]string{tools.AliasKeys(), {"command", "query", "sql"}}
+}
+
 // Execute runs the task's SQL. See the package documentation for the
 // configuration and the Output.
 func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, error) {

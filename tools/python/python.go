@@ -128,6 +128,12 @@ func (t *Tool) ConfigKeys() []string {
 	return []string{"code", "input", "args", "input_data", "libs", "timeout", "timeout_seconds"}
 }
 
+// ConfigSynonyms implements tools.ConfigSynonymLister (input, args and
+// input_data are merged, not synonyms).
+func (t *Tool) ConfigSynonyms() [][]string {
+	return [][]string{proc.TimeoutKeys}
+}
+
 // Execute runs the task's code in a fresh interpreter. An exception, a
 // non-zero exit or a timeout is an error Output (a timeout's Data is
 // {"timeout": true}, which a policy rule reads as output.error.kind

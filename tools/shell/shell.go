@@ -71,6 +71,11 @@ func (t *Tool) ConfigKeys() []string {
 	return []string{"command", "cmd", "env", "dir", "cwd", "timeout", "timeout_seconds"}
 }
 
+// ConfigSynonyms implements tools.ConfigSynonymLister.
+func (t *Tool) ConfigSynonyms() [][]string {
+	return [][]string{{"command", "cmd"}, {"dir", "cwd"}, proc.TimeoutKeys}
+}
+
 // Execute runs the command. A non-zero exit, a signal or a timeout is an
 // error Output; Data is {stdout, stderr, exit_code} either way (exit_code
 // -1 when the process did not exit normally), with stdout_truncated,
