@@ -1,12 +1,16 @@
 package engine_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/tools"
 	toolhttp "github.com/cursorflow/cursorflow/tools/http"
 )
@@ -153,5 +157,58 @@ workflow:
 	}
 	if got := data(t, sum, "after")["why"]; got != "planned failure 1/error" {
 		t.Fatalf("after.why = %#v, want the structured error's message and kind", got)
+	}
+}
+
+// TestPolicyFailRecordsAnError: a rule that fails a result its tool
+// called a success (a 200 whose body says no, retries that never saw
+// the awaited value) records the step's result as the failure it is:
+// status error with the rule's text, as NoETL's output view has it. It
+// said status success, error null, on a failed step.
+func TestPolicyFailRecordsAnError(t *testing.T) {
+	t.Parallel()
+	for name, then := range map[string]string{
+		"fail":  "{do: fail}",
+		"retry": "{do: retry, attempts: 2, delay: 0}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, nil)
+			sum, evs := b.run(t, header+`
+workflow:
+  - step: start
+    tool:
+      kind: rec
+      key: s
+      ready: false
+      spec:
+        policy:
+          rules:
+            - when: "{{ not output.data.ready }}"
+              then: `+then+`
+`, nil)
+			defer dumpOnFail(t, evs)
+			if sum.Status != engine.StatusFailed {
+				t.Fatalf("status %s, want failed", sum.Status)
+			}
+			for _, ev := range evs {
+				if ev.Type != eventlog.TypeStepFailed {
+					continue
+				}
+				var p struct {
+					Result map[string]any `json:"result"`
+				}
+				if err := json.Unmarshal(ev.Payload, &p); err != nil {
+					t.Fatal(err)
+				}
+				data, _ := p.Result["data"].(map[string]any)
+				if p.Result["status"] != "error" || !strings.Contains(fmt.Sprint(p.Result["error"]), "decided "+name) ||
+					data["ready"] != false {
+					t.Fatalf("step.failed result %v: want status error, the rule's text and the tool's data", p.Result)
+				}
+				return
+			}
+			t.Fatal("no step.failed")
+		})
 	}
 }

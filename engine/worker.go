@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -788,7 +789,8 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		switch action.Do {
 		case dsl.DoRetry:
 			if taskAttempt >= retryAttempts(&action) {
-				return chainResult{failed: true, err: fmt.Sprintf("%s (after %d attempts)", policyErrorText(out, rule, action.Do), taskAttempt), task: task.Name, output: out}
+				msg := fmt.Sprintf("%s (after %d attempts)", policyErrorText(out, rule, action.Do), taskAttempt)
+				return chainResult{failed: true, err: msg, task: task.Name, output: failedOutput(out, msg)}
 			}
 			delay := backoff(&action, taskAttempt)
 			if durable {
@@ -800,7 +802,8 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 			taskAttempt++
 			continue
 		case dsl.DoFail:
-			return chainResult{failed: true, err: policyErrorText(out, rule, action.Do), task: task.Name, output: out, explicit: rule != nil}
+			msg := policyErrorText(out, rule, action.Do)
+			return chainResult{failed: true, err: msg, task: task.Name, output: failedOutput(out, msg), explicit: rule != nil}
 		}
 		if err := w.assignChain(action.Set, judged, &cs); err != nil {
 			return chainResult{failed: true, err: err.Error(), task: task.Name, field: "spec.policy.set", output: out}
@@ -902,6 +905,19 @@ func errorText(out map[string]any) string {
 // policyErrorText is the error of a task a policy rule failed or retried
 // to exhaustion: the tool's own error when it reported one, else (its
 // result was a success) the rule that decided do.
+// failedOutput is out as the failure a policy rule decided on: a result
+// its tool called a success says error, with msg, as NoETL's output view
+// does, so that the step's recorded result agrees with its failure
+// (it said status success, error null, for a failed step).
+func failedOutput(out map[string]any, msg string) map[string]any {
+	if out["status"] == tools.StatusError {
+		return out
+	}
+	f := maps.Clone(out)
+	f["status"], f["error"] = tools.StatusError, msg
+	return f
+}
+
 func policyErrorText(out map[string]any, rule *dsl.Rule, do string) string {
 	if rule == nil || out["status"] == tools.StatusError || out["error"] != nil {
 		return errorText(out)
