@@ -552,6 +552,10 @@ func (e *Engine) Check(pb *dsl.Playbook) []dsl.Diagnostic {
 // cancelled once loaded (with reason "the execution awaiting it ended"),
 // as it would have been had the process that drove both lived on.
 //
+// An execution recorded under newer semantics than this build's (started
+// by a newer release) is refused with an error wrapping
+// ErrNewerSemantics, recording nothing.
+//
 // Like Start, Resume refuses a playbook this engine would not run (a tool
 // or cursor kind its registries lack, a refused field) with an
 // *UnsupportedError, recording nothing: the execution stays resumable on
@@ -576,6 +580,14 @@ func (e *Engine) Resume(ctx context.Context, executionID string) error {
 		e.orch.finished.put(executionID, summarize(st), e.cfg.Clock.Now())
 		e.orch.mu.Unlock()
 		return nil
+	}
+	if st.semantics > currentSemantics {
+		// Started by a newer build (an operator rolled back): driven
+		// here it would run under rules older than those it was
+		// recorded with, and decide differently than it began. Refused,
+		// it waits, unchanged, for a build that knows its level.
+		return fmt.Errorf("%w: %s runs under semantics %d, this build knows up to %d; resume it with the release that started it or a newer one",
+			ErrNewerSemantics, executionID, st.semantics, currentSemantics)
 	}
 	// Driven on, a step of a kind this engine lacks would fail and end
 	// the execution failed for good; refused here, it waits for an engine

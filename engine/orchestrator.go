@@ -25,6 +25,18 @@ var ErrStale = errors.New("engine: stale report: command was re-issued or finish
 // drive.
 var ErrUnknownExecution = errors.New("engine: unknown execution")
 
+// ErrNewerSemantics is wrapped by the error Resume returns for an
+// execution started by a newer build, under semantics this one does not
+// know (an operator rolled back): resuming it here would decide under
+// other rules than it was recorded with.
+var ErrNewerSemantics = errors.New("engine: execution started by a newer cursorflow")
+
+// ErrRecordedPlaybook is wrapped by the error of folding (Fold, Resume,
+// Inspect) an execution whose recorded playbook this build refuses:
+// an earlier release accepted and started it, and a rule added since
+// refuses it. The error wraps the dsl.ErrorList too.
+var ErrRecordedPlaybook = errors.New("engine: recorded playbook refused")
+
 // ErrUnavailable is wrapped by the error a report gets when it could not be
 // recorded now — the event log failed, or the execution is being reloaded
 // from the log after such a failure. The report was not recorded; sending

@@ -12,7 +12,11 @@ import (
 // SnapshotFormat names the encoding State.MarshalSnapshot writes. It
 // changes whenever State's shape does, so that a process never restores a
 // snapshot another version wrote: it folds from the first event instead.
-const SnapshotFormat = "cursorflow.engine.state/7"
+//
+// 8: loops count the items, shards and rows a cancel stopped (Cancelled;
+// builds that wrote 7 before that lacked it, and their snapshots lose
+// it), and finished loops keep their outcome (LoopStatus.Status).
+const SnapshotFormat = "cursorflow.engine.state/8"
 
 // stateSnapshot is State with its unexported fields, as JSON.
 type stateSnapshot struct {

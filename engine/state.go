@@ -357,7 +357,10 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			// one rebuilt from the log parses the recorded source.
 			pb, err := dsl.Parse(p.File, []byte(p.Playbook))
 			if err != nil {
-				return fmt.Errorf("engine: execution %s: playbook in execution.started: %w", s.ExecutionID, err)
+				// A build that refuses what an earlier one accepted and
+				// recorded (a bound added since) cannot replay it: say
+				// so, and where the execution can still be finished.
+				return fmt.Errorf("%w: execution %s: this build refuses the playbook it was started with (the release that started it accepted it); finish it with that release: %w", ErrRecordedPlaybook, s.ExecutionID, err)
 			}
 			s.Playbook = pb
 		}

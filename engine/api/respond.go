@@ -171,6 +171,10 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &he):
 		writeError(w, he.status, he.msg)
+	case errors.Is(err, engine.ErrRecordedPlaybook) && errors.As(err, &list):
+		// Not the request's playbook: the one an execution was started
+		// with, by a release that accepted what this one refuses.
+		writeJSON(w, http.StatusConflict, ErrorBody{Error: "this server refuses the playbook the execution was started with (the release that started it accepted it); finish it with that release", Problems: problemsOf(list)})
 	case errors.As(err, &list):
 		writeJSON(w, http.StatusBadRequest, ErrorBody{Error: fmt.Sprintf("playbook is invalid: %d problem(s)", len(list)), Problems: problemsOf(list)})
 	case errors.As(err, &unsupported):

@@ -398,6 +398,12 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 	id, err = begin(ctx, e, log)
 	if err != nil {
 		var list dsl.ErrorList
+		if errors.Is(err, engine.ErrRecordedPlaybook) {
+			// resume: the diagnostics alone would read as a mistake in a
+			// file, where it is an execution an earlier release started.
+			fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+			return exitUsage
+		}
 		if errors.As(err, &list) {
 			for _, d := range list {
 				fmt.Fprintln(stderr, d.Error())

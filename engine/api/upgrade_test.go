@@ -1,0 +1,32 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// TestRecordedPlaybookThisBuildRefuses: after an upgrade, the server
+// reads an execution an earlier release started with a playbook this
+// build refuses (max_in_flight over the bound added since). Its status
+// answered 400 "playbook is invalid", as if the request had sent a bad
+// playbook. It answers 409 saying the recorded playbook is refused and
+// where to finish the execution, with the diagnostics.
+func TestRecordedPlaybookThisBuildRefuses(t *testing.T) {
+	b := setup(t)
+	book := header + "metadata: {name: wide}\nworkflow:\n  - step: start\n    loop:\n      in: [1, 2]\n      iterator: n\n" +
+		"      spec: {mode: parallel, max_in_flight: 20000}\n    tool: {kind: echo, msg: x}\n"
+	started, _ := json.Marshal(map[string]any{"playbook": book, "file": "wide.yaml", "semantics": 1})
+	if _, err := b.Log.Append(t.Context(), []eventlog.Event{{ExecutionID: "from-older", Type: eventlog.TypeExecutionStarted, Payload: started}}); err != nil {
+		t.Fatal(err)
+	}
+	r := b.do(t, http.MethodGet, "/v1/executions/from-older", nil)
+	want(t, r, http.StatusConflict)
+	body := r.errorBody(t)
+	if !strings.Contains(body.Error, "finish it with that release") || len(body.Problems) != 1 || !strings.Contains(body.Problems[0].Message, "max_in_flight") {
+		t.Errorf("error body %+v, want the refusal, what to do and the diagnostic", body)
+	}
+}
