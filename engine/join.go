@@ -64,8 +64,16 @@ const (
 	// row stopped the loop one failure early, though the source was about
 	// to set it aside.
 	semanticsDeliveries = 7
+	// semanticsDeliverySet: a row's failures count once per distinct
+	// delivery number, whatever order they are reported in. A frame
+	// re-run after its claim was rolled back (killed between the record
+	// and the commit) reports delivery 1 late, after deliveries 2..n and
+	// the source's dead letter; compared with the previous failure's
+	// number only, it counted as one more and stopped the loop on a row
+	// the source had already set aside, rows still pending never claimed.
+	semanticsDeliverySet = 8
 	// currentSemantics is what new executions record.
-	currentSemantics = semanticsDeliveries
+	currentSemantics = semanticsDeliverySet
 )
 
 // The join barrier. NoETL gates a step that several branches of an

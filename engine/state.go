@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -878,8 +879,10 @@ func (s *State) holdDrain(l *loopState, at time.Time) {
 // attempts past the first), a row's failures count once per delivery
 // number (semanticsDeliveries): a claim whose commit was lost after its
 // record ran its rows, and the source, its mark rolled back, hands them
-// out again under the same number. Twice max_attempts failures stop the
-// loop all the same, whatever the numbers say.
+// out again under the same number; and from semanticsDeliverySet once per
+// distinct number, so that such a delivery's failure reported late, after
+// later ones, counts no more. Twice max_attempts failures stop the loop
+// all the same, whatever the numbers say.
 func (s *State) countHandedBack(l *loopState, ev eventlog.Event, c *commandState) {
 	var p frameDonePayload
 	if decode(ev, &p) != nil {
@@ -918,7 +921,7 @@ func (s *State) countHandedBack(l *loopState, ev eventlog.Event, c *commandState
 				d = &deliveries{}
 				l.Deliveries[it.Key] = d
 			}
-			d.failed(attempt[it.Key])
+			d.failed(attempt[it.Key], s.semantics >= semanticsDeliverySet)
 			if d.Numbered && n <= 2*limit {
 				counted = d.Distinct
 			}
@@ -935,17 +938,28 @@ func (s *State) countHandedBack(l *loopState, ev eventlog.Event, c *commandState
 // failures went back to the source (semanticsDeliveries).
 type deliveries struct {
 	// Distinct counts the failures under a delivery number other than the
-	// previous failure's; Last is the latest failure's number.
+	// previous failure's (from semanticsDeliverySet: other than any
+	// earlier failure's); Last is the latest failure's number.
 	Distinct, Last int
 	// Numbered is set once the source numbered a delivery past the first:
 	// it counts them, and Distinct is the count that matters.
 	Numbered bool
+	// Numbers are the delivery numbers the row failed under
+	// (semanticsDeliverySet).
+	Numbers []int `json:",omitempty"`
 }
 
 // failed notes a failure of the row's delivery number attempt (0: not
-// recorded).
-func (d *deliveries) failed(attempt int) {
-	if attempt != d.Last || d.Distinct == 0 {
+// recorded); asSet counts each number once (semanticsDeliverySet).
+func (d *deliveries) failed(attempt int, asSet bool) {
+	switch {
+	case asSet:
+		if !slices.Contains(d.Numbers, attempt) {
+			d.Numbers = append(d.Numbers, attempt)
+			d.Distinct++
+		}
+		d.Last = attempt
+	case attempt != d.Last || d.Distinct == 0:
 		d.Distinct++
 		d.Last = attempt
 	}
