@@ -27,9 +27,9 @@ func TestDeadEntriesBuriedOnCommit(t *testing.T) {
 	// exhaust claims both entries of a fresh queue once and hands them back
 	// (their body failed): with max_attempts 1 the next claim finds them
 	// dead.
-	exhaust := func(t *testing.T, lease time.Duration) (cursor.Spec, []string) {
+	exhaust := func(t *testing.T, lease time.Duration, opts map[string]any) (cursor.Spec, []string) {
 		t.Helper()
-		spec, ids := queue(t, h, 2, nil)
+		spec, ids := queue(t, h, 2, opts)
 		spec.MaxAttempts, spec.Lease = 1, lease
 		cur := openAt(t, h, spec, 0)
 		rows, err := cursortest.ClaimCommitted(t.Context(), cur, 2)
@@ -44,7 +44,7 @@ func TestDeadEntriesBuriedOnCommit(t *testing.T) {
 
 	t.Run("aborted", func(t *testing.T) {
 		ctx := t.Context()
-		spec, ids := exhaust(t, time.Minute)
+		spec, ids := exhaust(t, time.Minute, nil)
 		cur := openAt(t, h, spec, 0)
 		c := claimDead(t, cur, ids)
 		if err := c.Abort(ctx); err != nil {
@@ -68,9 +68,24 @@ func TestDeadEntriesBuriedOnCommit(t *testing.T) {
 		expectNothingLeft(t, cur)
 	})
 
+	// delete_acked keeps the stream from growing: the entries buried
+	// leave it as acked ones do (they stayed in it for ever).
+	t.Run("delete_acked", func(t *testing.T) {
+		ctx := t.Context()
+		spec, ids := exhaust(t, time.Minute, map[string]any{"delete_acked": true})
+		cur := openAt(t, h, spec, 0)
+		if err := claimDead(t, cur, ids).Commit(ctx); err != nil {
+			t.Fatalf("Commit: %v", err)
+		}
+		expectBuried(t, h, spec, ids, "2")
+		if n, err := h.admin.XLen(ctx, spec.Options["stream"].(string)).Result(); err != nil || n != 0 {
+			t.Fatalf("stream holds %d entries after burying all with delete_acked (%v), want 0", n, err)
+		}
+	})
+
 	t.Run("lease lapses", func(t *testing.T) {
 		ctx := t.Context()
-		spec, ids := exhaust(t, 300*time.Millisecond)
+		spec, ids := exhaust(t, 300*time.Millisecond, nil)
 		// The claimer lists them dead and is killed before the engine's
 		// record: it never commits, aborts or closes.
 		dropped := claimDead(t, openAt(t, h, spec, 0), ids)

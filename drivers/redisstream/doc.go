@@ -18,7 +18,7 @@
 //	  consumer: worker               # consumer name prefix; default slot
 //	  dead_letter_stream: jobs:dead  # default: <stream>:dead
 //	  start: "0"                     # where a new group starts: 0 or $
-//	  delete_acked: false            # XDEL entries once acknowledged
+//	  delete_acked: false            # XDEL entries once acknowledged or dead-lettered
 //
 // The driver creates the group (and the stream) when it does not exist.
 // Without a group option every loop run gets a group of its own, which

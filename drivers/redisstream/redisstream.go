@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -393,7 +394,14 @@ func (c *Cursor) bury(ctx context.Context, held []cursor.Row) error {
 // runBury runs buryScript with args (group, reason, then id, count pairs)
 // and returns how many entries it moved and the ids it refused; gone
 // reports that the group is gone (see runClaimed): nothing was moved.
+// With delete_acked the moved entries leave the stream too, as acked ones
+// do: the stream does not grow with the rows that kept failing.
 func (c *Cursor) runBury(ctx context.Context, args []any) (moved int64, stale []any, gone bool, err error) {
+	del := "0"
+	if c.opts.DeleteAcked {
+		del = "1"
+	}
+	args = slices.Insert(args, 2, any(del))
 	v, gone, err := c.runClaimed(ctx, buryScript, []string{c.opts.Stream, c.opts.DeadLetterStream, c.errors}, args...)
 	if err != nil || gone {
 		return 0, nil, gone, err

@@ -138,9 +138,10 @@ return stale
 `)
 
 // buryScript copies pending entries of group ARGV[1] on stream KEYS[1]
-// (pairs of id, count from ARGV[3]) to the dead-letter stream KEYS[2],
+// (pairs of id, count from ARGV[4]) to the dead-letter stream KEYS[2],
 // with reason ARGV[2] and their last error (the hash KEYS[3], see
-// releaseScript) if they have one, and acknowledges them. A non-empty
+// releaseScript) if they have one, and acknowledges them, deleting them
+// from KEYS[1] too when ARGV[3] is "1" (delete_acked). A non-empty
 // count fences: the entry is moved only if its delivery count still
 // equals it, that is if the claim that listed it dead still holds it (one
 // whose lease ran out and whose entry another claim took over leaves it
@@ -149,9 +150,9 @@ return stale
 // stream are dead-lettered with their id only. It returns {moved,
 // {refused id}...}.
 var buryScript = redis.NewScript(`
-local stream, dead, errs, group, reason = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2]
+local stream, dead, errs, group, reason, del = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3]
 local moved, stale = 0, {}
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local id, want = ARGV[i], ARGV[i + 1]
   local p = redis.call('XPENDING', stream, group, id, id, 1)
   if p[1] and (want == '' or tostring(p[1][4]) == want) then
@@ -172,6 +173,7 @@ for i = 3, #ARGV, 2 do
     end
     redis.call('XADD', unpack(args))
     redis.call('XACK', stream, group, id)
+    if del == '1' then redis.call('XDEL', stream, id) end
     redis.call('HDEL', errs, id)
     moved = moved + 1
   elseif want ~= '' then
