@@ -2,9 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,25 +174,7 @@ func TestRepeatedDeliveryCountsOnce(t *testing.T) {
 	}
 	// The same history recorded before semantics 7 folds as it was
 	// decided then: row 7's fourth failure stops the loop.
-	hist := slices.Clone(evs)
-	var started map[string]any
-	if err := json.Unmarshal(hist[0].Payload, &started); err != nil {
-		t.Fatal(err)
-	}
-	started["semantics"] = 6
-	hist[0].Payload, _ = json.Marshal(started)
-	var upTo []eventlog.Event
-	for _, ev := range hist {
-		if ev.Type == eventlog.TypeLoopDone {
-			break
-		}
-		upTo = append(upTo, ev)
-	}
-	s, err := engine.Fold(sum.ExecutionID, upTo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l := s.Loops["start#1"]; l == nil || !strings.Contains(l.Fail, "row 7 failed 4 times, more than max_attempts (3)") {
+	if l := foldBeforeLoopDone(t, evs, 6).Loops["start#1"]; l == nil || !strings.Contains(l.Fail, "row 7 failed 4 times, more than max_attempts (3)") {
 		t.Fatalf("semantics 6 fold: loop %+v, want it stopped on row 7", l)
 	}
 }

@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -193,4 +195,26 @@ func (b *bundle) waitForCall(t *testing.T, ctx context.Context, key string) {
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// foldBeforeLoopDone folds evs, up to their first loop.done, as if the
+// execution had been started under semantics level: how the history
+// would have been decided by a build of that level.
+func foldBeforeLoopDone(t *testing.T, evs []eventlog.Event, level int) *engine.State {
+	t.Helper()
+	hist := slices.Clone(evs)
+	var started map[string]any
+	if err := json.Unmarshal(hist[0].Payload, &started); err != nil {
+		t.Fatal(err)
+	}
+	started["semantics"] = level
+	hist[0].Payload, _ = json.Marshal(started)
+	if k := slices.IndexFunc(hist, func(ev eventlog.Event) bool { return ev.Type == eventlog.TypeLoopDone }); k >= 0 {
+		hist = hist[:k]
+	}
+	s, err := engine.Fold(hist[0].ExecutionID, hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // signalHandler is a slog handler that closes seen the first time a
-// record's message contains match.
+// record's message, or one of its attributes, contains match.
 type signalHandler struct {
 	slog.Handler
 	match string
@@ -30,10 +30,33 @@ type signalHandler struct {
 func (h signalHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
 
 func (h signalHandler) Handle(ctx context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, h.match) {
+	hit := strings.Contains(r.Message, h.match)
+	r.Attrs(func(a slog.Attr) bool {
+		hit = hit || strings.Contains(a.Value.String(), h.match)
+		return !hit
+	})
+	if hit {
 		h.once.Do(func() { close(h.seen) })
 	}
 	return h.Handler.Handle(ctx, r)
+}
+
+// registerGate registers a tool "gate" whose calls block until release is
+// called (or their context ends); entered closes when the first call
+// begins.
+func registerGate(reg *tools.Registry) (entered <-chan struct{}, release func()) {
+	in, open := make(chan struct{}), make(chan struct{})
+	var first, opened sync.Once
+	reg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, _ *tools.Call) (tools.Output, error) {
+		first.Do(func() { close(in) })
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return tools.Output{}, ctx.Err()
+		}
+		return tools.Output{Status: "ok"}, nil
+	}))
+	return in, func() { opened.Do(func() { close(open) }) }
 }
 
 func (h signalHandler) WithAttrs(as []slog.Attr) slog.Handler {
@@ -63,17 +86,7 @@ func TestSourceOutageIsRiddenOut(t *testing.T) {
 	kc := tools.StaticURLs(map[string]string{"pg": dsn})
 	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	t.Cleanup(func() { _ = closer.Close() })
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	treg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, _ *tools.Call) (tools.Output, error) {
-		once.Do(func() { close(entered) })
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return tools.Output{}, ctx.Err()
-		}
-		return tools.Output{Status: "ok"}, nil
-	}))
+	entered, release := registerGate(treg)
 	retrying := make(chan struct{})
 	logger := slog.New(signalHandler{slog.NewTextHandler(t.Output(), nil), "transient failure; trying again", &sync.Once{}, retrying})
 	log := eventlog.NewMemory()
@@ -115,7 +128,7 @@ workflow:
 	// The outage: no new connections, and the open ones dropped.
 	testenv.Exec(t, admin, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS false")
 	testenv.Exec(t, admin, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '"+name+"'")
-	close(release)
+	release()
 	select {
 	case <-retrying:
 	case <-ctx.Done():

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/url"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,37 +14,6 @@ import (
 	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
 )
-
-// attrSignal is a slog handler that closes seen the first time a record,
-// its message or an attribute, contains match.
-type attrSignal struct {
-	slog.Handler
-	match string
-	once  *sync.Once
-	seen  chan struct{}
-}
-
-func (h attrSignal) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
-
-func (h attrSignal) Handle(ctx context.Context, r slog.Record) error {
-	hit := strings.Contains(r.Message, h.match)
-	r.Attrs(func(a slog.Attr) bool {
-		hit = hit || strings.Contains(a.Value.String(), h.match)
-		return !hit
-	})
-	if hit {
-		h.once.Do(func() { close(h.seen) })
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h attrSignal) WithAttrs(as []slog.Attr) slog.Handler {
-	return attrSignal{h.Handler.WithAttrs(as), h.match, h.once, h.seen}
-}
-
-func (h attrSignal) WithGroup(g string) slog.Handler {
-	return attrSignal{h.Handler.WithGroup(g), h.match, h.once, h.seen}
-}
 
 // TestSilentSourceClaimIsCut: the source database stops answering with
 // the connection still open (a frozen server, a path a firewall or a
@@ -67,19 +35,9 @@ func TestSilentSourceClaimIsCut(t *testing.T) {
 	kc := tools.StaticURLs(map[string]string{"pg": u.String()})
 	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	t.Cleanup(func() { _ = closer.Close() })
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	treg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, _ *tools.Call) (tools.Output, error) {
-		once.Do(func() { close(entered) })
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return tools.Output{}, ctx.Err()
-		}
-		return tools.Output{Status: "ok"}, nil
-	}))
+	entered, release := registerGate(treg)
 	cut := make(chan struct{})
-	logger := slog.New(attrSignal{slog.NewTextHandler(t.Output(), nil), "did not return within", &sync.Once{}, cut})
+	logger := slog.New(signalHandler{slog.NewTextHandler(t.Output(), nil), "did not return within", &sync.Once{}, cut})
 	log := eventlog.NewMemory()
 	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Tick: 10 * time.Millisecond, Logger: logger})
 	if err != nil {
@@ -118,7 +76,7 @@ workflow:
 		t.Fatal("the first row never ran")
 	}
 	proxy.Hole()
-	close(release)
+	release()
 	select {
 	case <-cut:
 	case <-ctx.Done():

@@ -44,17 +44,7 @@ func TestSilentEventLogIsRiddenOut(t *testing.T) {
 	kc := tools.StaticURLs(map[string]string{"pg": dsn})
 	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	t.Cleanup(func() { _ = closer.Close() })
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	treg.MustRegister("gate", tools.ToolFunc(func(ctx context.Context, _ *tools.Call) (tools.Output, error) {
-		once.Do(func() { close(entered) })
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return tools.Output{}, ctx.Err()
-		}
-		return tools.Output{Status: "ok"}, nil
-	}))
+	entered, release := registerGate(treg)
 	told := make(chan struct{})
 	logger := slog.New(signalHandler{slog.NewTextHandler(t.Output(), nil), "event log append failed", &sync.Once{}, told})
 	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Tick: 10 * time.Millisecond, Logger: logger})
@@ -92,7 +82,7 @@ workflow:
 		t.Fatal("the first row never ran")
 	}
 	proxy.Hole()
-	close(release)
+	release()
 	select {
 	case <-told:
 	case <-ctx.Done():

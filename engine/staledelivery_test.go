@@ -2,14 +2,11 @@ package engine_test
 
 import (
 	"context"
-	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
-	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
@@ -87,25 +84,7 @@ func TestStaleDeliveryFailureAfterDeadLetter(t *testing.T) {
 	}
 	// The same history recorded under semantics 7 folds as it was
 	// decided then: the late failure of delivery 1 stops the loop.
-	hist := slices.Clone(evs)
-	var started map[string]any
-	if err := json.Unmarshal(hist[0].Payload, &started); err != nil {
-		t.Fatal(err)
-	}
-	started["semantics"] = 7
-	hist[0].Payload, _ = json.Marshal(started)
-	var upTo []eventlog.Event
-	for _, ev := range hist {
-		if ev.Type == eventlog.TypeLoopDone {
-			break
-		}
-		upTo = append(upTo, ev)
-	}
-	s, err := engine.Fold(sum.ExecutionID, upTo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l := s.Loops["start#1"]; l == nil || !strings.Contains(l.Fail, "row 7 failed") {
+	if l := foldBeforeLoopDone(t, evs, 7).Loops["start#1"]; l == nil || !strings.Contains(l.Fail, "row 7 failed") {
 		t.Fatalf("semantics 7 fold: loop %+v, want it stopped on row 7", l)
 	}
 }
