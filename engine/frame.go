@@ -830,14 +830,17 @@ func claimLimit(fs dsl.FrameSpec) time.Duration {
 }
 
 // silentClaim is the error of a claim cut by its limit: transient, so
-// the claim is tried again.
+// the claim is tried again. A claim that is slow rather than unanswered
+// (a long scan, a wait on locks) is cut the same way: the error says
+// which setting lets it take longer.
 func silentClaim(limit time.Duration, err error) error {
+	const why = "the source is not answering, or the claim needs longer than lease_seconds"
 	if err == nil {
-		return fmt.Errorf("%w: the claim did not return within %s (the frame's lease); the source is not answering",
-			cursor.ErrTransient, limit)
+		return fmt.Errorf("%w: the claim did not return within %s (the frame's lease); %s",
+			cursor.ErrTransient, limit, why)
 	}
-	return fmt.Errorf("%w: the claim did not return within %s (the frame's lease); the source is not answering: %w",
-		cursor.ErrTransient, limit, err)
+	return fmt.Errorf("%w: the claim did not return within %s (the frame's lease); %s: %w",
+		cursor.ErrTransient, limit, why, err)
 }
 
 // watchClaim runs claim with a context that ends when ctx does or, while

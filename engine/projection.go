@@ -166,7 +166,29 @@ func (p *Projection) Status(ctx context.Context, executionID string) (*Status, e
 // name it was started with, as execution.started recorded them.
 func (p *Projection) Playbook(ctx context.Context, executionID string) (file, source string, err error) {
 	_, started, err := p.read(ctx, executionID, func(*State) *Status { return nil })
+	if errors.Is(err, ErrRecordedPlaybook) {
+		// This build cannot fold it, but its source is on record, and
+		// is what the operator told to finish it elsewhere needs to see.
+		return p.recordedPlaybook(ctx, executionID)
+	}
 	return started.File, started.Playbook, err
+}
+
+// recordedPlaybook reads the playbook source and file name from the
+// execution's execution.started event itself, without folding.
+func (p *Projection) recordedPlaybook(ctx context.Context, executionID string) (file, source string, err error) {
+	evs, err := p.cfg.Log.Read(ctx, executionID, 0, 1)
+	if err != nil {
+		return "", "", err
+	}
+	var started startedPayload
+	if len(evs) == 0 || evs[0].Type != eventlog.TypeExecutionStarted {
+		return "", "", fmt.Errorf("%w: %s", ErrUnknownExecution, executionID)
+	}
+	if err := decode(evs[0], &started); err != nil {
+		return "", "", fmt.Errorf("engine: execution %s: execution.started: %w", executionID, err)
+	}
+	return started.File, started.Playbook, nil
 }
 
 // read brings the execution's state up to date and calls view on it
@@ -297,7 +319,10 @@ type ListOptions struct {
 
 // List returns executions, newest first. An ended execution's summary is
 // remembered once read, so listing many finished executions folds each
-// at most once per process (from its snapshot when there is one).
+// at most once per process (from its snapshot when there is one). An
+// execution this build cannot fold, an earlier release having started it
+// with a playbook this one refuses (ErrRecordedPlaybook), is left out:
+// its Status says why, and the others stay listable.
 func (p *Projection) List(ctx context.Context, opts ListOptions) ([]ExecutionSummary, error) {
 	switch opts.Status {
 	case "", StatusRunning, StatusCompleted, StatusFailed, StatusCancelled:
@@ -318,7 +343,7 @@ func (p *Projection) List(ctx context.Context, opts ListOptions) ([]ExecutionSum
 		sum, ok := p.ended(ids[i])
 		if !ok {
 			st, err := p.Status(ctx, ids[i])
-			if errors.Is(err, ErrUnknownExecution) {
+			if errors.Is(err, ErrUnknownExecution) || errors.Is(err, ErrRecordedPlaybook) {
 				continue
 			}
 			if err != nil {
@@ -343,7 +368,9 @@ func (p *Projection) Refresh(ctx context.Context) error {
 		return err
 	}
 	for _, id := range ids {
-		if _, err := p.Status(ctx, id); err != nil && !errors.Is(err, ErrUnknownExecution) {
+		// One this build cannot fold (ErrRecordedPlaybook) has nothing
+		// to refresh; the others still do.
+		if _, err := p.Status(ctx, id); err != nil && !errors.Is(err, ErrUnknownExecution) && !errors.Is(err, ErrRecordedPlaybook) {
 			return err
 		}
 	}

@@ -189,3 +189,44 @@ workflow:
 		t.Fatalf("from the earlier build's snapshot:\n%+v\nfold:\n%+v", st.Loops, want.Loops)
 	}
 }
+
+// TestListWithARecordedPlaybookThisBuildRefuses: after an upgrade, the
+// log holds an execution an earlier release started with a playbook this
+// build refuses, beside others. Listing executions (GET /v1/executions,
+// the dashboard's first page) failed as a whole with that one's
+// refusal, and the leader's projection refresh stopped at it, leaving
+// the executions after it unrefreshed. The list leaves it out (its
+// status says why) and the refresh goes past it.
+func TestListWithARecordedPlaybookThisBuildRefuses(t *testing.T) {
+	log := eventlog.NewMemory()
+	for _, ex := range []struct{ id, book string }{{"ok-before", onceBook}, {"from-older", wideBook}, {"ok-after", onceBook}} {
+		started, err := json.Marshal(map[string]any{"playbook": ex.book, "file": ex.id + ".yaml", "semantics": 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := log.Append(t.Context(), []eventlog.Event{{ExecutionID: ex.id, Type: eventlog.TypeExecutionStarted, Payload: started}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := engine.NewProjection(engine.ProjectionConfig{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := p.List(t.Context(), engine.ListOptions{})
+	if err != nil {
+		t.Fatalf("List = %v, want the executions this build can read", err)
+	}
+	var ids []string
+	for _, s := range list {
+		ids = append(ids, s.ExecutionID)
+	}
+	if strings.Join(ids, ",") != "ok-after,ok-before" {
+		t.Errorf("List = %v, want ok-after, ok-before", ids)
+	}
+	if err := p.Refresh(t.Context()); err != nil {
+		t.Errorf("Refresh = %v, want the refused execution passed over", err)
+	}
+	if _, err := p.Status(t.Context(), "from-older"); !errors.Is(err, engine.ErrRecordedPlaybook) {
+		t.Errorf("Status = %v, want ErrRecordedPlaybook", err)
+	}
+}

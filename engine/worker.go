@@ -902,9 +902,6 @@ func errorText(out map[string]any) string {
 	return "tool reported status " + fmt.Sprint(out["status"])
 }
 
-// policyErrorText is the error of a task a policy rule failed or retried
-// to exhaustion: the tool's own error when it reported one, else (its
-// result was a success) the rule that decided do.
 // failedOutput is out as the failure a policy rule decided on: a result
 // its tool called a success says error, with msg, as NoETL's output view
 // does, so that the step's recorded result agrees with its failure
@@ -918,6 +915,9 @@ func failedOutput(out map[string]any, msg string) map[string]any {
 	return f
 }
 
+// policyErrorText is the error of a task a policy rule failed or retried
+// to exhaustion: the tool's own error when it reported one, else (its
+// result was a success) the rule that decided do.
 func policyErrorText(out map[string]any, rule *dsl.Rule, do string) string {
 	if rule == nil || out["status"] == tools.StatusError || out["error"] != nil {
 		return errorText(out)

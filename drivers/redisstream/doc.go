@@ -75,7 +75,8 @@
 // always hold binary (or base64 them yourself) when a body must tell the
 // two apart.
 //
-// Ack acknowledges (XACK; with delete_acked also XDEL). Release hands
+// Ack acknowledges (XACK; with delete_acked also XDEL, as for an entry
+// moved to the dead-letter stream). Release hands
 // entries back at once: it sets their idle time past the lease, so the
 // next claim of any slot reclaims them, counting another delivery. An
 // entry handed back because its body failed has its error (the frame's

@@ -27,7 +27,8 @@ const (
 	// later).
 	OptStart = "start"
 	// OptDeleteAcked, when true, deletes entries (XDEL) as they are
-	// acknowledged, so the stream does not grow without bound.
+	// acknowledged or dead-lettered, so the stream does not grow without
+	// bound.
 	OptDeleteAcked = "delete_acked"
 	// OptURL is the credential when the block has no auth (read by the
 	// engine, ignored here).
@@ -47,7 +48,7 @@ type Options struct {
 	DeadLetterStream string
 	// Start is where a newly created group starts; defaults to "0".
 	Start string
-	// DeleteAcked deletes acknowledged entries.
+	// DeleteAcked deletes acknowledged and dead-lettered entries.
 	DeleteAcked bool
 }
 
