@@ -214,7 +214,22 @@ func (s *Store) Write(ctx context.Context, ref Ref, data []byte) error {
 		return fmt.Errorf("%w: %s (store %s)", ErrForeign, ref.URI, s.base)
 	}
 	key := s.prefix + strings.TrimPrefix(ref.URI, s.base)
-	if err := s.b.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+	// Not Bucket.WriteAll: it closes a writer whose write failed, which
+	// commits what was written (fileblob renames the truncated temporary
+	// file of a full disk into place). Cancelling the writer's context
+	// before Close abandons the object instead.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/json"})
+	if err != nil {
+		return fmt.Errorf("resultstore: write %s: %w", ref.URI, err)
+	}
+	if _, err := w.Write(data); err != nil {
+		cancel()
+		_ = w.Close()
+		return fmt.Errorf("resultstore: write %s: %w", ref.URI, err)
+	}
+	if err := w.Close(); err != nil {
 		return fmt.Errorf("resultstore: write %s: %w", ref.URI, err)
 	}
 	return nil

@@ -68,6 +68,13 @@ func Open(ctx context.Context, rawURL string, threshold int64) (*resultstore.Sto
 			// Results need no sidecar attribute files.
 			q.Set("metadata", "skip")
 		}
+		if !q.Has("no_tmp_dir") {
+			// Each object is written to a temporary file and renamed into
+			// place: beside it, not in os.TempDir, which may be another
+			// file system (a tmpfs /tmp) where the rename fails ("invalid
+			// cross-device link") and the bytes fill the wrong disk.
+			q.Set("no_tmp_dir", "1")
+		}
 	case "mem", "s3":
 	default:
 		// Any driver the host registered with gocloud still opens.
