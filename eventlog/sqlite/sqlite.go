@@ -60,6 +60,7 @@ func (c Config) withDefaults() (Config, error) {
 // a file.
 type Log struct {
 	cfg     Config
+	path    string  // the file, named in append errors
 	writeDB *sql.DB // one connection: appends are serialized in-process
 	readDB  *sql.DB
 
@@ -100,7 +101,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Log, error) {
 	writeDSN := path + "?" + url.Values{"_pragma": {busy, "journal_mode(WAL)", "synchronous(NORMAL)"}}.Encode()
 	readDSN := path + "?" + url.Values{"_pragma": {busy, "query_only(1)"}}.Encode()
 
-	l := &Log{cfg: cfg, slot: make(chan struct{}, 1)}
+	l := &Log{cfg: cfg, path: path, slot: make(chan struct{}, 1)}
 	if l.writeDB, err = sql.Open("sqlite", writeDSN); err != nil {
 		return nil, fmt.Errorf("sqlite eventlog: open %s: %w", path, err)
 	}
@@ -133,12 +134,12 @@ func Open(ctx context.Context, path string, cfg Config) (*Log, error) {
 func (l *Log) connect(ctx context.Context, doMigrate bool) (*writer, error) {
 	conn, err := l.writeDB.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite eventlog: connect: %w", err)
+		return nil, fmt.Errorf("sqlite eventlog %s: connect: %w%s", l.path, err, l.shmHint(err))
 	}
 	w := &writer{conn: conn}
 	fail := func(err error) (*writer, error) {
 		w.close()
-		return nil, fmt.Errorf("sqlite eventlog: %w", err)
+		return nil, fmt.Errorf("sqlite eventlog %s: %w", l.path, err)
 	}
 	if doMigrate {
 		if err := migrate(ctx, conn); err != nil {
@@ -178,6 +179,21 @@ func (l *Log) connect(ctx context.Context, doMigrate bool) (*writer, error) {
 		return fail(err)
 	}
 	return w, nil
+}
+
+// sqliteIOErrShmSize is SQLITE_IOERR_SHMSIZE: SQLite could not size the
+// WAL's shared-memory file.
+const sqliteIOErrShmSize = 4874
+
+// shmHint explains an error SQLite reports only as "disk I/O error
+// (4874)": a log no process holds open needs its -shm file created, which
+// fails on a full disk, for readers (status, events) too.
+func (l *Log) shmHint(err error) string {
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) && coded.Code() == sqliteIOErrShmSize {
+		return fmt.Sprintf(" (could not size the shared-memory file %s-shm: is the disk full?)", l.path)
+	}
+	return ""
 }
 
 func (w *writer) close() {
@@ -353,7 +369,10 @@ func (l *Log) writeErr(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	return fmt.Errorf("sqlite eventlog: append: %s: %w", op, err)
+	// The file is named: a disk full or a file gone read-only is for the
+	// operator to fix, and they need to know which file (the engine and
+	// the CLI pass this error on as it is).
+	return fmt.Errorf("sqlite eventlog %s: append: %s: %w", l.path, op, err)
 }
 
 // readErr maps an error of a read-side operation.
