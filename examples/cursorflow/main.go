@@ -26,6 +26,11 @@
 // reference to each. resume must see the store run used. --result-store
 // inline keeps every result in the event log.
 //
+// run and resume wait out an event log that fails to record (a full
+// disk, a file gone read-only, a server restarting), saying once on stderr
+// which log failed and why; interrupted meanwhile, they exit with the
+// resume command to run once it answers.
+//
 // run and resume lock their execution while the process lives (a file
 // lock beside a SQLite log, an advisory lock on a PostgreSQL log's
 // server): a resume of an execution another process still drives exits 1.

@@ -215,7 +215,10 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	}
 	id := pos[0]
 	return withEngine(f, stdout, stderr, id, nil, func(ctx context.Context, e *engine.Engine, _ eventlog.Log) (string, error) {
-		err := e.Resume(ctx, id)
+		err := resumeRecorded(ctx, id, func() error { return e.Resume(ctx, id) }, stderr)
+		if err != nil && errors.Is(err, engine.ErrUnavailable) {
+			err = fmt.Errorf("%w (%s is unfinished in the log: resume again once it answers: %s)", err, id, resumeHint(id, f.logURL(), f.credentials))
+		}
 		if errors.Is(err, engine.ErrUnknownExecution) {
 			err = fmt.Errorf("%w, in the event log %s (check --eventlog)", err, eventlogurl.Redact(f.logURL()))
 		}
@@ -266,6 +269,36 @@ func startRecorded(ctx context.Context, log eventlog.Log, id string, start func(
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("the event log did not record the start of %s before the run was stopped (%w): the log may hold it all the same: %w: %w", id, context.Cause(ctx), engine.ErrUnavailable, err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, startBackoff)
+	}
+}
+
+// resumeRecorded runs resume, the engine's Resume of execution id, until
+// the event log records what it decides: a log that fails the resume's
+// first append (a full disk, a file gone read-only, a server restarting:
+// engine.ErrUnavailable) is asked again with backoff for as long as ctx
+// lives, as run waits out its start and the engine a log that fails
+// mid-run. The engine drives the execution from the log once an append
+// failed, and a Resume of an execution it drives is answered at once, so
+// asking again is safe. The wait is said once on stderr.
+func resumeRecorded(ctx context.Context, id string, resume func() error, stderr io.Writer) error {
+	backoff, asked := 100*time.Millisecond, false
+	for {
+		err := resume()
+		if err == nil || !errors.Is(err, engine.ErrUnavailable) || errors.Is(err, engine.ErrClosed) || ctx.Err() != nil {
+			return err
+		}
+		if !asked {
+			fmt.Fprintf(stderr, "cursorflow: the event log failed while recording the resume of %s (%v); asking it again until it answers\n", id, err)
+			asked = true
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("the event log did not record the resume of %s before it was stopped (%w): %w", id, context.Cause(ctx), err)
 		case <-t.C:
 		}
 		backoff = min(2*backoff, startBackoff)

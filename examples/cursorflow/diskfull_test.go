@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"database/sql"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+)
+
+// TestResumeOnAFullDiskWaitsForSpace: the default event log's disk is
+// full when a resume starts (the run that filled it was interrupted). The
+// resume used to exit 1 at its first append with "engine: report not
+// recorded now, send it again", which names no file and no resume
+// command, while run waits out the same log. Now it says which log failed
+// and why, waits, and completes the execution once space is freed, with
+// the log intact.
+func TestResumeOnAFullDiskWaitsForSpace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("filling a disk needs a small tmpfs, which needs root: skipped")
+	}
+	bin := cliBinary(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", state).CombinedOutput(); err != nil {
+		t.Skipf("mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(state, syscall.MNT_DETACH) })
+
+	side, pb := filepath.Join(dir, "side.txt"), filepath.Join(dir, "flow.yaml")
+	if err := os.WriteFile(pb, []byte(`apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: fulldisk}
+workflow:
+  - step: start
+    tool: {kind: shell, command: "echo start >> `+side+`"}
+    next: [{step: second}]
+  - step: second
+    tool: {kind: shell, command: "sleep 1; echo second >> `+side+`"}
+    next: [{step: end}]
+  - step: end
+    tool: {kind: shell, command: "echo end >> `+side+`"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "XDG_STATE_HOME="+state)
+	run := exec.Command(bin, "run", pb, "--progress", "never")
+	run.Env = env
+	id, _ := startRun(t, run)
+	// Interrupted, the run records its running step before it exits: the
+	// resume has no command of a dead process to wait out the lease of.
+	signalWhen(t, run, os.Interrupt, side, "start", 1, 30*time.Second)
+	_ = run.Wait()
+
+	// Another file takes what is left of the disk but the 32 KiB SQLite
+	// needs to open the log (its -shm file): the appends find it full.
+	filler := filepath.Join(state, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for chunk := make([]byte, 4<<10); ; size += int64(len(chunk)) {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	if err := f.Truncate(size - 32<<10); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+
+	logPath := filepath.Join(state, "cursorflow", "events.db")
+	resume := exec.Command(bin, "resume", id, "--progress", "never")
+	resume.Env = env
+	var stdout bytes.Buffer
+	resume.Stdout = &stdout
+	stderr, err := resume.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := resume.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stderr)
+	var said string
+	for lines.Scan() {
+		if l := lines.Text(); strings.HasPrefix(l, "cursorflow: ") {
+			said = l
+			break
+		}
+	}
+	if !strings.Contains(said, logPath) || !strings.Contains(said, "full") {
+		_ = resume.Process.Kill()
+		_ = resume.Wait()
+		t.Fatalf("resume on a full disk said %q: want the log's path %s and the cause", said, logPath)
+	}
+	go func() {
+		for lines.Scan() {
+		}
+	}()
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- resume.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(stdout.String(), "completed") {
+			t.Fatalf("resume once space is freed: %v: %s", err, stdout.String())
+		}
+	case <-time.After(60 * time.Second):
+		_ = resume.Process.Kill()
+		t.Fatalf("resume did not end within a minute of space freed: %s", stdout.String())
+	}
+	if b, _ := os.ReadFile(side); strings.Count(string(b), "end") != 1 {
+		t.Fatalf("side effects %q: want the last step once", b)
+	}
+	db, err := sql.Open("sqlite", logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var check string
+	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("integrity_check = %q, %v", check, err)
+	}
+}
