@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -320,5 +321,47 @@ workflow:
 			t.Logf("%s: %d of %d appends failed or slowed, %d reads failed, %d events", name,
 				fl.Hits(faultlog.OpAppend), fl.Calls(faultlog.OpAppend), fl.Hits(faultlog.OpRead), len(evs))
 		})
+	}
+}
+
+// levelCounter is a slog handler that counts records by level and
+// message, whatever the level.
+type levelCounter struct {
+	mu    *sync.Mutex
+	count map[string]int // "LEVEL message"
+}
+
+func (h levelCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h levelCounter) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.count[r.Level.String()+" "+r.Message]++
+	return nil
+}
+func (h levelCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h levelCounter) WithGroup(string) slog.Handler      { return h }
+
+// TestLogOutageSaidOnce: appends that keep failing (a full disk, a log
+// server restarting) are said once as an error, and their end once with
+// the count; each failed append was an ERROR line, every few seconds of
+// an outage of minutes.
+func TestLogOutageSaidOnce(t *testing.T) {
+	t.Parallel()
+	fl := faultlog.New(eventlog.NewMemory())
+	const failures = 4
+	fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Times: failures, Match: faultlog.HasType(eventlog.TypeCommandCompleted)})
+	h := levelCounter{mu: &sync.Mutex{}, count: map[string]int{}}
+	b := setupWith(t, engine.Config{Log: fl, Logger: slog.New(h)})
+	sum, evs := b.run(t, twoSteps, nil)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted || fl.Hits(faultlog.OpAppend) != failures {
+		t.Fatalf("status %s after %d injected failures: %s", sum.Status, fl.Hits(faultlog.OpAppend), sum.Error)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	const failed = "event log append failed; reloading the executions from the log"
+	if e, d, ok := h.count["ERROR "+failed], h.count["DEBUG "+failed], h.count["INFO event log appends go through again"]; e != 1 || d != failures-1 || ok != 1 {
+		t.Fatalf("%d failed appends said %d times as errors, %d at debug, their end %d times; want once, %d, once",
+			failures, e, d, ok, failures-1)
 	}
 }

@@ -186,7 +186,11 @@ type reload struct {
 // its loop; everything it owns is touched only there, but for the batch
 // whose append runs on a goroutine of its own (see pipeline.go).
 type orchestrator struct {
-	log            eventlog.Log
+	log eventlog.Log
+	// appendFailures counts the appends failed in a row (the loop's
+	// goroutine only): the first is logged as an error, the rest at
+	// debug, and the next append that goes through says how many.
+	appendFailures int
 	dispatch       Dispatcher
 	clock          clock.Clock
 	logger         *slog.Logger

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sort"
 	"time"
@@ -608,7 +609,16 @@ func (o *orchestrator) complete(b *batch) {
 			o.logger.Warn("another process started an execution this batch starts; refusing the start, reloading the batch's other executions from the log",
 				"execution_id", started.ExecutionID, "executions", b.order)
 		} else {
-			o.logger.Error("event log append failed; reloading the executions from the log",
+			// Said once per outage: a log away for minutes (a full disk,
+			// a server restarting) failed an append every few seconds,
+			// each one an ERROR line. The rest go to debug, and the
+			// recovery is said with their count.
+			level := slog.LevelError
+			if o.appendFailures > 0 {
+				level = slog.LevelDebug
+			}
+			o.appendFailures++
+			o.logger.Log(context.Background(), level, "event log append failed; reloading the executions from the log",
 				"error", b.err, "events", len(b.events), "executions", b.order)
 		}
 		err := fmt.Errorf("%w: event log: %w", ErrUnavailable, b.err)
@@ -630,7 +640,11 @@ func (o *orchestrator) complete(b *batch) {
 			}
 		}
 		if len(o.next.order) > 0 || !o.next.idle() {
-			o.logger.Warn("dropping the decisions made on the failed append", "executions", o.next.order)
+			level := slog.LevelWarn
+			if o.appendFailures > 1 {
+				level = slog.LevelDebug
+			}
+			o.logger.Log(context.Background(), level, "dropping the decisions made on the failed append", "executions", o.next.order)
 			o.abandon(o.next, err)
 			o.next = newBatch()
 		}
@@ -649,6 +663,10 @@ func (o *orchestrator) complete(b *batch) {
 		o.appends.Add(1)
 		o.appended.Add(int64(len(b.events)))
 		faultpoint.Hit(faultpoint.OrchestratorAppended)
+		if o.appendFailures > 0 {
+			o.logger.Info("event log appends go through again", "failed_appends", o.appendFailures)
+			o.appendFailures = 0
+		}
 	}
 	var dup map[string]bool
 	for i := range b.events {
