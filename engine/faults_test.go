@@ -364,4 +364,9 @@ func TestLogOutageSaidOnce(t *testing.T) {
 		t.Fatalf("%d failed appends said %d times as errors, %d at debug, their end %d times; want once, %d, once",
 			failures, e, d, ok, failures-1)
 	}
+	// The report they carried is said waiting once too.
+	const again = "report not recorded; sending it again"
+	if w, d := h.count["WARN "+again], h.count["DEBUG "+again]; w != 1 || d != failures-1 {
+		t.Fatalf("a report sent %d times again said so %d times at warn, %d at debug; want once, %d", failures, w, d, failures-1)
+	}
 }

@@ -137,7 +137,13 @@ func (r *retryingReporter) retry(ctx context.Context, ev eventlog.Event, send fu
 		if err == nil || !errors.Is(err, ErrUnavailable) {
 			return err
 		}
-		r.logger.Warn("report not recorded; sending it again", "execution_id", ev.ExecutionID, "command_id", ev.CommandID,
+		// The first time at warn; the outage behind it is the
+		// orchestrator's to say (once), so the rest go to debug.
+		level := slog.LevelWarn
+		if attempt > 1 {
+			level = slog.LevelDebug
+		}
+		r.logger.Log(ctx, level, "report not recorded; sending it again", "execution_id", ev.ExecutionID, "command_id", ev.CommandID,
 			"type", ev.Type, "attempt", attempt, "retry_in", backoff, "error", err)
 		t := r.clock.NewTimer(backoff)
 		select {
