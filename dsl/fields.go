@@ -131,7 +131,7 @@ var Fields = []Field{
 	{"loop.spec.shard_size", Honoured, "fan-out: items per shard instead of shards"},
 	{"loop.spec.max_shard_retries", Honoured, "fan-out: times a failed shard is issued again before it counts as failed (default 0)"},
 	{"loop.spec.allow_partial", Honoured, "fan-out: the step completes and routes when some shards failed (default: a failed shard fails the step)"},
-	{"loop.spec.frame", Honoured, "cursor frame bounds: max_rows, row_concurrency, lease_seconds, heartbeat_seconds (default lease_seconds/10; a frame missing about three is re-issued), max_seconds, max_bytes, max_attempts, process; numbers may be templates; seconds at most 30 days; rows past max_bytes or max_seconds go back to the source unless their next delivery would pass max_attempts (then they run)"},
+	{"loop.spec.frame", Honoured, "cursor frame bounds: max_rows, row_concurrency, lease_seconds (default 60; also how long one claim may take before it is cut and tried again), heartbeat_seconds (default lease_seconds/10; a frame missing about three is re-issued), max_seconds, max_bytes, max_attempts, process; numbers may be templates; seconds at most 30 days; rows past max_bytes or max_seconds go back to the source unless their next delivery would pass max_attempts (then they run)"},
 	{"loop.spec.policy", Honoured, "rules for the loop's items (rows, frames): decide a task's outcome when the task has no spec.policy of its own, before step.spec.policy"},
 	{"loop.spec.policy.exec", Hint, "where NoETL runs the loop (local or distributed); here items are commands any worker may run"},
 	{"loop.aggregate", Refused, "NoETL's loop result reducer is not implemented; the loop's result is NoETL's default aggregate {results, stats}"},
