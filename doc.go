@@ -58,7 +58,9 @@
 // [github.com/cursorflow/cursorflow/tools] is the Tool interface, its
 // registry and keychains that resolve credential aliases on the worker
 // (secrets never enter the event log). tools/builtin registers http,
-// postgres, python, shell and noop; tools/fn turns a host's Go function
+// postgres, nats, secrets, noop, and python, shell and duckdb (which run
+// code or touch files, so they are off unless its Options enable them);
+// tools/fn turns a host's Go function
 // into a tool kind; tools/playbook runs sub-playbooks.
 //
 // # Serving it: packages engine/api and engine/leader

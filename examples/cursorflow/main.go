@@ -7,16 +7,18 @@
 //	cursorflow resume EXECUTION_ID [--eventlog URL] [--result-store URL] [--result-threshold BYTES] [--credential alias=URL]... [--json] [--progress MODE] [--no-code]
 //	cursorflow run FILE --server URL [--token TOKEN] [--set key=value]... [--json] [-v] [--progress MODE]
 //	cursorflow status EXECUTION_ID --server URL [--token TOKEN] [--json]
-//	cursorflow status EXECUTION_ID --eventlog URL
+//	cursorflow status EXECUTION_ID --eventlog URL [--json]
 //	cursorflow events EXECUTION_ID --server URL [--token TOKEN] [--follow] [--after SEQ] [--json]
 //	cursorflow events EXECUTION_ID --eventlog URL [--follow] [--after SEQ] [--json]
 //	cursorflow cancel EXECUTION_ID --server URL [--token TOKEN] [--json]
 //
 // validate parses and validates each playbook and prints "ok FILE" for a
-// valid one or one "FILE:LINE:COL: message" line per problem. With -v it
-// also prints warnings (unknown keys and the like) as
-// "FILE:LINE:COL: warning: message". It exits 0 when every file is valid,
-// 1 when some are not and 2 on a usage error.
+// valid one or one "FILE:LINE:COL: message" line per problem (unknown keys
+// and refused fields among them, as run refuses them). It also prints
+// warnings (tool or cursor kinds this build does not register, lint) as
+// "FILE:LINE:COL: warning: message", which leave the file ok; with -v,
+// notes on the fields it takes as hints too. It exits 0 when every file is
+// valid, 1 when some are not and 2 on a usage error.
 //
 // run and resume keep results larger than --result-threshold bytes
 // (default 64 KiB) in a result store, --result-store: a directory
@@ -36,7 +38,7 @@
 // server): a resume of an execution another process still drives exits 1.
 // Interrupted (SIGINT, SIGTERM) with a log that outlives the process, they
 // let the running commands finish for up to 30s and record them before
-// exiting 1 with the resume command to run; a second interrupt stops them
+// exiting 130 with the resume command to run; a second interrupt stops them
 // at once (a cursor frame then still hands back and records its unstarted
 // rows).
 //

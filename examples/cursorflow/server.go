@@ -538,7 +538,7 @@ func oneID(name, extra string, fs *flag.FlagSet, f *remoteFlags, args []string, 
 	local := ""
 	switch name {
 	case "status":
-		local = "\n   or: cursorflow status EXECUTION_ID --eventlog URL   (JSON, read from the event log itself: sqlite:PATH, postgres://...)"
+		local = "\n   or: cursorflow status EXECUTION_ID --eventlog URL [--json]   (JSON, read from the event log itself: sqlite:PATH, postgres://...)"
 	case "events":
 		local = "\n   or: cursorflow events EXECUTION_ID --eventlog URL" + extra + " [--json]   (read from the event log itself: sqlite:PATH, postgres://...)"
 	}
@@ -654,6 +654,11 @@ func cmdEvents(args []string, stdout, stderr io.Writer) int {
 	}
 	if *followFlag {
 		if err := c.follow(ctx, id, *after, emit, stderr); err != nil {
+			if ctx.Err() != nil {
+				// Interrupted (^C, as one stops tail -f): the follow
+				// ends as asked, as a follow of a local log does.
+				return exitOK
+			}
 			fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 			return exitInvalid
 		}

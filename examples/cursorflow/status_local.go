@@ -27,17 +27,21 @@ func hasEventLogFlag(args []string) bool {
 }
 
 // cmdStatusLocal prints an execution's status read straight from an
-// event log: cursorflow status EXECUTION_ID --eventlog URL.
+// event log: cursorflow status EXECUTION_ID --eventlog URL [--json].
 func cmdStatusLocal(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	logURL := fs.String("eventlog", "", "event log to read: sqlite:PATH, postgres://... ")
+	// The output is JSON either way; --json, which status --server takes,
+	// is accepted too (one line, as there), so a script that passes it
+	// works against a server and a log alike.
+	oneLine := fs.Bool("json", false, "print the JSON on one line")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return exitUsage
 	}
 	if len(pos) != 1 || *logURL == "" {
-		fmt.Fprintln(stderr, "usage: cursorflow status EXECUTION_ID --eventlog URL")
+		fmt.Fprintln(stderr, "usage: cursorflow status EXECUTION_ID --eventlog URL [--json]")
 		return exitUsage
 	}
 	ctx := context.Background()
@@ -60,6 +64,9 @@ func cmdStatusLocal(args []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	b, _ := json.MarshalIndent(st, "", "  ")
+	if *oneLine {
+		b, _ = json.Marshal(st)
+	}
 	fmt.Fprintln(stdout, string(b))
 	return exitOK
 }

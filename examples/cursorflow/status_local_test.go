@@ -49,6 +49,18 @@ workflow:
 	if st.Status != "completed" || st.Loops["start#1"].Items != 3 || st.Loops["start#1"].Done != 3 {
 		t.Fatalf("status = %+v", st)
 	}
+	// --json, which status --server takes, is accepted against a log too:
+	// the same status, on one line.
+	out.Reset()
+	if code := dispatch([]string{"status", id, "--eventlog", logURL, "--json"}, &out, &errOut); code != exitOK {
+		t.Fatalf("status --json exited %d: %s", code, errOut.String())
+	}
+	if lines := strings.Count(strings.TrimSpace(out.String()), "\n"); lines != 0 {
+		t.Fatalf("status --json printed %d lines, want one:\n%s", lines+1, out.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil || st.Status != "completed" {
+		t.Fatalf("status --json = %+v (%v)\n%s", st, err, out.String())
+	}
 	if code := dispatch([]string{"status", "no-such-execution", "--eventlog", logURL}, &out, &errOut); code != exitInvalid {
 		t.Fatalf("status of an unknown execution exited %d, want %d", code, exitInvalid)
 	}

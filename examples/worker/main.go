@@ -1,7 +1,8 @@
 // Command worker runs cursorflow commands that a server (examples/server)
 // dispatches over NATS JetStream: it joins a pool, runs up to
-// --concurrency commands at once with the standard tools and the postgres
-// and sqlite cursor drivers, heartbeats while they run, and reports back.
+// --concurrency commands at once with the standard tools and every cursor
+// driver of drivers/ (postgres, sqlite, mysql, redisstream, natsconsumer,
+// s3prefix, clickhouse), heartbeats while they run, and reports back.
 //
 //	worker --nats nats://127.0.0.1:4222 --pool default --concurrency 8 \
 //	       --credential pg=postgres://app@db/app
