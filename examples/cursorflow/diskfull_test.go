@@ -23,64 +23,7 @@ import (
 // and why, waits, and completes the execution once space is freed, with
 // the log intact.
 func TestResumeOnAFullDiskWaitsForSpace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("filling a disk needs a small tmpfs, which needs root: skipped")
-	}
-	bin := cliBinary(t)
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	if err := os.Mkdir(state, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", state).CombinedOutput(); err != nil {
-		t.Skipf("mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(state, syscall.MNT_DETACH) })
-
-	side, pb := filepath.Join(dir, "side.txt"), filepath.Join(dir, "flow.yaml")
-	if err := os.WriteFile(pb, []byte(`apiVersion: noetl.io/v2
-kind: Playbook
-metadata: {name: fulldisk}
-workflow:
-  - step: start
-    tool: {kind: shell, command: "echo start >> `+side+`"}
-    next: [{step: second}]
-  - step: second
-    tool: {kind: shell, command: "sleep 1; echo second >> `+side+`"}
-    next: [{step: end}]
-  - step: end
-    tool: {kind: shell, command: "echo end >> `+side+`"}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "XDG_STATE_HOME="+state)
-	run := exec.Command(bin, "run", pb, "--progress", "never")
-	run.Env = env
-	id, _ := startRun(t, run)
-	// Interrupted, the run records its running step before it exits: the
-	// resume has no command of a dead process to wait out the lease of.
-	signalWhen(t, run, os.Interrupt, side, "start", 1, 30*time.Second)
-	_ = run.Wait()
-
-	// Another file takes what is left of the disk but the 32 KiB SQLite
-	// needs to open the log (its -shm file): the appends find it full.
-	filler := filepath.Join(state, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var size int64
-	for chunk := make([]byte, 4<<10); ; size += int64(len(chunk)) {
-		if _, err := f.Write(chunk); err != nil {
-			break
-		}
-	}
-	if err := f.Truncate(size - 32<<10); err != nil {
-		t.Fatal(err)
-	}
-	_ = f.Close()
-
-	logPath := filepath.Join(state, "cursorflow", "events.db")
+	bin, env, id, side, filler, logPath := interruptedRunOnAFullDisk(t)
 	resume := exec.Command(bin, "resume", id, "--progress", "never")
 	resume.Env = env
 	var stdout bytes.Buffer
@@ -135,4 +78,111 @@ workflow:
 	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
 		t.Fatalf("integrity_check = %q, %v", check, err)
 	}
+}
+
+// TestResumeInterruptedOnAFullDiskExitsInterrupted: a resume waiting out
+// a full disk is interrupted (Ctrl-C) before space is freed. It is a
+// resume stopped by SIGINT with its execution unfinished in the log, so it
+// exits 130 with the resume command, as one interrupted mid-run does: it
+// exited 1, the code of a resume that failed.
+func TestResumeInterruptedOnAFullDiskExitsInterrupted(t *testing.T) {
+	bin, env, id, _, _, _ := interruptedRunOnAFullDisk(t)
+	resume := exec.Command(bin, "resume", id, "--progress", "never")
+	resume.Env = env
+	stderr, err := resume.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := resume.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stderr)
+	var said strings.Builder
+	for lines.Scan() {
+		if l := lines.Text(); strings.HasPrefix(l, "cursorflow: ") {
+			break
+		}
+	}
+	// The resume said it waits: interrupt it.
+	if err := resume.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for lines.Scan() {
+		said.WriteString(lines.Text() + "\n")
+	}
+	err = resume.Wait()
+	if code := resume.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("resume interrupted while the log was full: exit %d (%v), want %d; said %q", code, err, exitInterrupted, said.String())
+	}
+	if !strings.Contains(said.String(), "cursorflow resume "+id) {
+		t.Fatalf("resume interrupted while the log was full said %q: want the resume command", said.String())
+	}
+}
+
+// interruptedRunOnAFullDisk runs a playbook with the default event log on
+// a 1 MB tmpfs, interrupts it after its first step and fills the disk but
+// for the 32 KiB SQLite needs to open the log. It returns the CLI, its
+// environment, the execution's id, the playbook's side-effect file, the
+// file filling the disk and the log's path.
+func interruptedRunOnAFullDisk(t *testing.T) (bin string, env []string, id, side, filler, logPath string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("filling a disk needs a small tmpfs, which needs root: skipped")
+	}
+	bin = cliBinary(t)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", state).CombinedOutput(); err != nil {
+		t.Skipf("mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(state, syscall.MNT_DETACH) })
+
+	side = filepath.Join(dir, "side.txt")
+	pb := filepath.Join(dir, "flow.yaml")
+	if err := os.WriteFile(pb, []byte(`apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: fulldisk}
+workflow:
+  - step: start
+    tool: {kind: shell, command: "echo start >> `+side+`"}
+    next: [{step: second}]
+  - step: second
+    tool: {kind: shell, command: "sleep 1; echo second >> `+side+`"}
+    next: [{step: end}]
+  - step: end
+    tool: {kind: shell, command: "echo end >> `+side+`"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env = append(os.Environ(), "XDG_STATE_HOME="+state)
+	run := exec.Command(bin, "run", pb, "--progress", "never")
+	run.Env = env
+	id, _ = startRun(t, run)
+	// Interrupted, the run records its running step before it exits: the
+	// resume has no command of a dead process to wait out the lease of.
+	signalWhen(t, run, os.Interrupt, side, "start", 1, 30*time.Second)
+	_ = run.Wait()
+
+	// Another file takes what is left of the disk but the 32 KiB SQLite
+	// needs to open the log (its -shm file): the appends find it full.
+	filler = filepath.Join(state, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for chunk := make([]byte, 4<<10); ; size += int64(len(chunk)) {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	if err := f.Truncate(size - 32<<10); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+
+	return bin, env, id, side, filler, filepath.Join(state, "cursorflow", "events.db")
 }

@@ -30,7 +30,7 @@
 //
 // run and resume wait out an event log that fails to record (a full
 // disk, a file gone read-only, a server restarting), saying once on stderr
-// which log failed and why; interrupted meanwhile, they exit with the
+// which log failed and why; interrupted meanwhile, they exit 130 with the
 // resume command to run once it answers.
 //
 // run and resume lock their execution while the process lives (a file

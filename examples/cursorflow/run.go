@@ -430,6 +430,13 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 	started := time.Now()
 	id, err = begin(ctx, e, log)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, engine.ErrUnavailable) && !errors.Is(context.Cause(ctx), errLockLost) {
+			// Interrupted while waiting out a log that could not record
+			// (startRecorded, resumeRecorded): stopped by a signal, its
+			// execution unfinished in the log, as one interrupted mid-run.
+			fmt.Fprintf(stderr, "cursorflow: %v\n", err)
+			return exitInterrupted
+		}
 		var list dsl.ErrorList
 		if errors.Is(err, engine.ErrRecordedPlaybook) {
 			// resume: the diagnostics alone would read as a mistake in a

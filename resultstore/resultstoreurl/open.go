@@ -38,8 +38,12 @@ const (
 //	mem://                               in this process only
 //
 // ?result_prefix=P and ?result_threshold=BYTES set the store's key
-// prefix and threshold; threshold, if not zero, overrides the URL's. The
-// caller closes the store.
+// prefix and threshold; threshold, if not zero, overrides the URL's. A
+// file:// URL gets gocloud's create_dir=1, metadata=skip and no_tmp_dir=1
+// unless it sets them: each object is written to a temporary file beside
+// it (NAME.*.tmp, left there if the process dies mid-write) and renamed
+// into place; no_tmp_dir= (empty: gocloud reads any non-empty value as
+// true) writes through os.TempDir instead. The caller closes the store.
 func Open(ctx context.Context, rawURL string, threshold int64) (*resultstore.Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" {
