@@ -58,7 +58,7 @@ func device(t *testing.T, path string) uint64 {
 	if err := syscall.Stat(path, &st); err != nil {
 		t.Fatal(err)
 	}
-	return uint64(st.Dev)
+	return uint64(st.Dev) //nolint:unconvert // Dev is uint64 here, narrower or signed on other platforms
 }
 
 // TestFileStoreOnAFullDiskLeavesNoPartialObject: a Put that fills the
