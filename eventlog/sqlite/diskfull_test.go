@@ -68,6 +68,9 @@ func TestAppendOnAFullDiskNamesTheFile(t *testing.T) {
 	if msg := appendErr.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "full") {
 		t.Fatalf("append on a full disk: %q: want the log's path %s and the cause", msg, path)
 	}
+	if !errors.Is(appendErr, eventlog.ErrUnavailable) {
+		t.Fatalf("append on a full disk: %v: want eventlog.ErrUnavailable (the API's 503), as for a read", appendErr)
+	}
 	if errors.Is(appendErr, eventlog.ErrClosed) {
 		t.Fatalf("append on a full disk: %v: the log is not closed", appendErr)
 	}

@@ -392,19 +392,19 @@ func (l *Log) appendLocked(ctx context.Context, events []eventlog.Event) (_ []ev
 	return results, states, nil
 }
 
+// writeErr maps an error of an append.
+//
+// The file is named: a disk full or a file gone read-only is for the
+// operator to fix, and they need to know which file (the engine and the
+// CLI pass this error on as it is). Like a read's, the error wraps
+// eventlog.ErrUnavailable: the API answers 503 for it, as for any log.
 func (l *Log) writeErr(ctx context.Context, op string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
-	}
-	// The file is named: a disk full or a file gone read-only is for the
-	// operator to fix, and they need to know which file (the engine and
-	// the CLI pass this error on as it is).
-	return fmt.Errorf("sqlite eventlog %s: append: %s: %w", l.path, op, err)
+	return l.state.OpErr(ctx, "sqlite", l.path+": append: "+op, err)
 }
 
-// readErr maps an error of a read-side operation.
+// readErr maps an error of a read-side operation, naming the file too.
 func (l *Log) readErr(ctx context.Context, op string, err error) error {
-	return l.state.OpErr(ctx, "sqlite", op, err)
+	return l.state.OpErr(ctx, "sqlite", l.path+": "+op, err)
 }
 
 func nullString(s string) any {
