@@ -215,8 +215,8 @@ func lintSynonyms(t *dsl.Task, what, label string, toolReg *tools.Registry) []ds
 	for _, group := range tools.ConfigSynonyms(tool) {
 		first := ""
 		for _, k := range group {
-			if _, set := t.Config[k]; !set {
-				continue
+			if v, set := t.Config[k]; !set || v.Raw() == nil {
+				continue // a key set to null is absent to the tools
 			}
 			if first == "" {
 				first = k

@@ -44,6 +44,9 @@ func TestLintSynonymKeys(t *testing.T) {
     next: [sub]
   - step: sub
     tool: {kind: playbook, playbook: a.yaml, path: b.yaml}
+    next: [null_url]
+  - step: null_url
+    tool: {kind: http, url: null, endpoint: http://127.0.0.1/c}
 `))
 	if err != nil {
 		t.Fatal(err)
