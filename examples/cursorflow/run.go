@@ -226,9 +226,36 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-// startBackoff bounds the pause between two asks of a start the event log
-// failed (see startRecorded).
-const startBackoff = 5 * time.Second
+// askBackoff bounds the pause between two asks of a start or a resume the
+// event log failed (see untilRecorded).
+const askBackoff = 5 * time.Second
+
+// untilRecorded calls ask, the engine's start or resume (what) of execution
+// id, until ask says it need not be asked again, pausing with backoff in
+// between, for as long as ctx lives. The wait is said once on stderr,
+// with the error of the first ask that failed. stopped reports that ctx
+// ended while ask was to be asked again; err is the last ask's.
+func untilRecorded(ctx context.Context, what, id string, stderr io.Writer, ask func() (again bool, err error)) (stopped bool, err error) {
+	backoff, said := 100*time.Millisecond, false
+	for {
+		again, err := ask()
+		if !again || ctx.Err() != nil {
+			return false, err
+		}
+		if !said {
+			fmt.Fprintf(stderr, "cursorflow: the event log failed while recording the %s of %s (%v); asking it again until it answers\n", what, id, err)
+			said = true
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return true, err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, askBackoff)
+	}
+}
 
 // startRecorded runs start, the engine's Start of execution id, until the
 // event log records it. An append the log failed (engine.ErrUnavailable:
@@ -242,37 +269,31 @@ const startBackoff = 5 * time.Second
 // The returned error wraps engine.ErrUnavailable when the run was stopped
 // while the log had not answered.
 func startRecorded(ctx context.Context, log eventlog.Log, id string, start func() error, stderr io.Writer) error {
-	backoff, asked := 100*time.Millisecond, false
-	for {
+	asked := false
+	stopped, err := untilRecorded(ctx, "start", id, stderr, func() (bool, error) {
 		err := start()
 		switch {
 		case err == nil:
-			return nil
+			return false, nil
 		case asked && errors.Is(err, engine.ErrExecutionExists):
 			if evs, rerr := log.Read(ctx, id, 0, 1); rerr == nil && len(evs) > 0 {
-				return nil
+				return false, nil
 			}
 		case errors.Is(err, engine.ErrClosed) || ctx.Err() != nil:
-			return err
+			return false, err
 		case !asked && !errors.Is(err, engine.ErrUnavailable):
 			// Refused before anything was sent to the log. Once the log
 			// failed, the playbook is the one Start took: what fails
 			// now is the log again (Start's read of it, say).
-			return err
+			return false, err
 		}
-		if !asked {
-			fmt.Fprintf(stderr, "cursorflow: the event log failed while recording the start of %s (%v); asking it again until it answers\n", id, err)
-			asked = true
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("the event log did not record the start of %s before the run was stopped (%w): the log may hold it all the same: %w: %w", id, context.Cause(ctx), engine.ErrUnavailable, err)
-		case <-t.C:
-		}
-		backoff = min(2*backoff, startBackoff)
+		asked = true
+		return true, err
+	})
+	if stopped {
+		return fmt.Errorf("the event log did not record the start of %s before the run was stopped (%w): the log may hold it all the same: %w: %w", id, context.Cause(ctx), engine.ErrUnavailable, err)
 	}
+	return err
 }
 
 // resumeRecorded runs resume, the engine's Resume of execution id, until
@@ -284,25 +305,14 @@ func startRecorded(ctx context.Context, log eventlog.Log, id string, start func(
 // failed, and a Resume of an execution it drives is answered at once, so
 // asking again is safe. The wait is said once on stderr.
 func resumeRecorded(ctx context.Context, id string, resume func() error, stderr io.Writer) error {
-	backoff, asked := 100*time.Millisecond, false
-	for {
+	stopped, err := untilRecorded(ctx, "resume", id, stderr, func() (bool, error) {
 		err := resume()
-		if err == nil || !errors.Is(err, engine.ErrUnavailable) || errors.Is(err, engine.ErrClosed) || ctx.Err() != nil {
-			return err
-		}
-		if !asked {
-			fmt.Fprintf(stderr, "cursorflow: the event log failed while recording the resume of %s (%v); asking it again until it answers\n", id, err)
-			asked = true
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("the event log did not record the resume of %s before it was stopped (%w): %w", id, context.Cause(ctx), err)
-		case <-t.C:
-		}
-		backoff = min(2*backoff, startBackoff)
+		return err != nil && errors.Is(err, engine.ErrUnavailable) && !errors.Is(err, engine.ErrClosed), err
+	})
+	if stopped {
+		return fmt.Errorf("the event log did not record the resume of %s before it was stopped (%w): %w", id, context.Cause(ctx), err)
 	}
+	return err
 }
 
 // withEngine opens the event log, locks execution id for this process,
