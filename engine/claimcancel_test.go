@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -108,13 +107,8 @@ func TestCancelEndsAClaimOnASilentConnection(t *testing.T) {
 	pool, table := pgQueue(t, dsn, 10)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	e, log := cursorEngine(t, u.String())
+	proxy, viaProxy := testenv.NewURLProxy(t, dsn)
+	e, log := cursorEngine(t, viaProxy)
 	src := frameDrain(table, "{kind: noop}")
 	if sum, _ := runPlaybook(t, e, log, src, engine.StartOptions{}, 30*time.Second); sum.Status != engine.StatusCompleted {
 		t.Fatalf("first drain, through the proxy still forwarding: %s %s", sum.Status, sum.Error)

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"log/slog"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -26,13 +25,8 @@ func TestSilentSourceClaimIsCut(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.PostgresSchema(t)
 	_, table := pgQueue(t, dsn, 20)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	kc := tools.StaticURLs(map[string]string{"pg": u.String()})
+	proxy, viaProxy := testenv.NewURLProxy(t, dsn)
+	kc := tools.StaticURLs(map[string]string{"pg": viaProxy})
 	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	t.Cleanup(func() { _ = closer.Close() })
 	entered, release := registerGate(treg)

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"log/slog"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -27,15 +26,10 @@ func TestSilentEventLogIsRiddenOut(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.PostgresSchema(t)
 	_, table := pgQueue(t, dsn, 30)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
+	proxy, viaProxy := testenv.NewURLProxy(t, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	log, err := pglog.Open(ctx, u.String(), pglog.Config{OperationTimeout: 500 * time.Millisecond})
+	log, err := pglog.Open(ctx, viaProxy, pglog.Config{OperationTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

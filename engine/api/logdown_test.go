@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -17,13 +16,8 @@ import (
 // "internal error", and `run --server` printed that, never saying the
 // log was away.
 func TestLogUnavailableIs503(t *testing.T) {
-	u, err := url.Parse(testenv.PostgresSchema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	log, err := pglog.Open(t.Context(), u.String(), pglog.Config{})
+	proxy, viaProxy := testenv.NewURLProxy(t, testenv.PostgresSchema(t))
+	log, err := pglog.Open(t.Context(), viaProxy, pglog.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

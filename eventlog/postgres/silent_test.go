@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -23,14 +22,9 @@ import (
 // order.
 func TestSilentServerFailsTheCall(t *testing.T) {
 	schema := randomSchema(t, testPool(t))
-	u, err := url.Parse(testenv.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
+	proxy, viaProxy := testenv.NewURLProxy(t, testenv.Postgres(t))
 	const bound = time.Second
-	log, err := postgres.Open(t.Context(), u.String(), postgres.Config{Schema: schema, OperationTimeout: bound})
+	log, err := postgres.Open(t.Context(), viaProxy, postgres.Config{Schema: schema, OperationTimeout: bound})
 	if err != nil {
 		t.Fatal(err)
 	}

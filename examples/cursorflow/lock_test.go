@@ -146,13 +146,7 @@ func TestLockSessionLost(t *testing.T) {
 			if tc.outage {
 				// The run reaches the server through a proxy that the test
 				// cuts.
-				u, err := url.Parse(eventlog)
-				if err != nil {
-					t.Fatal(err)
-				}
-				proxy = testenv.NewProxy(t, u.Host)
-				u.Host = proxy.Addr()
-				eventlog = u.String()
+				proxy, eventlog = testenv.NewURLProxy(t, eventlog)
 			}
 			pb, gate := gatedPlaybook(t, t.TempDir())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,6 +61,19 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	go p.accept()
 	t.Cleanup(p.close)
 	return p
+}
+
+// NewURLProxy is NewProxy in front of the host of rawURL (a postgres://,
+// nats:// or http:// URL): it returns the proxy and rawURL pointing at it.
+func NewURLProxy(t testing.TB, rawURL string) (*Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatalf("testenv: proxy for %q: %v", rawURL, err)
+	}
+	p := NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	return p, u.String()
 }
 
 // Addr returns the proxy's host:port, to use in place of the target's.
