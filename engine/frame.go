@@ -192,21 +192,12 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				p.Cancelled = true
 				return nil, done(p)
 			}
-			cut, limit := false, claimLimit(fs)
+			cut := false
 			err = w.retryTransient(ctx, cmd, "claim", cancelled, func(ctx context.Context) error {
+				var end claimEnd
 				var cerr error
-				switch watchClaim(ctx, w.clock(), cancelled, limit, func(cctx context.Context) {
-					claim, cerr = cur.Claim(cctx, max(1, fs.MaxRows))
-				}) {
-				case claimCancelled:
-					cut = true
-				case claimSilent:
-					if cerr == nil {
-						w.giveBack(settle, claim, cmd, len(claim.Rows), abortSilentFailed)
-					}
-					claim = nil
-					return silentClaim(limit, cerr)
-				}
+				claim, end, cerr = w.claimWatched(ctx, cur, fs, cmd, cancelled, settle)
+				cut = end == claimCancelled
 				return cerr
 			})
 			if cut {
@@ -730,9 +721,8 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 		// may render with it.
 		return nil, false, nil, nil
 	}
-	var claim *cursor.Claim
-	limit := claimLimit(fs)
-	switch watchClaim(ctx, w.clock(), cancelled, limit, func(cctx context.Context) { claim, err = cur.Claim(cctx, max(1, fs.MaxRows)) }) {
+	claim, end, err := w.claimWatched(ctx, cur, fs, cmd, cancelled, settle)
+	switch end {
 	case claimCancelled:
 		// Cancelled while claiming ahead: this frame is reported alone.
 		if err == nil {
@@ -740,12 +730,8 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 		}
 		return nil, false, nil, errClaimCut
 	case claimSilent:
-		// This frame is reported alone; the slot's next frame claims
-		// afresh.
-		if err == nil {
-			w.giveBack(settle, claim, cmd, len(claim.Rows), abortSilentFailed)
-		}
-		err = silentClaim(limit, err)
+		// Given back: this frame is reported alone; the slot's next
+		// frame claims afresh.
 		w.logger().Warn("cursor: a claim made ahead was cut", "step", cmd.Step, "command_id", cmd.ID, "error", err)
 		return nil, false, nil, err
 	}
@@ -841,6 +827,27 @@ func silentClaim(limit time.Duration, err error) error {
 	}
 	return fmt.Errorf("%w: the claim did not return within %s (the frame's lease); %s: %w",
 		cursor.ErrTransient, limit, why, err)
+}
+
+// claimWatched claims up to the frame's max_rows from cur under
+// watchClaim, with the frame's lease as the limit. A claim the limit cut
+// is given back here and comes back as silentClaim's transient error, with
+// no claim; a claim the cancel cut comes back as it returned, for the
+// caller to give back or not.
+func (w *Worker) claimWatched(ctx context.Context, cur cursor.Cursor, fs dsl.FrameSpec, cmd *Command,
+	cancelled <-chan struct{}, settle func(func(context.Context) error) error,
+) (*cursor.Claim, claimEnd, error) {
+	var claim *cursor.Claim
+	var err error
+	limit := claimLimit(fs)
+	end := watchClaim(ctx, w.clock(), cancelled, limit, func(cctx context.Context) { claim, err = cur.Claim(cctx, max(1, fs.MaxRows)) })
+	if end == claimSilent {
+		if err == nil {
+			w.giveBack(settle, claim, cmd, len(claim.Rows), abortSilentFailed)
+		}
+		return nil, end, silentClaim(limit, err)
+	}
+	return claim, end, err
 }
 
 // watchClaim runs claim with a context that ends when ctx does or, while
