@@ -30,8 +30,13 @@ func TestSilentSourceClaimIsCut(t *testing.T) {
 	treg, creg, closer := stdwire.Registries(kc, nil, false)
 	t.Cleanup(func() { _ = closer.Close() })
 	entered, release := registerGate(treg)
-	cut := make(chan struct{})
-	logger := slog.New(signalHandler{slog.NewTextHandler(t.Output(), nil), "did not return within", &sync.Once{}, cut})
+	// Both claims meet the silence: the one made ahead as the first frame
+	// ends ("a claim made ahead was cut"), then the next frame's own,
+	// cut and tried again; the test waits for the latter.
+	aheadCut, cut := make(chan struct{}), make(chan struct{})
+	logger := slog.New(signalHandler{
+		signalHandler{slog.NewTextHandler(t.Output(), nil), "a claim made ahead was cut", &sync.Once{}, aheadCut},
+		"cursor: transient failure; trying again", &sync.Once{}, cut})
 	log := eventlog.NewMemory()
 	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Tick: 10 * time.Millisecond, Logger: logger})
 	if err != nil {
@@ -73,6 +78,11 @@ workflow:
 	release()
 	select {
 	case <-cut:
+		select {
+		case <-aheadCut:
+		default:
+			t.Fatal("the next frame's claim was cut before the claim made ahead")
+		}
 	case <-ctx.Done():
 		t.Fatal("a claim through the silent connection was never cut")
 	}
