@@ -29,7 +29,18 @@
 // (tools.Credential.AllowsHost: its hosts: list, else the host of its own
 // url, else nowhere): a request to another host fails with an error
 // wrapping tools.ErrHostNotAllowed before anything is sent, and a
-// redirect to such a host is followed without the credential's header.
+// redirect to such a host is followed without the credential's header
+// (a redirect to the first request's own origin keeps it: an inline auth
+// block allows no other). A redirect from https to plain http is followed
+// without it too, even to an allowed host; a request that carries a
+// revealed secret reference does not follow such a redirect, nor one to a
+// host the secret's entry does not allow: the redirect is the response.
+// User info in the url (https://user:pass@host) is sent as Basic
+// authorization and handled as an inline credential: redacted from the
+// response, left behind on a redirect to another origin.
+// A redirect to another origin carries no Referer (it would quote the
+// query string), unless the task set one. At most 10 redirects are
+// followed. Error texts name the URL without its user info and query.
 // With auth set, the response's headers and body are redacted of the
 // credential's secrets (tools.RedactValue) before they become the Output,
 // so an endpoint that echoes its request puts no token into results,
@@ -45,11 +56,20 @@
 // timeout) also has HTTP "timeout": true, which policy rules see as
 // output.error.kind "timeout", as they do an HTTP 408 or 504.
 //
+// A body the server sends with Content-Encoding gzip or deflate is
+// decoded, also when the task asked for it with its own Accept-Encoding
+// header (net/http decodes only what it asked for itself); MaxBodyBytes
+// caps the decoded body, so a small body that expands to gigabytes is an
+// error once it passes the cap. A body that stops arriving before the
+// timeout (a server that trickles it) is a timeout like a missing
+// response, with the status the headers carried.
+//
 // A streamed body — application/x-ndjson (or jsonl) records, or the data
 // lines of text/event-stream — is handed on record by record as partial
 // results while it arrives ({"page": n, "data": record}, redacted like the
 // Output; see tools.Call.EmitPartial); the Output still holds the whole
-// body.
+// body. A body cut short (a timeout, a reset, the size cap) hands on no
+// part of the record it was cut in.
 //
 // One Tool shares one *http.Client (see NewClient) across every call.
 //

@@ -1,7 +1,11 @@
 package http
 
 import (
+	"bufio"
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -61,7 +65,10 @@ type Tool struct {
 	cfg        Config
 	client     *nethttp.Client
 	noRedirect *nethttp.Client
-	pace       *pacer
+	// follow follows redirects for a request that carries no credential
+	// (guardRedirects without one).
+	follow *nethttp.Client
+	pace   *pacer
 }
 
 // NewClient returns an *http.Client whose Transport is tuned for a flow
@@ -91,6 +98,7 @@ func New(cfg Config) *Tool {
 	noRedirect := *cfg.Client
 	noRedirect.CheckRedirect = func(*nethttp.Request, []*nethttp.Request) error { return nethttp.ErrUseLastResponse }
 	t := &Tool{cfg: cfg, client: cfg.Client, noRedirect: &noRedirect}
+	t.follow = t.guardRedirects(nil, nil, nil)
 	if !cfg.NoPacing {
 		t.pace = newPacer()
 	}
@@ -135,11 +143,12 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	defer cancel()
 	req = req.WithContext(ctx)
 
-	client := t.client
-	if !follow {
-		client = t.noRedirect
-	} else if cred != nil || len(call.Revealed) > 0 {
+	client := t.noRedirect
+	switch {
+	case follow && (cred != nil || len(call.Revealed) > 0):
 		client = t.guardRedirects(cred, authHeaders, call.Revealed)
+	case follow:
+		client = t.follow
 	}
 	host := req.URL.Host
 	if t.pace != nil {
@@ -156,7 +165,14 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		}
 	}
 	if err != nil {
-		msg := err.Error()
+		// Not err.Error(): net/http's *url.Error quotes the request's
+		// URL, query string (an api_key=...) and user name included.
+		cause := err
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			cause = ue.Err
+		}
+		msg := fmt.Sprintf("%s %s: %v", req.Method, redactURL(req.URL), cause)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			msg = fmt.Sprintf("%s %s: timeout after %s", req.Method, redactURL(req.URL), timeout)
 			if bounded && callerDeadline.Before(start.Add(timeout)) {
@@ -173,7 +189,20 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	}
 	defer resp.Body.Close()
 
-	bodyReader := io.LimitReader(resp.Body, t.cfg.MaxBodyBytes+1)
+	var bodyReader io.Reader = resp.Body
+	if !resp.Uncompressed {
+		// The task asked for a compressed body itself (an
+		// Accept-Encoding header), so net/http left it encoded: decode
+		// it as NoETL's httpx does. The size cap applies to what it
+		// decodes to, so a gzip bomb stops there.
+		dec, err := decodeBody(resp)
+		if err != nil {
+			return t.bodyError(req, resp, cred, fmt.Errorf("%s body: %w", resp.Header.Get("Content-Encoding"), err)), nil
+		}
+		defer dec.Close()
+		bodyReader = dec
+	}
+	bodyReader = io.LimitReader(bodyReader, t.cfg.MaxBodyBytes+1)
 	pages := streamedPages(call, resp.Header.Get("Content-Type"), cred)
 	if pages != nil {
 		bodyReader = io.TeeReader(bodyReader, pages)
@@ -183,35 +212,41 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		// Refused unread: reading up to the cap first would only hold
 		// that much memory (and wait that long) for an error.
 		err = fmt.Errorf("response body of %d bytes is larger than %d bytes", resp.ContentLength, t.cfg.MaxBodyBytes)
-	} else {
+	} else if resp.ContentLength > 0 && resp.Header.Get("Content-Encoding") == "" {
+		// Room for the whole body and the read that meets its end, so
+		// the buffer is not grown (doubled) as it fills.
 		var buf bytes.Buffer
-		if resp.ContentLength > 0 {
-			// Room for the whole body and the read that meets its end,
-			// so the buffer is not grown (doubled) as it fills.
-			buf.Grow(int(resp.ContentLength) + bytes.MinRead)
-		}
+		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
 		_, err = buf.ReadFrom(bodyReader)
 		body = buf.Bytes()
+	} else {
+		body, err = readChunked(bodyReader, t.cfg.MaxBodyBytes)
 	}
-	if pages != nil {
+	if pages != nil && err == nil && int64(len(body)) <= t.cfg.MaxBodyBytes {
+		// A body cut short (a timeout, a reset, the size cap) ends in
+		// half a record: only a whole body hands on its last line.
 		pages.Flush()
 	}
 	if err == nil && int64(len(body)) > t.cfg.MaxBodyBytes {
 		err = fmt.Errorf("response body larger than %d bytes", t.cfg.MaxBodyBytes)
 	}
-	headers := flattenHeaders(resp.Header)
 	if err != nil {
-		if cred != nil {
-			headers = tools.RedactValue(headers, *cred).(map[string]any)
+		if !timedOut(ctx, err) {
+			return t.bodyError(req, resp, cred, err), nil
 		}
-		msg := fmt.Sprintf("%s %s: read body: %v", req.Method, redactURL(req.URL), err)
-		return tools.Output{
-			Status: tools.StatusError,
-			Error:  msg,
-			Data:   map[string]any{"status_code": resp.StatusCode, "headers": headers, "data": nil},
-			HTTP:   map[string]any{"status": resp.StatusCode, "headers": headers},
-		}, nil
+		// The headers came in time, the body did not (a server that
+		// trickles it): as much a timeout as no answer at all, for
+		// policies (output.error.kind timeout) and for the reader.
+		err = fmt.Errorf("timeout after %s (HTTP %d, %d bytes read)", timeout, resp.StatusCode, len(body))
+		if bounded && callerDeadline.Before(start.Add(timeout)) {
+			err = fmt.Errorf("not read before the caller's deadline (%s; HTTP %d, %d bytes read)",
+				callerDeadline.Sub(start).Round(time.Millisecond), resp.StatusCode, len(body))
+		}
+		out := t.bodyError(req, resp, cred, err)
+		out.HTTP["timeout"] = true
+		return out, nil
 	}
+	headers := flattenHeaders(resp.Header)
 	payload := parseBody(body, resp.Header.Get("Content-Type"))
 	if cred != nil {
 		// An endpoint may echo what it was sent: the secrets go no
@@ -238,6 +273,104 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	t.logger(call).Debug("http call", "method", req.Method, "url", redactURL(req.URL), "status", resp.StatusCode,
 		"step", call.Step, "task", call.Task, "auth", cfg["auth"] != nil)
 	return out, nil
+}
+
+// readChunked reads r to its end in chunks of growing size, then joins
+// them: a body of unknown length costs its size (twice, while they are
+// joined), where a doubling buffer allocates several times the size of a
+// body that runs on to the size cap. A body longer than limit is an error
+// once it passes limit, and is never joined.
+func readChunked(r io.Reader, limit int64) ([]byte, error) {
+	const first, largest = 32 << 10, 4 << 20
+	var chunks [][]byte
+	size := first
+	total := int64(0)
+	for {
+		c := make([]byte, min(int64(size), limit+1-total))
+		n := 0
+		var err error
+		for n < len(c) && err == nil {
+			// Not io.ReadFull: it reports a body cut short
+			// (io.ErrUnexpectedEOF from net/http or gzip) as a chunk
+			// that merely did not fill.
+			var m int
+			m, err = r.Read(c[n:])
+			n += m
+		}
+		total += int64(n)
+		if n > 0 {
+			chunks = append(chunks, c[:n])
+		}
+		if total > limit {
+			return nil, fmt.Errorf("response body larger than %d bytes", limit)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return joinChunks(chunks, total), err
+		}
+		size = min(size*2, largest)
+	}
+	return joinChunks(chunks, total), nil
+}
+
+// joinChunks returns the chunks' bytes, of total length, as one slice.
+func joinChunks(chunks [][]byte, total int64) []byte {
+	switch len(chunks) {
+	case 0:
+		return nil
+	case 1:
+		return chunks[0]
+	}
+	b := make([]byte, 0, total)
+	for _, c := range chunks {
+		b = append(b, c...)
+	}
+	return b
+}
+
+// bodyError is the output of a response whose body could not be read
+// (err, told with the request's redacted URL).
+func (t *Tool) bodyError(req *nethttp.Request, resp *nethttp.Response, cred *tools.Credential, err error) tools.Output {
+	headers := flattenHeaders(resp.Header)
+	msg := fmt.Sprintf("%s %s: read body: %v", req.Method, redactURL(req.URL), err)
+	if cred != nil {
+		headers = tools.RedactValue(headers, *cred).(map[string]any)
+		msg = tools.Redact(msg, *cred)
+	}
+	return tools.Output{
+		Status: tools.StatusError,
+		Error:  msg,
+		Data:   map[string]any{"status_code": resp.StatusCode, "headers": headers, "data": nil},
+		HTTP:   map[string]any{"status": resp.StatusCode, "headers": headers},
+	}
+}
+
+// decodeBody returns resp's body decoded of its Content-Encoding when it
+// is gzip or deflate (zlib, or raw deflate as some servers send), else
+// the body as it is.
+func decodeBody(resp *nethttp.Response) (io.ReadCloser, error) {
+	enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding")))
+	switch enc {
+	case "gzip", "x-gzip":
+		if resp.ContentLength == 0 {
+			return io.NopCloser(resp.Body), nil
+		}
+		zr, err := gzip.NewReader(resp.Body)
+		if errors.Is(err, io.EOF) {
+			return io.NopCloser(resp.Body), nil
+		}
+		return zr, err
+	case "deflate":
+		br := bufio.NewReader(resp.Body)
+		if head, err := br.Peek(2); err == nil && (uint16(head[0])<<8|uint16(head[1]))%31 == 0 && head[0]&0x0f == 8 {
+			zr, err := zlib.NewReader(br)
+			return zr, err
+		}
+		return flate.NewReader(br), nil
+	}
+	return io.NopCloser(resp.Body), nil
 }
 
 // noResponse is the output of a request that got no response (err, told
@@ -467,6 +600,31 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 		authHeaders = applyAuth(req, c)
 		cred = &c
 	}
+	if u.User != nil {
+		// https://user:pass@host: the Basic authorization net/http would
+		// send, made a credential like an inline auth block's, so that it
+		// is redacted from what an endpoint echoes (base64-encoded, which
+		// no concealment of the password recognises) and stays behind on
+		// a redirect to another origin. Without a password the user name
+		// is the secret (https://token@host).
+		user := u.User.Username()
+		pass, hasPass := u.User.Password()
+		req.URL.User = nil
+		if req.Header.Get("Authorization") == "" && (user != "" || pass != "") {
+			req.SetBasicAuth(user, pass)
+			authHeaders = append(authHeaders, "Authorization")
+			c := tools.Credential{Alias: "the url's user info", Fields: map[string]string{}}
+			if cred != nil {
+				c = *cred
+				c.Fields = maps.Clone(c.Fields)
+			}
+			c.Fields["username"], c.Fields["password"] = user, pass
+			if !hasPass || pass == "" {
+				c.Fields["userinfo_secret"] = user
+			}
+			cred = &c
+		}
+	}
 	// Secrets a playbook put in the request through secret references go
 	// no further than their keychain entries allow, like auth's.
 	if r, bad := tools.DisallowedSecret(call.Revealed, u.Host); bad {
@@ -476,34 +634,74 @@ func (t *Tool) build(ctx context.Context, call *tools.Call) (req *nethttp.Reques
 	return req, cred, authHeaders, timeout, follow, nil
 }
 
-// guardRedirects returns a client that follows redirects as t.client
-// does, but drops the auth credential's headers from a redirected request
-// to a host the credential does not allow (net/http drops Authorization
-// on a redirect to another domain, but not an API-key header), and does
-// not follow a redirect to a host a revealed secret's entry does not
-// allow (the secret may be anywhere in the request): the redirect itself
-// is the response then.
+// maxRedirects bounds the redirects one request follows.
+const maxRedirects = 10
+
+// guardRedirects returns a client that follows up to maxRedirects
+// redirects, and on each:
+//
+//   - drops the auth credential's headers from a request to a host the
+//     credential does not allow (net/http drops Authorization on a
+//     redirect to another domain, but not an API-key header, and not
+//     Authorization to another port of the same name) unless it goes to
+//     the origin of the first request (an inline auth block allows no
+//     other), and from a request that left https for plain http (the
+//     credential would cross the network in clear text);
+//   - does not follow a redirect to a host a revealed secret's entry does
+//     not allow, nor from https to plain http (the secret may be anywhere
+//     in the request): the redirect itself is the response then;
+//   - drops the Referer net/http sets from the previous URL when the
+//     origin changes: its query string (an api_key=...) is for the
+//     previous host only. A Referer the task set itself stays.
 func (t *Tool) guardRedirects(cred *tools.Credential, authHeaders []string, revealed []tools.Revealed) *nethttp.Client {
 	c := *t.client
 	next := t.client.CheckRedirect
 	c.CheckRedirect = func(req *nethttp.Request, via []*nethttp.Request) error {
-		if _, bad := tools.DisallowedSecret(revealed, req.URL.Host); bad {
+		first, prev := via[0], via[len(via)-1]
+		downgrade := first.URL.Scheme == "https" && req.URL.Scheme != "https"
+		if _, bad := tools.DisallowedSecret(revealed, req.URL.Host); bad || (downgrade && len(revealed) > 0) {
 			return nethttp.ErrUseLastResponse
 		}
-		if cred != nil && !cred.AllowsHost(req.URL.Host) {
+		if cred != nil && (downgrade || !cred.AllowsHost(req.URL.Host) && !sameOrigin(req.URL, first.URL)) {
 			for _, h := range authHeaders {
 				req.Header.Del(h)
+			}
+		}
+		if !sameOrigin(req.URL, prev.URL) {
+			if own := first.Header.Get("Referer"); own != "" {
+				req.Header.Set("Referer", own)
+			} else {
+				req.Header.Del("Referer")
 			}
 		}
 		if next != nil {
 			return next(req, via)
 		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects (the last to %s)", maxRedirects, redactURL(req.URL))
 		}
 		return nil
 	}
 	return &c
+}
+
+// sameOrigin reports whether a and b share scheme, host and port.
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == portOf(b)
+}
+
+// portOf returns u's port, or its scheme's default.
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+		return "443"
+	case "http":
+		return "80"
+	}
+	return ""
 }
 
 // applyAuth sets the header a credential implies, unless the task set an
