@@ -33,5 +33,12 @@
 // An exception is an error Output whose Error is "Type: message" plus the
 // traceback of the user's frames (file "<code>"); Data carries exception,
 // message and traceback. The child's environment is the worker's without
-// CURSORFLOW_CREDENTIAL_* variables: secrets stay in the keychain.
+// CURSORFLOW_CREDENTIAL_* variables: secrets stay in the keychain. It
+// holds a CURSORFLOW_PROC_<id>=1 variable of the call's own: a timeout or
+// a cancel kills the interpreter's process group and, where /proc exists,
+// every process that inherited the variable, including one started with
+// start_new_session=True. A process the code leaves running that still
+// holds stdout, stderr or the result pipe 2 s after the interpreter
+// exited (os.system("... &") hands the pipe on) fails the call and is
+// killed the same way.
 package python

@@ -46,6 +46,11 @@ DRIVER = sys._getframe().f_code.co_filename
 
 
 def tail(e, limit=12):
+    if isinstance(e, SyntaxError) and e.filename == FILENAME:
+        # The code did not compile: its line and caret say it all, as
+        # Python says it of a script (the frames are the driver's own
+        # compiling, in ast.py).
+        return "".join(traceback.format_exception_only(type(e), e)).rstrip()
     frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename != DRIVER]
     text = "".join(traceback.format_list(frames[-limit:]))
     text += "".join(traceback.format_exception_only(type(e), e))

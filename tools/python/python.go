@@ -63,6 +63,8 @@ type Config struct {
 type Tool struct {
 	cfg Config
 	env []string
+	// sweeper kills what the calls' processes left behind (proc.Start).
+	sweeper proc.Sweeper
 }
 
 // New returns the python tool.
@@ -177,7 +179,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{resW} // fd 3 in the child
 
-	if err := cmd.Start(); err != nil {
+	if err := proc.Start(cmd, &t.sweeper); err != nil {
 		resW.Close()
 		return tools.Output{Status: tools.StatusError, Error: fmt.Sprintf("python: start %s: %v", t.cfg.Python, err)}, nil
 	}
@@ -192,17 +194,40 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		resCh <- res.Bytes()
 	}()
 	waitErr := proc.Wait(cmd)
-	raw := <-resCh
+	// The interpreter has exited, and with it its end of the result pipe;
+	// a process its code started may hold it still (os.system("... &")
+	// hands file descriptor 3 on). The pipe is waited for as long as exec
+	// waits for stdout, and then that process is killed, as proc.Wait
+	// kills one holding stdout: the call neither outlives its timeout nor
+	// leaves it running.
+	var raw []byte
+	held := time.NewTimer(proc.WaitDelay)
+	select {
+	case raw = <-resCh:
+	case <-held.C:
+		if cmd.Cancel != nil {
+			_ = cmd.Cancel()
+		}
+		_ = resR.Close() // the holder may have escaped the kill: stop reading
+		raw = <-resCh
+		if waitErr == nil {
+			waitErr = fmt.Errorf("the interpreter exited, but a process its code started still held the result pipe %s later (killed)", proc.WaitDelay)
+		}
+	}
+	held.Stop()
 
 	log := call.Logger
 	if log == nil {
 		log = t.cfg.Logger
 	}
-	if stdout.Len() > 0 {
-		log.Debug("python stdout", "step", call.Step, "task", call.Task, "output", stdout.String())
+	// The log gets the output with the revealed secrets concealed, as
+	// the worker records the result.
+	secrets := proc.Secrets(call.Revealed)
+	if stdout.Len() > 0 && log.Enabled(ctx, slog.LevelDebug) {
+		log.Debug("python stdout", "step", call.Step, "task", call.Task, "output", proc.Quote(proc.CutOutput(stdout, secrets), call.Revealed, t.cfg.MaxOutput))
 	}
-	if stderr.Len() > 0 {
-		log.Debug("python stderr", "step", call.Step, "task", call.Task, "output", stderr.String())
+	if stderr.Len() > 0 && log.Enabled(ctx, slog.LevelDebug) {
+		log.Debug("python stderr", "step", call.Step, "task", call.Task, "output", proc.Quote(proc.CutOutput(stderr, secrets), call.Revealed, t.cfg.MaxOutput))
 	}
 
 	if ctxErr := ctx.Err(); ctxErr != nil {
@@ -223,8 +248,8 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		if waitErr != nil {
 			msg = "python: " + waitErr.Error()
 		}
-		if s := strings.TrimSpace(stderr.String()); s != "" {
-			msg += ": " + conv.Truncate(s, 2048)
+		if s := proc.Quote(proc.CutOutput(stderr, secrets), call.Revealed, 2048); s != "" {
+			msg += ": " + s
 		}
 		return tools.Output{Status: tools.StatusError, Error: msg}, nil
 	}

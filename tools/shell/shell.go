@@ -44,6 +44,8 @@ type Config struct {
 type Tool struct {
 	cfg Config
 	env []string
+	// sweeper kills what the calls' processes left behind (proc.Start).
+	sweeper proc.Sweeper
 }
 
 // New returns the shell tool.
@@ -98,6 +100,11 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	if len(argv) == 0 || argv[0] == "" {
 		return tools.Output{}, fmt.Errorf("%w: command (or cmd) is required: a string or a list", ErrBadConfig)
 	}
+	for _, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return tools.Output{}, fmt.Errorf("%w: command holds a NUL byte, which no program argument can", ErrBadConfig)
+		}
+	}
 	start := time.Now()
 	ctx, cancel, err := proc.WithTimeout(ctx, call.Config)
 	if err != nil {
@@ -116,7 +123,11 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		env := make([]string, len(t.env), len(t.env)+len(keys))
 		copy(env, t.env)
 		for _, k := range keys {
-			env = append(env, k+"="+conv.Scalar(em[k]))
+			v := conv.Scalar(em[k])
+			if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+				return tools.Output{}, fmt.Errorf("%w: env %q: a variable's name must be non-empty without \"=\", and neither may hold a NUL byte", ErrBadConfig, k)
+			}
+			env = append(env, k+"="+v)
 		}
 		cmd.Env = env
 	}
@@ -126,6 +137,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	stdout := &proc.Capped{Max: t.cfg.MaxOutput}
 	stderr := &proc.Capped{Max: t.cfg.MaxOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	secrets := proc.Secrets(call.Revealed)
 	var lines []*proc.Lines
 	if call.Partial != nil {
 		// Each line of output is a partial result while the command runs.
@@ -134,13 +146,13 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 			w    *proc.Capped
 			dst  *io.Writer
 		}{{"stdout", stdout, &cmd.Stdout}, {"stderr", stderr, &cmd.Stderr}} {
-			l := &proc.Lines{W: s.w, Line: func(line string) { call.EmitPartial(map[string]any{"stream": s.name, "line": line}) }}
+			l := &proc.Lines{W: s.w, Revealed: call.Revealed, Line: func(line string) { call.EmitPartial(map[string]any{"stream": s.name, "line": line}) }}
 			*s.dst = l
 			lines = append(lines, l)
 		}
 	}
 
-	if err = cmd.Start(); err == nil {
+	if err = proc.Start(cmd, &t.sweeper); err == nil {
 		err = proc.Wait(cmd)
 	}
 	for _, l := range lines {
@@ -154,7 +166,8 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	}
 	out := tools.Output{
 		Status: tools.StatusSuccess,
-		Data:   map[string]any{"stdout": stdout.String(), "stderr": stderr.String(), "exit_code": code},
+		Data: map[string]any{"stdout": proc.CutOutput(stdout, secrets), "stderr": proc.CutOutput(stderr, secrets),
+			"exit_code": code},
 	}
 	// A cut stream says so: a later step parsing it would otherwise take
 	// its first MaxOutput bytes for the whole.
@@ -175,8 +188,8 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 			// reads it as output.error.kind timeout.
 			out.Data.(map[string]any)["timeout"] = true
 		}
-		if s := strings.TrimSpace(stderr.String()); s != "" {
-			msg += ": " + conv.Truncate(s, 512)
+		if s := proc.Quote(proc.CutOutput(stderr, secrets), call.Revealed, 512); s != "" {
+			msg += ": " + s
 		}
 		out.Error = "shell: " + msg
 	}

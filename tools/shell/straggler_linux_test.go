@@ -2,15 +2,14 @@ package shell_test
 
 import (
 	"context"
-	"errors"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/shell"
+
+	"github.com/cursorflow/cursorflow/tools/internal/proc/proctest"
 )
 
 // TestStragglerHoldingOutputIsKilled: a command that exits but leaves a
@@ -32,23 +31,6 @@ func TestStragglerHoldingOutputIsKilled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("stdout %q: %v", out.Data, err)
 	}
-	// The killed sleep is reaped by init (its parent, the shell, is gone):
-	// wait for it to be gone or a zombie.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if errors.Is(err, os.ErrNotExist) {
-			return
-		}
-		if err == nil {
-			// The state follows the command name in parentheses.
-			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d the command started still runs: %s", pid, stat)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The killed sleep is reaped by init (its parent, the shell, is gone).
+	proctest.WaitGone(t, pid, "the process the command started")
 }

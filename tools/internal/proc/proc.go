@@ -1,12 +1,14 @@
 // Package proc runs the child processes of the tools that start one per
 // call (python, shell): a credential-free environment, the task's
 // timeout, output kept up to a cap, and cancellation that kills the whole
-// process group.
+// process group, and (see Start) the processes that left it.
 package proc
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -75,7 +77,7 @@ func Ended(ctx context.Context, start time.Time) string {
 // Command is exec.CommandContext with WaitDelay set and, where process
 // groups exist, the child in its own group, which cancellation kills
 // whole, so that subprocesses the child started leave no orphan holding
-// the pipes.
+// the pipes. Start it with Start.
 func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.WaitDelay = WaitDelay
@@ -83,12 +85,57 @@ func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// Wait is cmd.Wait for a cmd made by Command. When the child exited but a
-// process it started still held its output pipes WaitDelay later, exec
-// gives the pipes up and returns exec.ErrWaitDelay without killing
-// anything (it kills only on cancellation): Wait then kills the child's
-// process group, so that nothing the failed call started outlives it, and
-// says what happened in place of exec's bare error.
+// MarkerPrefix starts the name of the variable Start adds to a child's
+// environment: MarkerPrefix + a random hex id + "=1".
+const MarkerPrefix = "CURSORFLOW_PROC_"
+
+// Start is cmd.Start for a cmd made by Command. It adds a variable of
+// the call's own (MarkerPrefix) to the child's environment, which the
+// processes it starts inherit, and makes cancellation (and Wait, when it
+// kills) also kill every process that holds it: one that left the
+// child's process group (setsid, a daemonising script, Python's
+// start_new_session=True) is found that way where the system has /proc,
+// rather than left running, orphaned, after its call ended. sw is the
+// calling tool's Sweeper.
+func Start(cmd *exec.Cmd, sw *Sweeper) error {
+	var id [12]byte
+	_, _ = rand.Read(id[:])
+	marker := MarkerPrefix + hex.EncodeToString(id[:]) + "=1"
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	// A full slice expression: the tools share their base environment
+	// between concurrent calls, and append must not write into it.
+	cmd.Env = append(env[:len(env):len(env)], marker)
+	if kill := cmd.Cancel; kill != nil {
+		cmd.Cancel = func() error {
+			err := kill()
+			sw.sweep(marker)
+			return err
+		}
+	}
+	err := cmd.Start()
+	if err != nil && cmd.Dir != "" {
+		// exec reports a working directory it cannot enter as the
+		// program's own error ("fork/exec /bin/sh: no such file or
+		// directory"), which reads as a missing program.
+		if fi, serr := os.Stat(cmd.Dir); serr != nil {
+			return fmt.Errorf("working directory %s: %w", cmd.Dir, serr)
+		} else if !fi.IsDir() {
+			return fmt.Errorf("working directory %s: not a directory: %w", cmd.Dir, err)
+		}
+	}
+	return err
+}
+
+// Wait is cmd.Wait for a cmd made by Command and started by Start. When
+// the child exited but a process it started still held its output pipes
+// WaitDelay later, exec gives the pipes up and returns exec.ErrWaitDelay
+// without killing anything (it kills only on cancellation): Wait then
+// kills the child's process group (and, through Start's cancellation,
+// the processes that left it), so that nothing the failed call started
+// outlives it, and says what happened in place of exec's bare error.
 func Wait(cmd *exec.Cmd) error {
 	err := cmd.Wait()
 	if errors.Is(err, exec.ErrWaitDelay) {
@@ -145,11 +192,71 @@ const maxLine = 64 << 10
 type Lines struct {
 	W    io.Writer
 	Line func(line string)
-	buf  []byte
+	// Revealed are the secrets revealed to the call. A line handed on in
+	// pieces is never cut through one, so that the engine's concealing of
+	// each piece (tools.ConcealSecrets) recognises it; the lines of a
+	// secret of several lines, which that concealing cannot recognise one
+	// at a time, are replaced by the secret's reference here.
+	Revealed []tools.Revealed
+	buf      []byte
+	ready    bool
+	secrets  []string
+	multi    []multiline
+}
+
+// multiline is a secret of several lines, as a Lines writer sees it go
+// by: its first line ends an output line, its last begins one, and those
+// between are whole output lines.
+type multiline struct {
+	ref, first, last string
+	middle           map[string]bool
+}
+
+func (l *Lines) prepare() {
+	if l.ready {
+		return
+	}
+	l.ready = true
+	l.secrets = Secrets(l.Revealed)
+	for _, r := range l.Revealed {
+		parts := strings.Split(r.Secret, "\n")
+		if len(parts) < 2 {
+			continue
+		}
+		for i := range parts {
+			parts[i] = strings.TrimSuffix(parts[i], "\r")
+		}
+		m := multiline{ref: r.Ref, first: parts[0], last: parts[len(parts)-1], middle: map[string]bool{}}
+		for _, p := range parts[1 : len(parts)-1] {
+			if p != "" { // an empty line reveals nothing
+				m.middle[p] = true
+			}
+		}
+		l.multi = append(l.multi, m)
+	}
+}
+
+// emit hands line on with the lines of the secrets of several lines
+// replaced by their reference.
+func (l *Lines) emit(line string) {
+	for _, m := range l.multi {
+		if m.middle[line] {
+			line = m.ref
+			continue
+		}
+		if m.first != "" && strings.HasSuffix(line, m.first) {
+			line = line[:len(line)-len(m.first)] + m.ref
+		}
+		if m.last != "" && strings.HasPrefix(line, m.last) {
+			line = m.ref + line[len(m.last):]
+		}
+	}
+	l.Line(line)
 }
 
 // Write implements io.Writer.
 func (l *Lines) Write(p []byte) (int, error) {
+	l.prepare()
 	n, err := l.W.Write(p)
 	for rest := p[:n]; len(rest) > 0; {
 		i := bytes.IndexByte(rest, '\n')
@@ -161,11 +268,16 @@ func (l *Lines) Write(p []byte) (int, error) {
 			rest = rest[i+1:]
 		}
 		for len(l.buf) > maxLine {
-			l.Line(string(l.buf[:maxLine]))
-			l.buf = append(l.buf[:0], l.buf[maxLine:]...)
+			cut := maxLine - secretStart(l.buf[:maxLine], l.secrets)
+			if cut == 0 {
+				// A secret longer than a piece: cut it anyway.
+				cut = maxLine
+			}
+			l.emit(string(l.buf[:cut]))
+			l.buf = append(l.buf[:0], l.buf[cut:]...)
 		}
 		if i >= 0 {
-			l.Line(strings.TrimSuffix(string(l.buf), "\r"))
+			l.emit(strings.TrimSuffix(string(l.buf), "\r"))
 			l.buf = l.buf[:0]
 		}
 	}
@@ -175,7 +287,8 @@ func (l *Lines) Write(p []byte) (int, error) {
 // Flush hands on the last line if it had no newline.
 func (l *Lines) Flush() {
 	if len(l.buf) > 0 {
-		l.Line(string(l.buf))
+		l.prepare()
+		l.emit(string(l.buf))
 		l.buf = l.buf[:0]
 	}
 }
