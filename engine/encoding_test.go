@@ -131,7 +131,7 @@ func TestUnencodableWorkloadIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "workload") || !strings.Contains(err.Error(), "chan int") {
 		t.Fatalf("Start: %q, %v", id, err)
 	}
-	if ids, err := log.Executions(ctx, false); err != nil || len(ids) != 0 {
+	if ids, err := log.Executions(ctx, eventlog.ExecutionsQuery{}); err != nil || len(ids) != 0 {
 		t.Fatalf("recorded %v (%v)", ids, err)
 	}
 	// A cycle is refused the same way, rather than taking the process down.
@@ -141,7 +141,7 @@ func TestUnencodableWorkloadIsRefused(t *testing.T) {
 		!strings.Contains(err.Error(), "cycle") {
 		t.Fatalf("Start with a cycle: %v", err)
 	}
-	if ids, err := log.Executions(ctx, false); err != nil || len(ids) != 0 {
+	if ids, err := log.Executions(ctx, eventlog.ExecutionsQuery{}); err != nil || len(ids) != 0 {
 		t.Fatalf("recorded %v (%v)", ids, err)
 	}
 }

@@ -191,8 +191,9 @@ type Engine struct {
 // New creates an engine and starts its orchestrator and workers. Close
 // stops them. The engine drives the executions it starts or resumes: the
 // unfinished executions an earlier process left in Log wait for a Resume
-// (list them with Log.Executions(ctx, true)), or for engine/leader's
-// Orchestrator, which resumes them all when it takes the lease.
+// (list them with Log.Executions(ctx, eventlog.ExecutionsQuery{Unfinished:
+// true})), or for engine/leader's Orchestrator, which resumes them all
+// when it takes the lease.
 func New(cfg Config) (*Engine, error) {
 	if cfg.Log == nil {
 		return nil, errors.New("engine: Config.Log is required")
@@ -413,7 +414,10 @@ var ErrExecutionExists = errors.New("engine: execution already exists")
 
 // StartOptions are the inputs of a new execution.
 type StartOptions struct {
-	// File names the playbook source in positions and events.
+	// File names the playbook source in positions and events. It is
+	// recorded as given: a host that takes it from a client bounds it
+	// first (engine/api refuses one longer than api.MaxPlaybookFile or
+	// holding control characters).
 	File string
 	// Workload overrides top-level workload keys.
 	Workload map[string]any

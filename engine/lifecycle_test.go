@@ -151,7 +151,7 @@ workflow:
 	if s, _ := got.([]any); len(s) != 2 || s[0] != int64(10) || s[1] != int64(12) {
 		t.Fatalf("use.got = %#v, want [10 12]", got)
 	}
-	children, _ := log.Executions(ctx, false)
+	children, _ := log.Executions(ctx, eventlog.ExecutionsQuery{})
 	if len(children) != 3 {
 		t.Fatalf("log holds %d executions, want parent + 2 children", len(children))
 	}

@@ -334,28 +334,40 @@ func (p *Projection) List(ctx context.Context, opts ListOptions) ([]ExecutionSum
 		limit = DefaultListLimit
 	}
 	limit = min(limit, MaxListLimit)
-	ids, err := p.cfg.Log.Executions(ctx, opts.Status == StatusRunning)
-	if err != nil {
-		return nil, err
-	}
+	// The log is read newest first, a page at a time, until the page
+	// is full: a log of a million executions is not read whole to show
+	// a hundred. A status other than running may need several pages.
 	out := []ExecutionSummary{}
-	for i := len(ids) - 1; i >= 0 && len(out) < limit; i-- {
-		sum, ok := p.ended(ids[i])
-		if !ok {
-			st, err := p.Status(ctx, ids[i])
-			if errors.Is(err, ErrUnknownExecution) || errors.Is(err, ErrRecordedPlaybook) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			sum = st.Summary()
+	q := eventlog.ExecutionsQuery{Unfinished: opts.Status == StatusRunning, NewestFirst: true, Limit: limit}
+	for {
+		ids, err := p.cfg.Log.Executions(ctx, q)
+		if err != nil {
+			return nil, err
 		}
-		if opts.Status == "" || sum.Status == opts.Status {
-			out = append(out, sum)
+		for _, id := range ids {
+			sum, ok := p.ended(id)
+			if !ok {
+				st, err := p.Status(ctx, id)
+				if errors.Is(err, ErrUnknownExecution) || errors.Is(err, ErrRecordedPlaybook) {
+					continue
+				}
+				if err != nil {
+					return nil, err
+				}
+				sum = st.Summary()
+			}
+			if opts.Status == "" || sum.Status == opts.Status {
+				out = append(out, sum)
+				if len(out) == limit {
+					return out, nil
+				}
+			}
 		}
+		if len(ids) < q.Limit {
+			return out, nil
+		}
+		q.After = ids[len(ids)-1]
 	}
-	return out, nil
 }
 
 // Refresh brings every unfinished execution's state up to date, saving
@@ -363,7 +375,7 @@ func (p *Projection) List(ctx context.Context, opts ListOptions) ([]ExecutionSum
 // snapshots, on another replica) has little left to fold. An orchestrator
 // calls it now and then (see leader.OrchestratorConfig.Projection).
 func (p *Projection) Refresh(ctx context.Context) error {
-	ids, err := p.cfg.Log.Executions(ctx, true)
+	ids, err := p.cfg.Log.Executions(ctx, eventlog.ExecutionsQuery{Unfinished: true})
 	if err != nil {
 		return err
 	}

@@ -330,3 +330,70 @@ func TestProjectionConcurrentReaders(t *testing.T) {
 		t.Fatalf("final:\n%+v\nfold:\n%+v", st, want)
 	}
 }
+
+// listingLog is a memory log that counts the execution ids its
+// Executions hands out.
+type listingLog struct {
+	*eventlog.Memory
+	listed atomic.Int64
+}
+
+func (l *listingLog) Executions(ctx context.Context, q eventlog.ExecutionsQuery) ([]string, error) {
+	ids, err := l.Memory.Executions(ctx, q)
+	l.listed.Add(int64(len(ids)))
+	return ids, err
+}
+
+// TestProjectionListReadsPages: listing the newest few executions of a
+// long log reads a page of ids, not the whole log (the server's list
+// endpoint read every id the log held, hundreds of thousands of them,
+// in one statement, to show a hundred), and a status found only further
+// back is still found, page after page.
+func TestProjectionListReadsPages(t *testing.T) {
+	t.Parallel()
+	log := &listingLog{Memory: eventlog.NewMemory()}
+	reg := tools.NewRegistry()
+	reg.MustRegister("rec", (&recorder{}).tool())
+	e, err := engine.New(engine.Config{Log: log, Tools: reg, Tick: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run := func(src, want string) string {
+		id, err := e.Start(ctx, []byte(src), engine.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum, err := e.Wait(ctx, id); err != nil || sum.Status != want {
+			t.Fatalf("%s: %v %+v, want %s", id, err, sum, want)
+		}
+		return id
+	}
+	failed := run(header+"workflow:\n  - step: start\n    tool: {kind: rec, key: x, fail: 1}\n", engine.StatusFailed)
+	var completed []string
+	for range 24 {
+		completed = append(completed, run(header+"workflow:\n  - step: start\n    tool: {kind: rec, key: x}\n", engine.StatusCompleted))
+	}
+
+	p, _ := newProjection(t, log, -1)
+	log.listed.Store(0)
+	list, err := p.List(ctx, engine.ListOptions{Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 3 || list[0].ExecutionID != completed[23] || list[2].ExecutionID != completed[21] {
+		t.Fatalf("List(limit 3) = %+v, want the 3 newest", list)
+	}
+	if n := log.listed.Load(); n > 3 {
+		t.Fatalf("List(limit 3) read %d execution ids from the log, want at most 3", n)
+	}
+	list, err = p.List(ctx, engine.ListOptions{Status: engine.StatusFailed, Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ExecutionID != failed {
+		t.Fatalf("List(failed) = %+v, want the oldest, %s", list, failed)
+	}
+}

@@ -34,7 +34,8 @@
 //
 // Wait blocks until an execution grows past a seq, so an orchestrator or
 // a watcher can follow a history without polling it. Executions lists the
-// executions to resume after a restart.
+// executions to resume after a restart, or a page of them for a list to
+// show (see ExecutionsQuery).
 //
 // Every event is checked by Validate before anything is stored; a batch
 // with an invalid event is rejected whole with an error wrapping

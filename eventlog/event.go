@@ -111,13 +111,37 @@ type Log interface {
 	// Wait blocks until the execution has an event with Seq > afterSeq, or
 	// ctx is done (then it returns ctx.Err()).
 	Wait(ctx context.Context, executionID string, afterSeq int64) error
-	// Executions lists execution ids, oldest first, whose first event is
-	// execution.started and that have no terminal event
-	// (execution.completed, execution.failed, execution.cancelled) when
-	// unfinished is true; all executions otherwise.
-	Executions(ctx context.Context, unfinished bool) ([]string, error)
+	// Executions lists the ids of the executions q selects, in the order
+	// their first events were appended (oldest first, or newest first
+	// with q.NewestFirst), at most q.Limit of them. A caller that shows
+	// a few (a list endpoint) asks for a page and continues after its
+	// last id with q.After; one that needs them all (a leader resuming
+	// the unfinished ones) leaves Limit zero, and the backend still reads
+	// them in pages, each its own bounded statement, so a log of any
+	// size is listed without one statement outliving its bound.
+	Executions(ctx context.Context, q ExecutionsQuery) ([]string, error)
 	// Close releases the log's resources.
 	Close() error
+}
+
+// ExecutionsQuery selects the executions Log.Executions lists. The zero
+// value lists every execution, oldest first.
+type ExecutionsQuery struct {
+	// Unfinished keeps only the executions whose first event is
+	// execution.started and that have no terminal event
+	// (execution.completed, execution.failed, execution.cancelled).
+	Unfinished bool
+	// NewestFirst lists the executions whose first event was appended
+	// last first.
+	NewestFirst bool
+	// After continues a listing: only the executions that come after
+	// this one in the listing's order are listed (pass the last id of
+	// the previous page). Empty starts at the beginning; an id the log
+	// does not hold lists none.
+	After string
+	// Limit bounds how many ids are returned; zero or negative returns
+	// them all.
+	Limit int
 }
 
 // ErrClosed is returned by operations on a closed log.

@@ -73,8 +73,8 @@ func ExampleMemory_Executions() {
 		{ExecutionID: "b", Type: eventlog.TypeExecutionCompleted},
 		{ExecutionID: "c", Type: eventlog.TypeExecutionStarted},
 	})
-	unfinished, _ := log.Executions(ctx, true)
-	all, _ := log.Executions(ctx, false)
+	unfinished, _ := log.Executions(ctx, eventlog.ExecutionsQuery{Unfinished: true})
+	all, _ := log.Executions(ctx, eventlog.ExecutionsQuery{})
 	fmt.Println(unfinished, all)
 	// Output:
 	// [a c] [a b c]

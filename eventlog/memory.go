@@ -221,7 +221,7 @@ func (m *Memory) Wait(ctx context.Context, executionID string, afterSeq int64) e
 }
 
 // Executions implements Log.
-func (m *Memory) Executions(ctx context.Context, unfinished bool) ([]string, error) {
+func (m *Memory) Executions(ctx context.Context, q ExecutionsQuery) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -230,12 +230,23 @@ func (m *Memory) Executions(ctx context.Context, unfinished bool) ([]string, err
 	if m.closed {
 		return nil, ErrClosed
 	}
-	var ids []string
-	for _, x := range m.order {
-		if unfinished && (!x.started || x.terminal) {
-			continue
+	n := len(m.order)
+	at := func(i int) *memExecution { return m.order[i] }
+	if q.NewestFirst {
+		at = func(i int) *memExecution { return m.order[n-1-i] }
+	}
+	i := 0
+	if q.After != "" {
+		for i < n && at(i).id != q.After {
+			i++
 		}
-		ids = append(ids, x.id)
+		i++ // past After; past the end when the log does not hold it
+	}
+	var ids []string
+	for ; i < n && (q.Limit <= 0 || len(ids) < q.Limit); i++ {
+		if x := at(i); !q.Unfinished || x.started && !x.terminal {
+			ids = append(ids, x.id)
+		}
 	}
 	return ids, nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/cursorflow/cursorflow/resultstore/resultstoreurl"
+
+	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
 // TestFileStoreOnAnotherFileSystemThanTMPDIR: a file:// store whose
@@ -68,14 +70,7 @@ func device(t *testing.T, path string) uint64 {
 // object holding the space the operator frees); once space is freed the
 // same Put stores the result.
 func TestFileStoreOnAFullDiskLeavesNoPartialObject(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("filling a disk needs a small tmpfs, which needs root: skipped")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	dir := testenv.SmallDisk(t, "256k")
 
 	ctx := context.Background()
 	s, err := resultstoreurl.Open(ctx, "file://"+dir, 0)

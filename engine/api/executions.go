@@ -30,7 +30,11 @@ type StartRequest struct {
 	// Version pins a registered playbook's version; 0 means the latest.
 	Version int    `json:"version,omitempty"`
 	Source  string `json:"source,omitempty"`
-	// File names Source in diagnostics; defaults to "request.yaml".
+	// File names Source in diagnostics (file:line:col) and is recorded
+	// with the execution; defaults to "request.yaml" (the registered
+	// playbook's name plus ".yaml" with Playbook). At most
+	// MaxPlaybookFile bytes of UTF-8 text without control characters:
+	// another is refused with 400.
 	File string `json:"file,omitempty"`
 	// Workload overrides top-level workload keys.
 	Workload map[string]any `json:"workload,omitempty"`
@@ -59,6 +63,10 @@ func (s *server) startExecution(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Version < 0 {
 		writeError(w, http.StatusBadRequest, `field "version": want a positive integer`)
+		return
+	}
+	if msg := checkFileName(req.File); msg != "" {
+		writeError(w, http.StatusBadRequest, `field "file": `+msg)
 		return
 	}
 	out := Started{}
@@ -124,6 +132,27 @@ func (s *server) startExecution(w http.ResponseWriter, r *http.Request) {
 	s.log.InfoContext(r.Context(), "execution started", attrs...)
 	w.Header().Set("Location", "/v1/executions/"+id)
 	writeJSON(w, http.StatusCreated, out)
+}
+
+// MaxPlaybookFile is the longest file name, in bytes, a client may give a
+// playbook's source (StartRequest.File, POST /v1/playbooks?file=). The
+// name is recorded in the execution.started event and logged: unbounded,
+// anyone with a token could make every reader of the execution carry
+// megabytes. 1024 bytes holds any path a client is likely to send (the
+// cursorflow CLI sends the path it was given, or else its base name).
+const MaxPlaybookFile = 1024
+
+// checkFileName says what is wrong with a client's file name, or "". The
+// name is not echoed: it may be a megabyte, or hold control characters
+// that would rewrite a terminal or forge log lines.
+func checkFileName(name string) string {
+	if len(name) > MaxPlaybookFile {
+		return fmt.Sprintf("%d bytes: want at most %d", len(name), MaxPlaybookFile)
+	}
+	if !validID(name) {
+		return "want UTF-8 text without control characters"
+	}
+	return ""
 }
 
 // runnerFailed maps a Runner error: a deadline means the engine did not

@@ -27,6 +27,10 @@ func (s *server) registerPlaybook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	file := r.URL.Query().Get("file")
+	if msg := checkFileName(file); msg != "" {
+		writeError(w, http.StatusBadRequest, "query parameter file: "+msg)
+		return
+	}
 	if file == "" {
 		file = "playbook.yaml"
 	}

@@ -147,7 +147,7 @@ func (o *Orchestrator) lead(lctx context.Context) error {
 	}
 	defer e.Close()
 
-	ids, err := o.cfg.Log.Executions(lctx, true)
+	ids, err := o.cfg.Log.Executions(lctx, eventlog.ExecutionsQuery{Unfinished: true})
 	if err != nil {
 		return fmt.Errorf("list unfinished executions: %w", err)
 	}

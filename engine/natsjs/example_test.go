@@ -39,7 +39,7 @@ func ExampleNewDispatcher() {
 	defer e.Close()
 	// Resume what an earlier orchestrator left unfinished before serving
 	// reports, so none is dropped as belonging to an unknown execution.
-	ids, _ := log.Executions(ctx, true)
+	ids, _ := log.Executions(ctx, eventlog.ExecutionsQuery{Unfinished: true})
 	for _, id := range ids {
 		_ = e.Resume(ctx, id)
 	}

@@ -31,7 +31,7 @@ const SchemaParam = "eventlog_schema"
 //
 // The caller closes the returned log.
 func Open(ctx context.Context, rawURL string) (eventlog.Log, error) {
-	return open(ctx, rawURL, false)
+	return open(ctx, rawURL, false, false)
 }
 
 // OpenExisting is Open for a log that must be there already (a resume, a
@@ -39,10 +39,19 @@ func Open(ctx context.Context, rawURL string) (eventlog.Log, error) {
 // log's tables, is an error wrapping eventlog.ErrNoLog rather than a new,
 // empty log. A memory: log is always new.
 func OpenExisting(ctx context.Context, rawURL string) (eventlog.Log, error) {
-	return open(ctx, rawURL, true)
+	return open(ctx, rawURL, true, false)
 }
 
-func open(ctx context.Context, rawURL string, mustExist bool) (eventlog.Log, error) {
+// OpenReadOnly is OpenExisting for a reader that must not write (a
+// status, an events listing): a sqlite log is opened with
+// sqlite.Config.ReadOnly, so it opens on a full disk or a read-only file
+// system, and its Append fails. A postgres log is opened as by
+// OpenExisting.
+func OpenReadOnly(ctx context.Context, rawURL string) (eventlog.Log, error) {
+	return open(ctx, rawURL, true, true)
+}
+
+func open(ctx context.Context, rawURL string, mustExist, readOnly bool) (eventlog.Log, error) {
 	scheme, rest, ok := strings.Cut(rawURL, ":")
 	if !ok {
 		return nil, fmt.Errorf("%w: %q has no scheme", ErrUnsupportedURL, redact(rawURL))
@@ -60,7 +69,7 @@ func open(ctx context.Context, rawURL string, mustExist bool) (eventlog.Log, err
 				return nil, fmt.Errorf("%w: %s: %w", eventlog.ErrNoLog, path, err)
 			}
 		}
-		return sqlite.Open(ctx, path, sqlite.Config{})
+		return sqlite.Open(ctx, path, sqlite.Config{ReadOnly: readOnly})
 	case "postgres", "postgresql":
 		u, err := url.Parse(rawURL)
 		if err != nil {

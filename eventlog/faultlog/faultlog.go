@@ -242,16 +242,16 @@ func (l *Log) Read(ctx context.Context, executionID string, afterSeq int64, limi
 }
 
 // Executions implements eventlog.Log.
-func (l *Log) Executions(ctx context.Context, unfinished bool) ([]string, error) {
+func (l *Log) Executions(ctx context.Context, q eventlog.ExecutionsQuery) ([]string, error) {
 	f := l.take(Call{Op: OpExecutions})
 	if f == nil {
-		return l.Log.Executions(ctx, unfinished)
+		return l.Log.Executions(ctx, q)
 	}
 	if err := hold(ctx, f); err != nil {
 		return nil, err
 	}
 	if f.slowOnly() {
-		return l.Log.Executions(ctx, unfinished)
+		return l.Log.Executions(ctx, q)
 	}
 	return nil, f.err(OpExecutions)
 }

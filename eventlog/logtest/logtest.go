@@ -333,7 +333,7 @@ func testBatchAtomicity(t *testing.T, l eventlog.Log) {
 	if res[0].Seq != 1 || res[1].Seq != 2 || res[1].Duplicate {
 		t.Fatalf("append after rejected batches = %+v, want seqs 1, 2", res)
 	}
-	if ids, _ := l.Executions(ctxT(t), false); !slices.Equal(ids, []string{exec}) {
+	if ids, _ := l.Executions(ctxT(t), eventlog.ExecutionsQuery{}); !slices.Equal(ids, []string{exec}) {
 		t.Fatalf("Executions = %v, want [%s]", ids, exec)
 	}
 }
@@ -580,11 +580,11 @@ func testDuplicateInDrainBatch(t *testing.T, l eventlog.Log) {
 	if r := mustAppend(t, l, issued(exec, "c1"), frame(eventlog.TypeFrameClaimed)); r[0].Seq != 1 || r[1].Seq != 2 || r[0].Duplicate || r[1].Duplicate {
 		t.Fatalf("first append = %+v, want seqs 1, 2", r)
 	}
-	all, err := l.Executions(ctxT(t), false)
+	all, err := l.Executions(ctxT(t), eventlog.ExecutionsQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	unfinished, err := l.Executions(ctxT(t), true)
+	unfinished, err := l.Executions(ctxT(t), eventlog.ExecutionsQuery{Unfinished: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -919,7 +919,7 @@ func testExecutions(t *testing.T, l eventlog.Log) {
 	cancelled := ExecutionID("x6-cancelled")
 	later := ExecutionID("x7-later")
 
-	if ids, err := l.Executions(ctxT(t), false); err != nil || len(ids) != 0 {
+	if ids, err := l.Executions(ctxT(t), eventlog.ExecutionsQuery{}); err != nil || len(ids) != 0 {
 		t.Fatalf("Executions of an empty log = %v, %v", ids, err)
 	}
 	mustAppend(t, l, ev(running, eventlog.TypeExecutionStarted))
@@ -931,19 +931,63 @@ func testExecutions(t *testing.T, l eventlog.Log) {
 	mustAppend(t, l, ev(running, eventlog.TypeStepStarted), ev(completed, eventlog.TypeExecutionCompleted),
 		ev(cancelled, eventlog.TypeExecutionCancelled), ev(later, eventlog.TypeExecutionStarted))
 
-	all, err := l.Executions(ctxT(t), false)
+	all, err := l.Executions(ctxT(t), eventlog.ExecutionsQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{running, completed, noStart, failed, cancelling, cancelled, later}; !slices.Equal(all, want) {
 		t.Errorf("Executions(false) = %v, want %v", all, want)
 	}
-	open, err := l.Executions(ctxT(t), true)
+	open, err := l.Executions(ctxT(t), eventlog.ExecutionsQuery{Unfinished: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{running, cancelling, later}; !slices.Equal(open, want) {
 		t.Errorf("Executions(true) = %v, want %v", open, want)
+	}
+
+	// Pages: a listing read Limit ids at a time, each page continuing
+	// after the last id of the one before, is the whole listing, in
+	// either order; an After the log does not hold lists none.
+	for _, q := range []eventlog.ExecutionsQuery{{}, {Unfinished: true}, {NewestFirst: true}, {Unfinished: true, NewestFirst: true}} {
+		whole := open
+		if !q.Unfinished {
+			whole = all
+		}
+		if q.NewestFirst {
+			whole = slices.Clone(whole)
+			slices.Reverse(whole)
+		}
+		for _, limit := range []int{1, 2, 3, len(whole), len(whole) + 1} {
+			q := q
+			q.Limit = limit
+			var got []string
+			for range len(whole) + 2 {
+				page, err := l.Executions(ctxT(t), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page) > limit {
+					t.Fatalf("Executions(%+v) = %d ids, more than the limit", q, len(page))
+				}
+				got = append(got, page...)
+				if len(page) < limit {
+					break
+				}
+				q.After = page[len(page)-1]
+			}
+			if !slices.Equal(got, whole) {
+				t.Errorf("Executions(%+v) in pages = %v, want %v", q, got, whole)
+			}
+		}
+	}
+	if ids, err := l.Executions(ctxT(t), eventlog.ExecutionsQuery{After: ExecutionID("no-such")}); err != nil || len(ids) != 0 {
+		t.Errorf("Executions after an unknown id = %v, %v: want none", ids, err)
+	}
+	// After a finished execution, an unfinished listing goes on from
+	// where that execution stands.
+	if ids, err := l.Executions(ctxT(t), eventlog.ExecutionsQuery{Unfinished: true, After: completed}); err != nil || !slices.Equal(ids, []string{cancelling, later}) {
+		t.Errorf("Executions(unfinished, after %s) = %v, %v: want [%s %s]", completed, ids, err, cancelling, later)
 	}
 }
 
@@ -978,7 +1022,7 @@ func testClose(t *testing.T, l eventlog.Log) {
 	if err := l.Wait(ctx, exec, 0); !errors.Is(err, eventlog.ErrClosed) {
 		t.Errorf("Wait after Close = %v, want ErrClosed", err)
 	}
-	if _, err := l.Executions(ctx, false); !errors.Is(err, eventlog.ErrClosed) {
+	if _, err := l.Executions(ctx, eventlog.ExecutionsQuery{}); !errors.Is(err, eventlog.ErrClosed) {
 		t.Errorf("Executions after Close = %v, want ErrClosed", err)
 	}
 	if err := l.Close(); err != nil {

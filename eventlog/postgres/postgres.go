@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -554,26 +555,82 @@ func (l *Log) listenConn(ctx context.Context) (listened bool, err error) {
 	}
 }
 
+// executionsPage is how many ids one statement of Executions fetches at
+// most: like Read, a listing of a log of any size comes in pages, each
+// bounded by Config.OperationTimeout.
+var executionsPage = 5000
+
 // Executions implements eventlog.Log.
-func (l *Log) Executions(ctx context.Context, unfinished bool) ([]string, error) {
+func (l *Log) Executions(ctx context.Context, q eventlog.ExecutionsQuery) ([]string, error) {
 	if l.state.Closed() {
 		return nil, eventlog.ErrClosed
 	}
-	q := l.sql.executions
-	if unfinished {
-		q = l.sql.unfinished
+	// The listing's position is a first_id: ids are appended in that
+	// order and a first_id never changes, so a page continues exactly
+	// where the last one ended, whatever is appended meanwhile.
+	var from int64
+	if q.NewestFirst {
+		from = math.MaxInt64
 	}
+	if q.After != "" {
+		var first *int64
+		bctx, cancel := l.bound(ctx)
+		err := l.pool.QueryRow(bctx, l.sql.firstID, q.After).Scan(&first)
+		cancel()
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && first == nil) {
+			return nil, nil // an execution this log does not hold
+		}
+		if err != nil {
+			return nil, l.opErr(ctx, "executions", err)
+		}
+		from = *first
+	}
+	query := l.sql.executions[b2i(q.Unfinished)][b2i(q.NewestFirst)]
+	var ids []string
+	for {
+		n := executionsPage
+		if q.Limit > 0 {
+			n = min(n, q.Limit-len(ids))
+		}
+		before := len(ids)
+		var err error
+		if ids, from, err = l.executionsPage(ctx, ids, query, from, n); err != nil {
+			return nil, err
+		}
+		if len(ids)-before < n || len(ids) == q.Limit {
+			return ids, nil
+		}
+	}
+}
+
+// executionsPage appends to ids at most limit ids after first_id from,
+// in one bounded statement, and returns the first_id of the last.
+func (l *Log) executionsPage(ctx context.Context, ids []string, query string, from int64, limit int) ([]string, int64, error) {
 	bctx, cancel := l.bound(ctx)
 	defer cancel()
-	rows, err := l.pool.Query(bctx, q)
+	rows, err := l.pool.Query(bctx, query, from, int64(limit))
 	if err != nil {
-		return nil, l.opErr(ctx, "executions", err)
+		return nil, 0, l.opErr(ctx, "executions", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, l.opErr(ctx, "executions", err)
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id, &from); err != nil {
+			return nil, 0, l.opErr(ctx, "executions", err)
+		}
+		ids = append(ids, id)
 	}
-	return ids, nil
+	if err := rows.Err(); err != nil {
+		return nil, 0, l.opErr(ctx, "executions", err)
+	}
+	return ids, from, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Close implements eventlog.Log: it stops the listener, wakes every Wait

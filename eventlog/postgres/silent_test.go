@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +115,53 @@ func TestReadInPages(t *testing.T) {
 				t.Errorf("Read(after %d, limit %d): event %d has seq %d", c.after, c.limit, i, e.Seq)
 				break
 			}
+		}
+	}
+}
+
+// TestExecutionsInPages: a listing longer than one page (Limit 0, or a
+// Limit above the page) comes back whole and in order, in either
+// direction and for the unfinished ones alone, each page its own
+// bounded statement: a log of hundreds of thousands of executions is
+// listed without one statement outliving Config.OperationTimeout.
+func TestExecutionsInPages(t *testing.T) {
+	defer postgres.SetExecutionsPage(7)()
+	pool := testPool(t)
+	log := newLog(t, pool, randomSchema(t, pool))
+	const total = 40
+	var all, unfinished []string
+	for i := range total {
+		id := fmt.Sprintf("x%03d", i)
+		evs := []eventlog.Event{{ExecutionID: id, Type: eventlog.TypeExecutionStarted}}
+		if i%3 == 0 {
+			evs = append(evs, eventlog.Event{ExecutionID: id, Type: eventlog.TypeExecutionCompleted})
+		} else {
+			unfinished = append(unfinished, id)
+		}
+		if _, err := log.Append(t.Context(), evs); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, id)
+	}
+	reversed := func(s []string) []string { s = slices.Clone(s); slices.Reverse(s); return s }
+	for _, c := range []struct {
+		q    eventlog.ExecutionsQuery
+		want []string
+	}{
+		{eventlog.ExecutionsQuery{}, all},
+		{eventlog.ExecutionsQuery{Limit: 20}, all[:20]},
+		{eventlog.ExecutionsQuery{After: all[5], Limit: 16}, all[6:22]},
+		{eventlog.ExecutionsQuery{NewestFirst: true}, reversed(all)},
+		{eventlog.ExecutionsQuery{NewestFirst: true, After: all[30]}, reversed(all[:30])},
+		{eventlog.ExecutionsQuery{Unfinished: true}, unfinished},
+		{eventlog.ExecutionsQuery{Unfinished: true, NewestFirst: true, Limit: 15}, reversed(unfinished)[:15]},
+	} {
+		got, err := log.Executions(t.Context(), c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("Executions(%+v) = %v, want %v", c.q, got, c.want)
 		}
 	}
 }

@@ -4,8 +4,11 @@ import "fmt"
 
 // statements holds the SQL of a Log, qualified with its schema.
 type statements struct {
-	lock, append, appendPlain, notify, read, lastSeq, executions, unfinished string
-	saveSnapshot, loadSnapshot                                               string
+	lock, append, appendPlain, notify, read, lastSeq string
+	// executions[unfinished][newestFirst] reads a page of Executions
+	// after a first_id; firstID finds the first_id of an After.
+	executions                          [2][2]string
+	firstID, saveSnapshot, loadSnapshot string
 }
 
 func newStatements(schema string) statements {
@@ -147,8 +150,21 @@ func newStatements(schema string) statements {
 
 		lastSeq: f(`SELECT last_seq FROM %[1]s.executions WHERE execution_id = $1`),
 
-		executions: f(`SELECT execution_id FROM %[1]s.executions WHERE first_id IS NOT NULL ORDER BY first_id`),
-		unfinished: f(`SELECT execution_id FROM %[1]s.executions WHERE started AND terminal IS NULL ORDER BY first_id`),
+		// Each an index range scan: executions_first_id, and the partial
+		// executions_unfinished, whose predicate the unfinished ones repeat.
+		executions: [2][2]string{
+			{
+				f(`SELECT execution_id, first_id FROM %[1]s.executions WHERE first_id > $1 ORDER BY first_id LIMIT $2`),
+				f(`SELECT execution_id, first_id FROM %[1]s.executions WHERE first_id < $1 ORDER BY first_id DESC LIMIT $2`),
+			},
+			{
+				f(`SELECT execution_id, first_id FROM %[1]s.executions WHERE started AND terminal IS NULL AND first_id > $1
+					ORDER BY first_id LIMIT $2`),
+				f(`SELECT execution_id, first_id FROM %[1]s.executions WHERE started AND terminal IS NULL AND first_id < $1
+					ORDER BY first_id DESC LIMIT $2`),
+			},
+		},
+		firstID: f(`SELECT first_id FROM %[1]s.executions WHERE execution_id = $1`),
 
 		// saveSnapshot replaces a snapshot only with a further one.
 		saveSnapshot: f(`INSERT INTO %[1]s.snapshots AS s (execution_id, format, seq, data) VALUES ($1, $2, $3, $4)

@@ -9,28 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/logtest"
 	"github.com/cursorflow/cursorflow/eventlog/sqlite"
-)
 
-// smallDisk mounts a tmpfs of size bytes and returns its directory; it
-// skips the test when it cannot (not root, no mount).
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("filling a disk needs a small tmpfs, which needs root: skipped")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("mount a %s tmpfs: %v: %s", size, err, out)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
+	"github.com/cursorflow/cursorflow/internal/testenv"
+)
 
 // TestAppendOnAFullDiskNamesTheFile: an append to a log whose disk is
 // full fails with an error that names the log's file and the cause, so
@@ -38,7 +24,7 @@ func smallDisk(t *testing.T, size string) string {
 // and the engine's and the CLI's messages carry only this error); once
 // space is freed the same Log appends again, and the file is intact.
 func TestAppendOnAFullDiskNamesTheFile(t *testing.T) {
-	dir := smallDisk(t, "1m")
+	dir := testenv.SmallDisk(t, "1m")
 	ctx := t.Context()
 	path := filepath.Join(dir, "events.db")
 	l := open(t, path, sqlite.Config{})
@@ -100,7 +86,7 @@ func TestAppendOnAFullDiskNamesTheFile(t *testing.T) {
 // wrong) fails to open with an error naming the file: SQLite's own
 // "unable to open database file" does not say which.
 func TestOpenOnAReadOnlyFileSystemNamesTheFile(t *testing.T) {
-	dir := smallDisk(t, "1m")
+	dir := testenv.SmallDisk(t, "1m")
 	path := filepath.Join(dir, "events.db")
 	l, err := sqlite.Open(t.Context(), path, sqlite.Config{})
 	if err != nil {
@@ -127,7 +113,7 @@ func TestOpenOnAReadOnlyFileSystemNamesTheFile(t *testing.T) {
 // an error naming the file and the likely cause, where SQLite says only
 // "disk I/O error (4874)".
 func TestOpenOnAFullDiskSaysSo(t *testing.T) {
-	dir := smallDisk(t, "1m")
+	dir := testenv.SmallDisk(t, "1m")
 	path := filepath.Join(dir, "events.db")
 	l, err := sqlite.Open(t.Context(), path, sqlite.Config{})
 	if err != nil {
@@ -136,16 +122,7 @@ func TestOpenOnAFullDiskSaysSo(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Create(filepath.Join(dir, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for chunk := make([]byte, 4<<10); ; {
-		if _, err := f.Write(chunk); err != nil {
-			break
-		}
-	}
-	_ = f.Close()
+	testenv.FillDisk(t, filepath.Join(dir, "filler"))
 	l, err = sqlite.Open(t.Context(), path, sqlite.Config{})
 	if err == nil {
 		_ = l.Close()
@@ -153,5 +130,124 @@ func TestOpenOnAFullDiskSaysSo(t *testing.T) {
 	}
 	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "disk full") {
 		t.Fatalf("Open on a full disk: %q: want the log's path %s and the cause", msg, path)
+	}
+}
+
+// readOnlyFixture writes a log of one finished and one running execution
+// at path and closes it, as a run that ended (or was interrupted) leaves
+// it: no process holds it open, and its -wal and -shm files are gone.
+func readOnlyFixture(t *testing.T, path string) (done, running string) {
+	t.Helper()
+	l, err := sqlite.Open(t.Context(), path, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, running = logtest.ExecutionID("done"), logtest.ExecutionID("running")
+	if _, err := l.Append(t.Context(), []eventlog.Event{
+		{ExecutionID: done, Type: eventlog.TypeExecutionStarted},
+		{ExecutionID: done, Type: eventlog.TypeExecutionCompleted},
+		{ExecutionID: running, Type: eventlog.TypeExecutionStarted},
+		{ExecutionID: running, Type: eventlog.TypeCommandIssued, CommandID: "c1"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return done, running
+}
+
+// checkReadOnly reads the fixture's log through l and checks that it
+// refuses writes.
+func checkReadOnly(t *testing.T, l *sqlite.Log, done, running string) {
+	t.Helper()
+	evs, err := l.Read(t.Context(), running, 0, 0)
+	if err != nil || len(evs) != 2 || evs[1].CommandID != "c1" {
+		t.Fatalf("Read = %+v, %v: want the running execution's 2 events", evs, err)
+	}
+	if ids, err := l.Executions(t.Context(), eventlog.ExecutionsQuery{Unfinished: true}); err != nil || len(ids) != 1 || ids[0] != running {
+		t.Fatalf("Executions(unfinished) = %v, %v: want [%s]", ids, err, running)
+	}
+	if evs, err := l.Read(t.Context(), done, 0, 0); err != nil || len(evs) != 2 {
+		t.Fatalf("Read(%s) = %+v, %v", done, evs, err)
+	}
+	_, err = l.Append(t.Context(), []eventlog.Event{{ExecutionID: running, Type: eventlog.TypeCommandIssued, CommandID: "c2"}})
+	if !errors.Is(err, sqlite.ErrReadOnly) {
+		t.Fatalf("Append to a read-only log: %v, want ErrReadOnly", err)
+	}
+	if _, err := l.SaveSnapshot(t.Context(), eventlog.Snapshot{ExecutionID: running, Format: "f", Seq: 1, Data: []byte("x")}); !errors.Is(err, sqlite.ErrReadOnly) {
+		t.Fatalf("SaveSnapshot to a read-only log: %v, want ErrReadOnly", err)
+	}
+}
+
+// TestReadOnlyOpenOnAFullDisk: a log no process holds open, on a disk
+// that filled meanwhile, opens read-only (what status and events use)
+// and reads: opening it for writing fails there (SQLite must create and
+// size its -shm file), which kept a user from even looking at the
+// execution that filled the disk.
+func TestReadOnlyOpenOnAFullDisk(t *testing.T) {
+	dir := testenv.SmallDisk(t, "1m")
+	path := filepath.Join(dir, "events.db")
+	done, running := readOnlyFixture(t, path)
+	testenv.FillDisk(t, filepath.Join(dir, "filler"))
+	l, err := sqlite.Open(t.Context(), path, sqlite.Config{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only Open on a full disk: %v", err)
+	}
+	defer l.Close()
+	checkReadOnly(t, l, done, running)
+}
+
+// TestReadOnlyOpenOnAReadOnlyFileSystem: the same on a file system that
+// went read-only, where SQLite cannot even create the -shm file.
+func TestReadOnlyOpenOnAReadOnlyFileSystem(t *testing.T) {
+	dir := testenv.SmallDisk(t, "1m")
+	path := filepath.Join(dir, "events.db")
+	done, running := readOnlyFixture(t, path)
+	if out, err := exec.Command("mount", "-o", "remount,ro", dir).CombinedOutput(); err != nil {
+		t.Skipf("remount read-only: %v: %s", err, out)
+	}
+	l, err := sqlite.Open(t.Context(), path, sqlite.Config{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only Open on a read-only file system: %v", err)
+	}
+	defer l.Close()
+	checkReadOnly(t, l, done, running)
+}
+
+// TestReadOnlyOpenOfACrashedLogOnAFullDiskSaysSo: a log whose writer
+// died with commits still in its WAL cannot be read without the -shm
+// file a full disk has no room for (reading the main file alone would
+// miss those commits): the read-only open fails, naming the file and the
+// likely cause.
+func TestReadOnlyOpenOfACrashedLogOnAFullDiskSaysSo(t *testing.T) {
+	dir := testenv.SmallDisk(t, "1m")
+	live := filepath.Join(t.TempDir(), "events.db")
+	l := open(t, live, sqlite.Config{})
+	if _, err := l.Append(t.Context(), []eventlog.Event{{ExecutionID: logtest.ExecutionID("crashed"), Type: eventlog.TypeExecutionStarted}}); err != nil {
+		t.Fatal(err)
+	}
+	// What a crash leaves: the file and its WAL, the last commits in it.
+	path := filepath.Join(dir, "events.db")
+	for _, suffix := range []string{"", "-wal"} {
+		b, err := os.ReadFile(live + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) == 0 && suffix == "-wal" {
+			t.Fatal("the live log's WAL is empty")
+		}
+		if err := os.WriteFile(path+suffix, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.FillDisk(t, filepath.Join(dir, "filler"))
+	r, err := sqlite.Open(t.Context(), path, sqlite.Config{ReadOnly: true})
+	if err == nil {
+		_ = r.Close()
+		t.Skip("SQLite opened the crashed log on a full disk: nothing to explain")
+	}
+	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "disk full") {
+		t.Fatalf("read-only Open of a crashed log on a full disk: %q: want the log's path %s and the cause", msg, path)
 	}
 }

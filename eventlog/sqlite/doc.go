@@ -28,6 +28,12 @@
 // their writers take turns through SQLite's file lock, waiting up to
 // Config.BusyTimeout.
 //
+// A reader that must not write (cursorflow status and events) opens the
+// file with Config.ReadOnly: no migration, no WAL recovery or checkpoint,
+// so it opens on a full disk or a read-only file system too, reading the
+// main file alone (SQLite's immutable mode) when the -shm file the WAL
+// needs cannot be made and the WAL holds nothing.
+//
 // # Wait
 //
 // An append through a Log wakes that Log's waiters at once. Appends made

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -19,6 +20,9 @@ func (l *Log) SaveSnapshot(ctx context.Context, snap eventlog.Snapshot) (saved b
 	}
 	if err := eventlog.ValidateSnapshot(snap); err != nil {
 		return false, err
+	}
+	if l.readOnly {
+		return false, fmt.Errorf("%s: save snapshot: %w", l.path, ErrReadOnly)
 	}
 	select {
 	case l.slot <- struct{}{}:

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -50,7 +52,24 @@ type Config struct {
 	// appends since the last checkpoint. The value is case-insensitive;
 	// any other is refused by Open.
 	Synchronous string
+	// ReadOnly opens an existing log for reading only, as a reader that
+	// must not write (cursorflow status and events) wants: Open neither
+	// migrates the schema nor recovers or checkpoints the WAL, so it
+	// works on a full disk or a read-only file system, where opening for
+	// writing fails. Append and SaveSnapshot then return an error
+	// wrapping ErrReadOnly; Synchronous is ignored. A log no process
+	// holds open whose -shm file cannot be created or sized is read in
+	// SQLite's immutable mode when its WAL is empty (every commit is in
+	// the main file then); such a Log reads the file as it was when
+	// opened, and sees no later append (a resume once space is freed).
+	// Otherwise Open fails with an error naming the file. Defaults to
+	// false.
+	ReadOnly bool
 }
+
+// ErrReadOnly is wrapped by the error of a write (Append, SaveSnapshot)
+// to a Log opened with Config.ReadOnly.
+var ErrReadOnly = errors.New("sqlite eventlog: log opened read-only")
 
 // The values of Config.Synchronous.
 const (
@@ -86,10 +105,12 @@ func (c Config) withDefaults() (Config, error) {
 // concurrent use; several Log values (in one or many processes) may share
 // a file.
 type Log struct {
-	cfg     Config
-	path    string  // the file, named in append errors
-	writeDB *sql.DB // one connection: appends are serialized in-process
-	readDB  *sql.DB
+	cfg  Config
+	path string // the file, named in append errors
+	// readOnly: opened with Config.ReadOnly; writeDB is nil.
+	readOnly bool
+	writeDB  *sql.DB // one connection: appends are serialized in-process
+	readDB   *sql.DB
 
 	// slot is the single writer slot; whoever holds it owns w.
 	slot chan struct{}
@@ -125,6 +146,9 @@ func Open(ctx context.Context, path string, cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("sqlite eventlog: invalid path %q: want a plain file path", path)
 	}
 	busy := fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds())
+	if cfg.ReadOnly {
+		return openReadOnly(ctx, path, cfg, busy)
+	}
 	writeDSN := path + "?" + url.Values{"_pragma": {busy, "journal_mode(WAL)", "synchronous(" + cfg.Synchronous + ")"}}.Encode()
 	readDSN := path + "?" + url.Values{"_pragma": {busy, "query_only(1)"}}.Encode()
 
@@ -154,6 +178,76 @@ func Open(ctx context.Context, path string, cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("sqlite eventlog: open %s: %w", path, err)
 	}
 	return l, nil
+}
+
+// openReadOnly opens the log at path for reading only (Config.ReadOnly).
+//
+// mode=ro never writes the database, but SQLite still needs the WAL's
+// shared-memory (-shm) file to read a WAL database, and creates it when
+// no process holds the log open: on a full disk sizing it fails
+// (SQLITE_IOERR_SHMSIZE), on a read-only file system creating it does.
+// When that fails and the WAL is empty or gone, which it is once the
+// last process closed the log cleanly, every commit is in the main file:
+// the log is then read with immutable=1, which needs no -shm, no -wal and
+// no lock. A WAL with commits in it (a writer that crashed, or one still
+// running without its -shm) cannot be read that way, and Open says so.
+func openReadOnly(ctx context.Context, path string, cfg Config, busy string) (*Log, error) {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w: %w", eventlog.ErrNoLog, err)
+		}
+		return nil, fmt.Errorf("sqlite eventlog: open %s read-only: %w", path, err)
+	}
+	l := &Log{cfg: cfg, path: path, readOnly: true, slot: make(chan struct{}, 1)}
+	uri := "file:" + (&url.URL{Path: path}).EscapedPath() + "?"
+	params := url.Values{"mode": {"ro"}, "_pragma": {busy, "query_only(1)"}}
+	db, err := l.openReader(ctx, uri+params.Encode())
+	if err != nil && walEmpty(path) {
+		params.Set("immutable", "1")
+		db, err = l.openReader(ctx, uri+params.Encode())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite eventlog: open %s read-only: %w%s", path, err, l.shmHint(err))
+	}
+	l.readDB = db
+	return l, nil
+}
+
+// openReader opens dsn and checks that it holds a log of this build's
+// schema, which a reader cannot migrate.
+func (l *Log) openReader(ctx context.Context, dsn string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(l.cfg.ReadConns)
+	db.SetMaxIdleConns(l.cfg.ReadConns)
+	ms, err := sqllog.LoadMigrations(migrationFiles, "migrations")
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	var version sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT max(version) FROM schema_version`).Scan(&version); err != nil {
+		_ = db.Close()
+		if strings.Contains(err.Error(), "no such table") {
+			return nil, fmt.Errorf("%w: no event log in this file: %w", eventlog.ErrNoLog, err)
+		}
+		return nil, err
+	}
+	if want := ms[len(ms)-1].Version; version.Int64 < int64(want) {
+		_ = db.Close()
+		return nil, fmt.Errorf("the log's schema is at version %d and this build reads version %d: "+
+			"open it once for writing (run or resume) to migrate it", version.Int64, want)
+	}
+	return db, nil
+}
+
+// walEmpty reports whether the log at path has no WAL content: no -wal
+// file, or an empty one.
+func walEmpty(path string) bool {
+	fi, err := os.Stat(path + "-wal")
+	return errors.Is(err, fs.ErrNotExist) || (err == nil && fi.Size() == 0)
 }
 
 // connect takes the write connection, optionally migrates, and prepares
@@ -253,6 +347,9 @@ type execState struct {
 func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
 	if results, stop, err := l.state.CheckAppend(ctx, events); stop {
 		return results, err
+	}
+	if l.readOnly {
+		return nil, fmt.Errorf("%s: append: %w", l.path, ErrReadOnly)
 	}
 	select {
 	case l.slot <- struct{}{}:
@@ -464,16 +561,32 @@ func (l *Log) Wait(ctx context.Context, executionID string, afterSeq int64) erro
 	return l.state.Wait(ctx, executionID, afterSeq, l.cfg.PollInterval, l.lastSeq)
 }
 
-// Executions implements eventlog.Log.
-func (l *Log) Executions(ctx context.Context, unfinished bool) ([]string, error) {
+// Executions implements eventlog.Log, in one statement: an index range
+// scan of executions_first_id from the page's position, which no
+// per-statement bound cuts short.
+func (l *Log) Executions(ctx context.Context, q eventlog.ExecutionsQuery) ([]string, error) {
 	if l.state.Closed() {
 		return nil, eventlog.ErrClosed
 	}
-	q := `SELECT execution_id FROM executions ORDER BY first_id`
-	if unfinished {
-		q = `SELECT execution_id FROM executions WHERE started AND terminal IS NULL ORDER BY first_id`
+	where, order, cmp := "true", "", ">"
+	if q.Unfinished {
+		where = "started AND terminal IS NULL"
 	}
-	rows, err := l.readDB.QueryContext(ctx, q)
+	if q.NewestFirst {
+		order, cmp = " DESC", "<"
+	}
+	var args []any
+	if q.After != "" {
+		// NULL for an id the log does not hold: then no row compares.
+		where += " AND first_id " + cmp + " (SELECT first_id FROM executions WHERE execution_id = ?)"
+		args = append(args, q.After)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := l.readDB.QueryContext(ctx, "SELECT execution_id FROM executions WHERE "+where+
+		" ORDER BY first_id"+order+" LIMIT ?", append(args, limit)...)
 	if err != nil {
 		return nil, l.readErr(ctx, "executions", err)
 	}
@@ -507,7 +620,9 @@ func (l *Log) Close() error {
 		if l.readDB != nil {
 			errs = append(errs, l.readDB.Close())
 		}
-		errs = append(errs, l.writeDB.Close())
+		if l.writeDB != nil {
+			errs = append(errs, l.writeDB.Close())
+		}
 		if err := errors.Join(errs...); err != nil {
 			l.closeErr = fmt.Errorf("sqlite eventlog: close: %w", err)
 		}

@@ -8,11 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
 // TestResumeOnAFullDiskWaitsForSpace: the default event log's disk is
@@ -126,19 +127,9 @@ func TestResumeInterruptedOnAFullDiskExitsInterrupted(t *testing.T) {
 // file filling the disk and the log's path.
 func interruptedRunOnAFullDisk(t *testing.T) (bin string, env []string, id, side, filler, logPath string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("filling a disk needs a small tmpfs, which needs root: skipped")
-	}
+	state := testenv.SmallDisk(t, "1m")
 	bin = cliBinary(t)
 	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	if err := os.Mkdir(state, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", state).CombinedOutput(); err != nil {
-		t.Skipf("mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(state, syscall.MNT_DETACH) })
 
 	side = filepath.Join(dir, "side.txt")
 	pb := filepath.Join(dir, "flow.yaml")
@@ -169,20 +160,9 @@ workflow:
 	// Another file takes what is left of the disk but the 32 KiB SQLite
 	// needs to open the log (its -shm file): the appends find it full.
 	filler = filepath.Join(state, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
+	if err := os.Truncate(filler, testenv.FillDisk(t, filler)-32<<10); err != nil {
 		t.Fatal(err)
 	}
-	var size int64
-	for chunk := make([]byte, 4<<10); ; size += int64(len(chunk)) {
-		if _, err := f.Write(chunk); err != nil {
-			break
-		}
-	}
-	if err := f.Truncate(size - 32<<10); err != nil {
-		t.Fatal(err)
-	}
-	_ = f.Close()
 
 	return bin, env, id, side, filler, filepath.Join(state, "cursorflow", "events.db")
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
 )
 
 // TestInterruptedRemoteFollowEndsQuietly: `events --follow --server` is
@@ -30,7 +31,7 @@ func TestInterruptedRemoteFollowEndsQuietly(t *testing.T) {
 	var id string
 	deadline := time.Now().Add(10 * time.Second)
 	for id == "" {
-		ids, _ := r.Log.Executions(context.Background(), true)
+		ids, _ := r.Log.Executions(context.Background(), eventlog.ExecutionsQuery{Unfinished: true})
 		for _, x := range ids {
 			if s, err := engine.Inspect(context.Background(), r.Log, x); err == nil && len(s.InFlight) > 0 {
 				id = x

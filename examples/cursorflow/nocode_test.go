@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/sqlite"
 )
 
@@ -39,7 +40,7 @@ workflow:
 		t.Fatal(err)
 	}
 	defer log.Close()
-	ids, err := log.Executions(ctx, false)
+	ids, err := log.Executions(ctx, eventlog.ExecutionsQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/cursorflow/cursorflow/engine"
+
+	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
 func TestProgressRender(t *testing.T) {
@@ -226,7 +228,7 @@ func TestRunRemoteShowsProgress(t *testing.T) {
 	r := startRemote(t)
 	file := writeFile(t, "gated.yaml", gatedRemotePlaybook)
 	var stdout bytes.Buffer
-	stderr := &syncBuffer{}
+	stderr := &testenv.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- dispatch([]string{"run", file, "--server", r.URL(), "--token", remoteToken, "--progress", "always"}, &stdout, stderr)
@@ -252,22 +254,4 @@ func TestRunRemoteShowsProgress(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "--progress") {
 		t.Errorf("bad --progress: exit %d, %q", code, errOut)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

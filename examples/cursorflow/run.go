@@ -526,7 +526,7 @@ const childGrace = 10 * time.Second
 // they would stay running in the log, and a resume of one would carry out
 // work for a parent that has ended.
 func settleChildren(ctx context.Context, e *engine.Engine, log eventlog.Log, id string, stderr io.Writer) {
-	unfinished, err := log.Executions(ctx, true)
+	unfinished, err := log.Executions(ctx, eventlog.ExecutionsQuery{Unfinished: true})
 	if err != nil {
 		return
 	}

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -333,7 +334,14 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	started := time.Now()
 	var out api.Started
-	err = c.call(ctx, http.MethodPost, "/v1/executions", api.StartRequest{Source: string(src), File: file, Workload: workload}, &out)
+	// The server refuses a file name longer than api.MaxPlaybookFile: a
+	// path that deep is named by its base name, which says as much in
+	// the server's file:line:col messages.
+	sent := file
+	if len(sent) > api.MaxPlaybookFile {
+		sent = filepath.Base(sent)
+	}
+	err = c.call(ctx, http.MethodPost, "/v1/executions", api.StartRequest{Source: string(src), File: sent, Workload: workload}, &out)
 	if err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) && len(ae.body.Problems) > 0 {

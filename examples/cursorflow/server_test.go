@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/engine/api"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/internal/apitest"
 )
@@ -205,7 +208,7 @@ func TestRemoteStatusEventsCancel(t *testing.T) {
 	var gid string
 	deadline := time.Now().Add(10 * time.Second)
 	for gid == "" {
-		ids, _ := r.Log.Executions(context.Background(), true)
+		ids, _ := r.Log.Executions(context.Background(), eventlog.ExecutionsQuery{Unfinished: true})
 		for _, x := range ids {
 			if s, err := engine.Inspect(context.Background(), r.Log, x); err == nil && len(s.InFlight) > 0 {
 				gid = x
@@ -267,4 +270,34 @@ func TestRemoteUsage(t *testing.T) {
 			t.Errorf("exit %d %q", code, errOut)
 		}
 	})
+}
+
+// TestRemoteRunFromADeepPath: a playbook whose path is longer than the
+// server takes as a file name (api.MaxPlaybookFile) still runs on the
+// server, named by its base name in the server's messages.
+func TestRemoteRunFromADeepPath(t *testing.T) {
+	t.Parallel()
+	r := startRemote(t)
+	dir := t.TempDir()
+	for len(dir) <= api.MaxPlaybookFile {
+		dir = filepath.Join(dir, strings.Repeat("d", 200))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "remote.yaml")
+	if err := os.WriteFile(file, []byte(remotePlaybook), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := cli("run", file, "--server", r.URL(), "--token", remoteToken); code != exitOK {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(invalidPlaybook), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := cli("run", bad, "--server", r.URL(), "--token", remoteToken)
+	if code != exitUsage || !strings.Contains(errOut, "bad.yaml:5:5: step start: tool is required") {
+		t.Fatalf("invalid playbook: exit %d, stderr %q", code, errOut)
+	}
 }

@@ -45,15 +45,19 @@ func cmdStatusLocal(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	ctx := context.Background()
-	log, err := openExistingLog(ctx, *logURL, stderr)
+	log, err := openReadLog(ctx, *logURL, stderr)
 	if err != nil {
 		return exitInvalid
 	}
 	defer log.Close()
 	// The projection continues from the execution's latest snapshot in the
-	// log (saved by earlier readers), so a long history is not folded
-	// again on every call.
-	proj, err := engine.NewProjection(engine.ProjectionConfig{Log: log})
+	// log (saved by the run's projection), so a long history is not folded
+	// again on every call. It saves none: status only reads the log.
+	plog := log
+	if snaps, ok := log.(eventlog.Snapshots); ok {
+		plog = loadOnly{Log: log, snaps: snaps}
+	}
+	proj, err := engine.NewProjection(engine.ProjectionConfig{Log: plog})
 	if err != nil {
 		fmt.Fprintf(stderr, "cursorflow: %v\n", err)
 		return exitInvalid
@@ -92,7 +96,7 @@ func cmdEventsLocal(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	log, err := openExistingLog(ctx, *logURL, stderr)
+	log, err := openReadLog(ctx, *logURL, stderr)
 	if err != nil {
 		return exitInvalid
 	}
@@ -193,16 +197,46 @@ const (
 // eventsPage is how many events one read of a local log returns.
 const eventsPage = 1000
 
-// openExistingLog opens the log a reader (status, events, resume) names,
-// which must be there already: a mistyped path or database is said, not
-// created. It prints what went wrong.
+// openReadLog opens the log a reader (status, events) names, which must
+// be there already, for reading only: a reader has nothing to write, and
+// a log that cannot be written to (a full disk, a file system gone
+// read-only) is when a user most wants to look at it. It prints what
+// went wrong.
+func openReadLog(ctx context.Context, logURL string, stderr io.Writer) (eventlog.Log, error) {
+	log, err := eventlogurl.OpenReadOnly(ctx, logURL)
+	sayOpenFailed(logURL, err, stderr)
+	return log, err
+}
+
+// openExistingLog opens the log a resume names, which must be there
+// already: a mistyped path or database is said, not created. It prints
+// what went wrong.
 func openExistingLog(ctx context.Context, logURL string, stderr io.Writer) (eventlog.Log, error) {
 	log, err := eventlogurl.OpenExisting(ctx, logURL)
+	sayOpenFailed(logURL, err, stderr)
+	return log, err
+}
+
+// sayOpenFailed prints err, the failure to open the log at logURL, if any.
+func sayOpenFailed(logURL string, err error, stderr io.Writer) {
 	switch {
 	case errors.Is(err, eventlog.ErrNoLog):
 		fmt.Fprintf(stderr, "cursorflow: no event log at %s (check --eventlog)\n", eventlogurl.Redact(logURL))
 	case err != nil:
 		fmt.Fprintf(stderr, "cursorflow: event log: %v\n", err)
 	}
-	return log, err
 }
+
+// loadOnly is a log whose snapshots a projection loads but never saves.
+type loadOnly struct {
+	eventlog.Log
+	snaps eventlog.Snapshots
+}
+
+func (l loadOnly) LoadSnapshot(ctx context.Context, executionID, format string) (eventlog.Snapshot, error) {
+	return l.snaps.LoadSnapshot(ctx, executionID, format)
+}
+
+// SaveSnapshot saves nothing; (false, nil) tells the projection not to
+// try again at this seq.
+func (loadOnly) SaveSnapshot(context.Context, eventlog.Snapshot) (bool, error) { return false, nil }

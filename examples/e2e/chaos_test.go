@@ -257,7 +257,7 @@ func chaosInProcess(t *testing.T, tr trial, cli string) outcome {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := log.Executions(ctx, false)
+	ids, err := log.Executions(ctx, eventlog.ExecutionsQuery{})
 	_ = log.Close()
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("executions in the log: %v, %v; want one", ids, err)

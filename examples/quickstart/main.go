@@ -34,6 +34,7 @@ import (
 	"github.com/cursorflow/cursorflow/cursor"
 	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
 	eventsqlite "github.com/cursorflow/cursorflow/eventlog/sqlite"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/fn"
@@ -99,7 +100,7 @@ func quickstart(ctx context.Context, n int, dir string, progress bool, out io.Wr
 	defer log.Close()
 	// An execution an earlier run left unfinished (interrupted, killed) is
 	// resumed, not started afresh: the rows it claimed are on its record.
-	unfinished, err := log.Executions(ctx, true)
+	unfinished, err := log.Executions(ctx, eventlog.ExecutionsQuery{Unfinished: true})
 	if err != nil {
 		return err
 	}

@@ -1,44 +1,26 @@
 package liblog_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cursorflow/cursorflow/examples/internal/liblog"
+
+	"github.com/cursorflow/cursorflow/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for the libraries' goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRouted: after Install and Use, go-redis's line about a pool that
 // cannot dial and the MySQL driver's line about a connection cut
 // mid-handshake reach the slog logger, at debug level.
 func TestRouted(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	liblog.Install()
 	liblog.Use(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { liblog.Use(nil) })

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,25 +32,6 @@ func TestOptionsLog(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that the connection's callback goroutine
-// and the test may use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestCloseIsNotADisconnection closes a connection to a real NATS server
 // the way a worker or server does when it shuts down: nats.go calls the
 // disconnect handler then too, and the log said "disconnected;
@@ -59,7 +39,7 @@ func (b *syncBuffer) String() string {
 // reconnects. A connection cut by the network is still a warning.
 func TestCloseIsNotADisconnection(t *testing.T) {
 	proxy := testenv.NewProxy(t, strings.TrimPrefix(testenv.NATS(t), "nats://"))
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	o := nats.GetDefaultOptions()
 	o.Url = "nats://" + proxy.Addr()
 	o.MaxReconnect = -1
