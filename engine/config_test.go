@@ -15,9 +15,11 @@ import (
 func TestNewRefusesNegativeWorkers(t *testing.T) {
 	log := eventlog.NewMemory()
 	defer log.Close()
-	if e, err := engine.New(engine.Config{Log: log, Workers: -1}); err == nil {
-		_ = e.Close()
-		t.Fatal("New with Workers -1 succeeded")
+	if e, err := engine.New(engine.Config{Log: log, Workers: -1}); !errors.Is(err, engine.ErrConfig) {
+		if e != nil {
+			_ = e.Close()
+		}
+		t.Fatalf("New with Workers -1: %v, want ErrConfig", err)
 	}
 	e, err := engine.New(engine.Config{Log: log})
 	if err != nil {
@@ -58,5 +60,21 @@ func TestShutdownIdleWithExpiredContext(t *testing.T) {
 		if err := e.Shutdown(ctx); err != nil {
 			t.Fatalf("Shutdown of an idle engine with an expired ctx = %v, want nil", err)
 		}
+	}
+}
+
+// TestNewRefusesAMissingLog: a host that misconfigures the engine (no
+// event log: an Open whose error it dropped) can tell a refused
+// configuration from other failures with errors.Is, as it can for
+// natsjs and resultstore.
+func TestNewRefusesAMissingLog(t *testing.T) {
+	if e, err := engine.New(engine.Config{}); !errors.Is(err, engine.ErrConfig) {
+		if e != nil {
+			_ = e.Close()
+		}
+		t.Fatalf("New without a Log: %v, want ErrConfig", err)
+	}
+	if _, err := engine.NewProjection(engine.ProjectionConfig{}); !errors.Is(err, engine.ErrConfig) {
+		t.Fatalf("NewProjection without a Log: %v, want ErrConfig", err)
 	}
 }

@@ -62,7 +62,9 @@ type Config struct {
 	// implements cursor.Finisher drops what it kept in the source for the
 	// run (the consumer group or durable consumer it named), in the
 	// background; a scale-out orchestrator without the kind leaves that
-	// to the source.
+	// to the source. The engine does not close it: close it
+	// (cursor.Registry.Close, which closes the drivers' connection pools)
+	// once the engine is closed.
 	Cursors *cursor.Registry
 	// Keychain resolves credential aliases on the worker, and for the
 	// orchestrator's cursor.Finisher calls. Defaults to one that knows no
@@ -182,13 +184,24 @@ type Engine struct {
 	orchWG, workWG     sync.WaitGroup
 	closed             bool
 	mu                 sync.Mutex
+	// stopped is closed once the Close or Shutdown that closed the engine
+	// has returned; cutShutdown ends a Shutdown's context early (a Close
+	// while it runs).
+	stopped     chan struct{}
+	cutShutdown context.CancelFunc
 	// busy counts the commands the in-process workers run; started is
 	// when the engine started (both for Workers).
 	busy    atomic.Int64
 	started time.Time
 }
 
-// New creates an engine and starts its orchestrator and workers. Close
+// ErrConfig is wrapped by the error New (and NewProjection) returns for
+// a configuration it refuses; the message names the field.
+var ErrConfig = errors.New("engine: invalid configuration")
+
+// New creates an engine and starts its orchestrator and workers. A
+// Config without a Log, or with negative Workers, is refused with an
+// error wrapping ErrConfig. Close
 // stops them. The engine drives the executions it starts or resumes: the
 // unfinished executions an earlier process left in Log wait for a Resume
 // (list them with Log.Executions(ctx, eventlog.ExecutionsQuery{Unfinished:
@@ -196,12 +209,12 @@ type Engine struct {
 // when it takes the lease.
 func New(cfg Config) (*Engine, error) {
 	if cfg.Log == nil {
-		return nil, errors.New("engine: Config.Log is required")
+		return nil, fmt.Errorf("%w: Config.Log is required", ErrConfig)
 	}
 	// Without a Dispatcher, commands go to a local queue that only the
 	// in-process workers consume: with none, Wait would never return.
 	if cfg.Workers < 0 {
-		return nil, fmt.Errorf("engine: Config.Workers is %d; want 0 (the default, %d, or none with a Dispatcher) or more", cfg.Workers, DefaultWorkers)
+		return nil, fmt.Errorf("%w: Config.Workers is %d; want 0 (the default, %d, or none with a Dispatcher) or more", ErrConfig, cfg.Workers, DefaultWorkers)
 	}
 	hostTools, hostCursors := cfg.Tools != nil, cfg.Cursors != nil
 	if cfg.Tools == nil {
@@ -249,7 +262,7 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = "w-" + uuid.NewString()[:8]
 	}
-	e := &Engine{cfg: cfg, started: cfg.Clock.Now()}
+	e := &Engine{cfg: cfg, started: cfg.Clock.Now(), stopped: make(chan struct{})}
 	inProcess := cfg.Dispatcher == nil && cfg.Workers > 0
 	e.checkTools, e.checkCursors, e.inProcess = hostTools || inProcess, hostCursors || inProcess, inProcess
 	res := newResults(cfg.Results)
@@ -433,6 +446,9 @@ type StartOptions struct {
 // source is recorded in execution.started, so the log alone suffices to
 // resume the execution anywhere.
 //
+// A source that does not parse is refused with the dsl.ErrorList
+// dsl.Parse returns (reach it with errors.As), listing every problem.
+//
 // A playbook that uses a field this build does not honour (see
 // dsl.Fields), or a tool or cursor kind the engine's registries do not
 // hold, is refused before anything is recorded: the error is an
@@ -446,6 +462,12 @@ type StartOptions struct {
 // error wrapping ErrExecutionExists, and nothing is recorded. Of two
 // processes starting one id at once, the log stores one start and the
 // other Start gets ErrExecutionExists too.
+//
+// When ctx ends after the start reached the orchestrator but before it
+// was recorded, the execution may still start and run: Start then returns
+// its id with an error wrapping ctx's error (context.Canceled or
+// context.DeadlineExceeded), so that the caller can Wait for it or Cancel
+// it. On any other error the id is empty.
 func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (string, error) {
 	if e.isClosed() {
 		return "", ErrClosed
@@ -503,7 +525,13 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 	ev := eventlog.Event{ExecutionID: id, Type: eventlog.TypeExecutionStarted, Payload: started}
 	st := NewState(id)
 	st.Playbook = pb
-	if err := e.orch.send(ctx, message{kind: msgStart, ev: ev, state: st}); err != nil {
+	queued, err := e.orch.sendQueued(ctx, message{kind: msgStart, ev: ev, state: st})
+	if err != nil {
+		if queued && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// The orchestrator has the start and may record it yet:
+			// the caller needs the id to follow or cancel what runs.
+			return id, fmt.Errorf("engine: start %s: %w before the start was acknowledged; the execution may run: Wait or Cancel it by this id", id, err)
+		}
 		return "", err
 	}
 	return id, nil
@@ -655,7 +683,9 @@ func (e *Engine) awaiterEnded(ctx context.Context, st *State) (bool, error) {
 // commands in flight have reported or their leases ran out; a frame whose
 // worker vanished meanwhile gets one more attempt that only releases its
 // recorded rows. Cancel returns once the request is recorded; Wait
-// returns when the execution has ended.
+// returns when the execution has ended. An execution this engine does not
+// drive (it has ended, or another process drives it) gets an error
+// wrapping ErrUnknownExecution.
 func (e *Engine) Cancel(ctx context.Context, executionID string) error {
 	if e.isClosed() {
 		return ErrClosed
@@ -776,15 +806,16 @@ func (e *Engine) isClosed() bool {
 	return e.closed
 }
 
-// markClosed makes every later call fail with ErrClosed; it reports
-// whether this call did it.
-func (e *Engine) markClosed() bool {
+// markClosing makes every later call fail with ErrClosed; it reports
+// whether this call did it, and then keeps cut (a Shutdown's) for a Close
+// to end that Shutdown's wait.
+func (e *Engine) markClosing(cut context.CancelFunc) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
 		return false
 	}
-	e.closed = true
+	e.closed, e.cutShutdown = true, cut
 	return true
 }
 
@@ -801,13 +832,27 @@ func (e *Engine) markClosed() bool {
 // returns, waiting up to 5s more for the log. Last, it waits, until ctx
 // ends, for the clean-ups of cursor loop runs that ended
 // (cursor.Finisher).
+//
+// A Close while Shutdown runs cuts it short, as if ctx had ended (it then
+// returns context.Canceled if it cut commands short). A Shutdown after
+// Close or another Shutdown began waits until the engine has stopped, or
+// ctx ends.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	// The frames running claim no rows ahead (from before calls fail, so
 	// that a caller who sees ErrClosed knows it).
 	e.worker.Drain()
-	if !e.markClosed() {
-		return nil
+	ctx, cut := context.WithCancel(ctx)
+	defer cut()
+	if !e.markClosing(cut) {
+		// Closed, or closing: wait for that to end, as long as ctx lets.
+		select {
+		case <-e.stopped:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	defer close(e.stopped)
 	// Record what the workers report, decide nothing more.
 	_ = e.orch.send(context.Background(), message{kind: msgDrain})
 	if e.queue != nil {
@@ -883,10 +928,26 @@ func (e *Engine) awaitWorkers(finished <-chan struct{}) {
 // outcome is not recorded). It gives the clean-ups of cursor loop runs
 // that ended (cursor.Finisher) two seconds more, then cuts them short.
 // Calls made after Close fail with ErrClosed.
+//
+// Close returns once the engine has stopped, however it is called: a
+// Close while a Shutdown runs cuts the Shutdown short (its running
+// commands are cancelled) and returns when it has returned, and a Close
+// while another runs waits for it. A later Close returns nil at once.
 func (e *Engine) Close() error {
-	if !e.markClosed() {
+	if !e.markClosing(nil) {
+		// A Shutdown under way is cut short, as if its context ended;
+		// a Close under way is waited for. Either way the engine has
+		// stopped when Close returns.
+		e.mu.Lock()
+		cut := e.cutShutdown
+		e.mu.Unlock()
+		if cut != nil {
+			cut()
+		}
+		<-e.stopped
 		return nil
 	}
+	defer close(e.stopped)
 	e.stopWork()
 	e.stopOrch()
 	e.awaitWorkers(e.workersDone())

@@ -364,9 +364,12 @@ func TestLogOutageSaidOnce(t *testing.T) {
 		t.Fatalf("%d failed appends said %d times as errors, %d at debug, their end %d times; want once, %d, once",
 			failures, e, d, ok, failures-1)
 	}
-	// The report they carried is said waiting once too.
+	// The report they carried is said waiting once too. It is sent again
+	// at least once per failed append, and may be once more if it comes
+	// while the execution is being reloaded after one: every time past
+	// the first is said at debug.
 	const again = "report not recorded; sending it again"
-	if w, d := h.count["WARN "+again], h.count["DEBUG "+again]; w != 1 || d != failures-1 {
-		t.Fatalf("a report sent %d times again said so %d times at warn, %d at debug; want once, %d", failures, w, d, failures-1)
+	if w, d := h.count["WARN "+again], h.count["DEBUG "+again]; w != 1 || d < failures-1 {
+		t.Fatalf("a report sent again after %d failed appends said so %d times at warn, %d at debug; want once, then at least %d", failures, w, d, failures-1)
 	}
 }

@@ -602,36 +602,43 @@ func (o *orchestrator) command(ex *execution, ev eventlog.Event, chained bool) *
 
 // send delivers a message to the loop and waits for its reply.
 func (o *orchestrator) send(ctx context.Context, m message) error {
+	_, err := o.sendQueued(ctx, m)
+	return err
+}
+
+// sendQueued is send, and also reports whether m reached the loop: when
+// ctx ends after it did, the loop may still act on m.
+func (o *orchestrator) sendQueued(ctx context.Context, m message) (queued bool, err error) {
 	if o.stopped() {
-		return ErrClosed
+		return false, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		// Checked first, since select picks at random among ready cases:
 		// a report made on a context the engine's shutdown cancelled (a
 		// tool that returned ctx.Err()) must not be recorded, or the
 		// command a resume should re-run would be on record as failed.
-		return err
+		return false, err
 	}
 	m.reply = make(chan error, 1)
 	select {
 	case o.inbox <- m:
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-o.done:
-		return ErrClosed
+		return false, ErrClosed
 	}
 	select {
 	case err := <-m.reply:
-		return err
+		return true, err
 	case <-ctx.Done():
-		return ctx.Err()
+		return true, ctx.Err()
 	case <-o.done:
 		// The loop answered what it had queued before stopping.
 		select {
 		case err := <-m.reply:
-			return err
+			return true, err
 		default:
-			return ErrClosed
+			return true, ErrClosed
 		}
 	}
 }

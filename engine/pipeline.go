@@ -37,6 +37,9 @@ type batch struct {
 	// answered on, in the order first touched.
 	touched map[string]bool
 	order   []string
+	// cut says that the engine's stop cut the batch's append short: no
+	// outage, and its reporters hear ErrClosed.
+	cut bool
 	// cmds holds the commands the batch's command.issued events stand for,
 	// by event index, built from the state the batch left when sealed.
 	cmds map[int]sealedCommand
@@ -121,6 +124,7 @@ func (o *orchestrator) run(ctx context.Context) {
 	go func() {
 		for b := range toAppend {
 			b.results, b.err = o.log.Append(ctx, b.events)
+			b.cut = b.err != nil && ctx.Err() != nil
 			appended <- b
 		}
 	}()
@@ -608,6 +612,11 @@ func (o *orchestrator) complete(b *batch) {
 		if conflict {
 			o.logger.Warn("another process started an execution this batch starts; refusing the start, reloading the batch's other executions from the log",
 				"execution_id", started.ExecutionID, "executions", b.order)
+		} else if b.cut {
+			// The engine's stop cut the append short: no outage. A
+			// resume finds in the log whether it was stored.
+			o.logger.Info("engine closed with an append in flight; a resume finds in the log whether it was stored",
+				"events", len(b.events), "executions", len(b.order))
 		} else {
 			// Said once per outage: a log away for minutes (a full disk,
 			// a server restarting) failed an append every few seconds,
@@ -622,7 +631,12 @@ func (o *orchestrator) complete(b *batch) {
 				"error", b.err, "events", len(b.events), "executions", b.order)
 		}
 		err := fmt.Errorf("%w: event log: %w", ErrUnavailable, b.err)
-		if errors.Is(b.err, eventlog.ErrClosed) {
+		switch {
+		case b.cut:
+			// The engine is closing: sending again cannot help, and the
+			// caller (a Start, a Cancel) hears what any call does then.
+			err = fmt.Errorf("%w: the event log append was cut short (%w); a resume finds whether it was stored", ErrClosed, b.err)
+		case errors.Is(b.err, eventlog.ErrClosed):
 			// Closed under the engine: sending again cannot help.
 			err = fmt.Errorf("engine: event log: %w", b.err)
 		}
@@ -641,7 +655,7 @@ func (o *orchestrator) complete(b *batch) {
 		}
 		if len(o.next.order) > 0 || !o.next.idle() {
 			level := slog.LevelWarn
-			if o.appendFailures > 1 {
+			if o.appendFailures > 1 || b.cut {
 				level = slog.LevelDebug
 			}
 			o.logger.Log(context.Background(), level, "dropping the decisions made on the failed append", "executions", o.next.order)

@@ -104,10 +104,11 @@ func (st *Status) Summary() ExecutionSummary {
 		StartedAt: st.StartedAt, EndedAt: st.EndedAt, UpdatedAt: st.UpdatedAt, Events: st.Events}
 }
 
-// NewProjection returns a Projection over cfg.Log.
+// NewProjection returns a Projection over cfg.Log. A ProjectionConfig
+// without a Log is refused with an error wrapping ErrConfig.
 func NewProjection(cfg ProjectionConfig) (*Projection, error) {
 	if cfg.Log == nil {
-		return nil, errors.New("engine: ProjectionConfig.Log is required")
+		return nil, fmt.Errorf("%w: ProjectionConfig.Log is required", ErrConfig)
 	}
 	if cfg.Cache <= 0 {
 		cfg.Cache = DefaultProjectionCache

@@ -35,6 +35,7 @@ const (
 	OpExecutions
 )
 
+// String returns the operation's name: append, read or executions.
 func (o Op) String() string {
 	switch o {
 	case OpAppend:

@@ -11,10 +11,15 @@ import (
 )
 
 // A host that already has a pool hands it to New; the log lives in its
-// own schema.
+// own schema. The pool is built from ParsePoolConfig, as Open's is.
 func ExampleNew() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://app@db.internal:5432/app")
+	pcfg, err := postgres.ParsePoolConfig("postgres://app@db.internal:5432/app")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		fmt.Println(err)
 		return

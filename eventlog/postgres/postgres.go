@@ -129,9 +129,11 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Log, error) {
 }
 
 // ParsePoolConfig parses dsn into the pool configuration Open uses:
-// plan_cache_mode = force_generic_plan unless dsn sets it. A host that
-// shares one pool between the log and its own queries (a leader lease, a
-// playbook store) builds it from this.
+// plan_cache_mode = force_generic_plan unless dsn sets it, and connecting
+// gives up after 10 s unless dsn sets connect_timeout (or the environment
+// PGCONNECT_TIMEOUT). A host that shares
+// one pool between the log and its own queries (a leader lease, a playbook
+// store) builds it from this; a pool from pgxpool.New(dsn) lacks both.
 func ParsePoolConfig(dsn string) (*pgxpool.Config, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
