@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cursorflow/cursorflow/dsl"
@@ -44,6 +48,12 @@ func (s *frameSink) Heartbeat(context.Context, string, string) error { return ni
 // postgres-frame, the frame path (process: frame), one statement marking
 // the frame's rows done, as the bench program's frame mode does. One op is one
 // frame; the queue is reset between ops outside the timer.
+//
+// raw-claim and raw-postgres are the same SQL without the engine (the
+// claim alone; the claim and an UPDATE per row, 4 at once through a pool
+// of their own), and every run reports this process's CPU time per row
+// (cpu-µs/row, user and system): the engine's cost per row is the
+// difference, which on a small machine is what a drain's rate follows.
 func BenchmarkFrameRows(b *testing.B) {
 	dsn := testenv.PostgresSchema(b)
 	ctx := context.Background()
@@ -67,6 +77,30 @@ func BenchmarkFrameRows(b *testing.B) {
 		"postgres-frame": "kind: postgres, auth: pg, command: \"UPDATE q SET status = 'done', done_at = now() " +
 			"FROM jsonb_to_recordset({{ iter.job | tojson | sql_literal }}::jsonb) AS r(id bigint) WHERE q.id = r.id\"",
 	}
+	claimSQL := "WITH c AS (SELECT id FROM q WHERE status = 'pending' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT %d) " +
+		"UPDATE q SET status = 'claimed', claimed_at = now() FROM c WHERE q.id = c.id RETURNING q.id, q.payload"
+	rawPool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rawPool.Close()
+	for _, name := range []string{"raw-claim", "raw-postgres"} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			var cpu time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				if _, err := pool.Exec(ctx, `UPDATE q SET status = 'pending', claimed_at = NULL, done_at = NULL`); err != nil {
+					b.Fatal(err)
+				}
+				c0 := processCPU()
+				b.StartTimer()
+				rawFrame(ctx, b, pool, rawPool, fmt.Sprintf(claimSQL, frameBenchRows), name == "raw-postgres")
+				cpu += processCPU() - c0
+			}
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*frameBenchRows), "cpu-µs/row")
+		})
+	}
 	for _, name := range []string{"noop", "postgres", "postgres-frame"} {
 		process := "row"
 		if name == "postgres-frame" {
@@ -87,20 +121,69 @@ func BenchmarkFrameRows(b *testing.B) {
 				Scope: map[string]any{"workload": map[string]any{}, "ctx": map[string]any{}, "vars": map[string]any{}, "execution_id": "e1"}}
 			sink := &frameSink{}
 			b.ReportAllocs()
+			var cpu time.Duration
 			for b.Loop() {
 				b.StopTimer()
 				if _, err := pool.Exec(ctx, `UPDATE q SET status = 'pending', claimed_at = NULL, done_at = NULL`); err != nil {
 					b.Fatal(err)
 				}
+				c0 := processCPU()
 				b.StartTimer()
 				if err := w.Execute(ctx, cmd, sink); err != nil {
 					b.Fatal(err)
 				}
+				cpu += processCPU() - c0
 			}
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*frameBenchRows), "cpu-µs/row")
 			done := sink.done.Load()
 			if done == nil || !strings.Contains(string(done.Payload), `"ok":`+fmt.Sprint(frameBenchRows)) {
 				b.Fatalf("frame.done = %v", done)
 			}
 		})
 	}
+}
+
+// rawFrame claims a frame with claim and, with rows, marks each claimed
+// row done, 4 at once through bodies, as the engine's row path does
+// without the engine.
+func rawFrame(ctx context.Context, b *testing.B, claims, bodies *pgxpool.Pool, claim string, rows bool) {
+	rs, err := claims.Query(ctx, claim, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ids []int64
+	for rs.Next() {
+		var id int64
+		var payload []byte
+		if err := rs.Scan(&id, &payload); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil || len(ids) != frameBenchRows {
+		b.Fatalf("claimed %d rows: %v", len(ids), err)
+	}
+	if !rows {
+		return
+	}
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := bodies.Exec(ctx, "UPDATE q SET status = 'done', done_at = now() WHERE id = "+strconv.FormatInt(id, 10), pgx.QueryExecModeSimpleProtocol); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
