@@ -487,7 +487,15 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 		if strings.HasPrefix(logURL, "memory:") {
 			// The log, and with it the execution, ends with this process:
 			// nothing to record for a resume.
-			fmt.Fprintf(stderr, "cursorflow: %v (the in-memory event log is gone with this process, so %s cannot be resumed; run with --eventlog sqlite:PATH or postgres://... to be able to resume)\n", err, id)
+			gone := fmt.Sprintf("the in-memory event log is gone with this process, so %s cannot be resumed; run with --eventlog sqlite:PATH or postgres://... to be able to resume", id)
+			if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errLockLost) {
+				// Interrupted: stopped as on any log, and said so by the
+				// exit status scripts read for ^C.
+				stopGracefully(e, stderr)
+				fmt.Fprintf(stderr, "cursorflow: interrupted (%s)\n", gone)
+				return exitInterrupted
+			}
+			fmt.Fprintf(stderr, "cursorflow: %v (%s)\n", err, gone)
 			return exitInvalid
 		}
 		if cause := context.Cause(ctx); errors.Is(cause, errLockLost) {
