@@ -150,29 +150,48 @@ func setup(ctx context.Context, cfg Config) (jetstream.JetStream, jetstream.KeyV
 	if err != nil {
 		return nil, nil, n, fmt.Errorf("natsjs: jetstream: %w", err)
 	}
+	kv, err := ensure(ctx, js, cfg, n)
+	if err != nil {
+		return nil, nil, n, err
+	}
+	return js, kv, n, nil
+}
+
+// ensure creates the streams and the bucket, or updates them. Both sides
+// call it again when they find them gone: an operator deleted them, or the
+// NATS server came back without its store.
+func ensure(ctx context.Context, js jetstream.JetStream, cfg Config, n names) (jetstream.KeyValue, error) {
 	// Work-queue retention: a message is gone once acknowledged; each pool
 	// has one consumer, so subjects never overlap.
-	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: n.cmdStream, Subjects: []string{n.cmdPrefix + ">"}, Retention: jetstream.WorkQueuePolicy,
 		Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Duplicates: 2 * time.Minute,
 	})
 	if err != nil {
-		return nil, nil, n, fmt.Errorf("natsjs: stream %s: %w", n.cmdStream, err)
+		return nil, fmt.Errorf("natsjs: stream %s: %w", n.cmdStream, err)
 	}
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: n.evtStream, Subjects: []string{n.evt}, Retention: jetstream.WorkQueuePolicy,
 		Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Duplicates: 2 * time.Minute,
 	})
 	if err != nil {
-		return nil, nil, n, fmt.Errorf("natsjs: stream %s: %w", n.evtStream, err)
+		return nil, fmt.Errorf("natsjs: stream %s: %w", n.evtStream, err)
 	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: n.bucket, Description: "cursorflow playbook sources by SHA-256", Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
 	})
 	if err != nil {
-		return nil, nil, n, fmt.Errorf("natsjs: bucket %s: %w", n.bucket, err)
+		return nil, fmt.Errorf("natsjs: bucket %s: %w", n.bucket, err)
 	}
-	return js, kv, n, nil
+	return kv, nil
+}
+
+// gone reports whether err says a stream or consumer does not exist (any
+// more): deleted, or lost with the server's store.
+func gone(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+		errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrBucketNotFound)
 }
 
 // Delete removes the streams and the bucket of cfg.Prefix (tests clean up

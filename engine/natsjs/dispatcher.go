@@ -26,6 +26,13 @@ const (
 	// checks of its redelivered message; forgetTTL drops any entry.
 	doneTTL   = 10 * time.Minute
 	forgetTTL = 2 * time.Hour
+	// storedTTL is how long the dispatcher trusts that a playbook source
+	// it stored is still in the bucket (an operator may delete the
+	// bucket, or the server lose its store) before storing it again.
+	storedTTL = 10 * time.Second
+	// watchEvery is how often Serve checks that the events consumer
+	// still exists.
+	watchEvery = 2 * time.Second
 )
 
 // Dispatcher is the orchestrator side of the transport: an
@@ -45,7 +52,10 @@ type Dispatcher struct {
 	mu     sync.Mutex
 	queue  []*engine.Command
 	wake   chan struct{}
-	stored map[string]bool // playbook hashes known to be in the bucket
+	stored map[string]time.Time // playbook hashes stored in the bucket, and when
+	// reconnects is the connection's reconnect count when the publisher
+	// last made sure of the streams and the bucket.
+	reconnects uint64
 
 	cmdMu     sync.Mutex
 	commands  map[string]*tracked  // "execution/base" → latest attempt
@@ -105,7 +115,7 @@ func NewDispatcher(ctx context.Context, cfg Config) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{
 		cfg: cfg, n: n, js: js, kv: kv, log: cfg.Logger, reg: reg,
-		wake: make(chan struct{}, 1), stored: map[string]bool{}, commands: map[string]*tracked{}, cancelled: map[string]time.Time{},
+		wake: make(chan struct{}, 1), stored: map[string]time.Time{}, commands: map[string]*tracked{}, cancelled: map[string]time.Time{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	reg.onGone = d.purgeWorker
@@ -224,6 +234,11 @@ func (d *Dispatcher) publish() {
 func (d *Dispatcher) publishBatch(batch []*engine.Command) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if r := d.cfg.Conn.Stats().Reconnects; r != d.reconnects {
+		// The server may have come back without its store.
+		d.reconnects = r
+		d.reensure(ctx)
+	}
 	for attempt := 1; len(batch) > 0; attempt++ {
 		type pending struct {
 			cmd *engine.Command
@@ -275,6 +290,9 @@ func (d *Dispatcher) publishBatch(batch []*engine.Command) {
 			return
 		}
 		batch = failed
+		// The streams or the bucket may be gone (deleted, or the server
+		// restarted on an empty store): make them again before retrying.
+		d.reensure(ctx)
 		select {
 		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
 		case <-ctx.Done():
@@ -301,17 +319,30 @@ func (d *Dispatcher) refuse(ctx context.Context, cmd *engine.Command, what strin
 	}
 }
 
+// reensure creates the streams and the bucket if they are gone, and
+// forgets which playbooks were stored, so the next commands store theirs
+// again. Called by the publisher only.
+func (d *Dispatcher) reensure(ctx context.Context) {
+	kv, err := ensure(ctx, d.js, d.cfg, d.n)
+	if err != nil {
+		d.log.Warn("natsjs: cannot make sure of the streams and the bucket", "error", err)
+		return
+	}
+	d.kv = kv
+	clear(d.stored)
+}
+
 // message builds the command's message, storing its playbook source in
 // the bucket first if this dispatcher has not yet.
 func (d *Dispatcher) message(ctx context.Context, cmd *engine.Command) (*nats.Msg, error) {
-	if !d.stored[cmd.PlaybookHash] {
+	if at, ok := d.stored[cmd.PlaybookHash]; !ok || time.Since(at) > storedTTL {
 		if cmd.PlaybookSource == "" {
 			return nil, errors.New("command carries no playbook source")
 		}
 		if _, err := d.kv.Create(ctx, cmd.PlaybookHash, []byte(cmd.PlaybookSource)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("store playbook %s: %w", cmd.PlaybookHash, err)
 		}
-		d.stored[cmd.PlaybookHash] = true
+		d.stored[cmd.PlaybookHash] = time.Now()
 	}
 	b, err := engine.EncodeCommand(cmd)
 	if err != nil {
@@ -404,15 +435,8 @@ func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
 		return fmt.Errorf("natsjs: subscribe %s: %w", d.n.chain, err)
 	}
 	defer func() { _ = chain.Unsubscribe() }() // as hb above
-	cons, err := d.js.CreateOrUpdateConsumer(ctx, d.n.evtStream, jetstream.ConsumerConfig{
-		Durable: "orchestrator", AckPolicy: jetstream.AckExplicitPolicy, AckWait: d.cfg.EventAckWait,
-		MaxAckPending: 4 * DefaultEventConcurrency, DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return fmt.Errorf("natsjs: events consumer: %w", err)
-	}
 	var order commandOrder
-	cc, err := cons.Consume(func(m jetstream.Msg) {
+	handle := func(m jetstream.Msg) {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -431,12 +455,15 @@ func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
 			}
 			d.record(ctx, rep, m)
 		}()
-	}, jetstream.PullMaxMessages(DefaultEventConcurrency))
+	}
+	cons, cc, err := d.consume(ctx, handle)
 	if err != nil {
-		return fmt.Errorf("natsjs: consume events: %w", err)
+		return err
 	}
 	sweep := time.NewTicker(time.Minute)
 	defer sweep.Stop()
+	watch := time.NewTicker(watchEvery)
+	defer watch.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -445,8 +472,54 @@ func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
 			return nil
 		case <-sweep.C:
 			d.sweep()
+		case <-watch.C:
+			// An operator may delete the events stream or the consumer,
+			// and a server restarted on an empty store has neither:
+			// consuming on would wait for reports forever.
+			ictx, cancel := context.WithTimeout(ctx, watchEvery)
+			_, err := cons.Info(ictx)
+			cancel()
+			if err == nil || !gone(err) {
+				continue
+			}
+			d.log.Warn("natsjs: the events consumer is gone (deleted, or the NATS server lost its store); creating it again",
+				"stream", d.n.evtStream, "error", err)
+			ncons, ncc, err := d.consume(ctx, handle)
+			if err != nil {
+				if ctx.Err() == nil {
+					d.log.Warn("natsjs: cannot consume the events stream; trying again shortly", "error", err)
+				}
+				continue
+			}
+			cc.Stop()
+			cons, cc = ncons, ncc
 		}
 	}
+}
+
+// consume makes sure of the streams and the events consumer and consumes
+// it with handle.
+func (d *Dispatcher) consume(ctx context.Context, handle jetstream.MessageHandler) (jetstream.Consumer, jetstream.ConsumeContext, error) {
+	if _, err := ensure(ctx, d.js, d.cfg, d.n); err != nil {
+		return nil, nil, err
+	}
+	cons, err := d.js.CreateOrUpdateConsumer(ctx, d.n.evtStream, jetstream.ConsumerConfig{
+		Durable: "orchestrator", AckPolicy: jetstream.AckExplicitPolicy, AckWait: d.cfg.EventAckWait,
+		MaxAckPending: 4 * DefaultEventConcurrency, DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("natsjs: events consumer: %w", err)
+	}
+	cc, err := cons.Consume(handle, jetstream.PullMaxMessages(DefaultEventConcurrency),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if ctx.Err() == nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				d.log.Debug("natsjs: consuming events", "error", err)
+			}
+		}))
+	if err != nil {
+		return nil, nil, fmt.Errorf("natsjs: consume events: %w", err)
+	}
+	return cons, cc, nil
 }
 
 // record hands one report to the engine and settles its message.

@@ -95,7 +95,23 @@
 // default) cannot travel: the worker reports the command failed, saying
 // to configure a result store (engine.Worker.Results and the
 // orchestrator's engine.Config.Results), with which results over its
-// threshold travel as references.
+// threshold travel as references. A cursor frame whose claimed rows do
+// not fit a message (wide rows times max_rows) cannot be recorded on any
+// attempt either: the claim is rolled back and the loop fails at once,
+// naming the step, the size and the limit (claim fewer or narrower rows).
+//
+// # Streams or consumers gone
+//
+// An operator may delete a stream or a consumer, and a NATS server
+// restarted on an empty store has none. Both sides make them again: the
+// dispatcher before retrying a failed publish, and after a reconnect,
+// storing playbook sources again (it also stores them again every ten
+// seconds, in case the bucket alone went); Serve checks every two seconds
+// that its events consumer exists; a worker checks its consumers while
+// fetches fail or bring nothing, and makes the events stream again when a
+// report finds it gone. A playbook missing from the bucket is handed back,
+// not failed. Commands lost with the store are re-issued by the engine
+// when their leases run out.
 //
 // # Two leases and redelivery
 //

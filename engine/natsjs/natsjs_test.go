@@ -101,8 +101,14 @@ func setup(t *testing.T, lease, ackWait time.Duration) *bundle {
 // setupWith is setup with the engine's configuration adjusted by adjust.
 func setupWith(t *testing.T, lease, ackWait time.Duration, adjust func(*engine.Config)) *bundle {
 	t.Helper()
-	url := testenv.NATS(t)
-	nc, err := nats.Connect(url)
+	return setupOn(t, testenv.NATS(t), lease, ackWait, adjust)
+}
+
+// setupOn is setupWith on the NATS server at url; the connection
+// reconnects for ever.
+func setupOn(t *testing.T, url string, lease, ackWait time.Duration, adjust func(*engine.Config)) *bundle {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package natsjs_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,40 @@ func TestCommandTooLargeFailsAtOnce(t *testing.T) {
 	}
 	if n := b.calls.count("big"); n != 0 {
 		t.Errorf("the tool ran %d times", n)
+	}
+}
+
+// TestFrameClaimTooLargeFailsAtOnce: a cursor frame whose claimed rows
+// (100 rows of 50 KB) are larger than a NATS message. The claim could
+// never travel: the worker's frame.claimed report failed to publish, the
+// engine rolled the claim back and re-issued the frame once per lease,
+// for ever, with nothing but "report refused ... maximum payload
+// exceeded" in the worker's log. Now the loop fails at once, naming the
+// step, the size and the limit, and no row is left claimed.
+func TestFrameClaimTooLargeFailsAtOnce(t *testing.T) {
+	b := setup(t, 3*time.Second, 3*time.Second)
+	q := newJobQueue(t, b, 100, 1, nil)
+	src := q.playbook(1, 100, "{kind: rec, key: 'job{{ iter.job.id }}'}")
+	src = strings.Replace(src, "RETURNING id", "RETURNING id, substr(hex(zeroblob(25000)), 1, 50000) AS pad", 1)
+	start := time.Now()
+	sum, _ := b.runToEnd(t, src)
+	if sum.Status != engine.StatusFailed || sum.Step != "start" || !strings.Contains(sum.Error, "step start") ||
+		!strings.Contains(sum.Error, "max_payload") || !strings.Contains(sum.Error, "max_rows") {
+		t.Fatalf("summary %s %s %q: want start failed for the claim's size", sum.Status, sum.Step, sum.Error)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("failed after %s", took)
+	}
+	var claimed int
+	if err := q.db.QueryRow(`SELECT count(*) FROM jobs WHERE status != 'pending'`).Scan(&claimed); err != nil {
+		t.Fatal(err)
+	}
+	if claimed != 0 {
+		t.Errorf("%d rows left claimed or done, want the claim rolled back", claimed)
+	}
+	for i := 1; i <= 100; i++ {
+		if n := b.calls.count(fmt.Sprintf("job%d", i)); n != 0 {
+			t.Fatalf("row %d ran %d times", i, n)
+		}
 	}
 }

@@ -166,32 +166,68 @@ func NewWorker(ctx context.Context, cfg Config, opts WorkerOptions) (*Worker, er
 	if err != nil {
 		return nil, err
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, n.cmdStream, jetstream.ConsumerConfig{
-		Durable: "pool-" + opts.Pool, FilterSubject: n.cmdPrefix + opts.Pool,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: cfg.AckWait, MaxAckPending: -1,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("natsjs: consumer of pool %s: %w", opts.Pool, err)
-	}
 	w := &Worker{
-		cfg: cfg, opts: opts, n: n, js: js, kv: kv, cons: cons, log: cfg.Logger,
+		cfg: cfg, opts: opts, n: n, js: js, kv: kv, log: cfg.Logger,
 		playbooks: map[string]*dsl.Playbook{}, inbox: cfg.Conn.NewRespInbox(), verdicts: map[string]chan string{},
 		started: time.Now(), now: time.Now,
+	}
+	if w.cons, err = js.CreateOrUpdateConsumer(ctx, n.cmdStream, w.consumerConfig(false)); err != nil {
+		return nil, fmt.Errorf("natsjs: consumer of pool %s: %w", opts.Pool, err)
 	}
 	if len(opts.Labels) > 0 {
 		// Commands for this worker alone. The consumer goes away a while
 		// after the worker does; commands left for it are re-issued by the
 		// engine when their lease runs out, and the dispatcher purges them.
-		w.direct, err = js.CreateOrUpdateConsumer(ctx, n.cmdStream, jetstream.ConsumerConfig{
-			Durable: "worker-" + opts.Worker.ID, FilterSubject: w.directSubject(),
-			AckPolicy: jetstream.AckExplicitPolicy, AckWait: cfg.AckWait, MaxAckPending: -1,
-			InactiveThreshold: max(time.Minute, 10*opts.CapacityEvery),
-		})
-		if err != nil {
+		if w.direct, err = js.CreateOrUpdateConsumer(ctx, n.cmdStream, w.consumerConfig(true)); err != nil {
 			return nil, fmt.Errorf("natsjs: consumer of worker %s: %w", opts.Worker.ID, err)
 		}
 	}
 	return w, nil
+}
+
+// consumerConfig is the configuration of the pool's consumer, or of the
+// consumer of the commands sent to this worker alone (direct).
+func (w *Worker) consumerConfig(direct bool) jetstream.ConsumerConfig {
+	if direct {
+		return jetstream.ConsumerConfig{
+			Durable: "worker-" + w.opts.Worker.ID, FilterSubject: w.directSubject(),
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.cfg.AckWait, MaxAckPending: -1,
+			InactiveThreshold: max(time.Minute, 10*w.opts.CapacityEvery),
+		}
+	}
+	return jetstream.ConsumerConfig{
+		Durable: "pool-" + w.opts.Pool, FilterSubject: w.n.cmdPrefix + w.opts.Pool,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: w.cfg.AckWait, MaxAckPending: -1,
+	}
+}
+
+// watchConsumer is how often an idle or failing fetch loop checks that its
+// consumer still exists.
+const watchConsumer = 2 * time.Second
+
+// recreate makes the streams, the bucket and the consumer again if the
+// consumer is gone (an operator deleted it or its stream, or the server
+// came back without its store); it returns the consumer to fetch from.
+func (w *Worker) recreate(ctx context.Context, cons jetstream.Consumer) jetstream.Consumer {
+	cctx, cancel := context.WithTimeout(ctx, watchConsumer)
+	defer cancel()
+	_, err := cons.Info(cctx)
+	if err == nil || !gone(err) {
+		return cons
+	}
+	cfg := w.consumerConfig(cons.CachedInfo().Config.Durable != "pool-"+w.opts.Pool)
+	w.log.Warn("natsjs: the worker's consumer is gone (deleted, or the NATS server lost its store); creating it again",
+		"pool", w.opts.Pool, "consumer", cfg.Durable, "error", err)
+	if _, err := ensure(cctx, w.js, w.cfg, w.n); err != nil {
+		w.log.Warn("natsjs: cannot create the streams again; trying again shortly", "error", err)
+		return cons
+	}
+	ncons, err := w.js.CreateOrUpdateConsumer(cctx, w.n.cmdStream, cfg)
+	if err != nil {
+		w.log.Warn("natsjs: cannot create the consumer again; trying again shortly", "consumer", cfg.Durable, "error", err)
+		return cons
+	}
+	return ncons
 }
 
 // directSubject is the subject of the commands sent to this worker alone.
@@ -267,6 +303,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // each runs in its own goroutine (counted in wg) with the hard context.
 func (w *Worker) fetch(ctx, hard context.Context, cons jetstream.Consumer, slots chan struct{}, wg *sync.WaitGroup) {
 	conc := cap(slots)
+	var checked time.Time
 	for {
 		// Stopping wins over a free slot: select picks at random among
 		// ready cases, and each fetch started after the stop holds the
@@ -299,6 +336,8 @@ func (w *Worker) fetch(ctx, hard context.Context, cons jetstream.Consumer, slots
 				return
 			}
 			w.log.Warn("natsjs: fetch failed", "pool", w.opts.Pool, "error", err)
+			cons = w.recreate(ctx, cons)
+			checked = time.Now()
 			select {
 			case <-time.After(fetchWait):
 			case <-ctx.Done():
@@ -322,11 +361,20 @@ func (w *Worker) fetch(ctx, hard context.Context, cons jetstream.Consumer, slots
 				w.handle(hard, msg)
 			}()
 		}
+		received := got
 		for ; got < n; got++ {
 			slots <- struct{}{}
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		err = batch.Error()
+		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			w.log.Debug("natsjs: fetch ended", "pool", w.opts.Pool, "error", err)
+		}
+		// A fetch from a consumer that is gone ends without messages and,
+		// depending on the server, without an error: check now and then
+		// while nothing comes.
+		if received == 0 && ctx.Err() == nil && time.Since(checked) >= watchConsumer {
+			cons = w.recreate(ctx, cons)
+			checked = time.Now()
 		}
 	}
 }
@@ -436,6 +484,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		}
 	}()
 	w.execute(ctx, cmd, rep)
+	if msg := rep.tooLarge.Load(); msg != nil && !rep.finished.Load() && ctx.Err() == nil {
+		w.log.Error(*msg, "command_id", cmd.ID, "execution_id", cmd.ExecutionID)
+		if err := w.opts.Worker.Fail(ctx, cmd, rep, *msg); err != nil {
+			w.log.Warn("natsjs: reporting a frame whose claim is too large; its lease re-issues it", "command_id", cmd.ID, "error", err)
+		}
+	}
 	close(progress)
 	<-progressDone
 
@@ -540,8 +594,12 @@ func (w *Worker) playbook(ctx context.Context, cmd *engine.Command) (*dsl.Playbo
 	v, err, _ := w.pbGroup.Do(cmd.PlaybookHash, func() (any, error) {
 		e, err := w.kv.Get(ctx, cmd.PlaybookHash)
 		if err != nil {
-			if errors.Is(err, jetstream.ErrKeyNotFound) {
-				return nil, permanentError{fmt.Errorf("natsjs: playbook %s is not in bucket %s", cmd.PlaybookHash, w.n.bucket)}
+			if errors.Is(err, jetstream.ErrKeyNotFound) || gone(err) {
+				// Lost with the bucket (deleted, or the server came back
+				// without its store): the dispatcher stores it again
+				// within storedTTL, or at once after a reconnect, and the
+				// engine re-issues the command once its lease runs out.
+				return nil, fmt.Errorf("natsjs: playbook %s is not in bucket %s (lost with the server's store?): %w", cmd.PlaybookHash, w.n.bucket, err)
 			}
 			return nil, fmt.Errorf("natsjs: fetch playbook %s: %w", cmd.PlaybookHash, err)
 		}
@@ -580,6 +638,9 @@ type reporter struct {
 	w        *Worker
 	claimed  atomic.Bool // frame.claimed was recorded
 	finished atomic.Bool // the command's final report is in the stream
+	// tooLarge is set when the frame's claim did not fit a NATS message:
+	// why the frame fails.
+	tooLarge atomic.Pointer[string]
 	// partials is set once a call.partial went to the events stream: a
 	// chained report, a request beside the stream, could then be recorded
 	// before it (and the partial refused), so the slot stops chaining.
@@ -617,6 +678,16 @@ func (r *reporter) Report(ctx context.Context, ev eventlog.Event) error {
 	msg := &nats.Msg{Subject: w.n.evt, Data: b, Header: nats.Header{}}
 	msg.Header.Set(headerCommand, ev.CommandID)
 	if ev.Type == eventlog.TypeFrameClaimed {
+		if limit := w.cfg.Conn.MaxPayload() - reportOverhead; int64(len(b)) > limit {
+			// The claim cannot travel, now or on any re-issue: the engine
+			// rolls it back, and the frame fails saying why (handle)
+			// instead of being re-issued for as long as its lease allows.
+			w.stats.TooLarge.Add(1)
+			msg := fmt.Sprintf("natsjs: step %s: the frame's claimed rows are %d bytes, more than a NATS message may carry (max_payload %d): "+
+				"claim fewer rows (the frame's max_rows) or narrower ones, or raise the NATS server's max_payload", ev.Step, len(b), w.cfg.Conn.MaxPayload())
+			r.tooLarge.Store(&msg)
+			return errors.New(msg)
+		}
 		v, err := r.await(ctx, msg)
 		if err != nil {
 			return err
@@ -630,7 +701,7 @@ func (r *reporter) Report(ctx context.Context, ev eventlog.Event) error {
 	if ev.Type == eventlog.TypeCallPartial {
 		r.partials.Store(true) // before it may be in the stream
 	}
-	if _, err := w.js.PublishMsg(ctx, msg); err != nil {
+	if err := w.publish(ctx, msg); err != nil {
 		return fmt.Errorf("natsjs: publish %s report: %w", ev.Type, err)
 	}
 	if ev.Type != eventlog.TypeCallPartial {
@@ -762,7 +833,7 @@ func (r *reporter) await(ctx context.Context, msg *nats.Msg) (string, error) {
 		w.vmu.Unlock()
 	}()
 	msg.Header.Set(headerReply, subj)
-	if _, err := w.js.PublishMsg(ctx, msg); err != nil {
+	if err := w.publish(ctx, msg); err != nil {
 		return "", fmt.Errorf("natsjs: publish report: %w", err)
 	}
 	t := time.NewTimer(w.cfg.ReportTimeout)
@@ -775,6 +846,22 @@ func (r *reporter) await(ctx context.Context, msg *nats.Msg) (string, error) {
 	case <-t.C:
 		return "", ErrNoVerdict
 	}
+}
+
+// publish puts a report in the events stream; if the stream is gone (an
+// operator deleted it, or the server came back without its store), it
+// creates the streams again and publishes once more.
+func (w *Worker) publish(ctx context.Context, msg *nats.Msg) error {
+	_, err := w.js.PublishMsg(ctx, msg)
+	if err == nil || !gone(err) || ctx.Err() != nil {
+		return err
+	}
+	w.log.Warn("natsjs: the events stream is gone; creating it again", "stream", w.n.evtStream, "error", err)
+	if _, eerr := ensure(ctx, w.js, w.cfg, w.n); eerr != nil {
+		return errors.Join(err, eerr)
+	}
+	_, err = w.js.PublishMsg(ctx, msg)
+	return err
 }
 
 // Heartbeat implements engine.Reporter over core NATS (at most once: a

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -164,4 +165,17 @@ func WithAppName(dsn, app string) string {
 		}
 	}
 	return dsn + " application_name=" + app
+}
+
+// Binary returns the path of the program name on PATH (a server a test
+// starts and stops itself, such as nats-server). It skips the test (fails
+// it under CI=true, where scripts/testenv installs every prerequisite)
+// when there is none.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		unavailable(t, "%s is not installed (scripts/testenv installs it): %v", name, err)
+	}
+	return p
 }
