@@ -525,7 +525,17 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 	ev := eventlog.Event{ExecutionID: id, Type: eventlog.TypeExecutionStarted, Payload: started}
 	st := NewState(id)
 	st.Playbook = pb
-	queued, err := e.orch.sendQueued(ctx, message{kind: msgStart, ev: ev, state: st})
+	m := message{kind: msgStart, ev: ev, state: st}
+	if opts.Parent != "" {
+		// A child whose parent, driven here, ends before the child is
+		// installed (its calling command ran on while a cancel or another
+		// branch's failure ended the parent) has nobody to report to: it
+		// is started cancelled (see orchestrator.parentGone).
+		e.orch.mu.Lock()
+		m.parentDriven = e.orch.driving[opts.Parent]
+		e.orch.mu.Unlock()
+	}
+	queued, err := e.orch.sendQueued(ctx, m)
 	if err != nil {
 		if queued && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// The orchestrator has the start and may record it yet:

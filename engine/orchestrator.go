@@ -86,7 +86,11 @@ type message struct {
 	// chain, on a frame.done report, carries the rows the worker claimed
 	// ahead for its slot's next frame (ReportChained).
 	chain *chainRequest
-	reply chan error
+	// parentDriven, on a msgStart of a sub-playbook execution, says that
+	// its parent was driven here when Start was called: if it is not any
+	// more by the time the start is installed, it ended meanwhile.
+	parentDriven bool
+	reply        chan error
 }
 
 // chainRequest is a worker's claim ahead: the frame.claimed payload of
@@ -506,11 +510,22 @@ func (o *orchestrator) finish(id string, ex *execution) {
 	if p := ex.state.parent; p != "" {
 		o.ended[p] = append(o.ended[p], endedExecution{id: id, status: ex.state.Status})
 	}
+	orphans := map[string]bool{}
 	for _, child := range ex.state.Awaiting() {
 		if o.execs[child] != nil {
-			o.orphaned = append(o.orphaned, child)
+			orphans[child] = true
 		}
 	}
+	// A child whose calling command has not parked yet (its awaiting
+	// report not recorded when the parent ended: a cancel, a failure of
+	// another branch) is not among Awaiting, yet it is running here with
+	// nobody left to take its outcome.
+	for cid, child := range o.execs {
+		if child.state.parent == id {
+			orphans[cid] = true
+		}
+	}
+	o.orphaned = append(o.orphaned, sortedKeys(orphans)...)
 	if o.onFinish != nil {
 		o.onFinish(id)
 	}

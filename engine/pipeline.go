@@ -350,6 +350,10 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 					continue
 				}
 				b.events = append(b.events, ev)
+				if o.parentGone(ex, m) {
+					b.events = append(b.events, loadCancel(ex, eventlog.Event{ExecutionID: id, Type: eventlog.TypeCancelRequested,
+						Payload: mustJSON(map[string]string{"reason": "the execution awaiting it ended"})}, now)...)
+				}
 				b.replies = append(b.replies, pendingReply{ch: m.reply, start: id})
 			} else {
 				// A resumed orphan (Engine.Resume) is cancelled before its
@@ -815,6 +819,20 @@ func (o *orchestrator) sendReplies(b *batch, err error) {
 // events they carried.
 func (o *orchestrator) appendStats() (appends, events int64) {
 	return o.appends.Load(), o.appended.Load()
+}
+
+// parentGone reports whether ex, a sub-playbook execution m starts, has
+// no parent left to take its outcome: the parent was driven here when
+// Start was called and has ended (or been dropped) since.
+func (o *orchestrator) parentGone(ex *execution, m message) bool {
+	p := ex.state.parent
+	if p == "" || !m.parentDriven {
+		return false
+	}
+	if pe := o.execs[p]; pe != nil {
+		return pe.state.Status != StatusRunning
+	}
+	return o.reloading[p] == nil
 }
 
 // loadCancel applies ev, the cancel.requested a msgLoad carries for an

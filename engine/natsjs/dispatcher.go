@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -49,10 +50,12 @@ type Dispatcher struct {
 	log   *slog.Logger
 	stats DispatcherStats
 
-	mu     sync.Mutex
-	queue  []*engine.Command
-	wake   chan struct{}
-	stored map[string]time.Time // playbook hashes stored in the bucket, and when
+	mu    sync.Mutex
+	queue []*engine.Command
+	wake  chan struct{}
+	// stored holds the playbook hashes stored in the bucket, and when:
+	// the most recent maxCachedPlaybooks of them.
+	stored *lru.Cache[string, time.Time]
 	// reconnects is the connection's reconnect count when the publisher
 	// last made sure of the streams and the bucket.
 	reconnects uint64
@@ -115,7 +118,7 @@ func NewDispatcher(ctx context.Context, cfg Config) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{
 		cfg: cfg, n: n, js: js, kv: kv, log: cfg.Logger, reg: reg,
-		wake: make(chan struct{}, 1), stored: map[string]time.Time{}, commands: map[string]*tracked{}, cancelled: map[string]time.Time{},
+		wake: make(chan struct{}, 1), stored: newCache[time.Time](), commands: map[string]*tracked{}, cancelled: map[string]time.Time{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	reg.onGone = d.purgeWorker
@@ -329,20 +332,20 @@ func (d *Dispatcher) reensure(ctx context.Context) {
 		return
 	}
 	d.kv = kv
-	clear(d.stored)
+	d.stored.Purge()
 }
 
 // message builds the command's message, storing its playbook source in
 // the bucket first if this dispatcher has not yet.
 func (d *Dispatcher) message(ctx context.Context, cmd *engine.Command) (*nats.Msg, error) {
-	if at, ok := d.stored[cmd.PlaybookHash]; !ok || time.Since(at) > storedTTL {
+	if at, ok := d.stored.Get(cmd.PlaybookHash); !ok || time.Since(at) > storedTTL {
 		if cmd.PlaybookSource == "" {
 			return nil, errors.New("command carries no playbook source")
 		}
 		if _, err := d.kv.Create(ctx, cmd.PlaybookHash, []byte(cmd.PlaybookSource)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("store playbook %s: %w", cmd.PlaybookHash, err)
 		}
-		d.stored[cmd.PlaybookHash] = time.Now()
+		d.stored.Add(cmd.PlaybookHash, time.Now())
 	}
 	b, err := engine.EncodeCommand(cmd)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/singleflight"
@@ -106,8 +107,7 @@ type Worker struct {
 
 	stats WorkerStats
 
-	pbMu      sync.Mutex
-	playbooks map[string]*dsl.Playbook
+	playbooks *lru.Cache[string, *dsl.Playbook] // parsed, by hash; the most recent maxCachedPlaybooks
 	pbGroup   singleflight.Group
 
 	inbox    string
@@ -168,7 +168,7 @@ func NewWorker(ctx context.Context, cfg Config, opts WorkerOptions) (*Worker, er
 	}
 	w := &Worker{
 		cfg: cfg, opts: opts, n: n, js: js, kv: kv, log: cfg.Logger,
-		playbooks: map[string]*dsl.Playbook{}, inbox: cfg.Conn.NewRespInbox(), verdicts: map[string]chan string{},
+		playbooks: newCache[*dsl.Playbook](), inbox: cfg.Conn.NewRespInbox(), verdicts: map[string]chan string{},
 		started: time.Now(), now: time.Now,
 	}
 	if w.cons, err = js.CreateOrUpdateConsumer(ctx, n.cmdStream, w.consumerConfig(false)); err != nil {
@@ -583,12 +583,9 @@ func (w *Worker) vouched(ctx context.Context, cmd *engine.Command) bool {
 type permanentError struct{ error }
 
 // playbook returns the command's parsed playbook, fetching its source from
-// the bucket once per hash.
+// the bucket once per hash (again once it fell out of the bounded cache).
 func (w *Worker) playbook(ctx context.Context, cmd *engine.Command) (*dsl.Playbook, error) {
-	w.pbMu.Lock()
-	pb := w.playbooks[cmd.PlaybookHash]
-	w.pbMu.Unlock()
-	if pb != nil {
+	if pb, ok := w.playbooks.Get(cmd.PlaybookHash); ok {
 		return pb, nil
 	}
 	v, err, _ := w.pbGroup.Do(cmd.PlaybookHash, func() (any, error) {
@@ -611,9 +608,7 @@ func (w *Worker) playbook(ctx context.Context, cmd *engine.Command) (*dsl.Playbo
 		if err != nil {
 			return nil, permanentError{fmt.Errorf("natsjs: playbook %s: %w", cmd.PlaybookHash, err)}
 		}
-		w.pbMu.Lock()
-		w.playbooks[cmd.PlaybookHash] = pb
-		w.pbMu.Unlock()
+		w.playbooks.Add(cmd.PlaybookHash, pb)
 		return pb, nil
 	})
 	if err != nil {
