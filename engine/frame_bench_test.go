@@ -77,8 +77,28 @@ func BenchmarkFrameRows(b *testing.B) {
 		"postgres-frame": "kind: postgres, auth: pg, command: \"UPDATE q SET status = 'done', done_at = now() " +
 			"FROM jsonb_to_recordset({{ iter.job | tojson | sql_literal }}::jsonb) AS r(id bigint) WHERE q.id = r.id\"",
 	}
-	claimSQL := "WITH c AS (SELECT id FROM q WHERE status = 'pending' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT %d) " +
-		"UPDATE q SET status = 'claimed', claimed_at = now() FROM c WHERE q.id = c.id RETURNING q.id, q.payload"
+	// claimSQL claims limit rows: a number, or the engine's template.
+	claimSQL := func(limit string) string {
+		return "WITH c AS (SELECT id FROM q WHERE status = 'pending' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT " + limit + ") " +
+			"UPDATE q SET status = 'claimed', claimed_at = now() FROM c WHERE q.id = c.id RETURNING q.id, q.payload"
+	}
+	// frames runs frame once per op on a queue reset outside the timer,
+	// and reports the process's CPU time per row.
+	frames := func(b *testing.B, frame func()) {
+		b.ReportAllocs()
+		var cpu time.Duration
+		for b.Loop() {
+			b.StopTimer()
+			if _, err := pool.Exec(ctx, `UPDATE q SET status = 'pending', claimed_at = NULL, done_at = NULL`); err != nil {
+				b.Fatal(err)
+			}
+			c0 := processCPU()
+			b.StartTimer()
+			frame()
+			cpu += processCPU() - c0
+		}
+		b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*frameBenchRows), "cpu-µs/row")
+	}
 	rawPool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		b.Fatal(err)
@@ -86,19 +106,9 @@ func BenchmarkFrameRows(b *testing.B) {
 	defer rawPool.Close()
 	for _, name := range []string{"raw-claim", "raw-postgres"} {
 		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			var cpu time.Duration
-			for b.Loop() {
-				b.StopTimer()
-				if _, err := pool.Exec(ctx, `UPDATE q SET status = 'pending', claimed_at = NULL, done_at = NULL`); err != nil {
-					b.Fatal(err)
-				}
-				c0 := processCPU()
-				b.StartTimer()
-				rawFrame(ctx, b, pool, rawPool, fmt.Sprintf(claimSQL, frameBenchRows), name == "raw-postgres")
-				cpu += processCPU() - c0
-			}
-			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*frameBenchRows), "cpu-µs/row")
+			frames(b, func() {
+				rawFrame(ctx, b, pool, rawPool, claimSQL(strconv.Itoa(frameBenchRows)), name == "raw-postgres")
+			})
 		})
 	}
 	for _, name := range []string{"noop", "postgres", "postgres-frame"} {
@@ -107,8 +117,7 @@ func BenchmarkFrameRows(b *testing.B) {
 			process = "frame"
 		}
 		b.Run(name, func(b *testing.B) {
-			claim := "WITH c AS (SELECT id FROM q WHERE status = 'pending' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT {{ __frame_max_rows }}) " +
-				"UPDATE q SET status = 'claimed', claimed_at = now() FROM c WHERE q.id = c.id RETURNING q.id, q.payload"
+			claim := claimSQL("{{ __frame_max_rows }}")
 			src := fmt.Sprintf("workflow:\n- step: start\n  loop:\n    cursor: {kind: postgres, auth: pg, claim: %q}\n"+
 				"    iterator: job\n    spec: {mode: cursor, frame: {max_rows: %d, row_concurrency: 4, process: %s}}\n"+
 				"  tool: {%s}\n", claim, frameBenchRows, process, bodies[name])
@@ -120,21 +129,11 @@ func BenchmarkFrameRows(b *testing.B) {
 				Step: "start", Run: "r1", Playbook: pb, Lease: time.Minute,
 				Scope: map[string]any{"workload": map[string]any{}, "ctx": map[string]any{}, "vars": map[string]any{}, "execution_id": "e1"}}
 			sink := &frameSink{}
-			b.ReportAllocs()
-			var cpu time.Duration
-			for b.Loop() {
-				b.StopTimer()
-				if _, err := pool.Exec(ctx, `UPDATE q SET status = 'pending', claimed_at = NULL, done_at = NULL`); err != nil {
-					b.Fatal(err)
-				}
-				c0 := processCPU()
-				b.StartTimer()
+			frames(b, func() {
 				if err := w.Execute(ctx, cmd, sink); err != nil {
 					b.Fatal(err)
 				}
-				cpu += processCPU() - c0
-			}
-			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*frameBenchRows), "cpu-µs/row")
+			})
 			done := sink.done.Load()
 			if done == nil || !strings.Contains(string(done.Payload), `"ok":`+fmt.Sprint(frameBenchRows)) {
 				b.Fatalf("frame.done = %v", done)

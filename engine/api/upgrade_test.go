@@ -18,12 +18,7 @@ import (
 // where to finish the execution, with the diagnostics.
 func TestRecordedPlaybookThisBuildRefuses(t *testing.T) {
 	b := setup(t)
-	book := header + "metadata: {name: wide}\nworkflow:\n  - step: start\n    loop:\n      in: [1, 2]\n      iterator: n\n" +
-		"      spec: {mode: parallel, max_in_flight: 20000}\n    tool: {kind: echo, msg: x}\n"
-	started, _ := json.Marshal(map[string]any{"playbook": book, "file": "wide.yaml", "semantics": 1})
-	if _, err := b.Log.Append(t.Context(), []eventlog.Event{{ExecutionID: "from-older", Type: eventlog.TypeExecutionStarted, Payload: started}}); err != nil {
-		t.Fatal(err)
-	}
+	recordRefusedPlaybook(t, b)
 	r := b.do(t, http.MethodGet, "/v1/executions/from-older", nil)
 	want(t, r, http.StatusConflict)
 	body := r.errorBody(t)
@@ -41,12 +36,7 @@ func TestRecordedPlaybookThisBuildRefuses(t *testing.T) {
 // which playbook, nor why.
 func TestRecordedPlaybookSourceServed(t *testing.T) {
 	b := setup(t)
-	book := header + "metadata: {name: wide}\nworkflow:\n  - step: start\n    loop:\n      in: [1, 2]\n      iterator: n\n" +
-		"      spec: {mode: parallel, max_in_flight: 20000}\n    tool: {kind: echo, msg: x}\n"
-	started, _ := json.Marshal(map[string]any{"playbook": book, "file": "wide.yaml", "semantics": 1})
-	if _, err := b.Log.Append(t.Context(), []eventlog.Event{{ExecutionID: "from-older", Type: eventlog.TypeExecutionStarted, Payload: started}}); err != nil {
-		t.Fatal(err)
-	}
+	book := recordRefusedPlaybook(t, b)
 	r := b.do(t, http.MethodGet, "/v1/executions/from-older/playbook", nil)
 	want(t, r, http.StatusOK)
 	var got api.ExecutionPlaybook
@@ -56,4 +46,18 @@ func TestRecordedPlaybookSourceServed(t *testing.T) {
 	if got.Source != book || got.File != "wide.yaml" || len(got.Problems) != 1 || !strings.Contains(got.Problems[0].Message, "max_in_flight") {
 		t.Errorf("answer %+v, want the recorded source with its problem", got)
 	}
+}
+
+// recordRefusedPlaybook records, as execution "from-older", the start of
+// an execution an earlier release made with a playbook this build refuses
+// (max_in_flight over the bound added since), and returns its source.
+func recordRefusedPlaybook(t *testing.T, b *bundle) string {
+	t.Helper()
+	book := header + "metadata: {name: wide}\nworkflow:\n  - step: start\n    loop:\n      in: [1, 2]\n      iterator: n\n" +
+		"      spec: {mode: parallel, max_in_flight: 20000}\n    tool: {kind: echo, msg: x}\n"
+	started, _ := json.Marshal(map[string]any{"playbook": book, "file": "wide.yaml", "semantics": 1})
+	if _, err := b.Log.Append(t.Context(), []eventlog.Event{{ExecutionID: "from-older", Type: eventlog.TypeExecutionStarted, Payload: started}}); err != nil {
+		t.Fatal(err)
+	}
+	return book
 }

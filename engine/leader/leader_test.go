@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -191,25 +190,6 @@ func TestFencedAppendIsCheckedInTheDatabase(t *testing.T) {
 	}
 }
 
-// logLines is an slog handler's writer that a test can read while the
-// lease writes to it.
-type logLines struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (w *logLines) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *logLines) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
 // TestStandbySaysWhoLeads: a replica that cannot take the lease says once
 // which replica holds it (a restarted server waiting out its own old
 // lease said nothing until it led), not at every poll.
@@ -220,7 +200,7 @@ func TestStandbySaysWhoLeads(t *testing.T) {
 	la, stopA := campaign(a)
 	defer stopA()
 	wait(t, la, 3*time.Second)
-	var out logLines
+	var out testenv.SyncBuffer
 	b, err := leader.New(context.Background(), leader.Config{Pool: pool, Schema: schema, Owner: "b", TTL: time.Second,
 		RenewEvery: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&out, nil))})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -88,17 +87,11 @@ func TestAppendOnAFullDiskNamesTheFile(t *testing.T) {
 func TestOpenOnAReadOnlyFileSystemNamesTheFile(t *testing.T) {
 	dir := testenv.SmallDisk(t, "1m")
 	path := filepath.Join(dir, "events.db")
+	if err := open(t, path, sqlite.Config{}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.RemountReadOnly(t, dir)
 	l, err := sqlite.Open(t.Context(), path, sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-o", "remount,ro", dir).CombinedOutput(); err != nil {
-		t.Skipf("remount read-only: %v: %s", err, out)
-	}
-	l, err = sqlite.Open(t.Context(), path, sqlite.Config{})
 	if err == nil {
 		_ = l.Close()
 		t.Fatal("Open on a read-only file system succeeded")
@@ -115,15 +108,11 @@ func TestOpenOnAReadOnlyFileSystemNamesTheFile(t *testing.T) {
 func TestOpenOnAFullDiskSaysSo(t *testing.T) {
 	dir := testenv.SmallDisk(t, "1m")
 	path := filepath.Join(dir, "events.db")
-	l, err := sqlite.Open(t.Context(), path, sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
+	if err := open(t, path, sqlite.Config{}).Close(); err != nil {
 		t.Fatal(err)
 	}
 	testenv.FillDisk(t, filepath.Join(dir, "filler"))
-	l, err = sqlite.Open(t.Context(), path, sqlite.Config{})
+	l, err := sqlite.Open(t.Context(), path, sqlite.Config{})
 	if err == nil {
 		_ = l.Close()
 		t.Skip("SQLite opened the log on a full disk: nothing to explain")
@@ -138,10 +127,7 @@ func TestOpenOnAFullDiskSaysSo(t *testing.T) {
 // it: no process holds it open, and its -wal and -shm files are gone.
 func readOnlyFixture(t *testing.T, path string) (done, running string) {
 	t.Helper()
-	l, err := sqlite.Open(t.Context(), path, sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := open(t, path, sqlite.Config{})
 	done, running = logtest.ExecutionID("done"), logtest.ExecutionID("running")
 	if _, err := l.Append(t.Context(), []eventlog.Event{
 		{ExecutionID: done, Type: eventlog.TypeExecutionStarted},
@@ -204,9 +190,7 @@ func TestReadOnlyOpenOnAReadOnlyFileSystem(t *testing.T) {
 	dir := testenv.SmallDisk(t, "1m")
 	path := filepath.Join(dir, "events.db")
 	done, running := readOnlyFixture(t, path)
-	if out, err := exec.Command("mount", "-o", "remount,ro", dir).CombinedOutput(); err != nil {
-		t.Skipf("remount read-only: %v: %s", err, out)
-	}
+	testenv.RemountReadOnly(t, dir)
 	l, err := sqlite.Open(t.Context(), path, sqlite.Config{ReadOnly: true})
 	if err != nil {
 		t.Fatalf("read-only Open on a read-only file system: %v", err)

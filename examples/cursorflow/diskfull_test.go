@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"database/sql"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,25 +26,8 @@ import (
 // the log intact.
 func TestResumeOnAFullDiskWaitsForSpace(t *testing.T) {
 	bin, env, id, side, filler, logPath := interruptedRunOnAFullDisk(t)
-	resume := exec.Command(bin, "resume", id, "--progress", "never")
-	resume.Env = env
 	var stdout bytes.Buffer
-	resume.Stdout = &stdout
-	stderr, err := resume.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := resume.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewScanner(stderr)
-	var said string
-	for lines.Scan() {
-		if l := lines.Text(); strings.HasPrefix(l, "cursorflow: ") {
-			said = l
-			break
-		}
-	}
+	resume, lines, said := waitingResume(t, bin, env, id, &stdout)
 	if !strings.Contains(said, logPath) || !strings.Contains(said, "full") {
 		_ = resume.Process.Kill()
 		_ = resume.Wait()
@@ -88,8 +72,31 @@ func TestResumeOnAFullDiskWaitsForSpace(t *testing.T) {
 // exited 1, the code of a resume that failed.
 func TestResumeInterruptedOnAFullDiskExitsInterrupted(t *testing.T) {
 	bin, env, id, _, _, _ := interruptedRunOnAFullDisk(t)
+	resume, lines, _ := waitingResume(t, bin, env, id, nil)
+	// The resume said it waits: interrupt it.
+	if err := resume.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	var said strings.Builder
+	for lines.Scan() {
+		said.WriteString(lines.Text() + "\n")
+	}
+	err := resume.Wait()
+	if code := resume.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("resume interrupted while the log was full: exit %d (%v), want %d; said %q", code, err, exitInterrupted, said.String())
+	}
+	if !strings.Contains(said.String(), "cursorflow resume "+id) {
+		t.Fatalf("resume interrupted while the log was full said %q: want the resume command", said.String())
+	}
+}
+
+// waitingResume starts `resume id` of the CLI bin with env, its stdout to
+// stdout (nil: discarded), and reads its stderr up to the first line it
+// says ("cursorflow: ..."), which it returns with the scanner of the rest.
+func waitingResume(t *testing.T, bin string, env []string, id string, stdout io.Writer) (*exec.Cmd, *bufio.Scanner, string) {
+	t.Helper()
 	resume := exec.Command(bin, "resume", id, "--progress", "never")
-	resume.Env = env
+	resume.Env, resume.Stdout = env, stdout
 	stderr, err := resume.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -98,26 +105,12 @@ func TestResumeInterruptedOnAFullDiskExitsInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := bufio.NewScanner(stderr)
-	var said strings.Builder
 	for lines.Scan() {
 		if l := lines.Text(); strings.HasPrefix(l, "cursorflow: ") {
-			break
+			return resume, lines, l
 		}
 	}
-	// The resume said it waits: interrupt it.
-	if err := resume.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	for lines.Scan() {
-		said.WriteString(lines.Text() + "\n")
-	}
-	err = resume.Wait()
-	if code := resume.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Fatalf("resume interrupted while the log was full: exit %d (%v), want %d; said %q", code, err, exitInterrupted, said.String())
-	}
-	if !strings.Contains(said.String(), "cursorflow resume "+id) {
-		t.Fatalf("resume interrupted while the log was full said %q: want the resume command", said.String())
-	}
+	return resume, lines, ""
 }
 
 // interruptedRunOnAFullDisk runs a playbook with the default event log on

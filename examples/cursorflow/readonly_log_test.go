@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,8 +64,6 @@ workflow:
 		}
 	}
 	read("on a full disk")
-	if out, err := exec.Command("mount", "-o", "remount,ro", disk).CombinedOutput(); err != nil {
-		t.Skipf("remount read-only: %v: %s", err, out)
-	}
+	testenv.RemountReadOnly(t, disk)
 	read("on a read-only file system")
 }

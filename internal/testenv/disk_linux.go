@@ -24,6 +24,16 @@ func SmallDisk(t testing.TB, size string) string {
 	return dir
 }
 
+// RemountReadOnly remounts dir, a SmallDisk, read-only, as a file system
+// that went read-only after an error (ext4's errors=remount-ro) is. It
+// skips (fails under CI=true) when the remount fails.
+func RemountReadOnly(t testing.TB, dir string) {
+	t.Helper()
+	if out, err := exec.Command("mount", "-o", "remount,ro", dir).CombinedOutput(); err != nil {
+		unavailable(t, "remount %s read-only: %v: %s", dir, err, out)
+	}
+}
+
 // FillDisk writes the file name until its disk is full and returns how
 // many bytes it took (what removing it frees).
 func FillDisk(t testing.TB, name string) int64 {
