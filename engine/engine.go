@@ -707,7 +707,11 @@ func (e *Engine) Cancel(ctx context.Context, executionID string) error {
 // summary. An execution this engine does not drive (another process
 // drives it, or it ended long ago) is followed in the log. Wait returns
 // ErrClosed if the engine closes first, and ErrUnknownExecution for an
-// execution the log does not hold.
+// execution the log does not hold. For an execution this engine drives,
+// Wait returns once its worker has also settled the cursor claims whose
+// record ended a loop (a drained claim's dead rows reach the source's
+// dead letter on its commit, after the record), so the source shows what
+// the summary reports.
 func (e *Engine) Wait(ctx context.Context, executionID string) (*Summary, error) {
 	if e.isClosed() {
 		return nil, ErrClosed
@@ -716,6 +720,7 @@ func (e *Engine) Wait(ctx context.Context, executionID string) (*Summary, error)
 	o.mu.Lock()
 	if s := o.finished.get(executionID, e.cfg.Clock.Now()); s != nil {
 		o.mu.Unlock()
+		e.settled(ctx, executionID)
 		return s, nil
 	}
 	if !o.driving[executionID] {
@@ -734,6 +739,7 @@ func (e *Engine) Wait(ctx context.Context, executionID string) (*Summary, error)
 		if w.sum == nil {
 			return nil, fmt.Errorf("%w: %s did not start", ErrUnknownExecution, executionID)
 		}
+		e.settled(ctx, executionID)
 		return w.sum, nil
 	case <-ctx.Done():
 		o.leave(executionID, w)
@@ -741,6 +747,17 @@ func (e *Engine) Wait(ctx context.Context, executionID string) (*Summary, error)
 	case <-o.done:
 		o.leave(executionID, w)
 		return nil, ErrClosed
+	}
+}
+
+// settled waits until this engine's worker has settled every drained
+// claim of the execution with its source, or ctx ends. Such a claim's
+// frame.done can end the loop, and so the execution, before its commit
+// moves its dead rows to the source's dead letter: Wait returns once the
+// source shows the outcome the summary reports.
+func (e *Engine) settled(ctx context.Context, executionID string) {
+	if e.worker != nil {
+		e.worker.settling.waitExecution(ctx, executionID)
 	}
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -203,6 +204,27 @@ func (s *settlingRuns) begin(cmd *Command) func() {
 		if r.n--; r.n == 0 {
 			close(r.idle)
 			delete(s.runs, key)
+		}
+	}
+}
+
+// waitExecution waits until no drained claim of any loop run of the
+// execution is settling, or ctx ends.
+func (s *settlingRuns) waitExecution(ctx context.Context, executionID string) {
+	prefix := executionID + "\x00"
+	var idle []chan struct{}
+	s.mu.Lock()
+	for key, r := range s.runs {
+		if strings.HasPrefix(key, prefix) {
+			idle = append(idle, r.idle)
+		}
+	}
+	s.mu.Unlock()
+	for _, ch := range idle {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
 		}
 	}
 }

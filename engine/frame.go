@@ -951,6 +951,14 @@ type frameRun struct {
 	// stopped marks the rows the worker's stopping (an engine shutdown, not
 	// a cancel) cut short or kept from starting: they are not outcomes.
 	stopped map[int]bool
+
+	// dispatchMu orders the row goroutines' nextRow: dispatched rows were
+	// handed out or passed over, and none starts after dispatchEnded.
+	// stopForCancel, finish, late and unstarted are nextRow's while rows
+	// run.
+	dispatchMu    sync.Mutex
+	dispatched    int
+	dispatchEnded bool
 }
 
 // workerStopping reports whether ctx, a frame's rows' context, ended
@@ -1082,21 +1090,29 @@ func (f *frameRun) runFrameChain(ctx context.Context) {
 }
 
 // runRows runs the chain per row (process: row), at most conc at once.
+//
+// Rows run on conc goroutines that live as long as the frame (a goroutine
+// per row started small and grew its stack through every row's tool chain
+// again), each taking the next row itself when it is free (nextRow): a
+// dispatcher handing rows over a channel woke two goroutines per row.
 func (f *frameRun) runRows(ctx context.Context, conc int) {
-	sem := make(chan struct{}, conc)
-	// Rows run on conc goroutines that live as long as the frame: a
-	// goroutine per row started small and grew its stack through every
-	// row's tool chain again.
-	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(conc, len(f.rows)) {
-		wg.Go(func() { f.rowLoop(ctx, next, sem, &wg) })
+		wg.Go(func() { f.rowLoop(ctx, &wg) })
 	}
-	defer func() {
-		close(next)
-		wg.Wait()
-	}()
-	for i := range f.rows {
+	wg.Wait()
+}
+
+// nextRow returns the next row to start, deciding for the rows it passes
+// over (late, after a fatal failure), or false once no more rows start:
+// all were taken, or a cancel or the worker's stopping keeps the rest
+// from starting. The row goroutines call it one at a time (dispatchMu).
+func (f *frameRun) nextRow(ctx context.Context) (int, bool) {
+	f.dispatchMu.Lock()
+	defer f.dispatchMu.Unlock()
+	for !f.dispatchEnded && f.dispatched < len(f.rows) {
+		i := f.dispatched
+		f.dispatched++
 		// The first row always starts, so that every frame makes progress
 		// however slow the claim was.
 		if i > 0 && !f.deadline.IsZero() && time.Now().After(f.deadline) && mayGoBack(f.claimed[i], f.step.Loop, f.fs) {
@@ -1110,15 +1126,14 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 			f.setItem(i, ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeError, Error: "frame failed before the row started"})
 			continue
 		}
-		sem <- struct{}{}
 		if f.stopForCancel(i) {
-			<-sem
-			break
+			f.dispatchEnded = true
+			return 0, false
 		}
 		// Cut short by a cancel's grace, or by the worker stopping (an
 		// engine shutdown): the rest never starts, and goes back.
 		if cutShort(ctx) || ctx.Err() != nil {
-			<-sem
+			f.dispatchEnded = true
 			f.mu.Lock()
 			for j := i; j < len(f.rows); j++ {
 				if cutShort(ctx) {
@@ -1128,30 +1143,33 @@ func (f *frameRun) runRows(ctx context.Context, conc int) {
 				}
 			}
 			f.mu.Unlock()
-			break
+			return 0, false
 		}
-		next <- i
+		return i, true
 	}
+	return 0, false
 }
 
-// rowLoop runs the rows sent on next, freeing a slot of sem after each.
-// A tool that ends its goroutine (runtime.Goexit, as t.FailNow in a tool
-// does) cannot be stopped from ending this one: its row fails, and
-// another goroutine takes this one's place, so the frame's other rows
-// still run.
-func (f *frameRun) rowLoop(ctx context.Context, next <-chan int, sem chan struct{}, wg *sync.WaitGroup) {
-	for i := range next {
+// rowLoop runs rows taken with nextRow until none is left. A tool that
+// ends its goroutine (runtime.Goexit, as t.FailNow in a tool does) cannot
+// be stopped from ending this one: its row fails, and another goroutine
+// takes this one's place, so the frame's other rows still run.
+func (f *frameRun) rowLoop(ctx context.Context, wg *sync.WaitGroup) {
+	for {
+		i, ok := f.nextRow(ctx)
+		if !ok {
+			return
+		}
 		returned := false
 		func() {
 			defer func() {
-				<-sem
 				if returned {
 					return
 				}
 				f.w.logger().Error("a tool ended its goroutine (runtime.Goexit: t.FailNow in a tool?); its row fails",
 					"step", f.cmd.Step, "command_id", f.cmd.ID, "row", f.rows[i].Key)
 				f.setItem(i, ItemOutcome{Key: f.rows[i].Key, Outcome: OutcomeError, Error: errGoexit.Error()})
-				wg.Go(func() { f.rowLoop(ctx, next, sem, wg) })
+				wg.Go(func() { f.rowLoop(ctx, wg) })
 			}()
 			f.runRow(ctx, i)
 			returned = true

@@ -134,6 +134,40 @@ func TestRowSetAsideByTheSourceGoesOn(t *testing.T) {
 		t.Fatalf("row 7 reported dead by %d frames, want 1", deadItems)
 	}
 }
+// TestWaitReturnsOnceTheSourceSettled: a row that keeps failing is given
+// up at its fourth delivery, and its claim, which holds no other row,
+// records the row dead before it commits the source's dead letter. That
+// record ends the loop and the execution, so Wait used to return while
+// the commit had not happened yet: a caller reading the source after Wait
+// saw the row still claimed. Here the commit is slow, as one waiting for
+// a synchronous standby is (a deferred trigger sleeps in it). Wait now
+// returns once this engine's worker has settled the claim.
+func TestWaitReturnsOnceTheSourceSettled(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	pool, table := pgQueue(t, dsn, 40)
+	if _, err := pool.Exec(context.Background(), fmt.Sprintf(`CREATE FUNCTION %[1]s_slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER slow_commit AFTER UPDATE ON %[1]s DEFERRABLE INITIALLY DEFERRED
+		FOR EACH ROW WHEN (NEW.status = 'dead') EXECUTE FUNCTION %[1]s_slow()`, table)); err != nil {
+		t.Fatal(err)
+	}
+	e, log := cursorEngine(t, dsn)
+	deadLetter := "\n        dead_letter: UPDATE " + table + " SET status = 'dead' WHERE id IN ({{ keys | join(',') }})"
+	sum, evs := runPlaybook(t, e, log, handBackPlaybook(table, "q.id, q.payload, q.attempts", deadLetter, "row"), engine.StartOptions{}, time.Minute)
+	t.Cleanup(func() { dumpOnFail(t, evs) })
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("summary %+v: want completed", sum)
+	}
+	var done int
+	var status string
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE status = 'done'), max(status) FILTER (WHERE id = 7) FROM `+table).Scan(&done, &status); err != nil {
+		t.Fatal(err)
+	}
+	if done != 39 || status != "dead" {
+		t.Fatalf("after Wait: %d rows done, row 7 %q; want 39 done and row 7 dead", done, status)
+	}
+}
+
 
 // TestRepeatedDeliveryCountsOnce: a source that numbers deliveries hands
 // a failing row out twice under one number (as it does when a claim's

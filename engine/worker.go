@@ -512,6 +512,12 @@ func (cs *chainState) takePrev() {
 	}
 }
 
+// empty reports whether the chain has added nothing to its scope yet:
+// its view would be the scope as it is.
+func (cs *chainState) empty() bool {
+	return !cs.hasPrev && len(cs.Locals) == 0 && len(cs.Iter) == 0 && len(cs.Ctx) == 0 && len(cs.Vars) == 0
+}
+
 // local returns Locals, made on first use.
 func (cs *chainState) local() map[string]any {
 	if cs.Locals == nil {
@@ -681,9 +687,16 @@ func (w *Worker) runChain(ctx context.Context, cmd *Command, step *dsl.Step, sco
 		}
 		policy := policyOf(step, eff)
 		view := first
-		if first != nil {
+		switch {
+		case first != nil:
 			first = nil
-		} else {
+		case policy == nil && len(args) == 0 && cs.empty():
+			// Nothing adds to this view (no rules, no args) and nothing of
+			// the chain is on top of the scope yet: the view would be a
+			// copy of scope unchanged, and scope is the caller's own. A
+			// row of a plain cursor loop renders against its row scope.
+			view = scope
+		default:
 			extra := 0
 			if policy != nil {
 				extra = judgedKeys
