@@ -206,7 +206,7 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(o.natsURL, append(natslog.Options(logger), nats.Name("cursorflow-server "+lease.Owner()), nats.MaxReconnects(-1))...)
+	nc, err := natslog.Connect(ctx, o.natsURL, logger, nats.Name("cursorflow-server "+lease.Owner()))
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", natslog.Where(o.natsURL), err)
 	}

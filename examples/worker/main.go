@@ -135,7 +135,7 @@ func run(args []string, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	nc, err := nats.Connect(*natsURL, append(natslog.Options(logger), nats.Name("cursorflow-worker "+*id), nats.MaxReconnects(-1))...)
+	nc, err := natslog.Connect(ctx, *natsURL, logger, nats.Name("cursorflow-worker "+*id))
 	if err != nil {
 		logger.Error("connect to NATS", "url", natslog.Where(*natsURL), "error", err)
 		return 1

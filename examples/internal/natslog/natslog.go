@@ -4,9 +4,11 @@
 package natslog
 
 import (
+	"context"
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 )
@@ -33,6 +35,39 @@ func Options(logger *slog.Logger) []nats.Option {
 				logger.Warn("nats: connection closed", "error", err)
 			}
 		}),
+	}
+}
+
+// Connect connects to NATS at urls (comma-separated, as nats.Connect takes
+// them) with Options' logging, opts, and no limit on reconnections. While
+// no server answers (a worker or server started before NATS, as a compose
+// file or a cluster's restart orders them) it keeps trying, every
+// reconnect wait (nats.ReconnectWait in opts, else nats.go's 2 s), and
+// says so once at warning level, until a server answers or ctx ends;
+// then it returns ctx's error. A URL nats.go cannot parse fails at once.
+func Connect(ctx context.Context, urls string, logger *slog.Logger, opts ...nats.Option) (*nats.Conn, error) {
+	connected := make(chan struct{})
+	var once sync.Once
+	all := append(Options(logger), opts...)
+	all = append(all, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		// Called once the first connection is made, also when that took
+		// retries (reconnections go to the ReconnectHandler).
+		nats.ConnectHandler(func(*nats.Conn) { once.Do(func() { close(connected) }) }))
+	nc, err := nats.Connect(urls, all...)
+	if err != nil {
+		return nil, err
+	}
+	if nc.IsConnected() {
+		return nc, nil
+	}
+	logger.Warn("nats: no server answers yet; retrying until one does", "url", Where(urls), "error", nc.LastError())
+	select {
+	case <-connected:
+		logger.Info("nats: connected", "url", nc.ConnectedUrlRedacted())
+		return nc, nil
+	case <-ctx.Done():
+		nc.Close()
+		return nil, ctx.Err()
 	}
 }
 

@@ -2,6 +2,7 @@ package natslog
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -100,5 +101,65 @@ func TestWhereHidesToken(t *testing.T) {
 	got := Where("nats://s3cretToken@a:4222,nats://app:pw@b:4222")
 	if got != "nats://xxxxx@a:4222,nats://app:xxxxx@b:4222" || strings.Contains(got, "s3cretToken") {
 		t.Fatalf("Where = %q", got)
+	}
+}
+
+// TestConnectWaitsForTheServer starts a client before its NATS server
+// answers, as a compose file or a cluster restart may order them: the
+// first connections are refused, and Connect keeps trying until one is
+// made, instead of failing the worker's or server's start.
+func TestConnectWaitsForTheServer(t *testing.T) {
+	proxy := testenv.NewProxy(t, strings.TrimPrefix(testenv.NATS(t), "nats://"))
+	proxy.RefuseNext(3)
+	var out testenv.SyncBuffer
+	nc, err := Connect(t.Context(), "nats://"+proxy.Addr(), slog.New(slog.NewTextHandler(&out, nil)), nats.ReconnectWait(10*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Connect: %v\n%s", err, out.String())
+	}
+	defer nc.Close()
+	if !nc.IsConnected() {
+		t.Fatalf("Connect returned a connection in state %v", nc.Status())
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatalf("the connection does not work: %v", err)
+	}
+	if n := proxy.Accepted(); n < 4 {
+		t.Fatalf("the proxy saw %d connections: want the 3 refused and one more", n)
+	}
+	if log := out.String(); !strings.Contains(log, "no server answers yet") || !strings.Contains(log, "nats: connected") {
+		t.Fatalf("logged:\n%s", log)
+	}
+}
+
+// TestConnectGivesUpWithItsContext: a server that never answers leaves
+// Connect trying until its context ends (a SIGTERM during the start).
+func TestConnectGivesUpWithItsContext(t *testing.T) {
+	proxy := testenv.NewProxy(t, strings.TrimPrefix(testenv.NATS(t), "nats://"))
+	proxy.RefuseNext(1 << 30)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		nc, err := Connect(ctx, "nats://"+proxy.Addr(), slog.New(slog.DiscardHandler), nats.ReconnectWait(10*time.Millisecond))
+		if nc != nil {
+			nc.Close()
+		}
+		done <- err
+	}()
+	// Wait until it has been refused a few times, then end its context.
+	for proxy.Accepted() < 3 {
+		select {
+		case err := <-done:
+			t.Fatalf("Connect returned %v while no server answered", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Connect = %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Connect did not return after its context ended")
 	}
 }
