@@ -1,9 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
 // TestCredentialNeverEchoed: a --credential value without an alias, or
@@ -13,11 +15,18 @@ import (
 // "postgres://u:p@h/db?sslmode" as the alias of the second.
 func TestCredentialNeverEchoed(t *testing.T) {
 	for _, value := range []string{"postgres://app:pw@db/app", "postgres://u:pw@h/db?sslmode=disable"} {
-		var stderr bytes.Buffer
+		var stderr testenv.SyncBuffer
 		// The flags are checked before the worker connects to NATS; a
-		// value wrongly accepted fails on the unreachable NATS (exit 1)
-		// rather than running a worker.
-		code := run([]string{"--nats", "nats://127.0.0.1:1", "--credential", value}, &stderr)
+		// value wrongly accepted has the worker wait for the unreachable
+		// NATS instead of exiting.
+		exit := make(chan int, 1)
+		go func() { exit <- run([]string{"--nats", "nats://127.0.0.1:1", "--credential", value}, &stderr) }()
+		var code int
+		select {
+		case code = <-exit:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("--credential %q: the worker went on to connect to NATS; stderr %q", value, stderr.String())
+		}
 		msg := stderr.String()
 		if code != 2 || !strings.Contains(msg, "want alias=URL") || strings.Contains(msg, "pw") || strings.Contains(msg, "postgres") {
 			t.Errorf("--credential %q: exit %d, stderr %q", value, code, msg)
