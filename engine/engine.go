@@ -148,7 +148,10 @@ type Config struct {
 	Partials PartialLimits
 	// Observer, if set, sees every event once it is durably appended, in
 	// append order, from the orchestrator's goroutine: metrics and traces
-	// derive from the log itself. It must not block.
+	// derive from the log itself. It must not block, and must not call
+	// Close or Shutdown: they wait for the goroutine it runs on (an
+	// observer that stops the engine on some event does it from another
+	// goroutine: go e.Close()).
 	Observer Observer
 }
 
