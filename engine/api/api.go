@@ -42,6 +42,8 @@ var ErrUnavailable = errors.New("api: runner unavailable")
 // Runner starts and cancels executions. *engine.Engine satisfies it.
 type Runner interface {
 	// Start parses src and starts an execution of it, returning its id.
+	// An id returned with an error names an execution that may run (see
+	// engine.Engine.Start): the API answers 503 naming it.
 	Start(ctx context.Context, src []byte, opts engine.StartOptions) (string, error)
 	// Cancel asks a running execution to stop.
 	Cancel(ctx context.Context, executionID string) error

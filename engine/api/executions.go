@@ -114,6 +114,16 @@ func (s *server) startExecution(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.runnerContext(r)
 	defer cancel()
 	id, err := s.cfg.Engine.Start(ctx, src, engine.StartOptions{File: file, Workload: workload})
+	if err != nil && id != "" {
+		// The engine took the start but did not confirm its record in
+		// time (engine.Engine.Start): the execution may run. The client
+		// gets its id, to look it up before starting the work again.
+		s.log.WarnContext(r.Context(), "api: start taken but not confirmed", "execution_id", id, "error", err)
+		w.Header().Set("Location", "/v1/executions/"+id)
+		writeJSON(w, http.StatusServiceUnavailable, ErrorBody{ExecutionID: id,
+			Error: "the engine took the start but did not confirm it in time: execution " + id + " may run; GET /v1/executions/" + id + " before starting it again"})
+		return
+	}
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "engine: vars.") {
 			// Rendering the playbook's vars against the workload failed:

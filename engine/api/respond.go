@@ -20,6 +20,10 @@ type ErrorBody struct {
 	Error string `json:"error"`
 	// Problems lists a playbook's diagnostics when it does not validate.
 	Problems []Problem `json:"problems,omitempty"`
+	// ExecutionID names the execution a start that was not confirmed in
+	// time may have started (503 from POST /v1/executions): look it up
+	// before starting the work again.
+	ExecutionID string `json:"execution_id,omitempty"`
 }
 
 // Problem is one playbook diagnostic.

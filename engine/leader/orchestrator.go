@@ -257,7 +257,10 @@ func (o *Orchestrator) engine(ctx context.Context) (*engine.Engine, context.Cont
 }
 
 // Start implements api.Runner: it starts an execution on the leader's
-// engine.
+// engine. When leadership is lost while the start is under way it
+// returns an error wrapping api.ErrUnavailable, with the execution's id
+// if the engine had taken the start (the next leader resumes it if it
+// was recorded).
 func (o *Orchestrator) Start(ctx context.Context, src []byte, opts engine.StartOptions) (string, error) {
 	e, cctx, done, err := o.engine(ctx)
 	if err != nil {
@@ -266,7 +269,9 @@ func (o *Orchestrator) Start(ctx context.Context, src []byte, opts engine.StartO
 	defer done()
 	id, err := e.Start(cctx, src, opts)
 	if err != nil && cctx.Err() != nil && ctx.Err() == nil {
-		return "", fmt.Errorf("%w: leadership lost while starting", api.ErrUnavailable)
+		// With an id the start was taken and may be on record: the next
+		// leader resumes it. The caller gets the id to look it up.
+		return id, fmt.Errorf("%w: leadership lost while starting", api.ErrUnavailable)
 	}
 	return id, err
 }
