@@ -134,6 +134,7 @@ func TestRowSetAsideByTheSourceGoesOn(t *testing.T) {
 		t.Fatalf("row 7 reported dead by %d frames, want 1", deadItems)
 	}
 }
+
 // TestWaitReturnsOnceTheSourceSettled: a row that keeps failing is given
 // up at its fourth delivery, and its claim, which holds no other row,
 // records the row dead before it commits the source's dead letter. That
@@ -167,7 +168,6 @@ func TestWaitReturnsOnceTheSourceSettled(t *testing.T) {
 		t.Fatalf("after Wait: %d rows done, row 7 %q; want 39 done and row 7 dead", done, status)
 	}
 }
-
 
 // TestRepeatedDeliveryCountsOnce: a source that numbers deliveries hands
 // a failing row out twice under one number (as it does when a claim's
