@@ -316,6 +316,10 @@ type ListOptions struct {
 	// Limit bounds how many are returned. Defaults to DefaultListLimit
 	// (100); at most MaxListLimit (1000).
 	Limit int
+	// After continues a listing after this execution (the last of the
+	// previous page); empty starts with the newest. An id the log does
+	// not hold lists none.
+	After string
 }
 
 // List returns executions, newest first. An ended execution's summary is
@@ -339,7 +343,7 @@ func (p *Projection) List(ctx context.Context, opts ListOptions) ([]ExecutionSum
 	// is full: a log of a million executions is not read whole to show
 	// a hundred. A status other than running may need several pages.
 	out := []ExecutionSummary{}
-	q := eventlog.ExecutionsQuery{Unfinished: opts.Status == StatusRunning, NewestFirst: true, Limit: limit}
+	q := eventlog.ExecutionsQuery{Unfinished: opts.Status == StatusRunning, NewestFirst: true, Limit: limit, After: opts.After}
 	for {
 		ids, err := p.cfg.Log.Executions(ctx, q)
 		if err != nil {

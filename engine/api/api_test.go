@@ -915,3 +915,73 @@ func TestGuessingTokensIsLimited(t *testing.T) {
 		}
 	}
 }
+
+// TestExecutionsPaging: a deployment with more executions than one page
+// holds (1000 at most) could list only the newest; next and after walk
+// every execution, newest first, each once, with or without a status.
+func TestExecutionsPaging(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	failing := header + "metadata: {name: failing}\nworkflow:\n  - step: start\n    tool: {kind: echo, msg: " + apitest.FailMsg + "}\n"
+	var ids, failed []string // oldest first
+	for i := range 7 {
+		src := echoPlaybook
+		if i%3 == 1 {
+			src = failing
+		}
+		id := b.start(t, api.StartRequest{Source: src})
+		status := engine.StatusCompleted
+		if i%3 == 1 {
+			status = engine.StatusFailed
+			failed = append(failed, id)
+		}
+		b.waitStatus(t, id, status)
+		ids = append(ids, id)
+	}
+	walk := func(query string) []string {
+		var got []string
+		after := ""
+		for pages := 0; ; pages++ {
+			if pages > 10 {
+				t.Fatalf("%s: more than 10 pages: %v", query, got)
+			}
+			path := "/v1/executions?limit=2&" + query
+			if after != "" {
+				path += "&after=" + after
+			}
+			r := b.do(t, http.MethodGet, path, nil)
+			want(t, r, http.StatusOK)
+			var list api.ExecutionList
+			r.decode(t, &list)
+			for _, x := range list.Executions {
+				got = append(got, x.ExecutionID)
+			}
+			if list.Next == "" {
+				if len(list.Executions) == 2 {
+					t.Fatalf("%s: a full page without next", path)
+				}
+				return got
+			}
+			after = list.Next
+		}
+	}
+	newestFirst := func(ids []string) []string {
+		r := slices.Clone(ids)
+		slices.Reverse(r)
+		return r
+	}
+	if got := walk(""); !slices.Equal(got, newestFirst(ids)) {
+		t.Errorf("all executions, 2 a page: %v, want %v", got, newestFirst(ids))
+	}
+	if got := walk("status=failed"); !slices.Equal(got, newestFirst(failed)) {
+		t.Errorf("failed executions, 2 a page: %v, want %v", got, newestFirst(failed))
+	}
+	r := b.do(t, http.MethodGet, "/v1/executions?after=no-such-execution", nil)
+	want(t, r, http.StatusOK)
+	var list api.ExecutionList
+	r.decode(t, &list)
+	if len(list.Executions) != 0 {
+		t.Errorf("after an unknown id: %v, want none", list.Executions)
+	}
+	want(t, b.do(t, http.MethodGet, "/v1/executions?after="+strings.Repeat("x", engine.MaxExecutionIDLen+1), nil), http.StatusBadRequest)
+}

@@ -180,6 +180,9 @@ func (s *server) runnerFailed(w http.ResponseWriter, r *http.Request, err error)
 type ExecutionList struct {
 	// Executions are newest first.
 	Executions []engine.ExecutionSummary `json:"executions"`
+	// Next is set when the page is full: the after of the next page
+	// (older executions).
+	Next string `json:"next,omitempty"`
 }
 
 func (s *server) listExecutions(w http.ResponseWriter, r *http.Request) {
@@ -211,12 +214,21 @@ func (s *server) listExecutions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opts.Limit = int(min(limit, engine.MaxListLimit))
+	opts.After = q.Get("after")
+	if opts.After != "" && (len(opts.After) > engine.MaxExecutionIDLen || !validID(opts.After)) {
+		writeError(w, http.StatusBadRequest, "query parameter after: want an execution id (the previous page's next)")
+		return
+	}
 	list, err := s.cfg.Projection.List(r.Context(), opts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ExecutionList{Executions: list})
+	out := ExecutionList{Executions: list}
+	if len(list) == opts.Limit {
+		out.Next = list[len(list)-1].ExecutionID
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // inspect reads the execution's status from the projection, answering
