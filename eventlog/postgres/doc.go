@@ -8,9 +8,10 @@
 // under a pg_advisory_lock, recording them in schema_version. The tables:
 //
 //   - events: one row per event, PRIMARY KEY (execution_id, seq), id from
-//     a sequence, payload and meta as json (the bytes appended, returned
-//     as they were; compressed with lz4 where the server has it), and
-//     UNIQUE partial indexes on
+//     a sequence, payload and meta as text (the JSON bytes appended,
+//     validated by Append before they are sent and returned as they
+//     were; compressed with lz4 where the server has it), and UNIQUE
+//     partial indexes on
 //     (execution_id, command_id) WHERE type = 'command.issued' and on
 //     (execution_id, loop_id) WHERE type = 'loop.done' and WHERE type =
 //     'loop.fanin.completed'.
@@ -18,9 +19,11 @@
 //     id and time, whether it began with execution.started, and its
 //     terminal type; Append maintains it.
 //
-// Migration 0004 turned payload and meta from jsonb into json: on a log
-// made before it, the first Open of the new version rewrites events once,
-// holding its table lock meanwhile, so upgrade a large log at a quiet time.
+// Migration 0004 turned payload and meta from jsonb into json, and 0006
+// from json into text (the server no longer parses every payload a second
+// time): on a log made before them, the first Open of the new version
+// rewrites events, holding its table lock meanwhile, so upgrade a large
+// log at a quiet time.
 //
 // events can be hash- or range-partitioned by execution_id (or by time,
 // added to the keys) because every unique index includes execution_id;
@@ -28,25 +31,36 @@
 //
 // # Append
 //
-// A batch costs one round trip: pgx pipelines three statements under one
-// Sync, which PostgreSQL runs as one implicit transaction. The first
-// inserts-or-locks the batch's executions rows in execution_id order (so
-// concurrent appends to one execution, from any process, serialize on
-// that row and multi-execution batches cannot deadlock). The second,
-// running in a fresh READ COMMITTED snapshot that therefore sees every
-// earlier append, marks duplicates (against the table and earlier in the
-// batch), numbers the rest from last_seq, inserts them and updates the
-// executions rows in a single CTE. The third queues a NOTIFY, delivered at
-// commit. Any error rolls the whole batch back.
+// A batch costs one round trip and one transaction. The batch a cursor
+// drain appends most (one execution that has events and has not ended;
+// a frame's done, the next command.issued and its claim; no
+// execution.started, loop.done, loop.fanin.completed or terminal event
+// and no command_id issued twice) is one statement: an UPDATE of the
+// executions row that locks it and reserves the batch's seqs from
+// last_seq (under READ COMMITTED an UPDATE that waited for a concurrent
+// append re-reads the row that append committed, so appends to one
+// execution from any process serialize on it), the INSERT of the events,
+// and a NOTIFY, delivered at commit. Its UPDATE also probes
+// events_command_issued for the batch's command.issued events: with one
+// on record (a resent batch) it stores nothing, and the batch is sent
+// again as below (a second round trip, only for a resent batch). The
+// probe reads the statement's snapshot, which misses an append committed
+// while the UPDATE waited for the row lock (two processes appending the
+// same command at once); the unique index itself refuses what it missed,
+// rolling the batch back (an error line in the server's log), and the
+// batch is sent again the same way.
 //
-// The batch a cursor drain appends most (one execution; a frame's done,
-// the next command.issued and its claim) takes a leaner second statement:
-// with no loop.done, loop.fanin.completed, execution.started or terminal
-// event and no command_id twice, only the command.issued events can be
-// duplicates, so it numbers the batch from last_seq without window
-// functions, unless one of them is on record already. Then it stores
-// nothing and the batch is sent again with the general statement (a
-// second round trip, only for a resent batch).
+// Any other batch, or that one when its execution has no events yet or
+// has ended, is a pipeline of three statements under one Sync, which
+// PostgreSQL runs as one implicit transaction. The first inserts-or-locks
+// the batch's executions rows in execution_id order (so concurrent
+// appends to one execution serialize on that row and multi-execution
+// batches cannot deadlock). The second, running in a fresh READ
+// COMMITTED snapshot that therefore sees every earlier append, marks
+// duplicates (against the table and earlier in the batch), numbers the
+// rest from last_seq, inserts them and updates the executions rows in a
+// single CTE. The third queues the NOTIFY. Any error rolls the whole
+// batch back.
 //
 // # A server that stops answering
 //

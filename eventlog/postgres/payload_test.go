@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/logtest"
@@ -59,23 +60,7 @@ func TestUpgradeFromJSONB(t *testing.T) {
 	pool := testPool(t)
 	schema := randomSchema(t, pool)
 	quoted := pgx.Identifier{schema}.Sanitize()
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+quoted+"; CREATE TABLE "+quoted+
-		".schema_version (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
-		pgx.QueryExecModeSimpleProtocol); err != nil {
-		t.Fatal(err)
-	}
-	for v, name := range []string{"0001_init", "0002_snapshots", "0003_fanin"} {
-		b, err := os.ReadFile(filepath.Join("migrations", name+".sql"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pool.Exec(ctx, strings.ReplaceAll(string(b), "{{schema}}", quoted), pgx.QueryExecModeSimpleProtocol); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if _, err := pool.Exec(ctx, "INSERT INTO "+quoted+".schema_version (version, name) VALUES ($1, $2)", v+1, name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyMigrations(t, pool, schema, "0001_init", "0002_snapshots", "0003_fanin")
 	exec := logtest.ExecutionID("upgrade")
 	if _, err := pool.Exec(ctx, "INSERT INTO "+quoted+`.events (execution_id, seq, type, payload, meta, time)
 		VALUES ($1, 1, 'execution.started', '{"b": [1, 2.50], "a": "x"}', '{"trace": "t"}', now());
@@ -89,8 +74,8 @@ func TestUpgradeFromJSONB(t *testing.T) {
 	l := newLog(t, pool, schema)
 	var kind string
 	if err := pool.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
-		WHERE attrelid = $1::regclass AND attname = 'payload'`, quoted+".events").Scan(&kind); err != nil || kind != "json" {
-		t.Fatalf("payload column is %q (%v) after the upgrade, want json", kind, err)
+		WHERE attrelid = $1::regclass AND attname = 'payload'`, quoted+".events").Scan(&kind); err != nil || kind != "text" {
+		t.Fatalf("payload column is %q (%v) after the upgrade, want text", kind, err)
 	}
 	res, err := l.Append(ctx, []eventlog.Event{{ExecutionID: exec, Type: eventlog.TypeStepStarted, Step: "s", Payload: json.RawMessage(`{"n": 1}`)}})
 	if err != nil || res[0].Seq != 2 {
@@ -102,6 +87,94 @@ func TestUpgradeFromJSONB(t *testing.T) {
 	}
 	if !logtest.JSONEqual(evs[0].Payload, json.RawMessage(`{"a":"x","b":[1,2.5]}`)) || !bytes.Equal(evs[1].Payload, []byte(`{"n": 1}`)) {
 		t.Fatalf("payloads after the upgrade: %s, %s", evs[0].Payload, evs[1].Payload)
+	}
+}
+
+// applyMigrations makes schema as the named migrations, in order, left it,
+// as a log of an older version of this package did.
+func applyMigrations(t *testing.T, pool *pgxpool.Pool, schema string, names ...string) {
+	t.Helper()
+	ctx := t.Context()
+	quoted := pgx.Identifier{schema}.Sanitize()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+quoted+"; CREATE TABLE "+quoted+
+		".schema_version (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+		pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	fill := strings.NewReplacer("{{schema}}", quoted, "{{schema_literal}}", "'"+strings.ReplaceAll(schema, "'", "''")+"'")
+	for v, name := range names {
+		b, err := os.ReadFile(filepath.Join("migrations", name+".sql"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, fill.Replace(string(b)), pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := pool.Exec(ctx, "INSERT INTO "+quoted+".schema_version (version, name) VALUES ($1, $2)", v+1, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A log made before 0006, with json payloads, upgrades in place when a
+// log opens it: payload and meta become text, its events read back byte
+// for byte, and appends go on from its seqs, through the lean statement
+// too, with its duplicate check (a command.issued on record stays one).
+func TestUpgradeFromJSON(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := testPool(t)
+	schema := randomSchema(t, pool)
+	quoted := pgx.Identifier{schema}.Sanitize()
+	applyMigrations(t, pool, schema, "0001_init", "0002_snapshots", "0003_fanin", "0004_payload_json", "0005_execution_started")
+	exec := logtest.ExecutionID("upgrade-json")
+	old := []string{`{"b": [1, 2.50], "a":"x"}`, `{"kind":"frame"}`}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+quoted+`.events (execution_id, seq, type, command_id, payload, meta, time)
+		VALUES ($1, 1, 'execution.started', NULL, $2, $2, now()), ($1, 2, 'command.issued', 'c1', $3, NULL, now())`,
+		exec, old[0], old[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+quoted+`.executions (execution_id, last_seq, first_id, started, started_at)
+		SELECT $1, 2, min(id), true, now() FROM `+quoted+".events", exec); err != nil {
+		t.Fatal(err)
+	}
+
+	l := newLog(t, pool, schema)
+	rows, err := pool.Query(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attname IN ('payload', 'meta')`, quoted+".events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || strings.Join(kinds, " ") != "text text" {
+		t.Fatalf("payload and meta are %v (%v) after the upgrade, want text", kinds, err)
+	}
+	// A frame's batch: the lean statement. c1 is on record: the batch
+	// goes to the general statement, which stores the rest.
+	batch := []eventlog.Event{
+		{ExecutionID: exec, Type: eventlog.TypeCommandIssued, CommandID: "c1", Payload: json.RawMessage(`{"again":1}`)},
+		{ExecutionID: exec, Type: eventlog.TypeFrameClaimed, CommandID: "c1", Payload: json.RawMessage(`{"rows": [1]}`)},
+	}
+	res, err := l.Append(ctx, batch)
+	if err != nil || !res[0].Duplicate || res[1].Seq != 3 {
+		t.Fatalf("append after the upgrade = %+v, %v; want a duplicate, then seq 3", res, err)
+	}
+	batch[0].CommandID = "c2"
+	if res, err = l.Append(ctx, batch); err != nil || res[0].Seq != 4 || res[1].Seq != 5 {
+		t.Fatalf("second append after the upgrade = %+v, %v; want seqs 4 and 5", res, err)
+	}
+	evs, err := l.Read(ctx, exec, 0, 0)
+	if err != nil || len(evs) != 5 {
+		t.Fatalf("read %d events, %v; want 5", len(evs), err)
+	}
+	want := []string{old[0], old[1], `{"rows": [1]}`, `{"again":1}`, `{"rows": [1]}`}
+	for i, e := range evs {
+		if string(e.Payload) != want[i] {
+			t.Errorf("event %d: payload %s, want %s", i+1, e.Payload, want[i])
+		}
+	}
+	if string(evs[0].Meta) != old[0] {
+		t.Errorf("event 1: meta %s, want %s", evs[0].Meta, old[0])
 	}
 }
 

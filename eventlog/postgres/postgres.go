@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cursorflow/cursorflow/eventlog"
@@ -182,10 +183,12 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Log, error) {
 	}, nil
 }
 
-// Append implements eventlog.Log. The batch travels in one round trip: a
-// pipeline of three statements under one Sync, which PostgreSQL runs as
-// one implicit transaction (lock the executions rows; insert the
-// non-duplicates with their seqs and update the executions rows; notify).
+// Append implements eventlog.Log. The batch travels in one round trip and
+// one transaction: the lean statement for a drain's usual batch (lock the
+// executions row and reserve the seqs, insert, notify), else a pipeline
+// of three statements under one Sync (lock the executions rows; insert
+// the non-duplicates with their seqs and update the executions rows;
+// notify). See the package documentation.
 func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
 	return l.append(ctx, events, nil)
 }
@@ -229,7 +232,7 @@ func (l *Log) appendGeneral(ctx context.Context, events []eventlog.Event, guard 
 }
 
 // appendBatch sends a batch in one round trip; with plainOK, a plain batch
-// (isPlain) of one execution goes through the lean statement.
+// (plainIssued) of one execution goes through the lean statement.
 func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *AppendGuard, plainOK bool) ([]eventlog.Result, error) {
 	if results, stop, err := l.state.CheckAppend(ctx, events); stop {
 		return results, err
@@ -257,19 +260,24 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 	distinct := slices.Clone(execIDs)
 	slices.Sort(distinct)
 	distinct = slices.Compact(distinct)
-	plain := plainOK && len(distinct) == 1 && isPlain(events)
+	var plain bool
+	var issued []string
+	if plainOK && len(distinct) == 1 {
+		issued, plain = plainIssued(events)
+	}
 
 	b := &pgx.Batch{}
 	if guard != nil {
 		b.Queue(guard.SQL, guard.Args...)
 	}
-	b.Queue(l.sql.lock, distinct)
 	if plain {
-		b.Queue(l.sql.appendPlain, distinct[0], types, steps, commands, loops, frames, attempts, workers, payloads, metas, times)
+		b.Queue(l.sql.appendPlain, distinct[0], types, steps, commands, loops, frames, attempts, workers, payloads, metas, times,
+			l.channel, int64(n), issued)
 	} else {
+		b.Queue(l.sql.lock, distinct)
 		b.Queue(l.sql.append, execIDs, types, steps, commands, loops, frames, attempts, workers, payloads, metas, times)
+		b.Queue(l.sql.notify, l.channel, distinct)
 	}
-	b.Queue(l.sql.notify, l.channel, distinct)
 	bctx, cancel := l.bound(ctx)
 	defer cancel()
 	br := l.pool.SendBatch(bctx, b)
@@ -284,9 +292,10 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 	if closeErr := br.Close(); err == nil {
 		err = closeErr // the commit happens at the Sync that Close waits for
 	}
-	if errors.Is(err, errPlainDuplicate) {
-		// Stored nothing: a command.issued of the batch is on record
-		// (a retried append). The general statement sorts it out.
+	if plain && (errors.Is(err, errPlainUnfit) || isIssuedDuplicate(err)) {
+		// Stored nothing: the execution has no events yet or has ended,
+		// or a command.issued of the batch is on record (a retried
+		// append). The general statement sorts it out.
 		return l.appendGeneral(ctx, events, guard)
 	}
 	var started *eventlog.AlreadyStartedError
@@ -312,42 +321,60 @@ func nilIfEmpty(b []byte) []byte {
 	return b
 }
 
-// errPlainDuplicate is readAppend's answer when the lean statement found a
-// command.issued of its batch on record and stored nothing.
-var errPlainDuplicate = errors.New("postgres eventlog: plain append met a duplicate")
+// errPlainUnfit is readAppend's answer when the lean statement stored
+// nothing: the execution has no events yet or has ended, or a
+// command.issued of the batch is on record.
+var errPlainUnfit = errors.New("postgres eventlog: plain append does not fit the execution")
 
-// isPlain reports whether a batch can go through the lean statement
+// isIssuedDuplicate reports whether err is the lean statement's refusal
+// of a command.issued on record: a violation of events_command_issued.
+func isIssuedDuplicate(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" /* unique_violation */ && pgErr.ConstraintName == "events_command_issued"
+}
+
+// plainIssued reports whether a batch can go through the lean statement
 // (appendPlain): no event with a rule of its own (execution.started,
-// loop.done, loop.fanin.completed, a terminal one), at most 16
-// command.issued and no command_id issued twice in it.
-func isPlain(events []eventlog.Event) bool {
-	var issued []string // a drain's batch holds one or a few
+// loop.done, loop.fanin.completed, a terminal one) and no command_id
+// issued twice in it (which the statement would take for one on record).
+// It returns the command_ids of the batch's command.issued events.
+func plainIssued(events []eventlog.Event) (issued []string, plain bool) {
 	for _, e := range events {
 		switch {
 		case e.Type == eventlog.TypeExecutionStarted, e.Type == eventlog.TypeLoopDone,
 			e.Type == eventlog.TypeLoopFaninCompleted, eventlog.IsTerminal(e.Type):
-			return false
+			return nil, false
 		case e.Type == eventlog.TypeCommandIssued:
 			issued = append(issued, e.CommandID)
 		}
 	}
 	if len(issued) > 16 {
-		// A fan-out's batch of many commands: the general statement.
-		return false
+		// A fan-out's batch of many commands.
+		seen := make(map[string]struct{}, len(issued))
+		for _, id := range issued {
+			if _, ok := seen[id]; ok {
+				return nil, false
+			}
+			seen[id] = struct{}{}
+		}
+		return issued, true
 	}
 	for i, id := range issued {
 		if slices.Contains(issued[:i], id) {
-			return false
+			return nil, false
 		}
 	}
-	return true
+	return issued, true
 }
 
-// readAppend reads the results of the lock, append and notify
-// statements of a batch of the events of execIDs (plain: the lean
-// statement's). A second execution.started in it is an
+// readAppend reads the results of a batch of the events of execIDs: the
+// lean statement's (plain), or those of the lock, append and notify
+// statements. A second execution.started in it is an
 // *eventlog.AlreadyStartedError: the append stored nothing.
 func readAppend(br pgx.BatchResults, execIDs []string, plain bool) ([]eventlog.Result, error) {
+	if plain {
+		return readPlain(br, len(execIDs))
+	}
 	n := len(execIDs)
 	if _, err := br.Exec(); err != nil {
 		return nil, err
@@ -362,18 +389,8 @@ func readAppend(br pgx.BatchResults, execIDs []string, plain bool) ([]eventlog.R
 	for rows.Next() {
 		var dup, restart bool
 		var id, seq *int64
-		var err error
-		if plain {
-			err = rows.Scan(&dup, &id, &seq)
-		} else {
-			err = rows.Scan(&dup, &restart, &id, &seq)
-		}
-		if err != nil {
+		if err := rows.Scan(&dup, &restart, &id, &seq); err != nil {
 			return nil, err
-		}
-		if plain && dup {
-			rows.Close()
-			return nil, errPlainDuplicate
 		}
 		if restart && restarted == "" && len(results) < n {
 			restarted = execIDs[len(results)]
@@ -397,6 +414,34 @@ func readAppend(br pgx.BatchResults, execIDs []string, plain bool) ([]eventlog.R
 		return nil, &eventlog.AlreadyStartedError{ExecutionID: restarted}
 	}
 	return results, nil
+}
+
+// readPlain reads the lean statement's results for a batch of n events:
+// every event stored, or errPlainUnfit when it stored none.
+func readPlain(br pgx.BatchResults, n int) ([]eventlog.Result, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	results := make([]eventlog.Result, 0, n)
+	for rows.Next() {
+		var r eventlog.Result
+		if err := rows.Scan(&r.ID, &r.Seq); err != nil {
+			return nil, err
+		}
+		results = append(results, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	switch len(results) {
+	case n:
+		return results, nil
+	case 0:
+		return nil, errPlainUnfit
+	}
+	return nil, fmt.Errorf("append returned %d results for %d events", len(results), n)
 }
 
 // opErr maps an error of an operation: ErrClosed once the log is closed,

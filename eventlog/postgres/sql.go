@@ -76,7 +76,7 @@ func newStatements(schema string) statements {
 			INSERT INTO %[1]s.events (execution_id, seq, type, step, command_id, loop_id, frame, attempt,
 				worker_id, payload, meta, time)
 			SELECT execution_id, seq, type, nullif(step, ''), nullif(command_id, ''), nullif(loop_id, ''),
-				frame, attempt, nullif(worker_id, ''), nullif(payload, '')::json, nullif(meta, '')::json, at
+				frame, attempt, nullif(worker_id, ''), nullif(payload, ''), nullif(meta, ''), at
 			FROM numbered WHERE NOT dup AND NOT EXISTS (SELECT 1 FROM marked WHERE restart) ORDER BY ord
 			RETURNING id, execution_id, seq, type, time
 		), agg AS (
@@ -103,43 +103,44 @@ func newStatements(schema string) statements {
 		ORDER BY n.ord`),
 
 		// appendPlain is append for the batch a drain appends most: one
-		// execution, no event with a rule of its own but command.issued
-		// (isPlain), no command_id twice. It runs after lock, as append
-		// does, and stores the whole batch at last_seq+1.. unless a
-		// command.issued of it is on record already; then it stores nothing
-		// and returns a single row whose found is true, and the caller runs
-		// append instead. Without append's windows, sorts and per-type
-		// branches it runs in about half the time in a frame drain
-		// (pg_stat_statements, examples/bench: 0.58 ms against 1.1 ms).
+		// execution that has events and has not ended, no event with a
+		// rule of its own but command.issued (plainIssued). It is the whole
+		// append in one statement, without lock: its UPDATE takes the
+		// executions row lock and reserves the batch's seqs at once (under
+		// READ COMMITTED an UPDATE that waited for a concurrent append
+		// re-reads the row that append committed). It stores nothing and
+		// returns no row when the execution has no events yet, has ended,
+		// or has one of the batch's command.issued ($14, their command_ids)
+		// on record: the caller runs append, which knows what to do. That
+		// probe reads the statement's snapshot, which misses an append
+		// committed while the UPDATE waited for its lock; the unique index
+		// events_command_issued refuses what it missed, aborting the
+		// transaction with nothing stored. Else it returns the batch's ids
+		// and seqs in order, and queues the NOTIFY that lets other
+		// processes' Waits see them. $13 is the number of events.
 		appendPlain: f(`WITH x AS (
-			SELECT last_seq, terminal FROM %[1]s.executions WHERE execution_id = $1
-		), input AS (
-			SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
-				$7::bigint[], $8::text[], $9::text[], $10::text[], $11::timestamptz[]) WITH ORDINALITY
-				AS t(type, step, command_id, loop_id, frame, attempt, worker_id, payload, meta, at, ord)
-		), dup AS (
-			-- An execution that ended stores nothing more: found sends
-			-- the batch to append, which reports every event a duplicate.
-			SELECT coalesce(bool_or((SELECT e.seq FROM %[1]s.events e WHERE e.execution_id = $1
-				AND e.type = 'command.issued' AND e.command_id = i.command_id) IS NOT NULL), false)
-				OR coalesce((SELECT x.terminal IS NOT NULL FROM x), false) AS found
-			FROM input i WHERE i.type = 'command.issued'
+			UPDATE %[1]s.executions SET last_seq = last_seq + $13
+			WHERE execution_id = $1 AND first_id IS NOT NULL AND terminal IS NULL
+				-- A scalar subquery per command_id: a probe of the index
+				-- each, where = ANY would filter all of the execution's.
+				AND NOT EXISTS (SELECT FROM unnest($14::text[]) AS c(id)
+					WHERE (SELECT e.seq FROM %[1]s.events e WHERE e.execution_id = $1
+						AND e.type = 'command.issued' AND e.command_id = c.id) IS NOT NULL)
+			-- The NOTIFY, once, only when the batch is stored: in the
+			-- RETURNING list, which is computed for every row updated.
+			RETURNING last_seq - $13 AS base, pg_notify($12, $1)
 		), ins AS (
 			INSERT INTO %[1]s.events (execution_id, seq, type, step, command_id, loop_id, frame, attempt,
 				worker_id, payload, meta, time)
-			SELECT $1, x.last_seq + i.ord, i.type, nullif(i.step, ''), nullif(i.command_id, ''), nullif(i.loop_id, ''),
-				i.frame, i.attempt, nullif(i.worker_id, ''), nullif(i.payload, '')::json, nullif(i.meta, '')::json, i.at
-			FROM input i, x WHERE NOT (SELECT found FROM dup) ORDER BY i.ord
-			RETURNING id, seq, time
-		), upd AS (
-			UPDATE %[1]s.executions e SET last_seq = a.last_seq,
-				first_id = coalesce(e.first_id, a.first_id),
-				started_at = coalesce(e.started_at, a.first_time)
-			FROM (SELECT max(seq) AS last_seq, min(id) AS first_id, (array_agg(time ORDER BY seq))[1] AS first_time
-				FROM ins) a
-			WHERE e.execution_id = $1 AND a.last_seq IS NOT NULL
+			SELECT $1, x.base + i.ord, i.type, nullif(i.step, ''), nullif(i.command_id, ''), nullif(i.loop_id, ''),
+				i.frame, i.attempt, nullif(i.worker_id, ''), nullif(i.payload, ''), nullif(i.meta, ''), i.at
+			FROM x, unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
+				$7::bigint[], $8::text[], $9::text[], $10::text[], $11::timestamptz[]) WITH ORDINALITY
+				AS i(type, step, command_id, loop_id, frame, attempt, worker_id, payload, meta, at, ord)
+			ORDER BY i.ord
+			RETURNING id, seq
 		)
-		SELECT d.found, i.id, i.seq FROM dup d LEFT JOIN ins i ON NOT d.found ORDER BY i.seq`),
+		SELECT id, seq FROM ins ORDER BY seq`),
 
 		// notify is delivered at commit, so a woken Wait sees the events.
 		notify: `SELECT pg_notify($1, u.id) FROM unnest($2::text[]) AS u(id)`,
