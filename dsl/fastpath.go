@@ -242,7 +242,12 @@ func (c *fastCompiler) filter(in fastExpr, fc *nodes.FilterCall) fastExpr {
 	// render's SQLDialectVar, which only gonja's filters read.
 	dialected := (fc.Name == "sql_literal" || fc.Name == "sql_ident") && len(fc.Args) == 0 && fc.Kwargs["dialect"] == nil
 	if direct := directFilters[fc.Name]; direct != nil && len(fc.Args) == 0 && len(fc.Kwargs) == 0 {
-		return &fastDirect{in: in, fn: direct, filter: fn, dialected: dialected}
+		f := &fastDirect{in: in, fn: direct, filter: fn, dialected: dialected}
+		if j, ok := in.(*fastDirect); ok && fc.Name == "sql_literal" && (j.name == "tojson" || j.name == "to_json") {
+			f.json = j
+		}
+		f.name = fc.Name
+		return f
 	}
 	f := &fastFilter{in: in, fn: fn, dialected: dialected}
 	constant := true
@@ -522,7 +527,11 @@ type fastDirect struct {
 	in        fastExpr
 	fn        func(any) (any, bool)
 	filter    exec.FilterFunction
-	dialected bool // see otherDialect
+	dialected bool   // see otherDialect
+	name      string // the filter's
+	// json is set on sql_literal over tojson (to_json), the filter it
+	// reads: see appendTo.
+	json *fastDirect
 }
 
 func (f *fastDirect) eval(vars map[string]any) (any, error) {
@@ -543,6 +552,38 @@ func (f *fastDirect) eval(vars map[string]any) (any, error) {
 	return known(out.Interface())
 }
 
+// appendTo appends the text of f, sql_literal over tojson (f.json), to
+// b: the JSON of the value tojson reads, quoted as a PostgreSQL string,
+// written straight into the render's text. That is what outputString of
+// eval's value would append (the JSON, then its literal, are strings the
+// filters make only for the render to copy; a frame body splicing its
+// rows into one statement makes two of the frame's size). Whatever is
+// not that plain case (a dialect, a value tojson leaves to gonja, text
+// sql_literal refuses) is eval's.
+func (f *fastDirect) appendTo(b []byte, vars map[string]any) ([]byte, error) {
+	if otherDialect(f.dialected, vars) {
+		return b, errNotFast
+	}
+	in, err := f.json.in.eval(vars)
+	if err != nil {
+		return b, err
+	}
+	scratch := getScratch()
+	defer putScratch(scratch)
+	text, err := appendJSON(scratch.b[:0], in, 0, 0, 0)
+	scratch.b = text
+	if err == nil {
+		if out, err := sqlquote.AppendString(b, text, sqlquote.Postgres); err == nil {
+			return out, nil
+		}
+	}
+	v, err := f.eval(vars)
+	if err != nil {
+		return b, err
+	}
+	return append(b, outputString(v)...), nil
+}
+
 // renderFast renders t on the fast path; errNotFast when gonja must.
 func (t *Template) renderFast(vars map[string]any) (v any, err error) {
 	defer func() {
@@ -552,6 +593,18 @@ func (t *Template) renderFast(vars map[string]any) (v any, err error) {
 	}()
 	ft := t.fast
 	if t.kind == kindNative {
+		if d, ok := ft.pieces[0].expr.(*fastDirect); ok && d.json != nil {
+			// The literal is a string: built where appendTo writes it,
+			// then copied out once.
+			scratch := getScratch()
+			defer putScratch(scratch)
+			b, err := d.appendTo(scratch.b[:0], vars)
+			scratch.b = b
+			if err != nil {
+				return nil, err
+			}
+			return string(b), nil
+		}
 		x, err := ft.pieces[0].expr.eval(vars)
 		if err != nil {
 			return nil, err
@@ -564,9 +617,23 @@ func (t *Template) renderFast(vars map[string]any) (v any, err error) {
 	}
 	lim := t.limits.get()
 	start := time.Now()
-	var b strings.Builder
-	b.Grow(len(t.Source))
+	// The text is built in a reused buffer and copied out once: one
+	// allocation of its size.
+	scratch := getScratch()
+	defer putScratch(scratch)
+	b := scratch.b[:0]
 	for _, p := range ft.pieces {
+		if d, ok := p.expr.(*fastDirect); ok && d.json != nil {
+			if b, err = d.appendTo(b, vars); err != nil {
+				return nil, err
+			}
+			scratch.b = b
+			if len(b) > lim.MaxBytes {
+				// gonja reports the limit.
+				return nil, errNotFast
+			}
+			continue
+		}
 		s := p.text
 		if p.expr != nil {
 			x, err := p.expr.eval(vars)
@@ -575,16 +642,17 @@ func (t *Template) renderFast(vars map[string]any) (v any, err error) {
 			}
 			s = outputString(x)
 		}
-		if b.Len()+len(s) > lim.MaxBytes {
+		if len(b)+len(s) > lim.MaxBytes {
 			// gonja reports the limit.
 			return nil, errNotFast
 		}
-		b.WriteString(s)
+		b = append(b, s...)
+		scratch.b = b
 	}
 	if time.Since(start) > lim.Timeout {
 		return nil, errNotFast
 	}
-	return b.String(), nil
+	return string(b), nil
 }
 
 // outputString is what gonja writes for a {{ }} value (Value.String).

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cursorflow/cursorflow/internal/sqlquote"
 )
 
 // corpusTemplates returns every template string of the NoETL corpus, the
@@ -407,6 +409,54 @@ func TestFastPathLimits(t *testing.T) {
 	}
 	_, err = tpl.Render(map[string]any{"s": "123456789"})
 	if err == nil || !strings.Contains(err.Error(), "render limit") {
+		t.Fatalf("err = %v, want the output limit", err)
+	}
+}
+
+// `x | tojson | sql_literal` writes its literal straight into the text
+// (appendTo): what gonja renders, for every value and dialect, the
+// backslash case's E'...' and text the output limit refuses included.
+func TestToJSONSQLLiteralAppends(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{"{{ x | tojson | sql_literal }}", "a {{ x | to_json | sql_literal }}::jsonb {{ x | tojson | sql_literal }} z"} {
+		tpl := compile(t, src)
+		if tpl.fast == nil {
+			t.Fatalf("%q: not on the fast path", src)
+		}
+		for _, p := range tpl.fast.pieces {
+			if d, ok := p.expr.(*fastDirect); p.expr != nil && (!ok || d.json == nil) {
+				t.Fatalf("%q: %T is not appended", src, p.expr)
+			}
+		}
+		values := append([]any{
+			[]any{map[string]any{"id": int64(1), "payload": map[string]any{"n": int64(1), "name": "job 1"}}},
+			map[string]any{"k": `back\slash 'q'`, "e": "ünï \u2028 \x00 \xff"},
+			struct{ A int }{1}, // tojson leaves it to gonja
+		}, leafValues...)
+		for _, x := range values {
+			for _, dialect := range []any{nil, sqlquote.Postgres, sqlquote.MySQL, sqlquote.SQLite} {
+				vars := map[string]any{"x": x}
+				if dialect != nil {
+					vars[SQLDialectVar] = dialect
+				}
+				want, wantErr := tpl.render(vars, false)
+				got, gotErr := tpl.render(vars, true)
+				if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(got, want) {
+					t.Errorf("%q x=%#v dialect %v: %#v, %v; gonja %#v, %v", src, x, dialect, got, gotErr, want, wantErr)
+				}
+			}
+		}
+	}
+	p, err := Parse("l.yaml", []byte("workflow:\n- step: start\n  tool: {kind: noop, q: 'x{{ s | tojson | sql_literal }}y'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetLimits(Limits{MaxBytes: 12})
+	tpl := p.Step("start").Tool[0].Config["q"].Template()
+	if v, err := tpl.Render(map[string]any{"s": "1234"}); err != nil || v != `x'"1234"'y` {
+		t.Fatalf("= %v, %v", v, err)
+	}
+	if _, err = tpl.Render(map[string]any{"s": "12345678"}); err == nil || !strings.Contains(err.Error(), "render limit") {
 		t.Fatalf("err = %v, want the output limit", err)
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
 
@@ -518,63 +520,98 @@ func pyFloatRepr(f float64) string {
 // quotes themselves) and keeps non-ASCII text as UTF-8. indent > 0 pretty
 // prints with that many spaces.
 func marshalJSON(v any, indent int) (string, error) {
-	var b strings.Builder
-	if l, ok := v.([]any); ok && len(l) > 0 {
-		// Room for the first element; writeJSON sizes the rest on it.
-		b.Grow(64)
+	var b []byte
+	switch x := v.(type) {
+	case []any:
+		if len(x) > 0 {
+			// Room for the first element; appendJSON sizes the rest on it.
+			b = make([]byte, 0, 64)
+		}
+	case map[string]any:
+		if len(x) > 0 {
+			// A row's few columns, without growing from a few bytes.
+			b = make([]byte, 0, 64)
+		}
 	}
-	if err := writeJSON(&b, v, indent, 0, 0); err != nil {
+	b, err := appendJSON(b, v, indent, 0, 0)
+	if err != nil {
 		return "", err
 	}
-	return b.String(), nil
+	// b is never written again: the string shares its bytes, as
+	// strings.Builder's does.
+	return unsafe.String(unsafe.SliceData(b), len(b)), nil
 }
 
-func writeJSON(b *strings.Builder, v any, indent, level, depth int) error {
-	if depth > maxDepth {
-		return errors.New("tojson: value nested too deeply (cyclic?)")
+// scratchBuf is a reused buffer for text that is copied out once built
+// (a fast-path render, the JSON sql_literal quotes there).
+type scratchBuf struct{ b []byte }
+
+var scratchPool = sync.Pool{New: func() any { return &scratchBuf{b: make([]byte, 0, 512)} }}
+
+// maxScratch is the largest buffer kept for reuse: one that grew past it
+// for a large value is let go, not held by the pool.
+const maxScratch = 1 << 20
+
+func getScratch() *scratchBuf { return scratchPool.Get().(*scratchBuf) }
+
+func putScratch(s *scratchBuf) {
+	if cap(s.b) <= maxScratch {
+		scratchPool.Put(s)
 	}
-	newline := func(l int) {
+}
+
+// appendJSON appends marshalJSON's text of v to b. It appends to a slice
+// held in a local variable, not through a *strings.Builder: a builder on
+// the heap takes a GC write barrier at every write while a collection
+// runs, which was a quarter of tojson's time over a frame's rows.
+func appendJSON(b []byte, v any, indent, level, depth int) ([]byte, error) {
+	if depth > maxDepth {
+		return b, errors.New("tojson: value nested too deeply (cyclic?)")
+	}
+	newline := func(b []byte, l int) []byte {
 		if indent > 0 {
-			b.WriteByte('\n')
-			b.WriteString(strings.Repeat(" ", indent*l))
+			b = append(b, '\n')
+			for range indent * l {
+				b = append(b, ' ')
+			}
 		}
+		return b
 	}
 	sep := ", "
 	if indent > 0 {
 		sep = ","
 	}
+	var err error
 	switch x := v.(type) {
 	case nil:
-		b.WriteString("null")
+		b = append(b, "null"...)
 	case bool:
 		if x {
-			b.WriteString("true")
+			b = append(b, "true"...)
 		} else {
-			b.WriteString("false")
+			b = append(b, "false"...)
 		}
 	case int64:
-		var digits [20]byte
-		b.Write(strconv.AppendInt(digits[:0], x, 10))
+		b = strconv.AppendInt(b, x, 10)
 	case float64:
 		switch {
 		case math.IsNaN(x):
-			b.WriteString("NaN")
+			b = append(b, "NaN"...)
 		case math.IsInf(x, 1):
-			b.WriteString("Infinity")
+			b = append(b, "Infinity"...)
 		case math.IsInf(x, -1):
-			b.WriteString("-Infinity")
+			b = append(b, "-Infinity"...)
 		default:
-			b.WriteString(pyFloatRepr(x))
+			b = append(b, pyFloatRepr(x)...)
 		}
 	case string:
-		writeJSONString(b, x)
+		b = appendJSONString(b, x)
 	case []any:
 		if len(x) == 0 {
-			b.WriteString("[]")
-			return nil
+			return append(b, "[]"...), nil
 		}
-		b.WriteByte('[')
-		start := b.Len()
+		b = append(b, '[')
+		start := len(b)
 		for i, e := range x {
 			if i == 1 && depth == 0 {
 				// A frame's rows are alike: one growth for the rest of
@@ -582,61 +619,93 @@ func writeJSON(b *strings.Builder, v any, indent, level, depth int) error {
 				// spare, not one at every doubling. At most 1 MiB: a
 				// list whose first element is its largest is not to
 				// reserve many times what it takes.
-				b.Grow(min((b.Len()-start+len(sep)+1)*(len(x)-1)*9/8+16, 1<<20))
+				b = grow(b, min((len(b)-start+len(sep)+1)*(len(x)-1)*9/8+16, 1<<20))
 			}
 			if i > 0 {
-				b.WriteString(sep)
+				b = append(b, sep...)
 			}
-			newline(level + 1)
-			if err := writeJSON(b, e, indent, level+1, depth+1); err != nil {
-				return err
+			b = newline(b, level+1)
+			if b, err = appendJSON(b, e, indent, level+1, depth+1); err != nil {
+				return b, err
 			}
 		}
-		newline(level)
-		b.WriteByte(']')
+		b = newline(b, level)
+		b = append(b, ']')
 	case map[string]any:
 		if len(x) == 0 {
-			b.WriteString("{}")
-			return nil
+			return append(b, "{}"...), nil
 		}
-		var small [8]string // a row's columns: no allocation
-		keys := small[:0]
-		for k := range x {
-			keys = append(keys, k)
+		// A row's columns: no allocation. The values are taken with the
+		// keys, not looked up again once sorted.
+		var small [8]jsonMember
+		members := small[:0]
+		for k, e := range x {
+			members = append(members, jsonMember{k, e})
 		}
-		slices.Sort(keys)
-		b.WriteByte('{')
-		for i, k := range keys {
+		sortMembers(members)
+		b = append(b, '{')
+		for i, m := range members {
 			if i > 0 {
-				b.WriteString(sep)
+				b = append(b, sep...)
 			}
-			newline(level + 1)
-			writeJSONString(b, k)
-			b.WriteString(": ")
-			if err := writeJSON(b, x[k], indent, level+1, depth+1); err != nil {
-				return err
+			b = newline(b, level+1)
+			b = appendJSONString(b, m.key)
+			b = append(b, ": "...)
+			if b, err = appendJSON(b, m.value, indent, level+1, depth+1); err != nil {
+				return b, err
 			}
 		}
-		newline(level)
-		b.WriteByte('}')
+		b = newline(b, level)
+		b = append(b, '}')
 	default:
 		p, err := plainOf(v, depth+1)
 		if err != nil {
-			return err
+			return b, err
 		}
 		switch p.(type) {
 		case nil, bool, int64, float64, string, []any, map[string]any:
-			return writeJSON(b, p, indent, level, depth+1)
+			return appendJSON(b, p, indent, level, depth+1)
 		}
-		return fmt.Errorf("tojson: cannot encode %T", v)
+		return b, fmt.Errorf("tojson: cannot encode %T", v)
 	}
-	return nil
+	return b, nil
+}
+
+// grow returns b with room for n more bytes. It is slices.Grow, less the
+// race detector's build of it, which allocates n bytes more.
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	g := make([]byte, len(b), len(b)+n)
+	copy(g, b)
+	return g
+}
+
+// sortMembers sorts members by key: a row's few by insertion, with
+// no comparison function to call.
+func sortMembers(members []jsonMember) {
+	if len(members) > 8 {
+		slices.SortFunc(members, func(a, b jsonMember) int { return strings.Compare(a.key, b.key) })
+		return
+	}
+	for i := 1; i < len(members); i++ {
+		for j := i; j > 0 && members[j].key < members[j-1].key; j-- {
+			members[j], members[j-1] = members[j-1], members[j]
+		}
+	}
+}
+
+// jsonMember is a map's key and value, as appendJSON sorts them.
+type jsonMember struct {
+	key   string
+	value any
 }
 
 const hexDigits = "0123456789abcdef"
 
-func writeJSONString(b *strings.Builder, s string) {
-	b.WriteByte('"')
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
 	for i := 0; i < len(s); {
 		// A run of bytes that stand for themselves goes in at once.
 		j := i
@@ -644,7 +713,7 @@ func writeJSONString(b *strings.Builder, s string) {
 			j++
 		}
 		if j > i {
-			b.WriteString(s[i:j])
+			b = append(b, s[i:j]...)
 			if i = j; i == len(s) {
 				break
 			}
@@ -653,25 +722,25 @@ func writeJSONString(b *strings.Builder, s string) {
 		if c < utf8.RuneSelf {
 			switch {
 			case c == '"':
-				b.WriteString(`\"`)
+				b = append(b, `\"`...)
 			case c == '\\':
-				b.WriteString(`\\`)
+				b = append(b, `\\`...)
 			case c == '\n':
-				b.WriteString(`\n`)
+				b = append(b, `\n`...)
 			case c == '\r':
-				b.WriteString(`\r`)
+				b = append(b, `\r`...)
 			case c == '\t':
-				b.WriteString(`\t`)
+				b = append(b, `\t`...)
 			case c == '\b':
-				b.WriteString(`\b`)
+				b = append(b, `\b`...)
 			case c == '\f':
-				b.WriteString(`\f`)
+				b = append(b, `\f`...)
 			case c < 0x20 || c == 0x7f:
-				b.WriteString(`\u00`)
-				b.WriteByte(hexDigits[c>>4])
-				b.WriteByte(hexDigits[c&0xf])
+				b = append(b, `\u00`...)
+				b = append(b, hexDigits[c>>4])
+				b = append(b, hexDigits[c&0xf])
 			default:
-				b.WriteByte(c)
+				b = append(b, c)
 			}
 			i++
 			continue
@@ -679,15 +748,15 @@ func writeJSONString(b *strings.Builder, s string) {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
-			b.WriteString(`\ufffd`)
+			b = append(b, `\ufffd`...)
 		case r == '\u2028':
-			b.WriteString(`\u2028`)
+			b = append(b, `\u2028`...)
 		case r == '\u2029':
-			b.WriteString(`\u2029`)
+			b = append(b, `\u2029`...)
 		default:
-			b.WriteString(s[i : i+size])
+			b = append(b, s[i:i+size]...)
 		}
 		i += size
 	}
-	b.WriteByte('"')
+	return append(b, '"')
 }

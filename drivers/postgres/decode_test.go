@@ -24,7 +24,7 @@ func TestDecodeIntegersAsTheCodec(t *testing.T) {
 		fd := pgconn.FieldDescription{Name: "c", DataTypeOID: c.oid, Format: pgtype.TextFormatCode}
 		typ, _ := m.TypeForOID(c.oid)
 		for _, s := range c.text {
-			got, err := decode(m, fd, []byte(s))
+			got, err := decode(m, fd, []byte(s), nil)
 			want, wantErr := typ.Codec.DecodeValue(m, c.oid, pgtype.TextFormatCode, []byte(s))
 			if wantErr == nil {
 				want = normalize(want)
@@ -36,7 +36,7 @@ func TestDecodeIntegersAsTheCodec(t *testing.T) {
 	}
 	fd := pgconn.FieldDescription{Name: "id", DataTypeOID: pgtype.Int8OID, Format: pgtype.TextFormatCode}
 	raw := []byte("123456")
-	if n := testing.AllocsPerRun(100, func() { _, _ = decode(m, fd, raw) }); n > 1 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = decode(m, fd, raw, nil) }); n > 1 {
 		t.Errorf("decoding an int8 makes %v allocations, want at most 1", n)
 	}
 }

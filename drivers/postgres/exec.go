@@ -16,6 +16,7 @@ import (
 
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/cursor/sqlcursor"
+	"github.com/cursorflow/cursorflow/internal/jsonnum"
 	"github.com/cursorflow/cursorflow/internal/pgparam"
 	"github.com/cursorflow/cursorflow/internal/pgretry"
 	"github.com/cursorflow/cursorflow/internal/sqlquote"
@@ -266,8 +267,10 @@ func query(ctx context.Context, c *pgxpool.Conn, sql string, args []any, params 
 			cur.Columns[i] = fd.Name
 		}
 		// Rows' values are cut from chunks of rowChunk rows: a claim of
-		// 100 rows makes 7 slices, not 100.
+		// 100 rows makes 7 slices, not 100. Its JSON columns' text shares
+		// strs's chunks: one copy for many rows, not one a row.
 		var chunk []any
+		var strs jsonnum.Strings
 		for rr.NextRow() {
 			raw := rr.Values()
 			if len(chunk) < len(raw) {
@@ -276,7 +279,7 @@ func query(ctx context.Context, c *pgxpool.Conn, sql string, args []any, params 
 			vals := chunk[:len(raw):len(raw)]
 			chunk = chunk[len(raw):]
 			for i, b := range raw {
-				v, err := decode(m, fields[i], b)
+				v, err := decode(m, fields[i], b, &strs)
 				if err != nil && decodeErr == nil {
 					decodeErr = fmt.Errorf("column %q: %w", fields[i].Name, err)
 				}
@@ -339,8 +342,9 @@ func decodeInt(fd pgconn.FieldDescription, raw []byte) (any, bool) {
 	return n, true
 }
 
-// decode turns one raw column value into a JSON-friendly Go value.
-func decode(m *pgtype.Map, fd pgconn.FieldDescription, raw []byte) (any, error) {
+// decode turns one raw column value into a JSON-friendly Go value; the
+// text of a json or jsonb value is kept in strs (nil: its own).
+func decode(m *pgtype.Map, fd pgconn.FieldDescription, raw []byte, strs *jsonnum.Strings) (any, error) {
 	if raw == nil {
 		return nil, nil
 	}
@@ -349,7 +353,7 @@ func decode(m *pgtype.Map, fd pgconn.FieldDescription, raw []byte) (any, error) 
 		if fd.Format == pgtype.BinaryFormatCode && fd.DataTypeOID == pgtype.JSONBOID && len(raw) > 0 {
 			raw = raw[1:] // jsonb binary format: version byte, then text
 		}
-		return decodeJSON(raw)
+		return decodeJSON(raw, strs)
 	case pgtype.Int8OID, pgtype.Int4OID, pgtype.Int2OID:
 		if n, ok := decodeInt(fd, raw); ok {
 			return n, nil

@@ -57,9 +57,16 @@ func numeric(n pgtype.Numeric) any {
 }
 
 // decodeJSON decodes json/jsonb text keeping integers exact: integral
-// numbers become int64, others float64.
-func decodeJSON(raw []byte) (any, error) {
-	v, err := jsonnum.Decode(raw)
+// numbers become int64, others float64. strs, when set, keeps the text
+// of a small document (see jsonnum.Strings).
+func decodeJSON(raw []byte, strs *jsonnum.Strings) (any, error) {
+	var v any
+	var err error
+	if strs != nil {
+		v, err = strs.Decode(raw)
+	} else {
+		v, err = jsonnum.Decode(raw)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("decode json: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // Number converts n: int64 when it is an integer that fits; float64 when
@@ -64,10 +65,54 @@ func Normalize(v any) any {
 // values (map[string]any, []any, string, bool, nil and numbers as Number
 // gives them).
 func Decode(data []byte) (any, error) {
-	if v, ok := decodePlain(data); ok {
+	if v, ok := decodePlain(data, nil); ok {
 		return v, nil
 	}
 	return decodeStream(data)
+}
+
+// Strings is where Decode's small documents keep their text when many
+// are decoded one after another (the JSON column of a claim's rows): the
+// strings of a document of at most sharedDoc bytes are cut from one
+// copy of it, and with Strings those copies share a chunk of
+// stringsChunk bytes, one allocation for the documents of many rows
+// rather than one a row. A string kept alone then keeps its chunk alive:
+// at most stringsChunk bytes. The zero Strings is ready to use; it is
+// not safe for concurrent use.
+type Strings struct {
+	// chunk is only ever appended to: the bytes a string was cut from
+	// are never written again.
+	chunk []byte
+}
+
+// stringsChunk is the largest Strings chunk: 16 documents of sharedDoc
+// bytes, a hundred rows of a short payload.
+const stringsChunk = 4096
+
+// Decode is Decode, keeping the text of a small document in s.
+func (s *Strings) Decode(data []byte) (any, error) {
+	if v, ok := decodePlain(data, s); ok {
+		return v, nil
+	}
+	return decodeStream(data)
+}
+
+// copy returns data, at most sharedDoc bytes, as a string in s's chunk.
+func (s *Strings) copy(data []byte) string {
+	if len(data) == 0 {
+		return ""
+	}
+	if len(data) > cap(s.chunk)-len(s.chunk) {
+		// Chunks double from sharedDoc bytes: a claim of one row takes
+		// no more than it did without Strings.
+		s.chunk = make([]byte, 0, max(min(2*cap(s.chunk), stringsChunk), sharedDoc, len(data)))
+	}
+	start := len(s.chunk)
+	s.chunk = append(s.chunk, data...)
+	// The string's bytes are never written again (chunk is only
+	// appended to, past them), which is what a string needs of them;
+	// strings.Builder makes its string the same way.
+	return unsafe.String(&s.chunk[start], len(data))
 }
 
 // decodeStream is Decode through encoding/json's Decoder.

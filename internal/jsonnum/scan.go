@@ -13,8 +13,8 @@ import (
 // number as a json.Number first). ok is false for anything it is not sure
 // to read exactly as the Decoder would, invalid JSON included: the
 // caller then decodes with the Decoder, which also words the error.
-func decodePlain(data []byte) (v any, ok bool) {
-	p := plainParser{data: data}
+func decodePlain(data []byte, strs *Strings) (v any, ok bool) {
+	p := plainParser{data: data, strs: strs}
 	p.space()
 	v, ok = p.value(0)
 	if !ok {
@@ -31,6 +31,8 @@ type plainParser struct {
 	// one when data is at most sharedDoc bytes: the document's strings
 	// (its keys included) are then cut from it, one allocation for all.
 	doc string
+	// strs, when set, holds doc: see Strings.
+	strs *Strings
 }
 
 // sharedDoc is the size up to which a document's strings share one copy
@@ -201,7 +203,11 @@ func (p *plainParser) cut(raw []byte, at int) string {
 		return string(raw)
 	}
 	if p.doc == "" {
-		p.doc = string(p.data)
+		if p.strs != nil {
+			p.doc = p.strs.copy(p.data)
+		} else {
+			p.doc = string(p.data)
+		}
 	}
 	return p.doc[at : at+len(raw)]
 }

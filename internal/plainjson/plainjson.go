@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -113,20 +114,23 @@ func appendValue(b []byte, v any, depth int) ([]byte, error) {
 		if x == nil {
 			return append(b, "null"...), nil
 		}
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
+		// A row's columns take no allocation, and each value is taken
+		// with its key rather than looked up again once they are sorted.
+		var small [8]member
+		members := small[:0]
+		for k, e := range x {
+			members = append(members, member{k, e})
 		}
-		slices.Sort(keys)
+		sortMembers(members)
 		b = append(b, '{')
-		for i, k := range keys {
+		for i, m := range members {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = AppendString(b, k)
+			b = AppendString(b, m.key)
 			b = append(b, ':')
 			var err error
-			if b, err = appendValue(b, x[k], depth+1); err != nil {
+			if b, err = appendValue(b, m.value, depth+1); err != nil {
 				return nil, err
 			}
 		}
@@ -137,6 +141,26 @@ func appendValue(b []byte, v any, depth int) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, enc...), nil
+}
+
+// sortMembers sorts members by key: a row's few by insertion, with
+// no comparison function to call.
+func sortMembers(members []member) {
+	if len(members) > 8 {
+		slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+		return
+	}
+	for i := 1; i < len(members); i++ {
+		for j := i; j > 0 && members[j].key < members[j-1].key; j-- {
+			members[j], members[j-1] = members[j-1], members[j]
+		}
+	}
+}
+
+// member is a map's key and value, as appendValue sorts them.
+type member struct {
+	key   string
+	value any
 }
 
 // appendFloat writes f as encoding/json does: the shortest decimal that

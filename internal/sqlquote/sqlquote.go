@@ -6,6 +6,7 @@
 package sqlquote
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +39,11 @@ func Dialect(name string) (string, error) {
 	}
 }
 
+var (
+	errNUL     = errors.New("a string with a NUL byte cannot be an SQL literal")
+	errNotUTF8 = errors.New("a string that is not valid UTF-8 cannot be an SQL literal")
+)
+
 // String returns s as a string literal of dialect: in single quotes, each
 // single quote doubled. A PostgreSQL string holding a backslash becomes an
 // E'...' literal with the backslashes doubled, which reads the same
@@ -47,10 +53,10 @@ func Dialect(name string) (string, error) {
 // is an error: no dialect stores one in a text literal.
 func String(s, dialect string) (string, error) {
 	if strings.IndexByte(s, 0) >= 0 {
-		return "", errors.New("a string with a NUL byte cannot be an SQL literal")
+		return "", errNUL
 	}
 	if !utf8.ValidString(s) {
-		return "", errors.New("a string that is not valid UTF-8 cannot be an SQL literal")
+		return "", errNotUTF8
 	}
 	quoted := strings.ReplaceAll(s, "'", "''")
 	if dialect == SQLite || !strings.Contains(s, `\`) {
@@ -61,6 +67,46 @@ func String(s, dialect string) (string, error) {
 		return "E'" + quoted + "'", nil
 	}
 	return "'" + quoted + "'", nil
+}
+
+// AppendString appends String(string(s), dialect) to dst (nothing on an
+// error), without the copies of s that String makes on the way.
+func AppendString(dst, s []byte, dialect string) ([]byte, error) {
+	if bytes.IndexByte(s, 0) >= 0 {
+		return dst, errNUL
+	}
+	if !utf8.Valid(s) {
+		return dst, errNotUTF8
+	}
+	backslash := dialect != SQLite && bytes.IndexByte(s, '\\') >= 0
+	if backslash && dialect == Postgres {
+		dst = append(dst, 'E')
+	}
+	dst = append(dst, '\'')
+	if !backslash {
+		// Runs between quotes, found by IndexByte, go in at once.
+		for {
+			i := bytes.IndexByte(s, '\'')
+			if i < 0 {
+				break
+			}
+			dst = append(dst, s[:i+1]...)
+			dst = append(dst, '\'')
+			s = s[i+1:]
+		}
+		dst = append(dst, s...)
+		return append(dst, '\''), nil
+	}
+	start := 0
+	for i, c := range s {
+		if c == '\'' || c == '\\' {
+			dst = append(dst, s[start:i+1]...)
+			dst = append(dst, c)
+			start = i + 1
+		}
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '\''), nil
 }
 
 // Scalar returns v as a literal of dialect when v is a scalar: nil as

@@ -60,3 +60,27 @@ func TestDialect(t *testing.T) {
 		t.Error("Dialect(oracle) succeeded")
 	}
 }
+
+// AppendString writes what String returns, or fails where it does.
+func TestAppendString(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{
+		"", "plain", "O'Brien", "''", "'", `\`, `C:\temp\'x`, `{"a": "it's", "b": "x\\y"}`,
+		"$$ $tag$ naïve — 日本", "a\x00b", "\xff", "tail'", "'head", `\'\'`,
+	} {
+		for _, dialect := range []string{Postgres, MySQL, SQLite, ClickHouse} {
+			want, wantErr := String(s, dialect)
+			got, err := AppendString([]byte("x"), []byte(s), dialect)
+			if (err != nil) != (wantErr != nil) || err != nil && err.Error() != wantErr.Error() {
+				t.Errorf("AppendString(%q, %s): error %v, String's %v", s, dialect, err, wantErr)
+				continue
+			}
+			if err == nil && string(got) != "x"+want {
+				t.Errorf("AppendString(%q, %s) = %q, want %q", s, dialect, got, "x"+want)
+			}
+			if err != nil && string(got) != "x" {
+				t.Errorf("AppendString(%q, %s) appended %q on an error", s, dialect, got)
+			}
+		}
+	}
+}
