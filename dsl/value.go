@@ -17,6 +17,7 @@ import (
 	"github.com/nikolalohinski/gonja/v2/exec"
 
 	"github.com/cursorflow/cursorflow/internal/jsonnum"
+	"github.com/cursorflow/cursorflow/internal/plainjson"
 )
 
 // Value is a YAML value with compiled templates at its string leaves.
@@ -637,21 +638,21 @@ func appendJSON(b []byte, v any, indent, level, depth int) ([]byte, error) {
 		}
 		// A row's columns: no allocation. The values are taken with the
 		// keys, not looked up again once sorted.
-		var small [8]jsonMember
+		var small [8]plainjson.Member
 		members := small[:0]
 		for k, e := range x {
-			members = append(members, jsonMember{k, e})
+			members = append(members, plainjson.Member{Key: k, Value: e})
 		}
-		sortMembers(members)
+		plainjson.SortMembers(members)
 		b = append(b, '{')
 		for i, m := range members {
 			if i > 0 {
 				b = append(b, sep...)
 			}
 			b = newline(b, level+1)
-			b = appendJSONString(b, m.key)
+			b = appendJSONString(b, m.Key)
 			b = append(b, ": "...)
-			if b, err = appendJSON(b, m.value, indent, level+1, depth+1); err != nil {
+			if b, err = appendJSON(b, m.Value, indent, level+1, depth+1); err != nil {
 				return b, err
 			}
 		}
@@ -680,26 +681,6 @@ func grow(b []byte, n int) []byte {
 	g := make([]byte, len(b), len(b)+n)
 	copy(g, b)
 	return g
-}
-
-// sortMembers sorts members by key: a row's few by insertion, with
-// no comparison function to call.
-func sortMembers(members []jsonMember) {
-	if len(members) > 8 {
-		slices.SortFunc(members, func(a, b jsonMember) int { return strings.Compare(a.key, b.key) })
-		return
-	}
-	for i := 1; i < len(members); i++ {
-		for j := i; j > 0 && members[j].key < members[j-1].key; j-- {
-			members[j], members[j-1] = members[j-1], members[j]
-		}
-	}
-}
-
-// jsonMember is a map's key and value, as appendJSON sorts them.
-type jsonMember struct {
-	key   string
-	value any
 }
 
 const hexDigits = "0123456789abcdef"

@@ -95,13 +95,11 @@ func TestRowFailingForeverStopsTheLoop(t *testing.T) {
 	}
 }
 
-// TestRowSetAsideByTheSourceGoesOn: with a claim that returns attempts and
-// a dead_letter statement, the source sets row 7 aside after max_attempts
-// and the loop drains the rest: the engine's own count does not stop it.
-func TestRowSetAsideByTheSourceGoesOn(t *testing.T) {
-	t.Parallel()
-	dsn := testenv.Postgres(t)
-	pool, table := pgQueue(t, dsn, 200)
+// drainWithDeadLetter drains table with handBackPlaybook (row 7 always
+// fails), a claim that returns the source's attempts and a dead_letter
+// statement, and wants the execution completed; it returns its events.
+func drainWithDeadLetter(t *testing.T, dsn, table string) (*engine.Summary, []eventlog.Event) {
+	t.Helper()
 	e, log := cursorEngine(t, dsn)
 	deadLetter := "\n        dead_letter: UPDATE " + table + " SET status = 'dead' WHERE id IN ({{ keys | join(',') }})"
 	sum, evs := runPlaybook(t, e, log, handBackPlaybook(table, "q.id, q.payload, q.attempts", deadLetter, "row"), engine.StartOptions{}, time.Minute)
@@ -109,6 +107,17 @@ func TestRowSetAsideByTheSourceGoesOn(t *testing.T) {
 	if sum.Status != engine.StatusCompleted {
 		t.Fatalf("summary %+v: want completed", sum)
 	}
+	return sum, evs
+}
+
+// TestRowSetAsideByTheSourceGoesOn: with a claim that returns attempts and
+// a dead_letter statement, the source sets row 7 aside after max_attempts
+// and the loop drains the rest: the engine's own count does not stop it.
+func TestRowSetAsideByTheSourceGoesOn(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.Postgres(t)
+	pool, table := pgQueue(t, dsn, 200)
+	sum, evs := drainWithDeadLetter(t, dsn, table)
 	var done, dead, other int
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'dead' AND id = 7),
 		count(*) FILTER (WHERE status NOT IN ('done', 'dead')) FROM `+table).Scan(&done, &dead, &other); err != nil {
@@ -152,13 +161,7 @@ func TestWaitReturnsOnceTheSourceSettled(t *testing.T) {
 		FOR EACH ROW WHEN (NEW.status = 'dead') EXECUTE FUNCTION %[1]s_slow()`, table)); err != nil {
 		t.Fatal(err)
 	}
-	e, log := cursorEngine(t, dsn)
-	deadLetter := "\n        dead_letter: UPDATE " + table + " SET status = 'dead' WHERE id IN ({{ keys | join(',') }})"
-	sum, evs := runPlaybook(t, e, log, handBackPlaybook(table, "q.id, q.payload, q.attempts", deadLetter, "row"), engine.StartOptions{}, time.Minute)
-	t.Cleanup(func() { dumpOnFail(t, evs) })
-	if sum.Status != engine.StatusCompleted {
-		t.Fatalf("summary %+v: want completed", sum)
-	}
+	drainWithDeadLetter(t, dsn, table)
 	var done int
 	var status string
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE status = 'done'), max(status) FILTER (WHERE id = 7) FROM `+table).Scan(&done, &status); err != nil {

@@ -116,21 +116,21 @@ func appendValue(b []byte, v any, depth int) ([]byte, error) {
 		}
 		// A row's columns take no allocation, and each value is taken
 		// with its key rather than looked up again once they are sorted.
-		var small [8]member
+		var small [8]Member
 		members := small[:0]
 		for k, e := range x {
-			members = append(members, member{k, e})
+			members = append(members, Member{Key: k, Value: e})
 		}
-		sortMembers(members)
+		SortMembers(members)
 		b = append(b, '{')
 		for i, m := range members {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = AppendString(b, m.key)
+			b = AppendString(b, m.Key)
 			b = append(b, ':')
 			var err error
-			if b, err = appendValue(b, m.value, depth+1); err != nil {
+			if b, err = appendValue(b, m.Value, depth+1); err != nil {
 				return nil, err
 			}
 		}
@@ -143,24 +143,25 @@ func appendValue(b []byte, v any, depth int) ([]byte, error) {
 	return append(b, enc...), nil
 }
 
-// sortMembers sorts members by key: a row's few by insertion, with
+// SortMembers sorts members by key: a row's few by insertion, with
 // no comparison function to call.
-func sortMembers(members []member) {
+func SortMembers(members []Member) {
 	if len(members) > 8 {
-		slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+		slices.SortFunc(members, func(a, b Member) int { return strings.Compare(a.Key, b.Key) })
 		return
 	}
 	for i := 1; i < len(members); i++ {
-		for j := i; j > 0 && members[j].key < members[j-1].key; j-- {
+		for j := i; j > 0 && members[j].Key < members[j-1].Key; j-- {
 			members[j], members[j-1] = members[j-1], members[j]
 		}
 	}
 }
 
-// member is a map's key and value, as appendValue sorts them.
-type member struct {
-	key   string
-	value any
+// Member is a map's key and value, as an encoder sorts them (SortMembers)
+// to write the map's members in key order.
+type Member struct {
+	Key   string
+	Value any
 }
 
 // appendFloat writes f as encoding/json does: the shortest decimal that
