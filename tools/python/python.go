@@ -81,6 +81,7 @@ func New(cfg Config) *Tool {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	proc.SweepOrphansOnce(cfg.Logger)
 	env := append(proc.Environ(), "PYTHONIOENCODING=utf-8", "PYTHONDONTWRITEBYTECODE=1")
 	env = append(env, cfg.Env...)
 	return &Tool{cfg: cfg, env: env}

@@ -59,6 +59,7 @@ func New(cfg Config) *Tool {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	proc.SweepOrphansOnce(cfg.Logger)
 	return &Tool{cfg: cfg, env: proc.Environ()}
 }
 

@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cursorflow/cursorflow/tools"
@@ -85,8 +87,23 @@ func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// orphansSwept makes SweepOrphansOnce sweep once per process: a worker's
+// predecessor's orphans are there when it starts.
+var orphansSwept sync.Once
+
+// SweepOrphansOnce runs SweepOrphans the first time a tool of this
+// process is made, and logs on log what it killed.
+func SweepOrphansOnce(log *slog.Logger) {
+	orphansSwept.Do(func() {
+		if n := SweepOrphans(); n > 0 {
+			log.Warn("killed processes that shell or python steps of a process that died had started; they were running on, orphaned", "processes", n)
+		}
+	})
+}
+
 // MarkerPrefix starts the name of the variable Start adds to a child's
-// environment: MarkerPrefix + a random hex id + "=1".
+// environment: MarkerPrefix + a random hex id + "=" + the starting
+// process's owner id (see SweepOrphans).
 const MarkerPrefix = "CURSORFLOW_PROC_"
 
 // Start is cmd.Start for a cmd made by Command. It adds a variable of
@@ -100,7 +117,7 @@ const MarkerPrefix = "CURSORFLOW_PROC_"
 func Start(cmd *exec.Cmd, sw *Sweeper) error {
 	var id [12]byte
 	_, _ = rand.Read(id[:])
-	marker := MarkerPrefix + hex.EncodeToString(id[:]) + "=1"
+	marker := MarkerPrefix + hex.EncodeToString(id[:]) + "=" + ownerID()
 	env := cmd.Env
 	if env == nil {
 		env = os.Environ()

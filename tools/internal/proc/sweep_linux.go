@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -102,4 +103,114 @@ func hasVar(env []byte, vars map[string]bool) bool {
 		env = env[min(i+1, len(env)):]
 	}
 	return false
+}
+
+// ownerID names this process for the markers it puts in its children's
+// environments: its pid and its start time (in clock ticks since boot, as
+// /proc/PID/stat gives it), which tell it apart from a later process
+// given the same pid.
+var ownerID = sync.OnceValue(func() string {
+	return strconv.Itoa(os.Getpid()) + "." + startTime(os.Getpid())
+})
+
+// startTime returns the start time of process pid as /proc/PID/stat's
+// 22nd field holds it, or "" when the process does not exist.
+func startTime(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	// The command name, in parentheses, may hold spaces: count the
+	// fields after its closing one (the 3rd field is the first there).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return ""
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return ""
+	}
+	return fields[19]
+}
+
+// SweepOrphans SIGKILLs the processes (of this user) that a call of a
+// shell or python task started in a process that has died since: a
+// worker killed with SIGKILL, or by the OOM killer, takes its calls'
+// children with it (they die with their parent), but not what those
+// started, which would run on, orphaned, while the command runs again
+// elsewhere. A process's marker (MarkerPrefix) names the process that
+// started its call; one whose owner is gone, or whose pid now belongs to
+// a process started later, is an orphan. Processes of live owners (other
+// workers on the machine) are left alone. It returns how many it killed.
+func SweepOrphans() int {
+	killed := 0
+	alive := map[string]bool{ownerID(): true}
+	for range sweepRounds {
+		ents, err := os.ReadDir("/proc")
+		if err != nil {
+			return killed
+		}
+		round := 0
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+			if err != nil {
+				continue
+			}
+			owner, ok := markerOwner(env)
+			if !ok {
+				continue
+			}
+			live, seen := alive[owner]
+			if !seen {
+				live = ownerAlive(owner)
+				alive[owner] = live
+			}
+			if !live && syscall.Kill(pid, syscall.SIGKILL) == nil {
+				round++
+			}
+		}
+		killed += round
+		if round == 0 {
+			return killed
+		}
+	}
+	return killed
+}
+
+// markerOwner returns the owner id of the first MarkerPrefix variable in
+// env (NUL-separated NAME=value pairs); ok is false when there is none,
+// or its value names no owner (a marker of a release that wrote "1").
+func markerOwner(env []byte) (owner string, ok bool) {
+	for len(env) > 0 {
+		i := bytes.IndexByte(env, 0)
+		if i < 0 {
+			i = len(env)
+		}
+		kv := string(env[:i])
+		env = env[min(i+1, len(env)):]
+		if !strings.HasPrefix(kv, MarkerPrefix) {
+			continue
+		}
+		_, v, _ := strings.Cut(kv, "=")
+		if pid, start, found := strings.Cut(v, "."); found && pid != "" && start != "" {
+			return v, true
+		}
+		return "", false
+	}
+	return "", false
+}
+
+// ownerAlive reports whether the process an owner id names still runs.
+func ownerAlive(owner string) bool {
+	pidText, start, _ := strings.Cut(owner, ".")
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 {
+		// Not an id this package writes: not ours to judge.
+		return true
+	}
+	return startTime(pid) == start
 }

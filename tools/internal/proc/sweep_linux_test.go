@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 	"syscall"
@@ -61,5 +62,59 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(10 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// TestSweepOrphansKillsWhatADeadWorkerLeft: a worker killed with SIGKILL
+// takes its calls' children with it, but not what they started (a
+// script's background job): those ran on, orphaned, while the command
+// ran again elsewhere. A process whose marker names an owner that is
+// gone is killed by the next worker's sweep; one whose owner runs (this
+// process, another worker) is left alone, and so is one without a marker.
+func TestSweepOrphansKillsWhatADeadWorkerLeft(t *testing.T) {
+	// The owner: a process that has exited, as a SIGKILLed worker has.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	start := func(marker string) int {
+		cmd := exec.Command("sleep", "60")
+		cmd.Env = append(os.Environ(), marker)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Reaped by a goroutine, as an orphan is by init, so that a
+		// killed one leaves no zombie for WaitGone to see.
+		reaped := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(reaped) }()
+		t.Cleanup(func() { _ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); <-reaped })
+		return cmd.Process.Pid
+	}
+	// The dead owner's pid with a start time no process of that pid has
+	// (the pid may have been given to another process since).
+	orphan := start(MarkerPrefix + "0123456789abcdef01234567=" + strconv.Itoa(dead.Process.Pid) + ".1")
+	ours := start(MarkerPrefix + "89abcdef0123456701234567=" + ownerID())
+	plain := start("CURSORFLOW_TEST_PLAIN=1")
+	// Another test process's tool may sweep the orphan first: what is
+	// checked is that it is gone after this sweep.
+	t.Logf("SweepOrphans killed %d processes", SweepOrphans())
+	proctest.WaitGone(t, orphan, "the dead worker's orphan")
+	for pid, what := range map[int]string{ours: "a live owner's process", plain: "a process without a marker"} {
+		if err := syscall.Kill(pid, 0); err != nil {
+			t.Errorf("%s (pid %d) was killed: %v", what, pid, err)
+		}
+	}
+}
+
+func TestMarkerOwner(t *testing.T) {
+	t.Parallel()
+	for env, want := range map[string]string{
+		"A=1\x00" + MarkerPrefix + "ab=42.1234\x00B=2": "42.1234",
+		MarkerPrefix + "ab=1":                          "", // an older release's marker
+		"A=1":                                          "",
+	} {
+		if got, _ := markerOwner([]byte(env)); got != want {
+			t.Errorf("markerOwner(%q) = %q, want %q", env, got, want)
+		}
 	}
 }
