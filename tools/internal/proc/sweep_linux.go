@@ -114,7 +114,9 @@ var ownerID = sync.OnceValue(func() string {
 })
 
 // startTime returns the start time of process pid as /proc/PID/stat's
-// 22nd field holds it, or "" when the process does not exist.
+// 22nd field holds it, or "" when the process does not exist or has
+// ended (a zombie its parent has not reaped yet: a killed worker whose
+// parent, or init, is slow to wait for it).
 func startTime(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -127,7 +129,7 @@ func startTime(pid int) string {
 		return ""
 	}
 	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 20 {
+	if len(fields) < 20 || fields[0] == "Z" || fields[0] == "X" {
 		return ""
 	}
 	return fields[19]

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -90,15 +91,40 @@ func TestSweepOrphansKillsWhatADeadWorkerLeft(t *testing.T) {
 		t.Cleanup(func() { _ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); <-reaped })
 		return cmd.Process.Pid
 	}
+	// An owner that died but is not reaped yet (a zombie): its
+	// /proc/PID/stat still holds its start time.
+	zombie := exec.Command("sh", "-c", "exit 0")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = zombie.Wait() }()
+	zpid := zombie.Process.Pid
+	var zstart string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(zpid) + "/stat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if f[0] == "Z" {
+			zstart = f[19]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sh did not exit: state %s", f[0])
+		}
+	}
 	// The dead owner's pid with a start time no process of that pid has
 	// (the pid may have been given to another process since).
 	orphan := start(MarkerPrefix + "0123456789abcdef01234567=" + strconv.Itoa(dead.Process.Pid) + ".1")
+	zombieOrphan := start(MarkerPrefix + "0123456789abcdef89abcdef=" + strconv.Itoa(zpid) + "." + zstart)
 	ours := start(MarkerPrefix + "89abcdef0123456701234567=" + ownerID())
 	plain := start("CURSORFLOW_TEST_PLAIN=1")
-	// Another test process's tool may sweep the orphan first: what is
-	// checked is that it is gone after this sweep.
+	// Another test process's tool may sweep the orphans first: what is
+	// checked is that they are gone after this sweep.
 	t.Logf("SweepOrphans killed %d processes", SweepOrphans())
 	proctest.WaitGone(t, orphan, "the dead worker's orphan")
+	proctest.WaitGone(t, zombieOrphan, "the orphan of a worker not reaped yet")
 	for pid, what := range map[int]string{ours: "a live owner's process", plain: "a process without a marker"} {
 		if err := syscall.Kill(pid, 0); err != nil {
 			t.Errorf("%s (pid %d) was killed: %v", what, pid, err)
