@@ -470,7 +470,14 @@ type StartOptions struct {
 // was recorded, the execution may still start and run: Start then returns
 // its id with an error wrapping ctx's error (context.Canceled or
 // context.DeadlineExceeded), so that the caller can Wait for it or Cancel
-// it. On any other error the id is empty.
+// it. So does a Start the engine's Close or Shutdown cut short after the
+// orchestrator took the start (an error wrapping ErrClosed): the start may
+// be on record, and a process that resumes the log runs it; and a Start
+// whose append failed (ErrUnavailable): a failed append may have been
+// stored all the same (a connection lost before the commit's reply), and
+// then the execution runs. Look such an id up (Wait answers
+// ErrUnknownExecution for one that is not on record) before starting the
+// work again. On any other error the id is empty.
 func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (string, error) {
 	if e.isClosed() {
 		return "", ErrClosed
@@ -540,10 +547,22 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 	}
 	queued, err := e.orch.sendQueued(ctx, m)
 	if err != nil {
-		if queued && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		switch {
+		case !queued:
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 			// The orchestrator has the start and may record it yet:
 			// the caller needs the id to follow or cancel what runs.
 			return id, fmt.Errorf("engine: start %s: %w before the start was acknowledged; the execution may run: Wait or Cancel it by this id", id, err)
+		case errors.Is(err, ErrClosed), errors.Is(err, eventlog.ErrClosed):
+			// The engine stopped with the start taken: it may be on
+			// record, and whoever resumes the log runs it.
+			return id, fmt.Errorf("engine: start %s: %w before the start was acknowledged; the execution may be on record, and run when the log is resumed: look it up by this id", id, err)
+		case errors.Is(err, ErrUnavailable):
+			// The append failed, but a failed append may have been
+			// stored (a connection lost before the commit's reply): the
+			// orchestrator loads the execution from the log again and
+			// runs it if it is there. Starting again would run it twice.
+			return id, fmt.Errorf("engine: start %s: %w; the start may be on record all the same, and then runs: look it up by this id (Wait) before starting again", id, err)
 		}
 		return "", err
 	}

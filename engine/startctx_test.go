@@ -3,11 +3,15 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/eventlog/faultlog"
 	"github.com/cursorflow/cursorflow/tools"
 	"github.com/cursorflow/cursorflow/tools/noop"
 )
@@ -67,4 +71,113 @@ func TestStartWhoseContextEndsReturnsTheID(t *testing.T) {
 		}
 	}
 	t.Logf("%d executions in the log, %d of them from Starts cut short", len(all), cut)
+}
+
+// TestStartCutByCloseReturnsTheID: Starts racing with the engine's Close.
+// A start the orchestrator took may be on record when the engine stops,
+// and a process that resumes the log runs it: Start must hand back its id
+// (with ErrClosed), or the host cannot tell it from a start that never
+// happened and starts the work again. Every execution in the log must be
+// one whose id some Start returned.
+func TestStartCutByCloseReturnsTheID(t *testing.T) {
+	t.Parallel()
+	src := []byte(header + "workflow:\n  - step: start\n    tool: {kind: noop}\n")
+	cut := 0
+	for trial := range 30 {
+		log := eventlog.NewMemory()
+		reg := tools.NewRegistry()
+		reg.MustRegister("noop", noop.New())
+		e, err := engine.New(engine.Config{Log: log, Tools: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		known := map[string]bool{}
+		var wg sync.WaitGroup
+		for range 40 {
+			wg.Go(func() {
+				id, err := e.Start(context.Background(), src, engine.StartOptions{})
+				switch {
+				case err == nil:
+				case errors.Is(err, engine.ErrClosed):
+					if id == "" {
+						return
+					}
+				default:
+					t.Errorf("Start: %v", err)
+					return
+				}
+				mu.Lock()
+				known[id] = true
+				if err != nil {
+					cut++
+				}
+				mu.Unlock()
+			})
+		}
+		// Close while the starts are on their way: a few microseconds
+		// in, later from trial to trial.
+		time.Sleep(time.Duration(trial*20) * time.Microsecond)
+		_ = e.Close()
+		wg.Wait()
+		all, err := log.Executions(context.Background(), eventlog.ExecutionsQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range all {
+			if !known[id] {
+				t.Errorf("trial %d: execution %s is on record, but no Start returned its id", trial, id)
+			}
+		}
+	}
+	t.Logf("%d Starts cut by Close returned their id", cut)
+}
+
+// TestStartWhoseAppendFailedReturnsTheID: the append of a start fails, as
+// when the log's connection drops before the commit's reply. Such an
+// append may have been stored all the same; the orchestrator reloads the
+// execution from the log and runs it if it is there. Start returned ""
+// with "send it again", and a host that did started the work a second
+// time. Start now returns the id with the error, and Wait on it tells the
+// two cases apart: the stored start runs to its end, the other one is
+// unknown.
+func TestStartWhoseAppendFailedReturnsTheID(t *testing.T) {
+	t.Parallel()
+	src := []byte(header + "workflow:\n  - step: start\n    tool: {kind: noop}\n")
+	for _, stored := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stored=%v", stored), func(t *testing.T) {
+			t.Parallel()
+			mem := eventlog.NewMemory()
+			fl := faultlog.New(mem)
+			fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Match: faultlog.AppendsInOrder(eventlog.TypeExecutionStarted), Times: 1,
+				AfterCommit: stored, Err: eventlog.ErrUnavailable})
+			reg := tools.NewRegistry()
+			reg.MustRegister("noop", noop.New())
+			e, err := engine.New(engine.Config{Log: fl, Tools: reg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			id, err := e.Start(ctx, src, engine.StartOptions{})
+			if id == "" || !errors.Is(err, engine.ErrUnavailable) {
+				t.Fatalf("Start = %q, %v: want the id with ErrUnavailable", id, err)
+			}
+			sum, err := e.Wait(ctx, id)
+			all, lerr := mem.Executions(ctx, eventlog.ExecutionsQuery{})
+			if lerr != nil {
+				t.Fatal(lerr)
+			}
+			if stored {
+				if err != nil || sum.Status != engine.StatusCompleted || !slices.Equal(all, []string{id}) {
+					t.Fatalf("Wait = %+v, %v; log holds %v: want %s completed, alone", sum, err, all, id)
+				}
+				return
+			}
+			if !errors.Is(err, engine.ErrUnknownExecution) || len(all) != 0 {
+				t.Fatalf("Wait = %+v, %v; log holds %v: want ErrUnknownExecution and an empty log", sum, err, all)
+			}
+		})
+	}
 }
