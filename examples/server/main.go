@@ -208,6 +208,11 @@ func serve(ctx context.Context, o options, logger *slog.Logger) error {
 	}
 	nc, err := natslog.Connect(ctx, o.natsURL, logger, nats.Name("cursorflow-server "+lease.Owner()))
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped (SIGTERM) while waiting for NATS: as asked.
+			logger.Info("server stopped before NATS answered")
+			return nil
+		}
 		return fmt.Errorf("connect to %s: %w", natslog.Where(o.natsURL), err)
 	}
 	defer nc.Close()

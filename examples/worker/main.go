@@ -137,6 +137,11 @@ func run(args []string, stderr io.Writer) int {
 	defer stop()
 	nc, err := natslog.Connect(ctx, *natsURL, logger, nats.Name("cursorflow-worker "+*id))
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped (SIGTERM) while waiting for NATS: as asked.
+			logger.Info("worker stopped before NATS answered", "id", *id)
+			return 0
+		}
 		logger.Error("connect to NATS", "url", natslog.Where(*natsURL), "error", err)
 		return 1
 	}

@@ -60,12 +60,18 @@ func Connect(ctx context.Context, urls string, logger *slog.Logger, opts ...nats
 	if nc.IsConnected() {
 		return nc, nil
 	}
-	logger.Warn("nats: no server answers yet; retrying until one does", "url", Where(urls), "error", nc.LastError())
+	attrs := []any{"url", Where(urls)}
+	if err := nc.LastError(); err != nil {
+		attrs = append(attrs, "error", err)
+	}
+	logger.Warn("nats: no server answers yet; retrying until one does", attrs...)
 	select {
 	case <-connected:
 		logger.Info("nats: connected", "url", nc.ConnectedUrlRedacted())
 		return nc, nil
 	case <-ctx.Done():
+		// Given up on purpose: not a connection closed by trouble.
+		nc.SetClosedHandler(nil)
 		nc.Close()
 		return nil, ctx.Err()
 	}
