@@ -2,6 +2,7 @@ package proc
 
 import (
 	"bytes"
+	"iter"
 	"os"
 	"strconv"
 	"strings"
@@ -60,31 +61,60 @@ func (sw *Sweeper) sweep(marker string) {
 	sw.mu.Unlock()
 }
 
-// scan SIGKILLs the processes whose environment holds one of markers. A
-// killed process's environment reads empty (a zombie has no memory), so
-// a round that kills nothing ends the scan.
+// scan SIGKILLs the processes whose environment holds one of markers.
 func scan(markers map[string]bool) {
+	killWhere(func(env []byte) bool { return hasVar(env, markers) })
+}
+
+// killWhere SIGKILLs every process of this user but this one whose
+// environment (NUL-separated NAME=value pairs, as /proc/PID/environ
+// holds them) kill approves, and returns how many it killed. It scans the
+// process table again after a round that killed some, since a process
+// may fork between a scan and its kill; a killed process's environment
+// reads empty (a zombie has no memory), so a round that kills nothing
+// ends it, as do sweepRounds rounds.
+func killWhere(kill func(env []byte) bool) int {
+	killed := 0
 	for range sweepRounds {
 		ents, err := os.ReadDir("/proc")
 		if err != nil {
-			return
+			return killed
 		}
-		killed := false
+		round := 0
 		for _, e := range ents {
 			pid, err := strconv.Atoi(e.Name())
 			if err != nil || pid == os.Getpid() {
 				continue
 			}
 			env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-			if err != nil || !hasVar(env, markers) {
+			if err != nil || !kill(env) {
 				continue
 			}
 			if syscall.Kill(pid, syscall.SIGKILL) == nil {
-				killed = true
+				round++
 			}
 		}
-		if !killed {
-			return
+		killed += round
+		if round == 0 {
+			return killed
+		}
+	}
+	return killed
+}
+
+// envPairs yields the NAME=value pairs of env, NUL-separated as
+// /proc/PID/environ holds them.
+func envPairs(env []byte) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		for len(env) > 0 {
+			i := bytes.IndexByte(env, 0)
+			if i < 0 {
+				i = len(env)
+			}
+			if !yield(env[:i]) {
+				return
+			}
+			env = env[min(i+1, len(env)):]
 		}
 	}
 }
@@ -92,15 +122,10 @@ func scan(markers map[string]bool) {
 // hasVar reports whether env, NUL-separated NAME=value pairs as
 // /proc/PID/environ holds them, holds one of the pairs of vars.
 func hasVar(env []byte, vars map[string]bool) bool {
-	for len(env) > 0 {
-		i := bytes.IndexByte(env, 0)
-		if i < 0 {
-			i = len(env)
-		}
-		if vars[string(env[:i])] {
+	for kv := range envPairs(env) {
+		if vars[string(kv)] {
 			return true
 		}
-		env = env[min(i+1, len(env)):]
 	}
 	return false
 }
@@ -145,59 +170,30 @@ func startTime(pid int) string {
 // a process started later, is an orphan. Processes of live owners (other
 // workers on the machine) are left alone. It returns how many it killed.
 func SweepOrphans() int {
-	killed := 0
 	alive := map[string]bool{ownerID(): true}
-	for range sweepRounds {
-		ents, err := os.ReadDir("/proc")
-		if err != nil {
-			return killed
+	return killWhere(func(env []byte) bool {
+		owner, ok := markerOwner(env)
+		if !ok {
+			return false
 		}
-		round := 0
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil || pid == os.Getpid() {
-				continue
-			}
-			env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-			if err != nil {
-				continue
-			}
-			owner, ok := markerOwner(env)
-			if !ok {
-				continue
-			}
-			live, seen := alive[owner]
-			if !seen {
-				live = ownerAlive(owner)
-				alive[owner] = live
-			}
-			if !live && syscall.Kill(pid, syscall.SIGKILL) == nil {
-				round++
-			}
+		live, seen := alive[owner]
+		if !seen {
+			live = ownerAlive(owner)
+			alive[owner] = live
 		}
-		killed += round
-		if round == 0 {
-			return killed
-		}
-	}
-	return killed
+		return !live
+	})
 }
 
 // markerOwner returns the owner id of the first MarkerPrefix variable in
 // env (NUL-separated NAME=value pairs); ok is false when there is none,
 // or its value names no owner (a marker of a release that wrote "1").
 func markerOwner(env []byte) (owner string, ok bool) {
-	for len(env) > 0 {
-		i := bytes.IndexByte(env, 0)
-		if i < 0 {
-			i = len(env)
-		}
-		kv := string(env[:i])
-		env = env[min(i+1, len(env)):]
-		if !strings.HasPrefix(kv, MarkerPrefix) {
+	for kv := range envPairs(env) {
+		name, v, _ := strings.Cut(string(kv), "=")
+		if !strings.HasPrefix(name, MarkerPrefix) {
 			continue
 		}
-		_, v, _ := strings.Cut(kv, "=")
 		if pid, start, found := strings.Cut(v, "."); found && pid != "" && start != "" {
 			return v, true
 		}
