@@ -12,9 +12,10 @@ import (
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/faultlog"
-	"github.com/cursorflow/cursorflow/tools"
-	"github.com/cursorflow/cursorflow/tools/noop"
 )
+
+// oneTool is a playbook of one step running the recorder.
+const oneTool = header + "workflow:\n  - step: start\n    tool: {kind: rec, key: x}\n"
 
 // TestStartWhoseContextEndsReturnsTheID: a host starts executions under
 // a request's deadline. When the deadline ends a Start after the engine
@@ -24,15 +25,9 @@ import (
 // in the log must be one whose id some Start returned.
 func TestStartWhoseContextEndsReturnsTheID(t *testing.T) {
 	t.Parallel()
-	log := eventlog.NewMemory()
-	reg := tools.NewRegistry()
-	reg.MustRegister("noop", noop.New())
-	e, err := engine.New(engine.Config{Log: log, Tools: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	src := []byte(header + "workflow:\n  - step: start\n    tool: {kind: noop}\n")
+	b := setup(t, nil)
+	e, log := b.eng, b.log
+	src := []byte(oneTool)
 	known := map[string]bool{}
 	cut := 0
 	for i := range 300 {
@@ -81,16 +76,11 @@ func TestStartWhoseContextEndsReturnsTheID(t *testing.T) {
 // one whose id some Start returned.
 func TestStartCutByCloseReturnsTheID(t *testing.T) {
 	t.Parallel()
-	src := []byte(header + "workflow:\n  - step: start\n    tool: {kind: noop}\n")
+	src := []byte(oneTool)
 	cut := 0
 	for trial := range 30 {
-		log := eventlog.NewMemory()
-		reg := tools.NewRegistry()
-		reg.MustRegister("noop", noop.New())
-		e, err := engine.New(engine.Config{Log: log, Tools: reg})
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := setup(t, nil)
+		e, log := b.eng, b.log
 		var mu sync.Mutex
 		known := map[string]bool{}
 		var wg sync.WaitGroup
@@ -143,7 +133,7 @@ func TestStartCutByCloseReturnsTheID(t *testing.T) {
 // unknown.
 func TestStartWhoseAppendFailedReturnsTheID(t *testing.T) {
 	t.Parallel()
-	src := []byte(header + "workflow:\n  - step: start\n    tool: {kind: noop}\n")
+	src := []byte(oneTool)
 	for _, stored := range []bool{true, false} {
 		t.Run(fmt.Sprintf("stored=%v", stored), func(t *testing.T) {
 			t.Parallel()
@@ -151,13 +141,7 @@ func TestStartWhoseAppendFailedReturnsTheID(t *testing.T) {
 			fl := faultlog.New(mem)
 			fl.Inject(faultlog.Fault{Op: faultlog.OpAppend, Match: faultlog.AppendsInOrder(eventlog.TypeExecutionStarted), Times: 1,
 				AfterCommit: stored, Err: eventlog.ErrUnavailable})
-			reg := tools.NewRegistry()
-			reg.MustRegister("noop", noop.New())
-			e, err := engine.New(engine.Config{Log: fl, Tools: reg})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
+			e := setup(t, fl).eng
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			id, err := e.Start(ctx, src, engine.StartOptions{})
