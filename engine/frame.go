@@ -1132,11 +1132,12 @@ func (f *frameRun) nextRow(ctx context.Context) (int, bool) {
 		}
 		// Cut short by a cancel's grace, or by the worker stopping (an
 		// engine shutdown): the rest never starts, and goes back.
-		if cutShort(ctx) || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			f.dispatchEnded = true
+			cut := cutShort(ctx) // ctx has ended: its cause stays
 			f.mu.Lock()
 			for j := i; j < len(f.rows); j++ {
-				if cutShort(ctx) {
+				if cut {
 					f.unstarted = append(f.unstarted, j)
 				} else {
 					f.stopped[j] = true
