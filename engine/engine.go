@@ -285,7 +285,7 @@ func New(cfg Config) (*Engine, error) {
 		maxResultBytes: cfg.MaxResultBytes, maxLoopItems: cfg.MaxLoopItems, renderLimits: cfg.RenderLimits,
 		decide: (*State).decide, res: res,
 		inbox: make(chan message, cfg.MaxBatch), ticker: cfg.Clock.NewTicker(cfg.Tick), done: make(chan struct{}),
-		execs: map[string]*execution{}, reloading: map[string]*reload{}, ended: map[string][]endedExecution{},
+		execs: map[string]*execution{}, reloading: map[string]*reload{}, children: map[string]map[string]struct{}{}, cancelling: map[string]struct{}{}, ended: map[string][]endedExecution{},
 		driving: map[string]bool{}, finished: newSummaryCache(cfg.MaxFinished, cfg.FinishedTTL), waiters: map[string]*waiter{},
 		// An execution that ended failed or cancelled stops the commands
 		// this process still runs for it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cursorflow/cursorflow/engine"
@@ -64,6 +65,66 @@ func BenchmarkStepOverhead(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*steps), "µs/step")
+		})
+	}
+}
+
+// BenchmarkFinishAmongParked measures a short execution's start-to-end
+// while many others stay running, parked on a retry an hour away (as
+// executions waiting on a sub-playbook or a backoff are): ending an
+// execution must not cost in proportion to the executions driven beside
+// it.
+func BenchmarkFinishAmongParked(b *testing.B) {
+	quick := []byte(header + "workflow:\n  - step: start\n    tool: {kind: nothing}\n")
+	parked := []byte(header + `workflow:
+  - step: start
+    tool:
+      kind: failing
+      spec:
+        policy:
+          rules:
+            - when: "{{ output.status == 'error' }}"
+              then: {do: retry, attempts: 2, delay: 3600}
+`)
+	for _, n := range []int{0, 5000, 20000} {
+		b.Run(fmt.Sprintf("parked=%d", n), func(b *testing.B) {
+			log := eventlog.NewMemory()
+			defer log.Close()
+			var first sync.WaitGroup
+			first.Add(n)
+			reg := tools.NewRegistry()
+			reg.MustRegister("nothing", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+				return tools.Output{Status: tools.StatusSuccess}, nil
+			}))
+			reg.MustRegister("failing", tools.ToolFunc(func(_ context.Context, c *tools.Call) (tools.Output, error) {
+				if c.Attempt == 1 {
+					first.Done()
+				}
+				return tools.Output{Status: tools.StatusError, Error: "not yet"}, nil
+			}))
+			e, err := engine.New(engine.Config{Log: log, Tools: reg})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			ctx := context.Background()
+			for range n {
+				if _, err := e.Start(ctx, parked, engine.StartOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			first.Wait()
+			b.ResetTimer()
+			for b.Loop() {
+				id, err := e.Start(ctx, quick, engine.StartOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum, err := e.Wait(ctx, id)
+				if err != nil || sum.Status != engine.StatusCompleted {
+					b.Fatalf("%v %+v", err, sum)
+				}
+			}
 		})
 	}
 }

@@ -11,7 +11,7 @@ func Retained(e *Engine) map[string]int {
 	defer o.mu.Unlock()
 	e.running.mu.Lock()
 	defer e.running.mu.Unlock()
-	return map[string]int{"execs": len(o.execs), "reloading": len(o.reloading), "ended": len(o.ended),
+	return map[string]int{"execs": len(o.execs), "children": len(o.children), "reloading": len(o.reloading), "ended": len(o.ended),
 		"orphaned": len(o.orphaned), "driving": len(o.driving), "waiters": len(o.waiters),
 		"finished": o.finished.len(), "running": len(e.running.m)}
 }

@@ -126,6 +126,9 @@ type execution struct {
 	// cursor block with, for the driver's clean-up once the run is over
 	// (see finish.go).
 	cursorRuns map[string]*Command
+	// wakeAt is the time of its earliest entry in the orchestrator's wakes
+	// not taken yet, or zero (see schedule).
+	wakeAt time.Time
 }
 
 // lease is an in-flight command's hold on its worker: it is re-issued
@@ -236,6 +239,15 @@ type orchestrator struct {
 	markClosed context.CancelFunc
 	execs      map[string]*execution
 	reloading  map[string]*reload
+	// children indexes execs by parent execution (State.parent), so that
+	// an ending execution finds its running children without a scan of
+	// every execution driven here. link and unlink keep it.
+	children map[string]map[string]struct{}
+	// wakes holds when executions next need a look for a lease running
+	// out or a retry falling due (see wake.go); cancelling holds the
+	// executions whose cancel is recorded, for announceCancels.
+	wakes      wakeHeap
+	cancelling map[string]struct{}
 	// draining is set by Shutdown: reports are still recorded, nothing
 	// new is decided or dispatched.
 	draining bool
@@ -273,15 +285,50 @@ func (o *orchestrator) install(st *State) *execution {
 	}
 	o.loadCursorRuns(ex)
 	o.execs[st.ExecutionID] = ex
+	o.link(ex)
+	if ex.cancelRecorded {
+		o.cancelling[st.ExecutionID] = struct{}{}
+	}
+	o.schedule(ex)
 	o.mu.Lock()
 	o.driving[st.ExecutionID] = true
 	o.mu.Unlock()
 	return ex
 }
 
+// link indexes ex under its parent, once its state names one (install,
+// or the fold of its execution.started).
+func (o *orchestrator) link(ex *execution) {
+	p := ex.state.parent
+	if p == "" {
+		return
+	}
+	kids := o.children[p]
+	if kids == nil {
+		kids = map[string]struct{}{}
+		o.children[p] = kids
+	}
+	kids[ex.state.ExecutionID] = struct{}{}
+}
+
+// unlink removes execution id from execs and from the indexes over them
+// (its wakes are dropped as they come up).
+func (o *orchestrator) unlink(id string) {
+	delete(o.cancelling, id)
+	if ex := o.execs[id]; ex != nil {
+		if p := ex.state.parent; p != "" {
+			delete(o.children[p], id)
+			if len(o.children[p]) == 0 {
+				delete(o.children, p)
+			}
+		}
+	}
+	delete(o.execs, id)
+}
+
 // drop forgets an execution that never got going.
 func (o *orchestrator) drop(id string) {
-	delete(o.execs, id)
+	o.unlink(id)
 	delete(o.reloading, id)
 	o.mu.Lock()
 	delete(o.driving, id)
@@ -299,6 +346,7 @@ func (o *orchestrator) leaseInFlight(ex *execution, now time.Time) {
 		d, beat := ex.state.leaseFor(cid, o.lease)
 		ex.leases[cid] = &lease{deadline: now.Add(d), lease: d, beat: beat}
 	}
+	o.schedule(ex)
 }
 
 // unload drops an execution from memory and schedules its reload from the
@@ -307,7 +355,7 @@ func (o *orchestrator) unload(id string, now time.Time, backoff time.Duration) {
 	if _, ok := o.execs[id]; !ok && o.reloading[id] == nil {
 		return
 	}
-	delete(o.execs, id)
+	o.unlink(id)
 	r := &reload{due: now.Add(backoff), backoff: max(backoff, minReloadBackoff)}
 	if prev := o.reloading[id]; prev != nil {
 		r.issued = prev.issued
@@ -506,7 +554,7 @@ func (o *orchestrator) observe(ev eventlog.Event) {
 }
 
 func (o *orchestrator) finish(id string, ex *execution) {
-	delete(o.execs, id)
+	o.unlink(id)
 	if p := ex.state.parent; p != "" {
 		o.ended[p] = append(o.ended[p], endedExecution{id: id, status: ex.state.Status})
 	}
@@ -520,10 +568,8 @@ func (o *orchestrator) finish(id string, ex *execution) {
 	// report not recorded when the parent ended: a cancel, a failure of
 	// another branch) is not among Awaiting, yet it is running here with
 	// nobody left to take its outcome.
-	for cid, child := range o.execs {
-		if child.state.parent == id {
-			orphans[cid] = true
-		}
+	for cid := range o.children[id] {
+		orphans[cid] = true
 	}
 	o.orphaned = append(o.orphaned, sortedKeys(orphans)...)
 	if o.onFinish != nil {
@@ -705,9 +751,9 @@ func (o *orchestrator) stopped() bool {
 // whose commands are still in flight, at once after the cancel is
 // recorded and again every cancelRepeat (an announcement may be lost).
 func (o *orchestrator) announceCancels(now time.Time) {
-	for _, id := range sortedKeys(o.execs) {
+	for _, id := range sortedKeys(o.cancelling) {
 		ex := o.execs[id]
-		if !ex.cancelRecorded || ex.state.inflight == 0 {
+		if ex == nil || !ex.cancelRecorded || ex.state.inflight == 0 {
 			continue
 		}
 		if !ex.cancelSent.IsZero() && now.Sub(ex.cancelSent) < cancelRepeat {

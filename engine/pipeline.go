@@ -313,6 +313,7 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 			if ex := o.execs[m.ev.ExecutionID]; ex != nil {
 				if l := ex.leases[m.ev.CommandID]; l != nil && (!ex.cancelRecorded || now.Sub(ex.cancelAt) <= l.lease) {
 					l.alive(now, o.missed)
+					o.wakeBy(ex, l.deadline) // it may have come forward
 				}
 			}
 		case msgStart, msgLoad:
@@ -349,6 +350,7 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 					m.reply <- err
 					continue
 				}
+				o.link(ex) // execution.started names its parent
 				b.events = append(b.events, ev)
 				if o.parentGone(ex, m) {
 					b.events = append(b.events, loadCancel(ex, eventlog.Event{ExecutionID: id, Type: eventlog.TypeCancelRequested,
@@ -405,8 +407,20 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 	if o.draining {
 		return
 	}
-	for _, id := range sortedKeys(o.execs) {
+	// The executions to look at: those touched, and those whose lease
+	// may have run out or whose retry may have fallen due (wakes).
+	look := make(map[string]bool, len(touched))
+	for id := range touched {
+		look[id] = true
+	}
+	for _, id := range o.dueWakes(now) {
+		look[id] = true
+	}
+	for _, id := range sortedKeys(look) {
 		ex := o.execs[id]
+		if ex == nil {
+			continue
+		}
 		var expired []expiry
 		for _, cid := range loaded[id] {
 			expired = append(expired, expiry{id: cid, reason: reasonResume, remote: o.remoteWorkers})
@@ -420,6 +434,7 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 		sort.Slice(expired, func(i, j int) bool { return expired[i].id < expired[j].id })
 		due := ex.state.NextDue()
 		if !touched[id] && len(expired) == 0 && (due.IsZero() || due.After(now)) {
+			o.schedule(ex) // woken early: a lease moved on since
 			continue
 		}
 		for _, x := range expired {
@@ -437,6 +452,9 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 		o.warnAbandoned(decided)
 		b.events = append(b.events, decided...)
 		touch(id)
+		// Its batch's completion schedules it again with the leases it
+		// issues; this covers a batch that waits or holds nothing of it.
+		o.schedule(ex)
 	}
 	if len(chains) > 0 {
 		issued := issuedFrames(b.events[from:], from)
@@ -730,6 +748,7 @@ func (o *orchestrator) complete(b *batch) {
 		case eventlog.TypeCancelRequested:
 			if !ex.cancelRecorded {
 				ex.cancelRecorded, ex.cancelAt = true, now
+				o.cancelling[ex.state.ExecutionID] = struct{}{}
 			}
 		case eventlog.TypeLoopDone, eventlog.TypeStepFailed:
 			o.runEnded(ex, *ev)
@@ -755,7 +774,10 @@ func (o *orchestrator) complete(b *batch) {
 		// state may have ended on decisions not yet recorded.
 		if ex.state.Status != StatusRunning && !o.next.holds(id) {
 			o.finish(id, ex)
+			continue
 		}
+		// Its leases and retries may have changed with the batch.
+		o.schedule(ex)
 	}
 	if dropNext {
 		o.abandon(o.next, fmt.Errorf("%w: another orchestrator decided for the execution; reloading it from the log", ErrUnavailable))
