@@ -333,7 +333,24 @@ func (d *decider) fillLoops() {
 
 // retries schedules wanted retries and re-issues those that fell due.
 func (d *decider) retries() {
-	for _, base := range sortedKeys(d.s.Commands) {
+	// Only the few commands with something to do here are sorted, not every
+	// command in flight: a loop of a thousand sub-playbooks has a thousand
+	// awaiting, and each one's end decides again.
+	var bases []string
+	for base, c := range d.s.Commands {
+		switch c.Status {
+		case cmdRetryWanted, cmdShardRetry, cmdAwaitDone:
+		case cmdRetryWaiting:
+			if c.Retry == nil || c.Retry.Due.After(d.now) {
+				continue
+			}
+		default:
+			continue
+		}
+		bases = append(bases, base)
+	}
+	slices.Sort(bases)
+	for _, base := range bases {
 		c := d.s.Commands[base]
 		switch c.Status {
 		case cmdRetryWanted:
@@ -347,9 +364,6 @@ func (d *decider) retries() {
 			p.StartTask, p.TaskAttempt, p.Carry = 0, 0, nil
 			d.reissue(c, p)
 		case cmdRetryWaiting:
-			if c.Retry == nil || c.Retry.Due.After(d.now) {
-				continue
-			}
 			d.resume(c, reasonRetry, c.Retry.StartTask, c.Retry.TaskAttempt, c.Retry.Carry, c.Retry.NextCall)
 		case cmdAwaitDone:
 			// What the command awaited has ended: run its task again,

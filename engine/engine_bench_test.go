@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -125,6 +126,33 @@ func BenchmarkFinishAmongParked(b *testing.B) {
 					b.Fatalf("%v %+v", err, sum)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkSubPlaybookFanOut measures a parallel loop of sub-playbooks,
+// per child: each parks its item's command and ends, and its end resumes
+// the parent. What it costs must not grow with the children in flight.
+func BenchmarkSubPlaybookFanOut(b *testing.B) {
+	for _, n := range []int{100, 1600} {
+		b.Run(fmt.Sprintf("children=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "child.yaml"), []byte(header+doublingChild), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			parent := []byte(parentOfChildren(fmt.Sprintf("{{ range(%d) | list }}", n)))
+			e, _ := subEngine(b, eventlog.NewMemory(), 4)
+			ctx := context.Background()
+			for b.Loop() {
+				id, err := e.Start(ctx, parent, engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if sum, err := e.Wait(ctx, id); err != nil || sum.Status != engine.StatusCompleted {
+					b.Fatalf("%v %+v", err, sum)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/child")
 		})
 	}
 }

@@ -86,7 +86,7 @@ func setup(t *testing.T, log eventlog.Log) *bundle {
 // setupWith starts an engine with cfg, the recorder registered as kind rec
 // in cfg.Tools (a new registry if nil), a memory log and a 5ms tick unless
 // cfg says otherwise.
-func setupWith(t *testing.T, cfg engine.Config) *bundle {
+func setupWith(t testing.TB, cfg engine.Config) *bundle {
 	t.Helper()
 	if cfg.Log == nil {
 		cfg.Log = eventlog.NewMemory()

@@ -475,12 +475,20 @@ func (o *orchestrator) awaitsEnded(now time.Time, touch func(string)) []eventlog
 // await.done events, applied, to append); one not driven here is loaded
 // too (and handed to loaded), so it can end.
 func (o *orchestrator) loadAwaited(ctx context.Context, ex *execution, now time.Time, loaded func(*execution)) []eventlog.Event {
-	var out []eventlog.Event
 	awaited := ex.state.Awaiting()
 	ids := make([]string, 0, len(awaited))
 	for _, cid := range sortedKeys(awaited) {
 		ids = append(ids, awaited[cid])
 	}
+	return o.loadAwaitedIDs(ctx, ex, ids, now, loaded)
+}
+
+// loadAwaitedIDs is loadAwaited for the executions ids only: a command
+// that has just parked looks at its own child, not at every child its
+// execution awaits (a loop of a thousand sub-playbooks parks a thousand
+// times).
+func (o *orchestrator) loadAwaitedIDs(ctx context.Context, ex *execution, ids []string, now time.Time, loaded func(*execution)) []eventlog.Event {
+	var out []eventlog.Event
 	for _, id := range ids {
 		if o.execs[id] != nil || o.reloading[id] != nil {
 			continue // driven here: its end resumes the command

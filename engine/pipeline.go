@@ -307,7 +307,9 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 			if ev.Type == eventlog.TypeCommandAwaiting {
 				// The awaited execution may have ended before its waiter
 				// parked.
-				b.events = append(b.events, o.loadAwaited(ctx, ex, now, resume)...)
+				if child := ex.state.awaitedBy(ev.CommandID); child != "" {
+					b.events = append(b.events, o.loadAwaitedIDs(ctx, ex, []string{child}, now, resume)...)
+				}
 			}
 		case msgHeartbeat:
 			if ex := o.execs[m.ev.ExecutionID]; ex != nil {

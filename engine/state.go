@@ -1126,25 +1126,43 @@ func (s *State) Awaiting() map[string]string {
 	return out
 }
 
+// awaitedBy returns the execution the command attempt id is parked on,
+// or "" when it is not parked.
+func (s *State) awaitedBy(id string) string {
+	base, _, ok := splitCommandID(id)
+	if !ok {
+		return ""
+	}
+	if c := s.Commands[base]; c != nil && c.Status == cmdAwaiting && c.Await != nil {
+		return c.Await.ExecutionID
+	}
+	return ""
+}
+
 // awaitDone returns the event that resumes the command parked on
 // executionID, if one is, applied to the state.
 func (s *State) awaitDone(executionID, status string, now time.Time) (eventlog.Event, bool) {
-	for _, base := range sortedKeys(s.Commands) {
-		c := s.Commands[base]
-		if c.Status != cmdAwaiting || c.Await == nil || c.Await.ExecutionID != executionID {
-			continue
+	// The first awaiting command in id order, found without sorting every
+	// command in flight (each of a thousand children's ends looks).
+	base := ""
+	for b, c := range s.Commands {
+		if c.Status == cmdAwaiting && c.Await != nil && c.Await.ExecutionID == executionID && (base == "" || b < base) {
+			base = b
 		}
-		ev := eventlog.Event{ExecutionID: s.ExecutionID, Type: eventlog.TypeAwaitDone, Step: s.stepOf(c), CommandID: c.ID(),
-			Attempt: c.Attempt, Time: now, Payload: mustJSON(awaitDonePayload{Base: base, ExecutionID: executionID, Status: status})}
-		if c.Kind != KindStep {
-			ev.LoopID = c.Run
-		}
-		if err := s.Apply(ev); err != nil {
-			return eventlog.Event{}, false
-		}
-		return ev, true
 	}
-	return eventlog.Event{}, false
+	if base == "" {
+		return eventlog.Event{}, false
+	}
+	c := s.Commands[base]
+	ev := eventlog.Event{ExecutionID: s.ExecutionID, Type: eventlog.TypeAwaitDone, Step: s.stepOf(c), CommandID: c.ID(),
+		Attempt: c.Attempt, Time: now, Payload: mustJSON(awaitDonePayload{Base: base, ExecutionID: executionID, Status: status})}
+	if c.Kind != KindStep {
+		ev.LoopID = c.Run
+	}
+	if err := s.Apply(ev); err != nil {
+		return eventlog.Event{}, false
+	}
+	return ev, true
 }
 
 // stepOfCommand returns the step of the command attempt id ("" if

@@ -19,7 +19,7 @@ import (
 )
 
 // subEngine is an engine with `rec` and `playbook` tools and few workers.
-func subEngine(t *testing.T, log eventlog.Log, workers int) (*engine.Engine, *recorder) {
+func subEngine(t testing.TB, log eventlog.Log, workers int) (*engine.Engine, *recorder) {
 	t.Helper()
 	b := setupWith(t, engine.Config{Log: log, Workers: workers})
 	b.reg.MustRegister("playbook", playbook.New(b.eng))
