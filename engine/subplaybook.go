@@ -58,12 +58,11 @@ func (e *Engine) RunPlaybook(ctx context.Context, req playbook.Request) (playboo
 // holds it: done with its outcome when it has ended. A log read that
 // failed is ErrUnavailable: the next attempt reads again.
 func (e *Engine) startChild(ctx context.Context, req playbook.Request, childID string) (res playbook.Result, done bool, err error) {
-	parentFile := ""
-	if events, err := e.cfg.Log.Read(ctx, req.ParentExecutionID, 0, 1); err == nil && len(events) == 1 {
-		var p startedPayload
-		if decode(events[0], &p) == nil {
-			parentFile = p.File
-		}
+	// A child that ended here lately (the call runs again once it has)
+	// is among the summaries the engine keeps: what a fold of its log
+	// would give, without reading and folding the log, playbook and all.
+	if sum := e.finishedHere(childID); sum != nil {
+		return childResult(childID, sum), true, nil
 	}
 	existing, err := e.cfg.Log.Read(ctx, childID, 0, 0)
 	if err != nil {
@@ -84,6 +83,13 @@ func (e *Engine) startChild(ctx context.Context, req playbook.Request, childID s
 			return playbook.Result{}, false, fmt.Errorf("sub-playbook %s: resume %s: %w", req.Path, childID, err)
 		}
 		return playbook.Result{}, false, nil
+	}
+	parentFile := ""
+	if events, err := e.cfg.Log.Read(ctx, req.ParentExecutionID, 0, 1); err == nil && len(events) == 1 {
+		var p startedPayload
+		if decode(events[0], &p) == nil {
+			parentFile = p.File
+		}
 	}
 	path := playbook.ChildPath(parentFile, req.Path)
 	src, err := os.ReadFile(path)
@@ -154,3 +160,12 @@ func ChildExecutionID(req playbook.Request) string {
 }
 
 var _ playbook.Runner = (*Engine)(nil)
+
+// finishedHere returns the summary of execution id if it ended here
+// lately (it is among the finished summaries this engine keeps), else nil.
+func (e *Engine) finishedHere(id string) *Summary {
+	o := e.orch
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.finished.get(id, e.cfg.Clock.Now())
+}
