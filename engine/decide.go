@@ -139,7 +139,8 @@ func (s *State) decide(now time.Time, expired []expiry) []eventlog.Event {
 // NextDue returns the earliest time a scheduled retry falls due, or zero.
 func (s *State) NextDue() time.Time {
 	var due time.Time
-	for _, c := range s.Commands {
+	for base := range s.resumableBases() {
+		c := s.Commands[base]
 		if c.Status == cmdRetryWaiting && c.Retry != nil && (due.IsZero() || c.Retry.Due.Before(due)) {
 			due = c.Retry.Due
 		}
@@ -337,14 +338,9 @@ func (d *decider) retries() {
 	// command in flight: a loop of a thousand sub-playbooks has a thousand
 	// awaiting, and each one's end decides again.
 	var bases []string
-	for base, c := range d.s.Commands {
-		switch c.Status {
-		case cmdRetryWanted, cmdShardRetry, cmdAwaitDone:
-		case cmdRetryWaiting:
-			if c.Retry == nil || c.Retry.Due.After(d.now) {
-				continue
-			}
-		default:
+	for base := range d.s.resumableBases() {
+		c := d.s.Commands[base]
+		if c.Status == cmdRetryWaiting && (c.Retry == nil || c.Retry.Due.After(d.now)) {
 			continue
 		}
 		bases = append(bases, base)

@@ -110,6 +110,12 @@ type State struct {
 	finishing []string
 	// inflight counts commands issued and not yet finished.
 	inflight int
+	// resumable holds the bases of the commands the decider has something
+	// to do for (resumableStatus), so that a decision does not look at
+	// every command in flight: a loop of a thousand sub-playbooks parks a
+	// thousand. Nil until first needed (resumableBases builds it from
+	// Commands); setStatus keeps it from then on.
+	resumable map[string]struct{}
 	// maxLoopItems bounds a collection loop's items (0: DefaultMaxLoopItems).
 	maxLoopItems int
 }
@@ -493,7 +499,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		}
 		s.inflight++
 		c.Attempt = ev.Attempt
-		c.Status = cmdIssued
+		s.setStatus(c, cmdIssued)
 		c.Issued = p
 		c.IssuedAt = ev.Time
 		c.Retry = nil
@@ -592,7 +598,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			return err
 		}
 		if c := s.Commands[p.Base]; c != nil && c.Status == cmdAwaiting && c.Await != nil && c.Await.ExecutionID == p.ExecutionID {
-			c.Status = cmdAwaitDone
+			s.setStatus(c, cmdAwaitDone)
 		}
 	case eventlog.TypeRetryScheduled:
 		var p retryPayload
@@ -600,8 +606,8 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 			return err
 		}
 		if c := s.Commands[p.Base]; c != nil && c.Status == cmdRetryWanted {
-			c.Status = cmdRetryWaiting
 			c.Retry = &p
+			s.setStatus(c, cmdRetryWaiting)
 		}
 	case eventlog.TypeFrameDone:
 		c, p, err := reported[frameDoneSummary](s, ev)
@@ -976,13 +982,52 @@ func (s *State) finishCommand(c *commandState, status string) {
 	if c.Status == cmdIssued {
 		s.inflight--
 	}
-	c.Status = status
+	s.setStatus(c, status)
 	if status == cmdCompleted || status == cmdFailed {
 		// A finished command is dropped: a late report for it fails the
 		// fencing check all the same, and a long cursor loop's state stays
 		// as small as its in-flight frames.
 		delete(s.Commands, c.Base)
 	}
+}
+
+// resumableStatus reports whether a command in status has something
+// for the decider to do: a retry to schedule or issue, a shard or a
+// parked call to issue again.
+func resumableStatus(status string) bool {
+	switch status {
+	case cmdRetryWanted, cmdRetryWaiting, cmdShardRetry, cmdAwaitDone:
+		return true
+	}
+	return false
+}
+
+// setStatus sets c's status, the one way it changes, and keeps
+// resumable.
+func (s *State) setStatus(c *commandState, status string) {
+	c.Status = status
+	if s.resumable == nil {
+		return // built from Commands when first needed
+	}
+	if resumableStatus(status) {
+		s.resumable[c.Base] = struct{}{}
+	} else {
+		delete(s.resumable, c.Base)
+	}
+}
+
+// resumableBases returns the bases of the commands in a resumable
+// status, unordered.
+func (s *State) resumableBases() map[string]struct{} {
+	if s.resumable == nil {
+		s.resumable = map[string]struct{}{}
+		for base, c := range s.Commands {
+			if resumableStatus(c.Status) {
+				s.resumable[base] = struct{}{}
+			}
+		}
+	}
+	return s.resumable
 }
 
 func (s *State) failWork(c *commandState, p *completedPayload) {
