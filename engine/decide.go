@@ -141,7 +141,7 @@ func (s *State) NextDue() time.Time {
 	var due time.Time
 	for base := range s.resumableBases() {
 		c := s.Commands[base]
-		if c.Status == cmdRetryWaiting && c.Retry != nil && (due.IsZero() || c.Retry.Due.Before(due)) {
+		if c != nil && c.Status == cmdRetryWaiting && c.Retry != nil && (due.IsZero() || c.Retry.Due.Before(due)) {
 			due = c.Retry.Due
 		}
 	}
@@ -340,7 +340,7 @@ func (d *decider) retries() {
 	var bases []string
 	for base := range d.s.resumableBases() {
 		c := d.s.Commands[base]
-		if c.Status == cmdRetryWaiting && (c.Retry == nil || c.Retry.Due.After(d.now)) {
+		if c == nil || c.Status == cmdRetryWaiting && (c.Retry == nil || c.Retry.Due.After(d.now)) {
 			continue
 		}
 		bases = append(bases, base)
