@@ -32,29 +32,35 @@ func limitResult(ev eventlog.Event, max int) eventlog.Event {
 // most max of them, each for at most ttl. One older than that is read back
 // from the log when asked for.
 type summaryCache struct {
-	max   int
-	ttl   time.Duration
-	order *list.List // of *cachedSummary, oldest first
-	byID  map[string]*list.Element
+	max      int
+	maxBytes int64
+	ttl      time.Duration
+	order    *list.List // of *cachedSummary, oldest first
+	byID     map[string]*list.Element
+	bytes    int64 // the kept summaries' resultBytes
 }
 
 type cachedSummary struct {
-	id  string
-	sum *Summary
-	at  time.Time
+	id    string
+	sum   *Summary
+	at    time.Time
+	bytes int64
 }
 
-func newSummaryCache(max int, ttl time.Duration) *summaryCache {
-	return &summaryCache{max: max, ttl: ttl, order: list.New(), byID: map[string]*list.Element{}}
+func newSummaryCache(max int, maxBytes int64, ttl time.Duration) *summaryCache {
+	return &summaryCache{max: max, maxBytes: maxBytes, ttl: ttl, order: list.New(), byID: map[string]*list.Element{}}
 }
 
 func (c *summaryCache) put(id string, sum *Summary, now time.Time) {
 	if e := c.byID[id]; e != nil {
-		c.order.Remove(e)
+		c.remove(e)
 	}
-	c.byID[id] = c.order.PushBack(&cachedSummary{id: id, sum: sum, at: now})
+	n := resultBytes(sum.Results, 0)
+	c.byID[id] = c.order.PushBack(&cachedSummary{id: id, sum: sum, at: now, bytes: n})
+	c.bytes += n
 	c.expire(now)
-	for c.order.Len() > c.max {
+	// The newest goes too when it alone is past maxBytes.
+	for c.order.Len() > c.max || (c.bytes > c.maxBytes && c.order.Len() > 0) {
 		c.remove(c.order.Front())
 	}
 }
@@ -76,6 +82,31 @@ func (c *summaryCache) expire(now time.Time) {
 }
 
 func (c *summaryCache) remove(e *list.Element) {
-	delete(c.byID, e.Value.(*cachedSummary).id)
+	cs := e.Value.(*cachedSummary)
+	delete(c.byID, cs.id)
+	c.bytes -= cs.bytes
 	c.order.Remove(e)
+}
+
+// resultBytes estimates the memory a decoded result holds: its strings'
+// bytes and 16 more per value, without encoding it. Results are decoded
+// from events, so they hold no cycle; depth bounds the walk all the same.
+func resultBytes(v any, depth int) int64 {
+	if depth > 10000 {
+		return 0
+	}
+	n := int64(16)
+	switch x := v.(type) {
+	case string:
+		n += int64(len(x))
+	case map[string]any:
+		for k, e := range x {
+			n += int64(len(k)) + resultBytes(e, depth+1)
+		}
+	case []any:
+		for _, e := range x {
+			n += resultBytes(e, depth+1)
+		}
+	}
+	return n
 }

@@ -38,6 +38,9 @@ const (
 	// DefaultFinishedTTL is how long a finished execution's summary stays
 	// in memory.
 	DefaultFinishedTTL = 10 * time.Minute
+	// DefaultMaxFinishedBytes bounds the results the kept summaries of
+	// finished executions hold in memory.
+	DefaultMaxFinishedBytes = 64 << 20
 	// DefaultMaxResultBytes bounds the result one command reports.
 	DefaultMaxResultBytes = 8 << 20
 	// DefaultMaxLoopItems bounds the items of a collection loop.
@@ -121,6 +124,12 @@ type Config struct {
 	// in memory. Defaults to DefaultFinishedTTL (10 minutes). Wait reads
 	// an evicted summary back from the log.
 	FinishedTTL time.Duration
+	// MaxFinishedBytes bounds the step results the kept summaries hold
+	// (their strings' bytes, and a few bytes more per value): a
+	// thousand executions with megabytes of results each would otherwise
+	// stay in memory. The oldest summaries go first; Wait reads an evicted
+	// one back from the log. Defaults to DefaultMaxFinishedBytes (64 MiB).
+	MaxFinishedBytes int64
 	// MaxResultBytes bounds the encoded result one command reports, once
 	// its parts over the result store's threshold went to Results (when
 	// set): a larger one fails the command with an error that says so.
@@ -250,6 +259,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System()
 	}
+	if cfg.MaxFinishedBytes <= 0 {
+		cfg.MaxFinishedBytes = DefaultMaxFinishedBytes
+	}
 	if cfg.MaxFinished <= 0 {
 		cfg.MaxFinished = DefaultMaxFinished
 	}
@@ -286,7 +298,7 @@ func New(cfg Config) (*Engine, error) {
 		decide: (*State).decide, res: res,
 		inbox: make(chan message, cfg.MaxBatch), ticker: cfg.Clock.NewTicker(cfg.Tick), done: make(chan struct{}),
 		execs: map[string]*execution{}, reloading: map[string]*reload{}, children: map[string]map[string]struct{}{}, cancelling: map[string]struct{}{}, ended: map[string][]endedExecution{},
-		driving: map[string]bool{}, finished: newSummaryCache(cfg.MaxFinished, cfg.FinishedTTL), waiters: map[string]*waiter{},
+		driving: map[string]bool{}, finished: newSummaryCache(cfg.MaxFinished, cfg.MaxFinishedBytes, cfg.FinishedTTL), waiters: map[string]*waiter{},
 		// An execution that ended failed or cancelled stops the commands
 		// this process still runs for it.
 		onFinish: e.running.cancelAll,

@@ -155,7 +155,7 @@ func (nullDispatcher) Cancel(string)     {}
 // within MaxFinished and FinishedTTL.
 func TestFinishedSummariesAreBounded(t *testing.T) {
 	t.Parallel()
-	c := newSummaryCache(3, time.Minute)
+	c := newSummaryCache(3, 1<<30, time.Minute)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 10 {
 		c.put(string(rune('a'+i)), &Summary{}, t0)
@@ -183,5 +183,57 @@ func TestFinishedSummariesAreBounded(t *testing.T) {
 	e.orch.mu.Unlock()
 	if n > 5 {
 		t.Fatalf("%d summaries kept, MaxFinished 5", n)
+	}
+}
+
+// TestFinishedSummariesAreBoundedInBytes: summaries whose results are
+// large are kept within MaxFinishedBytes, the oldest going first, and one
+// evicted is read back whole from the log.
+func TestFinishedSummariesAreBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 100_000)
+	reg := tools.NewRegistry()
+	reg.MustRegister("big", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+		return tools.Output{Status: tools.StatusSuccess, Data: big}, nil
+	}))
+	e, err := New(Config{Log: eventlog.NewMemory(), Tools: reg, Tick: 5 * time.Millisecond, MaxFinishedBytes: 350_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var ids []string
+	for range 10 {
+		id, err := e.Start(ctx, []byte("apiVersion: noetl.io/v2\nkind: Playbook\nmetadata: {name: t}\nworkflow:\n  - step: start\n    tool: {kind: big}\n"), StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Wait(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	e.orch.mu.Lock()
+	n, held := e.orch.finished.len(), e.orch.finished.bytes
+	first := e.orch.finished.get(ids[0], e.cfg.Clock.Now())
+	e.orch.mu.Unlock()
+	if n == 0 || n > 3 || held > 350_000 || first != nil {
+		t.Fatalf("%d summaries kept holding about %d bytes (the first kept: %v), MaxFinishedBytes 350,000 and results of 100,000",
+			n, held, first != nil)
+	}
+	sum, err := e.Wait(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, _ := sum.Results["start"].(map[string]any)
+	if start["data"] != big {
+		t.Fatalf("the evicted summary read back from the log lost its result: %.60v", sum.Results["start"])
+	}
+	// One summary alone past the bound is not kept either.
+	c := newSummaryCache(10, 1_000, time.Minute)
+	c.put("huge", &Summary{Results: map[string]any{"s": big}}, time.Now())
+	if c.len() != 0 || c.bytes != 0 {
+		t.Fatalf("a summary of %d bytes kept under a bound of 1,000: %d kept, %d bytes", len(big), c.len(), c.bytes)
 	}
 }
