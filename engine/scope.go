@@ -45,8 +45,16 @@ func (s *State) commandScope() (map[string]any, []string) {
 		// (decider.keepLastItem); an item's own replaces it.
 		m["loop_index"] = v
 	}
+	if s.views == nil {
+		s.views = make(map[string]any, len(s.Results))
+	}
 	for k, v := range s.Results {
-		m[k] = stepView(v, s.semantics)
+		view, ok := s.views[k]
+		if !ok {
+			view = stepView(v, s.semantics)
+			s.views[k] = view
+		}
+		m[k] = view
 	}
 	var steps []string
 	if s.semantics >= semanticsStepView && len(s.Results) > 0 {

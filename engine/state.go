@@ -110,6 +110,13 @@ type State struct {
 	finishing []string
 	// inflight counts commands issued and not yet finished.
 	inflight int
+	// views holds each step's view (stepView of its result), made when a
+	// command's scope first needs it and dropped when the step's result
+	// changes: a scope holds every step's view, and making them all for
+	// every command cost each step of a long playbook in proportion to
+	// the steps before it. Views are shared, never changed (setPath
+	// copies what it writes under).
+	views map[string]any
 	// resumable holds the bases of the commands the decider has something
 	// to do for (resumableStatus), so that a decision does not look at
 	// every command in flight: a loop of a thousand sub-playbooks parks a
@@ -422,6 +429,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		keep := ev.Type != eventlog.TypeStepFailed || s.semantics < semanticsCallDone || s.Loops[p.Run] != nil
 		if p.Result != nil && keep {
 			s.Results[run.Step] = p.Result
+			delete(s.views, run.Step)
 			s.noteRefs(run.Step, p.Result)
 		}
 		s.mergeCtx(p.Ctx, p.Vars)
