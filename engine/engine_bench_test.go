@@ -15,6 +15,24 @@ import (
 	"github.com/cursorflow/cursorflow/tools"
 )
 
+// nothing is a tool that does nothing and succeeds.
+var nothing = tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
+	return tools.Output{Status: tools.StatusSuccess}, nil
+})
+
+// runToCompletion starts src on e and waits for it, failing b unless it
+// completes.
+func runToCompletion(b *testing.B, e *engine.Engine, src []byte, opts engine.StartOptions) {
+	ctx := context.Background()
+	id, err := e.Start(ctx, src, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if sum, err := e.Wait(ctx, id); err != nil || sum.Status != engine.StatusCompleted {
+		b.Fatalf("%v %+v", err, sum)
+	}
+}
+
 // BenchmarkStepOverhead measures what the engine adds per step: a chain of
 // steps whose tool does nothing, so the time is folding, deciding,
 // appending (three events per step), dispatching and rendering.
@@ -45,25 +63,15 @@ func BenchmarkStepOverhead(b *testing.B) {
 			}
 			defer log.Close()
 			reg := tools.NewRegistry()
-			reg.MustRegister("nothing", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
-				return tools.Output{Status: tools.StatusSuccess}, nil
-			}))
+			reg.MustRegister("nothing", nothing)
 			e, err := engine.New(engine.Config{Log: log, Tools: reg})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer e.Close()
-			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				id, err := e.Start(ctx, src, engine.StartOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				sum, err := e.Wait(ctx, id)
-				if err != nil || sum.Status != engine.StatusCompleted {
-					b.Fatalf("%v %+v", err, sum)
-				}
+				runToCompletion(b, e, src, engine.StartOptions{})
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*steps), "µs/step")
 		})
@@ -94,9 +102,7 @@ func BenchmarkFinishAmongParked(b *testing.B) {
 			var first sync.WaitGroup
 			first.Add(n)
 			reg := tools.NewRegistry()
-			reg.MustRegister("nothing", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
-				return tools.Output{Status: tools.StatusSuccess}, nil
-			}))
+			reg.MustRegister("nothing", nothing)
 			reg.MustRegister("failing", tools.ToolFunc(func(_ context.Context, c *tools.Call) (tools.Output, error) {
 				if c.Attempt == 1 {
 					first.Done()
@@ -115,16 +121,8 @@ func BenchmarkFinishAmongParked(b *testing.B) {
 				}
 			}
 			first.Wait()
-			b.ResetTimer()
-			for b.Loop() {
-				id, err := e.Start(ctx, quick, engine.StartOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				sum, err := e.Wait(ctx, id)
-				if err != nil || sum.Status != engine.StatusCompleted {
-					b.Fatalf("%v %+v", err, sum)
-				}
+			for b.Loop() { // the timer starts here
+				runToCompletion(b, e, quick, engine.StartOptions{})
 			}
 		})
 	}
@@ -142,15 +140,8 @@ func BenchmarkSubPlaybookFanOut(b *testing.B) {
 			}
 			parent := []byte(parentOfChildren(fmt.Sprintf("{{ range(%d) | list }}", n)))
 			e, _ := subEngine(b, eventlog.NewMemory(), 4)
-			ctx := context.Background()
 			for b.Loop() {
-				id, err := e.Start(ctx, parent, engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if sum, err := e.Wait(ctx, id); err != nil || sum.Status != engine.StatusCompleted {
-					b.Fatalf("%v %+v", err, sum)
-				}
+				runToCompletion(b, e, parent, engine.StartOptions{File: filepath.Join(dir, "parent.yaml")})
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/child")
 		})

@@ -40,9 +40,7 @@ func TestHeartbeatBringsTheDeadlineForward(t *testing.T) {
 	defer cancel()
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	reg := tools.NewRegistry()
-	reg.MustRegister("nothing", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
-		return tools.Output{Status: tools.StatusSuccess}, nil
-	}))
+	reg.MustRegister("nothing", nothing)
 	d := &dyingStepDispatcher{beat: make(chan error, 1)}
 	log := eventlog.NewMemory()
 	e, err := engine.New(engine.Config{Log: log, Tools: reg, Dispatcher: d, Clock: clk,
