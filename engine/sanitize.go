@@ -25,6 +25,9 @@ const MaxErrorBytes = 8 << 10
 type secretsSeen struct {
 	mu    sync.Mutex
 	creds []tools.Credential
+	// redact is what creds hold to redact, worked out when a credential
+	// is added rather than for every report.
+	redact tools.Secrets
 	// kc is the recordingKeychain Worker.keychain last made over this
 	// record, for the worker kcOf: made once for the command, not for
 	// every task the command runs.
@@ -41,12 +44,14 @@ func (s *secretsSeen) add(c tools.Credential) {
 		}
 	}
 	s.creds = append(s.creds, c)
+	s.redact = tools.SecretsOf(s.creds...)
 }
 
-func (s *secretsSeen) list() []tools.Credential {
+// secrets returns what the recorded credentials hold to redact.
+func (s *secretsSeen) secrets() tools.Secrets {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]tools.Credential(nil), s.creds...)
+	return s.redact
 }
 
 type secretsKey struct{}
@@ -128,15 +133,15 @@ func encodeReport(ctx context.Context, payload any) (json.RawMessage, error) {
 	if !ok {
 		return b, nil
 	}
-	creds := seen.list()
-	if len(creds) == 0 || !tools.JSONHoldsSecret(b, creds...) {
+	secrets := seen.secrets()
+	if secrets.Empty() || !secrets.InJSON(b) {
 		return b, nil
 	}
 	// b was just encoded, so it decodes; were it not to, it is kept as
 	// it was, as it always has been.
 	var v any
 	if unmarshal(b, &v) == nil {
-		b = mustJSON(tools.RedactValue(v, creds...))
+		b = mustJSON(secrets.RedactValue(v))
 	}
 	return b, nil
 }
@@ -150,7 +155,7 @@ func rowError(ctx context.Context, msg string) string {
 	if !ok {
 		return msg
 	}
-	if s, ok := tools.RedactValue(msg, seen.list()...).(string); ok {
+	if s, ok := seen.secrets().RedactValue(msg).(string); ok {
 		msg = s
 	}
 	return msg

@@ -300,11 +300,34 @@ const MinRedactedSecret = 6
 // its strings and map keys. Maps and lists are copied; v itself is not
 // modified.
 func RedactValue(v any, creds ...Credential) any {
-	secrets := redactedSecrets(creds)
-	if len(secrets) == 0 {
+	return SecretsOf(creds...).RedactValue(v)
+}
+
+// Secrets is what RedactValue and JSONHoldsSecret look for in a set of
+// credentials, worked out once. Working it out parses each credential's
+// URL; a caller that checks many values against one set (every report of
+// a command, every row of a frame) keeps a Secrets instead of passing
+// the credentials each time. The zero Secrets holds none.
+type Secrets struct {
+	// list is longest first (see redactedSecrets).
+	list []string
+}
+
+// SecretsOf returns the secrets of creds that RedactValue replaces.
+func SecretsOf(creds ...Credential) Secrets {
+	return Secrets{list: redactedSecrets(creds)}
+}
+
+// Empty reports whether s holds no secret: nothing to redact.
+func (s Secrets) Empty() bool { return len(s.list) == 0 }
+
+// RedactValue is the package's RedactValue with the credentials s was
+// made of.
+func (s Secrets) RedactValue(v any) any {
+	if len(s.list) == 0 {
 		return v
 	}
-	return redactIn(v, secrets)
+	return redactIn(v, s.list)
 }
 
 // redactedSecrets lists the strings of creds that RedactValue replaces,
@@ -332,13 +355,19 @@ func redactedSecrets(creds []Credential) []string {
 // the text can be kept as it is, without decoding and encoding it again.
 // b must be valid JSON.
 func JSONHoldsSecret(b []byte, creds ...Credential) bool {
-	secrets := redactedSecrets(creds)
+	return SecretsOf(creds...).InJSON(b)
+}
+
+// InJSON is the package's JSONHoldsSecret with the credentials s was
+// made of.
+func (s Secrets) InJSON(b []byte) bool {
+	secrets := s.list
 	if len(secrets) == 0 {
 		return false
 	}
 	// A string without escapes reads as its bytes: a secret in it is in b.
-	for _, s := range secrets {
-		if bytes.Contains(b, []byte(s)) {
+	for _, secret := range secrets {
+		if bytes.Contains(b, []byte(secret)) {
 			return true
 		}
 	}
@@ -365,8 +394,8 @@ func JSONHoldsSecret(b []byte, creds ...Credential) bool {
 		if err := json.Unmarshal(b[start:min(i+1, len(b))], &text); err != nil {
 			return true // not what it seemed: let the caller decode it all
 		}
-		for _, s := range secrets {
-			if strings.Contains(text, s) {
+		for _, secret := range secrets {
+			if strings.Contains(text, secret) {
 				return true
 			}
 		}

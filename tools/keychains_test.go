@@ -152,6 +152,7 @@ func TestCredentialAllowsHost(t *testing.T) {
 func TestJSONHoldsSecret(t *testing.T) {
 	t.Parallel()
 	creds := []tools.Credential{{Alias: "db", URL: "postgres://app:pa%3Css%3E%22w0rd@db/x"}} // password pa<ss>"w0rd
+	secrets := tools.SecretsOf(creds...)
 	for _, c := range []struct {
 		v    any
 		want bool
@@ -177,9 +178,23 @@ func TestJSONHoldsSecret(t *testing.T) {
 		if changed := !reflect.DeepEqual(tools.RedactValue(v, creds...), v); changed != c.want {
 			t.Errorf("%s: RedactValue changes it: %v, JSONHoldsSecret says %v", b, changed, c.want)
 		}
+		// Secrets worked out once answer as the credentials do.
+		if got := secrets.InJSON(b); got != c.want {
+			t.Errorf("%s: Secrets.InJSON = %v, want %v", b, got, c.want)
+		}
+		if !reflect.DeepEqual(secrets.RedactValue(v), tools.RedactValue(v, creds...)) {
+			t.Errorf("%s: Secrets.RedactValue differs from RedactValue", b)
+		}
 	}
 	if tools.JSONHoldsSecret([]byte(`{"a":"x"}`)) {
 		t.Error("no credentials, yet a secret")
+	}
+	var none tools.Secrets
+	if !none.Empty() || none.InJSON([]byte(`{"a":"postgres://app:pa%3Css%3E%22w0rd@db/x"}`)) || none.RedactValue("x") != "x" {
+		t.Error("the zero Secrets holds a secret")
+	}
+	if secrets.Empty() {
+		t.Error("a credential with a password holds no secret")
 	}
 }
 
