@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/cursor"
@@ -45,6 +47,8 @@ const (
 	DefaultMaxResultBytes = 8 << 20
 	// DefaultMaxLoopItems bounds the items of a collection loop.
 	DefaultMaxLoopItems = 100_000
+	// DefaultPlaybookCache is how many parsed playbooks Start keeps.
+	DefaultPlaybookCache = 256
 )
 
 // Config configures an Engine. A numeric field left zero, or set
@@ -139,6 +143,15 @@ type Config struct {
 	// longer collection fails the step (a cursor loop has no such bound).
 	// Defaults to DefaultMaxLoopItems (100,000).
 	MaxLoopItems int
+	// PlaybookCache is how many parsed playbooks Start keeps, to start
+	// an execution of a source it was given before (the same bytes under
+	// the same file name) without parsing it again: parsing is most of
+	// what starting a short execution costs. Executions started from one
+	// source share its parsed playbook, which nothing changes once it is
+	// parsed (as a NATS worker's commands share the playbooks it
+	// fetched). Defaults to DefaultPlaybookCache (256); a negative value
+	// keeps none.
+	PlaybookCache int
 	// RenderLimits bound every template render of the executions this
 	// engine drives and runs: output size, range length, time (see
 	// dsl.Limits; zero fields take dsl's defaults: 16 MiB, 100,000 items,
@@ -196,6 +209,9 @@ type Engine struct {
 	orchWG, workWG     sync.WaitGroup
 	closed             bool
 	mu                 sync.Mutex
+	// playbooks holds parsed playbooks by file name and source
+	// (Config.PlaybookCache); nil keeps none.
+	playbooks *lru.Cache[string, *dsl.Playbook]
 	// stopped is closed once the Close or Shutdown that closed the engine
 	// has returned; cutShutdown ends a Shutdown's context early (a Close
 	// while it runs).
@@ -278,6 +294,10 @@ func New(cfg Config) (*Engine, error) {
 		cfg.WorkerID = "w-" + uuid.NewString()[:8]
 	}
 	e := &Engine{cfg: cfg, started: cfg.Clock.Now(), stopped: make(chan struct{})}
+	if cfg.PlaybookCache >= 0 {
+		// lru.New fails only for a size below 1.
+		e.playbooks, _ = lru.New[string, *dsl.Playbook](cmp.Or(cfg.PlaybookCache, DefaultPlaybookCache))
+	}
 	inProcess := cfg.Dispatcher == nil && cfg.Workers > 0
 	e.checkTools, e.checkCursors, e.inProcess = hostTools || inProcess, hostCursors || inProcess, inProcess
 	res := newResults(cfg.Results)
@@ -494,7 +514,7 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 	if e.isClosed() {
 		return "", ErrClosed
 	}
-	pb, err := dsl.Parse(opts.File, src)
+	pb, err := e.parse(opts.File, src)
 	if err != nil {
 		return "", err
 	}
@@ -579,6 +599,29 @@ func (e *Engine) Start(ctx context.Context, src []byte, opts StartOptions) (stri
 		return "", err
 	}
 	return id, nil
+}
+
+// parse parses src, or returns what it parsed for the same file name and
+// source before (Config.PlaybookCache). Only what parses is kept: a
+// source with errors is parsed, and refused, every time.
+func (e *Engine) parse(file string, src []byte) (*dsl.Playbook, error) {
+	if e.playbooks == nil {
+		return dsl.Parse(file, src)
+	}
+	// The name's length first: no name and source run together into
+	// another pair's.
+	key := strconv.Itoa(len(file)) + ":" + file + string(src)
+	if pb, ok := e.playbooks.Get(key); ok {
+		return pb, nil
+	}
+	pb, err := dsl.Parse(file, src)
+	if err != nil {
+		return nil, err
+	}
+	// Set before it is shared: Start sets the same limits again.
+	pb.SetLimits(e.cfg.RenderLimits)
+	e.playbooks.Add(key, pb)
+	return pb, nil
 }
 
 // checkFresh refuses an id the log holds events for: starting it would

@@ -1,0 +1,84 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cursorflow/cursorflow/dsl"
+	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/tools"
+	"github.com/cursorflow/cursorflow/tools/noop"
+)
+
+// Start parses a source once: a second start of the same bytes under the
+// same file name gets the playbook parsed for the first, another file
+// name its own, and a source with errors is parsed (and refused) every
+// time without being kept. PlaybookCache < 0 keeps nothing.
+func TestStartReusesAParsedPlaybook(t *testing.T) {
+	reg := tools.NewRegistry()
+	reg.MustRegister("noop", noop.New())
+	e, err := New(Config{Log: eventlog.NewMemory(), Tools: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	src := []byte("workflow:\n- step: start\n  tool: {kind: noop}\n")
+	a, err := e.parse("a.yaml", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := e.parse("a.yaml", src); again != a {
+		t.Error("the same source was parsed again")
+	}
+	if other, _ := e.parse("b.yaml", src); other == a {
+		t.Error("another file name got the first one's playbook (its positions name a.yaml)")
+	}
+	// "a.yaml" + "#\nworkflow..." and "a.yaml#" + "\nworkflow...": the
+	// same bytes run together, two playbooks.
+	commented := append([]byte("#\n"), src...)
+	first, err := e.parse("a.yaml", commented)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second, err := e.parse("a.yaml#", commented[1:]); err != nil || second == first {
+		t.Errorf("a name and source that run together into another pair's bytes got its playbook (%v)", err)
+	}
+	bad := []byte("workflow:\n- step: start\n  tool: {kind: noop\n")
+	for range 2 {
+		var perr dsl.ErrorList
+		if _, err := e.parse("bad.yaml", bad); !errors.As(err, &perr) {
+			t.Fatalf("bad source: %v, want a dsl.ErrorList", err)
+		}
+	}
+	if n := e.playbooks.Len(); n != 4 {
+		t.Errorf("%d playbooks kept, want 4 (a.yaml, b.yaml and the two run-together pairs; not the bad one)", n)
+	}
+
+	// Executions started from one source share its parse.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 2 {
+		id, err := e.Start(ctx, src, StartOptions{File: "a.yaml"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum, err := e.Wait(ctx, id); err != nil || sum.Status != StatusCompleted {
+			t.Fatalf("Wait = %+v, %v", sum, err)
+		}
+	}
+	if n := e.playbooks.Len(); n != 4 {
+		t.Errorf("%d playbooks kept after two starts of a.yaml, want still 4", n)
+	}
+
+	off, err := New(Config{Log: eventlog.NewMemory(), Tools: reg, PlaybookCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	x, _ := off.parse("a.yaml", src)
+	if y, _ := off.parse("a.yaml", src); x == nil || y == x || off.playbooks != nil {
+		t.Error("PlaybookCache -1 kept a parsed playbook")
+	}
+}
