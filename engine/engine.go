@@ -315,7 +315,7 @@ func New(cfg Config) (*Engine, error) {
 		log: cfg.Log, dispatch: dispatch, remoteWorkers: cfg.Dispatcher != nil, clock: cfg.Clock, logger: cfg.Logger,
 		lease: cfg.CommandLease, missed: cfg.MissedHeartbeats, tick: cfg.Tick, maxBatch: cfg.MaxBatch, observer: cfg.Observer,
 		maxResultBytes: cfg.MaxResultBytes, maxLoopItems: cfg.MaxLoopItems, renderLimits: cfg.RenderLimits,
-		decide: (*State).decide, res: res,
+		decide: (*State).decide, res: res, parse: e.parse,
 		inbox: make(chan message, cfg.MaxBatch), ticker: cfg.Clock.NewTicker(cfg.Tick), done: make(chan struct{}),
 		execs: map[string]*execution{}, reloading: map[string]*reload{}, children: map[string]map[string]struct{}{}, cancelling: map[string]struct{}{}, ended: map[string][]endedExecution{},
 		driving: map[string]bool{}, finished: newSummaryCache(cfg.MaxFinished, cfg.MaxFinishedBytes, cfg.FinishedTTL), waiters: map[string]*waiter{},
@@ -690,7 +690,7 @@ func (e *Engine) Resume(ctx context.Context, executionID string) error {
 	if len(events) == 0 {
 		return fmt.Errorf("%w: %s has no events", ErrUnknownExecution, executionID)
 	}
-	st, err := Fold(executionID, events)
+	st, err := foldParsing(executionID, events, e.parse)
 	if err != nil {
 		return err
 	}
@@ -752,7 +752,7 @@ func (e *Engine) awaiterEnded(ctx context.Context, st *State) (bool, error) {
 	if err != nil || len(events) == 0 {
 		return false, err
 	}
-	parent, err := Fold(st.parent, events)
+	parent, err := foldParsing(st.parent, events, e.parse)
 	if err != nil {
 		return false, err
 	}
@@ -855,6 +855,7 @@ func (e *Engine) waitLog(ctx context.Context, executionID string) (*Summary, err
 	stop := context.AfterFunc(e.orch.closed, cancel)
 	defer stop()
 	st := NewState(executionID)
+	st.parse = e.parse
 	for {
 		events, err := e.cfg.Log.Read(ctx, executionID, st.LastSeq, 0)
 		if err != nil {

@@ -208,7 +208,10 @@ type orchestrator struct {
 	maxResultBytes int
 	maxLoopItems   int
 	renderLimits   dsl.Limits
-	observer       Observer
+	// parse is the engine's (Engine.parse): states folded from the log
+	// share the playbooks parsed before.
+	parse    parseFunc
+	observer Observer
 	// onFinish, if set, is called with an execution's id when it ends.
 	onFinish func(executionID string)
 	// finisher, if set, cleans up after cursor loop runs that are over.
@@ -376,7 +379,7 @@ func (o *orchestrator) reloadDue(ctx context.Context, now time.Time, touch func(
 		events, err := o.log.Read(ctx, id, 0, 0)
 		var st *State
 		if err == nil && len(events) > 0 {
-			st, err = Fold(id, events)
+			st, err = foldParsing(id, events, o.parse)
 		}
 		if err != nil {
 			next := min(r.backoff*2, maxReloadBackoff)
@@ -496,7 +499,7 @@ func (o *orchestrator) loadAwaitedIDs(ctx context.Context, ex *execution, ids []
 		events, err := o.log.Read(ctx, id, 0, 0)
 		var st *State
 		if err == nil && len(events) > 0 {
-			st, err = Fold(id, events)
+			st, err = foldParsing(id, events, o.parse)
 		}
 		switch {
 		case err != nil:

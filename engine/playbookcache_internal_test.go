@@ -82,3 +82,51 @@ func TestStartReusesAParsedPlaybook(t *testing.T) {
 		t.Error("PlaybookCache -1 kept a parsed playbook")
 	}
 }
+
+// Executions of one source resumed from the log share one parse too:
+// three recorded starts, resumed by an engine that has parsed nothing,
+// leave one playbook in its cache and all three run to the end.
+func TestResumeReusesAParsedPlaybook(t *testing.T) {
+	reg := tools.NewRegistry()
+	reg.MustRegister("noop", noop.New())
+	log := eventlog.NewMemory()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	src := "workflow:\n- step: start\n  tool: {kind: noop}\n"
+	started, err := startedJSON(startedPayload{Playbook: src, File: "a.yaml", Workload: map[string]any{}, Semantics: currentSemantics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"resume-a", "resume-b", "resume-c"}
+	for _, id := range ids {
+		if _, err := log.Append(ctx, []eventlog.Event{{ExecutionID: id, Type: eventlog.TypeExecutionStarted, Payload: started}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, err := New(Config{Log: log, Tools: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, id := range ids {
+		if err := e.Resume(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		if sum, err := e.Wait(ctx, id); err != nil || sum.Status != StatusCompleted {
+			t.Fatalf("%s: Wait = %+v, %v", id, sum, err)
+		}
+	}
+	if n := e.playbooks.Len(); n != 1 {
+		t.Errorf("%d playbooks kept after resuming three executions of one source, want 1", n)
+	}
+	a, err := foldParsing("x", []eventlog.Event{{ExecutionID: "x", Seq: 1, Type: eventlog.TypeExecutionStarted, Payload: started}}, e.parse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := foldParsing("y", []eventlog.Event{{ExecutionID: "y", Seq: 1, Type: eventlog.TypeExecutionStarted, Payload: started}}, e.parse)
+	if err != nil || a.Playbook != b.Playbook {
+		t.Errorf("two folds of one recorded source got two playbooks (%v)", err)
+	}
+}

@@ -50,6 +50,12 @@ const (
 // only way it changes, so two processes that read the same events hold the
 // same State.
 type State struct {
+	// parse parses the playbook execution.started recorded, when the
+	// state was not built by Start (which holds it parsed); nil is
+	// dsl.Parse. An engine passes its cache of parsed playbooks
+	// (Engine.parse), so executions of one source resumed together
+	// parse it once.
+	parse       parseFunc
 	ExecutionID string
 	Status      string
 	// Failure describes why the execution failed (Status failed).
@@ -330,9 +336,19 @@ func NewState(executionID string) *State {
 	}
 }
 
+// parseFunc parses a playbook's source, as dsl.Parse does.
+type parseFunc func(file string, src []byte) (*dsl.Playbook, error)
+
 // Fold builds a State from an execution's events.
 func Fold(executionID string, events []eventlog.Event) (*State, error) {
+	return foldParsing(executionID, events, nil)
+}
+
+// foldParsing is Fold with the recorded playbook parsed by parse (nil:
+// dsl.Parse); see State.parse.
+func foldParsing(executionID string, events []eventlog.Event, parse parseFunc) (*State, error) {
 	s := NewState(executionID)
+	s.parse = parse
 	for i := range events {
 		if err := s.Apply(events[i]); err != nil {
 			return nil, err
@@ -369,7 +385,11 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		if s.Playbook == nil {
 			// A state built by Start already holds the parsed playbook;
 			// one rebuilt from the log parses the recorded source.
-			pb, err := dsl.Parse(p.File, []byte(p.Playbook))
+			parse := s.parse
+			if parse == nil {
+				parse = dsl.Parse
+			}
+			pb, err := parse(p.File, []byte(p.Playbook))
 			if err != nil {
 				// A build that refuses what an earlier one accepted and
 				// recorded (a bound added since) cannot replay it: say

@@ -72,7 +72,7 @@ func (e *Engine) startChild(ctx context.Context, req playbook.Request, childID s
 		return playbook.Result{}, false, fmt.Errorf("sub-playbook %s: %w: read %s: %w", req.Path, ErrUnavailable, childID, err)
 	}
 	if len(existing) > 0 {
-		st, err := Fold(childID, existing)
+		st, err := foldParsing(childID, existing, e.parse)
 		if err != nil {
 			return playbook.Result{}, false, fmt.Errorf("sub-playbook %s: %w", req.Path, err)
 		}
