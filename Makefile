@@ -56,10 +56,11 @@ bench: testenv
 	set -a; . ./.testenv.env; set +a; \
 	cd examples/bench && $(GO) run . $(BENCHFLAGS)
 
-## fuzz: fuzz the playbook parser, then the event logs' JSON check, for FUZZTIME each
+## fuzz: fuzz the playbook parser, the event logs' JSON check, then the payload decoder, for FUZZTIME each
 fuzz:
 	$(GO) test -run '^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./dsl/
 	$(GO) test -run '^$$' -fuzz=FuzzValid -fuzztime=$(FUZZTIME) ./internal/jsonvalid/
+	$(GO) test -run '^$$' -fuzz=FuzzUnmarshalStruct -fuzztime=$(FUZZTIME) ./internal/jsonnum/
 
 ## fmt: gofmt every Go file in place
 fmt:

@@ -133,6 +133,19 @@ func decodeStream(data []byte) (any, error) {
 // landing in a field, map value or element of type any come out as Number
 // gives them.
 func Unmarshal(data []byte, v any) error {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		if s := rv.Elem(); s.Kind() == reflect.Struct && s.IsZero() {
+			if unmarshalFast(data, s) {
+				return nil
+			}
+			s.SetZero()
+		}
+	}
+	return unmarshalStream(data, v)
+}
+
+// unmarshalStream is Unmarshal through encoding/json's Decoder.
+func unmarshalStream(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {

@@ -173,14 +173,17 @@ func (p *plainParser) text() (string, bool) {
 			raw := p.data[start+1 : p.i]
 			p.i++
 			switch {
+			case !ascii && !utf8.Valid(raw):
+				return "", false
 			case escaped:
+				if s, ok := unescape(raw); ok {
+					return s, true
+				}
 				var s string
 				if err := json.Unmarshal(p.data[start:p.i], &s); err != nil {
 					return "", false
 				}
 				return s, true
-			case !ascii && !utf8.Valid(raw):
-				return "", false
 			}
 			return p.cut(raw, start+1), true
 		case c == '\\':
@@ -254,4 +257,41 @@ func (p *plainParser) number() (any, bool) {
 		return i, true
 	}
 	return Number(json.Number(raw)), true
+}
+
+// unescape decodes the body of a JSON string (valid UTF-8, between its
+// quotes) whose escapes are all of one character: \" \\ \/ \b \f \n \r
+// \t, the ones a playbook's source or a message is full of. ok is false
+// for \u escapes, which encoding/json decodes (surrogate pairs, and the
+// replacement of lone ones).
+func unescape(raw []byte) (string, bool) {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		if i >= len(raw) {
+			return "", false
+		}
+		switch raw[i] {
+		case '"', '\\', '/':
+			out = append(out, raw[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
 }
