@@ -72,8 +72,8 @@ type structPlan struct {
 // field returns the field a member's key names: the one with that name,
 // else the first whose name equals it under Unicode case folding, as
 // encoding/json matches keys.
-func (p *structPlan) field(key string) (int, bool) {
-	if i, ok := p.byName[key]; ok {
+func (plan *structPlan) field(key string) (int, bool) {
+	if i, ok := plan.byName[key]; ok {
 		return i, true
 	}
 	if !ascii(key) {
@@ -81,7 +81,7 @@ func (p *structPlan) field(key string) (int, bool) {
 		// into one is the Decoder's to match.
 		return 0, false
 	}
-	for i, f := range p.fields {
+	for i, f := range plan.fields {
 		if strings.EqualFold(f.name, key) {
 			return i, true
 		}
@@ -389,7 +389,8 @@ func ascii(s string) bool {
 func plainName(s string) bool {
 	for i := range len(s) {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (c < '0' || c > '9') && c != '_' && c != '-' && c != '.' {
 			return false
 		}
 	}

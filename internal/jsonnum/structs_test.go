@@ -56,8 +56,8 @@ type every struct {
 	Bytes    []byte           `json:"bytes"`
 	Untagged string
 	Dash     string `json:"-"`
-	DashName string `json:"-,"`
-	hidden   string
+	// hidden is unexported: no member reaches it.
+	hidden string
 }
 
 // withEmbedded, stringOpt and dupNames are left to the Decoder whole.
@@ -85,7 +85,7 @@ func TestUnmarshalStructMatchesTheDecoder(t *testing.T) {
 		`{}`,
 		`{"s":"x","b":true,"i":-3,"i8":127,"i64":9007199254740993,"f":1.5,"f32":2.25,"any":{"a":[1,2.5,"x",null,true,{"b":18446744073709551615}]},"map":{"k":1e20}}`,
 		`{"strs":["a","b"],"list":[1,"x"],"maps":[{"a":1},null,{}],"in":{"step":"s","args":{"x":1},"n":2},"ins":[{"step":"a"},{"step":"b","args":null},null]}`,
-		`{"ptr":{"step":"p"},"ptr_int":5,"raw":{"x": [1, 2]},"num":12,"named":"n","self":"me","bytes":"aGk=","Untagged":"u","-":"dash"}`,
+		`{"ptr":{"step":"p"},"ptr_int":5,"raw":{"x": [1, 2]},"num":12,"named":"n","self":"me","bytes":"aGk=","Untagged":"u","-":"dash","Dash":"x"}`,
 		`{"S":"upper key","I64":1,"MAP":{"a":1},"untagged":"lower"}`,
 		`{"s":null,"b":null,"i":null,"f":null,"any":null,"map":null,"strs":null,"in":null,"ins":null,"ptr":null,"ptr_int":null,"raw":null,"self":null}`,
 		`{"s":"esc \" \\ \/ \b \f \n \r \t end","unknown":{"deep":[1,2,3]},"hidden":"no"}`,
@@ -138,6 +138,10 @@ func TestUnmarshalStructMatchesTheDecoder(t *testing.T) {
 		if unmarshalFast([]byte(in), reflect.ValueOf(new(every)).Elem()) && strings.Contains(in, `"s":"a","s"`) {
 			t.Errorf("%s: a repeated key read by the fast path", in)
 		}
+	}
+	var e every
+	if err := Unmarshal([]byte(`{"hidden":"no","S":"yes"}`), &e); err != nil || e.hidden != "" || e.S != "yes" {
+		t.Errorf("an unexported field was filled, or an exported one not: %#v, %v", e, err)
 	}
 	// A struct that is not zero keeps what the JSON does not name: the
 	// Decoder's business.
