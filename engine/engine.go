@@ -51,6 +51,11 @@ const (
 	DefaultPlaybookCache = 256
 )
 
+// playbookCacheBytes bounds the sources of the playbooks an engine keeps
+// parsed (Config.PlaybookCache) together; their parsed forms are some
+// times larger. NoETL's PFT flow is 80 KB.
+const playbookCacheBytes = 16 << 20
+
 // Config configures an Engine. A numeric field left zero, or set
 // negative, takes its default (Workers excepted: a negative count is an
 // error).
@@ -150,7 +155,8 @@ type Config struct {
 	// source share its parsed playbook, which nothing changes once it is
 	// parsed (as a NATS worker's commands share the playbooks it
 	// fetched). Defaults to DefaultPlaybookCache (256); a negative value
-	// keeps none.
+	// keeps none. Whatever the count, the sources kept come to at most
+	// 16 MiB: the least recently started go first.
 	PlaybookCache int
 	// RenderLimits bound every template render of the executions this
 	// engine drives and runs: output size, range length, time (see
@@ -212,6 +218,10 @@ type Engine struct {
 	// playbooks holds parsed playbooks by file name and source
 	// (Config.PlaybookCache); nil keeps none.
 	playbooks *lru.Cache[string, *dsl.Playbook]
+	// playbookBytes is the length of the playbooks' keys (their
+	// sources), kept at most playbookMax (playbookCacheBytes).
+	playbookBytes atomic.Int64
+	playbookMax   int64
 	// stopped is closed once the Close or Shutdown that closed the engine
 	// has returned; cutShutdown ends a Shutdown's context early (a Close
 	// while it runs).
@@ -295,8 +305,11 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, started: cfg.Clock.Now(), stopped: make(chan struct{})}
 	if cfg.PlaybookCache >= 0 {
-		// lru.New fails only for a size below 1.
-		e.playbooks, _ = lru.New[string, *dsl.Playbook](cmp.Or(cfg.PlaybookCache, DefaultPlaybookCache))
+		e.playbookMax = playbookCacheBytes
+		// NewWithEvict fails only for a size below 1.
+		e.playbooks, _ = lru.NewWithEvict(cmp.Or(cfg.PlaybookCache, DefaultPlaybookCache), func(key string, _ *dsl.Playbook) {
+			e.playbookBytes.Add(-int64(len(key)))
+		})
 	}
 	inProcess := cfg.Dispatcher == nil && cfg.Workers > 0
 	e.checkTools, e.checkCursors, e.inProcess = hostTools || inProcess, hostCursors || inProcess, inProcess
@@ -608,20 +621,34 @@ func (e *Engine) parse(file string, src []byte) (*dsl.Playbook, error) {
 	if e.playbooks == nil {
 		return dsl.Parse(file, src)
 	}
-	// The name's length first: no name and source run together into
-	// another pair's.
-	key := strconv.Itoa(len(file)) + ":" + file + string(src)
+	key := cacheKey(file, src)
 	if pb, ok := e.playbooks.Get(key); ok {
 		return pb, nil
 	}
 	pb, err := dsl.Parse(file, src)
-	if err != nil {
-		return nil, err
+	if err != nil || int64(len(key)) > e.playbookMax {
+		return pb, err
 	}
 	// Set before it is shared: Start sets the same limits again.
 	pb.SetLimits(e.cfg.RenderLimits)
-	e.playbooks.Add(key, pb)
+	if prev, found, _ := e.playbooks.PeekOrAdd(key, pb); found {
+		return prev, nil // parsed meanwhile by another Start
+	}
+	e.playbookBytes.Add(int64(len(key)))
+	for e.playbookBytes.Load() > e.playbookMax {
+		// The eviction callback takes the oldest's bytes off.
+		if _, _, ok := e.playbooks.RemoveOldest(); !ok {
+			break
+		}
+	}
 	return pb, nil
+}
+
+// cacheKey is the key of src under the file name file in the cache of
+// parsed playbooks: the name's length first, so that no name and source
+// run together into another pair's.
+func cacheKey(file string, src []byte) string {
+	return strconv.Itoa(len(file)) + ":" + file + string(src)
 }
 
 // checkFresh refuses an id the log holds events for: starting it would

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +129,39 @@ func TestResumeReusesAParsedPlaybook(t *testing.T) {
 	b, err := foldParsing("y", []eventlog.Event{{ExecutionID: "y", Seq: 1, Type: eventlog.TypeExecutionStarted, Payload: started}}, e.parse)
 	if err != nil || a.Playbook != b.Playbook {
 		t.Errorf("two folds of one recorded source got two playbooks (%v)", err)
+	}
+}
+
+// The sources kept come to at most the engine's bound: the least
+// recently started go first, and a source larger than the bound is not
+// kept at all.
+func TestPlaybookCacheIsBoundedInBytes(t *testing.T) {
+	e, err := New(Config{Log: eventlog.NewMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	src := func(note string) []byte {
+		return []byte("# " + note + "\nworkflow:\n- step: start\n  tool: {kind: noop}\n")
+	}
+	one := int64(len(cacheKey("a.yaml", src("aaaa"))))
+	e.playbookMax = 2*one + one/2
+	for _, step := range []string{"aaaa", "bbbb", "cccc"} {
+		if _, err := e.parse("a.yaml", src(step)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, b := e.playbooks.Len(), e.playbookBytes.Load(); n != 2 || b != 2*one {
+		t.Errorf("%d playbooks of %d bytes kept, want 2 of %d", n, b, 2*one)
+	}
+	if e.playbooks.Contains(cacheKey("a.yaml", src("aaaa"))) {
+		t.Error("the oldest source was kept, a newer one dropped")
+	}
+	long := src(strings.Repeat("x", int(e.playbookMax)))
+	if _, err := e.parse("a.yaml", long); err != nil {
+		t.Fatal(err)
+	}
+	if e.playbooks.Contains(cacheKey("a.yaml", long)) || e.playbookBytes.Load() != 2*one {
+		t.Errorf("a source over the bound was kept (%d bytes kept)", e.playbookBytes.Load())
 	}
 }
