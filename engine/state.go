@@ -129,6 +129,13 @@ type State struct {
 	// thousand. Nil until first needed (resumableBases builds it from
 	// Commands); setStatus keeps it from then on.
 	resumable map[string]struct{}
+	// awaiters holds, for each execution commands are parked on, the
+	// bases of those commands, and maybe of some no longer parked on it
+	// (awaitDone checks each and drops those): a child's end does not
+	// look at every command of its parent, which a fan-out of a thousand
+	// children made quadratic. Nil until first needed (awaitDone builds
+	// it from Commands, as a state restored from a snapshot needs).
+	awaiters map[string][]string
 	// maxLoopItems bounds a collection loop's items (0: DefaultMaxLoopItems).
 	maxLoopItems int
 }
@@ -620,6 +627,9 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		}
 		s.finishCommand(c, cmdAwaiting)
 		c.Await = p
+		if s.awaiters != nil {
+			s.awaiters[p.ExecutionID] = append(s.awaiters[p.ExecutionID], c.Base)
+		}
 	case eventlog.TypeAwaitDone:
 		var p awaitDonePayload
 		if err := decode(ev, &p); err != nil {
@@ -1215,14 +1225,29 @@ func (s *State) awaitedBy(id string) string {
 // awaitDone returns the event that resumes the command parked on
 // executionID, if one is, applied to the state.
 func (s *State) awaitDone(executionID, status string, now time.Time) (eventlog.Event, bool) {
-	// The first awaiting command in id order, found without sorting every
-	// command in flight (each of a thousand children's ends looks).
+	if s.awaiters == nil {
+		s.awaiters = map[string][]string{}
+		for b, c := range s.Commands {
+			if c.Status == cmdAwaiting && c.Await != nil {
+				s.awaiters[c.Await.ExecutionID] = append(s.awaiters[c.Await.ExecutionID], b)
+			}
+		}
+	}
+	// The first command still parked on executionID in id order; those
+	// no longer parked on it are dropped from the list, and the one
+	// resumed once the event is applied.
 	base := ""
-	for b, c := range s.Commands {
-		if c.Status == cmdAwaiting && c.Await != nil && c.Await.ExecutionID == executionID && (base == "" || b < base) {
+	parked := s.awaiters[executionID][:0]
+	for _, b := range s.awaiters[executionID] {
+		if c := s.Commands[b]; c == nil || c.Status != cmdAwaiting || c.Await == nil || c.Await.ExecutionID != executionID || slices.Contains(parked, b) {
+			continue
+		}
+		parked = append(parked, b)
+		if base == "" || b < base {
 			base = b
 		}
 	}
+	s.setAwaiters(executionID, parked)
 	if base == "" {
 		return eventlog.Event{}, false
 	}
@@ -1235,7 +1260,17 @@ func (s *State) awaitDone(executionID, status string, now time.Time) (eventlog.E
 	if err := s.Apply(ev); err != nil {
 		return eventlog.Event{}, false
 	}
+	s.setAwaiters(executionID, slices.DeleteFunc(parked, func(b string) bool { return b == base }))
 	return ev, true
+}
+
+// setAwaiters lists bases as the commands parked on executionID.
+func (s *State) setAwaiters(executionID string, bases []string) {
+	if len(bases) == 0 {
+		delete(s.awaiters, executionID)
+	} else {
+		s.awaiters[executionID] = bases
+	}
 }
 
 // stepOfCommand returns the step of the command attempt id ("" if
