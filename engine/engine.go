@@ -47,7 +47,7 @@ const (
 	DefaultMaxResultBytes = 8 << 20
 	// DefaultMaxLoopItems bounds the items of a collection loop.
 	DefaultMaxLoopItems = 100_000
-	// DefaultPlaybookCache is how many parsed playbooks Start keeps.
+	// DefaultPlaybookCache is how many parsed playbooks an engine keeps.
 	DefaultPlaybookCache = 256
 )
 
@@ -148,10 +148,11 @@ type Config struct {
 	// longer collection fails the step (a cursor loop has no such bound).
 	// Defaults to DefaultMaxLoopItems (100,000).
 	MaxLoopItems int
-	// PlaybookCache is how many parsed playbooks Start keeps, to start
-	// an execution of a source it was given before (the same bytes under
-	// the same file name) without parsing it again: parsing is most of
-	// what starting a short execution costs. Executions started from one
+	// PlaybookCache is how many parsed playbooks the engine keeps, to
+	// start an execution of a source it was given before (the same bytes
+	// under the same file name) without parsing it again, and to rebuild
+	// one from the log (Resume, Wait reading a finished execution back)
+	// likewise: parsing is most of what starting a short execution costs. Executions started from one
 	// source share its parsed playbook, which nothing changes once it is
 	// parsed (as a NATS worker's commands share the playbooks it
 	// fetched). Defaults to DefaultPlaybookCache (256); a negative value

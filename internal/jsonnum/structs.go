@@ -32,12 +32,11 @@ func unmarshalFast(data []byte, rv reflect.Value) bool {
 
 // fill is unmarshalFast on data known to be valid JSON.
 func (plan *structPlan) fill(data []byte, rv reflect.Value) bool {
+	// seen marks the fields a member has filled.
 	var seenBuf [16]bool
-	seen := seenBuf[:0]
+	seen := seenBuf[:]
 	if len(plan.fields) > len(seenBuf) {
 		seen = make([]bool, len(plan.fields))
-	} else {
-		seen = seenBuf[:len(plan.fields)]
 	}
 	err := Members(data, func(key string, raw []byte) error {
 		i, found := plan.field(key)
