@@ -37,10 +37,12 @@ func TestPayloadDecodingMatchesTheDecoder(t *testing.T) {
 	reg := tools.NewRegistry()
 	reg.MustRegister("noop", noop.New())
 	reg.MustRegister("mark", tools.ToolFunc(func(ctx context.Context, c *tools.Call) (tools.Output, error) {
+		// A failed UPDATE is the row's error outcome, as a tool reports it.
+		out := tools.Output{Status: tools.StatusSuccess, Data: map[string]any{"id": c.Config["id"], "big": uint64(18446744073709551615), "f": 1.5}}
 		if _, err := db.ExecContext(ctx, `UPDATE jobs SET status = 'done' WHERE id = ?`, c.Config["id"]); err != nil {
-			return tools.Output{Status: tools.StatusError, Error: err.Error()}, nil
+			out = tools.Output{Status: tools.StatusError, Error: err.Error()}
 		}
-		return tools.Output{Status: tools.StatusSuccess, Data: map[string]any{"id": c.Config["id"], "big": uint64(18446744073709551615), "f": 1.5}}, nil
+		return out, nil
 	}))
 	var flaky atomic.Int32
 	reg.MustRegister("flaky", tools.ToolFunc(func(context.Context, *tools.Call) (tools.Output, error) {
