@@ -152,12 +152,13 @@ type Config struct {
 	// start an execution of a source it was given before (the same bytes
 	// under the same file name) without parsing it again, and to rebuild
 	// one from the log (Resume, Wait reading a finished execution back)
-	// likewise: parsing is most of what starting a short execution costs. Executions started from one
-	// source share its parsed playbook, which nothing changes once it is
-	// parsed (as a NATS worker's commands share the playbooks it
-	// fetched). Defaults to DefaultPlaybookCache (256); a negative value
-	// keeps none. Whatever the count, the sources kept come to at most
-	// 16 MiB: the least recently started go first.
+	// likewise: parsing is most of what starting a short execution
+	// costs. Executions started from one source share its parsed
+	// playbook, which nothing changes once it is parsed (as a NATS
+	// worker's commands share the playbooks it fetched). Defaults to
+	// DefaultPlaybookCache (256); a negative value keeps none. Whatever
+	// the count, the sources kept come to at most 16 MiB: the least
+	// recently started go first.
 	PlaybookCache int
 	// RenderLimits bound every template render of the executions this
 	// engine drives and runs: output size, range length, time (see

@@ -635,7 +635,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		if err := decode(ev, &p); err != nil {
 			return err
 		}
-		if c := s.Commands[p.Base]; c != nil && c.Status == cmdAwaiting && c.Await != nil && c.Await.ExecutionID == p.ExecutionID {
+		if c := s.Commands[p.Base]; c != nil && c.parkedOn() == p.ExecutionID {
 			s.setStatus(c, cmdAwaitDone)
 		}
 	case eventlog.TypeRetryScheduled:
@@ -1197,13 +1197,22 @@ func (s *State) idle() bool {
 	return true
 }
 
+// parkedOn returns the execution c is parked on, or "" when it is not
+// parked.
+func (c *commandState) parkedOn() string {
+	if c.Status != cmdAwaiting || c.Await == nil {
+		return ""
+	}
+	return c.Await.ExecutionID
+}
+
 // Awaiting returns, by command id, the executions that parked commands
 // wait for.
 func (s *State) Awaiting() map[string]string {
 	out := map[string]string{}
 	for _, c := range s.Commands {
-		if c.Status == cmdAwaiting && c.Await != nil {
-			out[c.ID()] = c.Await.ExecutionID
+		if on := c.parkedOn(); on != "" {
+			out[c.ID()] = on
 		}
 	}
 	return out
@@ -1216,8 +1225,8 @@ func (s *State) awaitedBy(id string) string {
 	if !ok {
 		return ""
 	}
-	if c := s.Commands[base]; c != nil && c.Status == cmdAwaiting && c.Await != nil {
-		return c.Await.ExecutionID
+	if c := s.Commands[base]; c != nil {
+		return c.parkedOn()
 	}
 	return ""
 }
@@ -1228,8 +1237,8 @@ func (s *State) awaitDone(executionID, status string, now time.Time) (eventlog.E
 	if s.awaiters == nil {
 		s.awaiters = map[string][]string{}
 		for b, c := range s.Commands {
-			if c.Status == cmdAwaiting && c.Await != nil {
-				s.awaiters[c.Await.ExecutionID] = append(s.awaiters[c.Await.ExecutionID], b)
+			if on := c.parkedOn(); on != "" {
+				s.awaiters[on] = append(s.awaiters[on], b)
 			}
 		}
 	}
@@ -1239,7 +1248,7 @@ func (s *State) awaitDone(executionID, status string, now time.Time) (eventlog.E
 	base := ""
 	parked := s.awaiters[executionID][:0]
 	for _, b := range s.awaiters[executionID] {
-		if c := s.Commands[b]; c == nil || c.Status != cmdAwaiting || c.Await == nil || c.Await.ExecutionID != executionID || slices.Contains(parked, b) {
+		if c := s.Commands[b]; c == nil || c.parkedOn() != executionID || slices.Contains(parked, b) {
 			continue
 		}
 		parked = append(parked, b)
