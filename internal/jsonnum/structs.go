@@ -202,19 +202,16 @@ func (fp fieldPlan) store(f reflect.Value, raw []byte) bool {
 		if raw[0] != '[' {
 			return false
 		}
-		n, ok := countElements(raw)
+		elems, ok := elements(raw)
 		if !ok {
 			return false
 		}
 		// Non-nil even when empty, as the Decoder makes it.
-		list := reflect.MakeSlice(f.Type(), n, n)
-		i := 0
-		if elements(raw, func(e []byte) bool {
-			ok := fp.elem.store(list.Index(i), e)
-			i++
-			return ok
-		}) != nil {
-			return false
+		list := reflect.MakeSlice(f.Type(), len(elems), len(elems))
+		for i, e := range elems {
+			if !fp.elem.store(list.Index(i), e) {
+				return false
+			}
 		}
 		f.Set(list)
 	default:
@@ -223,25 +220,20 @@ func (fp fieldPlan) store(f reflect.Value, raw []byte) bool {
 	return true
 }
 
-// countElements counts the elements of the JSON array raw (valid JSON).
-func countElements(raw []byte) (int, bool) {
-	n := 0
-	err := elements(raw, func([]byte) bool { n++; return true })
-	return n, err == nil
-}
-
-// elements calls fn with each element of the JSON array raw (valid
-// JSON), as raw JSON, until fn returns false.
-func elements(raw []byte, fn func(elem []byte) bool) error {
+// elements returns the elements of the JSON array raw (valid JSON), each
+// as raw JSON.
+func elements(raw []byte) ([][]byte, bool) {
+	var out [][]byte
 	i := jsonvalid.Space(raw, 1)
 	if i < len(raw) && raw[i] == ']' {
-		return nil
+		return out, true
 	}
 	for i < len(raw) {
 		j, ok := skipValue(raw, i)
-		if !ok || !fn(raw[i:j]) {
-			return errNotPlain
+		if !ok {
+			return nil, false
 		}
+		out = append(out, raw[i:j])
 		i = jsonvalid.Space(raw, j)
 		if i >= len(raw) {
 			break
@@ -250,12 +242,12 @@ func elements(raw []byte, fn func(elem []byte) bool) error {
 		case ',':
 			i = jsonvalid.Space(raw, i+1)
 		case ']':
-			return nil
+			return out, true
 		default:
-			return errNotPlain
+			return nil, false
 		}
 	}
-	return errNotPlain
+	return nil, false
 }
 
 // plans holds each struct type's plan (nil: unmarshalFast does not read
