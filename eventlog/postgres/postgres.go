@@ -91,6 +91,9 @@ type Log struct {
 	ownPool bool
 	sql     statements
 	channel string // LISTEN/NOTIFY channel; the payload is an execution id
+	// untyped says that the pool's mode sends parameters without the
+	// statement's types (exec, simple protocol): see textArray.
+	untyped bool
 
 	state     sqllog.State
 	closeOnce sync.Once
@@ -175,12 +178,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Log, error) {
 	if len(channel) > 63 { // NAMEDATALEN-1; a shared prefix only costs spurious wake-ups
 		channel = channel[:63]
 	}
-	return &Log{
+	l := &Log{
 		cfg:     cfg,
 		pool:    pool,
 		sql:     newStatements(pgx.Identifier{cfg.Schema}.Sanitize()),
 		channel: channel,
-	}, nil
+		untyped: untypedMode(pool.Config().ConnConfig.DefaultQueryExecMode),
+	}
+	return l, nil
 }
 
 // Append implements eventlog.Log. The batch travels in one round trip and
@@ -271,11 +276,13 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 		b.Queue(guard.SQL, guard.Args...)
 	}
 	if plain {
-		b.Queue(l.sql.appendPlain, distinct[0], types, steps, commands, loops, frames, attempts, workers, payloads, metas, times,
+		b.Queue(l.sql.appendPlain, distinct[0], types, steps, commands, loops, frames, attempts, workers,
+			l.textArray(payloads), l.textArray(metas), times,
 			l.channel, int64(n), issued)
 	} else {
 		b.Queue(l.sql.lock, distinct)
-		b.Queue(l.sql.append, execIDs, types, steps, commands, loops, frames, attempts, workers, payloads, metas, times)
+		b.Queue(l.sql.append, execIDs, types, steps, commands, loops, frames, attempts, workers,
+			l.textArray(payloads), l.textArray(metas), times)
 		b.Queue(l.sql.notify, l.channel, distinct)
 	}
 	bctx, cancel := l.bound(ctx)
@@ -311,6 +318,32 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 		l.state.Notify(id)
 	}
 	return results, nil
+}
+
+// untypedMode reports whether pgx sends a statement's parameters in mode
+// without knowing their types: it then types them by their Go type.
+func untypedMode(mode pgx.QueryExecMode) bool {
+	return mode == pgx.QueryExecModeExec || mode == pgx.QueryExecModeSimpleProtocol
+}
+
+// textArray is list (nil elements for NULL) as a parameter pgx sends as
+// text[] in the pool's mode. Where pgx knows the statement's types it
+// sends [][]byte as they are; where it types parameters by their Go type
+// (untypedMode) [][]byte goes as bytea[], which the statement's ::text[]
+// cast would store as bytea's hex output ("\x7b22..."): there the bytes
+// go as strings.
+func (l *Log) textArray(list [][]byte) any {
+	if !l.untyped {
+		return list
+	}
+	texts := make([]*string, len(list))
+	for i, b := range list {
+		if b != nil {
+			s := string(b)
+			texts[i] = &s
+		}
+	}
+	return texts
 }
 
 // nilIfEmpty returns b, or nil (NULL) when it is empty.

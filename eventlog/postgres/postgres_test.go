@@ -82,6 +82,27 @@ func TestConformance(t *testing.T) {
 			return l
 		})
 	})
+	// A pool that does not prepare statements (as behind a pooler in
+	// transaction mode) sends parameters typed by their Go types, and
+	// appends through pgx rather than the direct path.
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			cfg, err := pgxpool.ParseConfig(testenv.Postgres(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.ConnConfig.DefaultQueryExecMode = mode
+			pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			logtest.Run(t, func(t *testing.T) eventlog.Log {
+				return newLog(t, pool, randomSchema(t, pool))
+			})
+		})
+	}
 }
 
 func TestReopen(t *testing.T) {
