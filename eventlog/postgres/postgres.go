@@ -91,6 +91,10 @@ type Log struct {
 	ownPool bool
 	sql     statements
 	channel string // LISTEN/NOTIFY channel; the payload is an execution id
+	// direct sends the lean statement's batches through
+	// appendPlainDirect, prepared as plainName.
+	direct    bool
+	plainName string
 	// untyped says that the pool's mode sends parameters without the
 	// statement's types (exec, simple protocol): see textArray.
 	untyped bool
@@ -183,8 +187,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Log, error) {
 		pool:    pool,
 		sql:     newStatements(pgx.Identifier{cfg.Schema}.Sanitize()),
 		channel: channel,
+		direct:  directMode(pool.Config().ConnConfig.DefaultQueryExecMode),
 		untyped: untypedMode(pool.Config().ConnConfig.DefaultQueryExecMode),
 	}
+	l.plainName = plainStatementName(l.sql.appendPlain)
 	return l, nil
 }
 
@@ -241,6 +247,14 @@ func (l *Log) appendGeneral(ctx context.Context, events []eventlog.Event, guard 
 func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *AppendGuard, plainOK bool) ([]eventlog.Result, error) {
 	if results, stop, err := l.state.CheckAppend(ctx, events); stop {
 		return results, err
+	}
+	if plainOK && guard == nil && oneExecution(events) {
+		if issued, plain := plainIssued(events); plain {
+			results, handled, err := l.appendPlainDirect(ctx, events[0].ExecutionID, events, issued)
+			if handled {
+				return l.plainDone(ctx, events, results, err)
+			}
+		}
 	}
 	n := len(events)
 	var (
@@ -320,6 +334,19 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 	return results, nil
 }
 
+// plainDone maps the lean statement's answer as appendBatch does for its
+// own: a batch it does not fit goes through the general statement.
+func (l *Log) plainDone(ctx context.Context, events []eventlog.Event, results []eventlog.Result, err error) ([]eventlog.Result, error) {
+	if errors.Is(err, errPlainUnfit) || isIssuedDuplicate(err) {
+		return l.appendGeneral(ctx, events, nil)
+	}
+	if err != nil {
+		return nil, l.opErr(ctx, "append", err)
+	}
+	l.state.Notify(events[0].ExecutionID)
+	return results, nil
+}
+
 // untypedMode reports whether pgx sends a statement's parameters in mode
 // without knowing their types: it then types them by their Go type.
 func untypedMode(mode pgx.QueryExecMode) bool {
@@ -344,6 +371,17 @@ func (l *Log) textArray(list [][]byte) any {
 		}
 	}
 	return texts
+}
+
+// oneExecution reports whether every event of a non-empty batch is of
+// the same execution.
+func oneExecution(events []eventlog.Event) bool {
+	for i := 1; i < len(events); i++ {
+		if events[i].ExecutionID != events[0].ExecutionID {
+			return false
+		}
+	}
+	return len(events) > 0
 }
 
 // nilIfEmpty returns b, or nil (NULL) when it is empty.

@@ -1,0 +1,267 @@
+package postgres
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cursorflow/cursorflow/eventlog"
+)
+
+// The lean statement (appendPlain) carries a drain's batches: a frame's
+// claim with every row's values, its outcomes. Through pgx each of its
+// array parameters is encoded into a buffer pgx drops after every
+// statement once it passes 256 bytes, so every append grew one from
+// nothing to the size of its payloads, doubling: about a sixth of what a
+// frame drain allocated. appendPlainDirect encodes the parameters in
+// PostgreSQL's binary format into a buffer kept for the next append and
+// runs the statement prepared on the connection, as pgx's statement
+// cache would, with the same parameters and the same answer.
+
+// Type OIDs of appendPlain's parameters, in order; a server that infers
+// others (it never should) gets the pgx path.
+const (
+	oidText        = 25
+	oidInt8        = 20
+	oidTextArray   = 1009
+	oidInt8Array   = 1016
+	oidTimestampTZ = 1184
+	oidTSTZArray   = 1185
+)
+
+// plainParams is the number of appendPlain's parameters.
+const plainParams = 14
+
+var plainParamOIDs = [plainParams]uint32{
+	oidText,                                                // $1 execution_id
+	oidTextArray, oidTextArray, oidTextArray, oidTextArray, // $2-$5 type, step, command_id, loop_id
+	oidInt8Array, oidInt8Array, // $6-$7 frame, attempt
+	oidTextArray, oidTextArray, oidTextArray, // $8-$10 worker_id, payload, meta
+	oidTSTZArray,                   // $11 time
+	oidText, oidInt8, oidTextArray, // $12 channel, $13 count, $14 issued
+}
+
+// binaryFormats is every parameter's and result column's format code.
+var binaryFormats = func() []int16 {
+	f := make([]int16, plainParams)
+	for i := range f {
+		f[i] = 1
+	}
+	return f
+}()
+
+// maxKeptParams bounds the buffer kept between appends: a fan-out's batch
+// of thousands of events is encoded in one of its own.
+const maxKeptParams = 1 << 20
+
+// directParams is one append's encoded parameters.
+type directParams struct {
+	buf    []byte
+	values [][]byte
+}
+
+var directParamsPool = sync.Pool{New: func() any { return new(directParams) }}
+
+// directMode reports whether appends may use a statement prepared by name
+// on the pool's connections: only where pgx itself does
+// (QueryExecModeCacheStatement, its default). A pool set to another mode
+// (a pooler in transaction mode, say) keeps the pgx path.
+func directMode(mode pgx.QueryExecMode) bool { return mode == pgx.QueryExecModeCacheStatement }
+
+// plainStatementName names the lean statement prepared on a connection:
+// one per schema, as its text is.
+func plainStatementName(sql string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(sql))
+	return "cursorflow_append_plain_" + strconv.FormatUint(h.Sum64(), 16)
+}
+
+// appendPlainDirect appends a plain batch (plainIssued) of execution id
+// through the lean statement prepared on a pooled connection. handled is
+// false when it stored nothing and the pgx path is to run instead: the
+// pool's mode does not prepare by name, the server has other types for
+// the parameters or the returned id and seq, or a change of the events
+// table invalidated the prepared statement (it is dropped, and prepared
+// again by the next append). Otherwise the results and
+// error are readPlain's, the caller mapping them as for the pgx path.
+func (l *Log) appendPlainDirect(ctx context.Context, id string, events []eventlog.Event, issued []string) (results []eventlog.Result, handled bool, err error) {
+	if !l.direct {
+		return nil, false, nil
+	}
+	bctx, cancel := l.bound(ctx)
+	defer cancel()
+	c, err := l.pool.Acquire(bctx)
+	if err != nil {
+		return nil, true, err
+	}
+	defer c.Release()
+	sd, err := c.Conn().Prepare(bctx, l.plainName, l.sql.appendPlain)
+	if err != nil {
+		return nil, true, err
+	}
+	if !slices.Equal(sd.ParamOIDs, plainParamOIDs[:]) || len(sd.Fields) != 2 ||
+		sd.Fields[0].DataTypeOID != oidInt8 || sd.Fields[1].DataTypeOID != oidInt8 {
+		return nil, false, nil
+	}
+	p := directParamsPool.Get().(*directParams)
+	defer func() {
+		if cap(p.buf) <= maxKeptParams {
+			p.buf, p.values = p.buf[:0], p.values[:0]
+			directParamsPool.Put(p)
+		}
+	}()
+	p.encodePlain(id, events, issued, l.channel)
+	rr := c.Conn().PgConn().ExecPrepared(bctx, sd.Name, p.values, binaryFormats, binaryFormats[:2])
+	results = make([]eventlog.Result, 0, len(events))
+	var decodeErr error
+	for rr.NextRow() {
+		v := rr.Values()
+		if len(v) != 2 || len(v[0]) != 8 || len(v[1]) != 8 {
+			decodeErr = errors.New("append returned a row that is not two bigints")
+			continue
+		}
+		results = append(results, eventlog.Result{
+			ID:  int64(binary.BigEndian.Uint64(v[0])),
+			Seq: int64(binary.BigEndian.Uint64(v[1])),
+		})
+	}
+	if _, err := rr.Close(); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "0A000" /* feature_not_supported: "cached plan must not change result type" */ {
+			// Nothing was stored (the statement failed as a whole); the
+			// next append prepares it again.
+			_ = c.Conn().Deallocate(bctx, l.plainName)
+			return nil, false, nil
+		}
+		return nil, true, err
+	}
+	if decodeErr != nil {
+		return nil, true, decodeErr
+	}
+	switch len(results) {
+	case len(events):
+		return results, true, nil
+	case 0:
+		return nil, true, errPlainUnfit
+	}
+	return nil, true, fmt.Errorf("append returned %d results for %d events", len(results), len(events))
+}
+
+// encodePlain encodes appendPlain's parameters ($1 to $14) for a batch of
+// one execution, as pgx encodes the pgx path's: empty strings as they
+// are (the statement turns them into NULL), an empty payload or meta as
+// NULL, a zero time as now.
+func (p *directParams) encodePlain(id string, events []eventlog.Event, issued []string, channel string) {
+	now := time.Now()
+	var starts [plainParams + 1]int
+	mark := func(i int) { starts[i] = len(p.buf) }
+	text := func(i int, f func(e *eventlog.Event) string) {
+		mark(i)
+		p.buf = arrayHeader(p.buf, oidText, len(events), false)
+		for k := range events {
+			s := f(&events[k])
+			p.buf = binary.BigEndian.AppendUint32(p.buf, uint32(len(s)))
+			p.buf = append(p.buf, s...)
+		}
+	}
+	bytesOrNull := func(i int, f func(e *eventlog.Event) []byte) {
+		mark(i)
+		nulls := false
+		for k := range events {
+			if len(f(&events[k])) == 0 {
+				nulls = true
+				break
+			}
+		}
+		p.buf = arrayHeader(p.buf, oidText, len(events), nulls)
+		for k := range events {
+			b := f(&events[k])
+			if len(b) == 0 {
+				p.buf = binary.BigEndian.AppendUint32(p.buf, 0xffffffff) // -1: NULL
+				continue
+			}
+			p.buf = binary.BigEndian.AppendUint32(p.buf, uint32(len(b)))
+			p.buf = append(p.buf, b...)
+		}
+	}
+	int8s := func(i int, f func(e *eventlog.Event) int64) {
+		mark(i)
+		p.buf = arrayHeader(p.buf, oidInt8, len(events), false)
+		for k := range events {
+			p.buf = binary.BigEndian.AppendUint32(p.buf, 8)
+			p.buf = binary.BigEndian.AppendUint64(p.buf, uint64(f(&events[k])))
+		}
+	}
+	mark(0)
+	p.buf = append(p.buf, id...)
+	text(1, func(e *eventlog.Event) string { return e.Type })
+	text(2, func(e *eventlog.Event) string { return e.Step })
+	text(3, func(e *eventlog.Event) string { return e.CommandID })
+	text(4, func(e *eventlog.Event) string { return e.LoopID })
+	int8s(5, func(e *eventlog.Event) int64 { return int64(e.Frame) })
+	int8s(6, func(e *eventlog.Event) int64 { return int64(e.Attempt) })
+	text(7, func(e *eventlog.Event) string { return e.WorkerID })
+	bytesOrNull(8, func(e *eventlog.Event) []byte { return e.Payload })
+	bytesOrNull(9, func(e *eventlog.Event) []byte { return e.Meta })
+	mark(10)
+	p.buf = arrayHeader(p.buf, oidTimestampTZ, len(events), false)
+	for k := range events {
+		t := events[k].Time
+		if t.IsZero() {
+			t = now
+		}
+		p.buf = binary.BigEndian.AppendUint32(p.buf, 8)
+		p.buf = binary.BigEndian.AppendUint64(p.buf, uint64(microsSinceY2K(t)))
+	}
+	mark(11)
+	p.buf = append(p.buf, channel...)
+	mark(12)
+	p.buf = binary.BigEndian.AppendUint64(p.buf, uint64(len(events)))
+	mark(13)
+	p.buf = arrayHeader(p.buf, oidText, len(issued), false)
+	for _, s := range issued {
+		p.buf = binary.BigEndian.AppendUint32(p.buf, uint32(len(s)))
+		p.buf = append(p.buf, s...)
+	}
+	starts[plainParams] = len(p.buf)
+	// Sliced once the buffer has stopped growing.
+	for i := range plainParamOIDs {
+		p.values = append(p.values, p.buf[starts[i]:starts[i+1]:starts[i+1]])
+	}
+}
+
+// arrayHeader appends a one-dimensional array's header in PostgreSQL's
+// binary format (array_send): no dimension for an empty array.
+func arrayHeader(b []byte, elem uint32, n int, nulls bool) []byte {
+	if n == 0 {
+		b = binary.BigEndian.AppendUint32(b, 0) // dimensions
+		b = binary.BigEndian.AppendUint32(b, 0) // no nulls
+		return binary.BigEndian.AppendUint32(b, elem)
+	}
+	b = binary.BigEndian.AppendUint32(b, 1)
+	var flags uint32
+	if nulls {
+		flags = 1
+	}
+	b = binary.BigEndian.AppendUint32(b, flags)
+	b = binary.BigEndian.AppendUint32(b, elem)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	return binary.BigEndian.AppendUint32(b, 1) // lower bound
+}
+
+// microsSinceY2K is t as a timestamptz's binary value: microseconds since
+// 2000-01-01 00:00:00 UTC, the fraction below a microsecond dropped as
+// pgx drops it.
+func microsSinceY2K(t time.Time) int64 {
+	const unixToY2K = 946684800 * 1000000
+	return t.Unix()*1000000 + int64(t.Nanosecond())/1000 - unixToY2K
+}
