@@ -893,6 +893,37 @@ type claimCtx struct {
 	done chan struct{}
 	mu   sync.Mutex
 	err  error
+	// after holds the functions AfterFunc registered, run when the
+	// context ends.
+	after map[*func()]struct{}
+}
+
+// AfterFunc arranges for f to run in its own goroutine once c ends, as
+// context.AfterFunc does; stop unregisters it, reporting whether that
+// kept it from running. The context package looks for this method on a
+// parent it does not know: a context derived from c (a driver's timeout,
+// its connection's watch) is then ended through it, rather than by a
+// goroutine of its own that waits on c.Done for as long as it lives, one
+// more goroutine for every claim.
+func (c *claimCtx) AfterFunc(f func()) (stop func() bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		go f()
+		return func() bool { return false }
+	}
+	key := &f
+	if c.after == nil {
+		c.after = make(map[*func()]struct{}, 1)
+	}
+	c.after[key] = struct{}{}
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.after[key]
+		delete(c.after, key)
+		return ok
+	}
 }
 
 func (c *claimCtx) Done() <-chan struct{} { return c.done }
@@ -909,6 +940,10 @@ func (c *claimCtx) end(err error) {
 	if c.err == nil {
 		c.err = err
 		close(c.done)
+		for f := range c.after {
+			go (*f)()
+		}
+		c.after = nil
 	}
 }
 

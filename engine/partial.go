@@ -84,7 +84,9 @@ type truncated struct {
 }
 
 // partials reports one command's partial results in the background, in
-// order, within its PartialLimits.
+// order, within its PartialLimits. Its goroutine starts with the first
+// partial to report: most commands report none, and a frame or a step
+// pays no goroutine for it.
 type partials struct {
 	w   *Worker
 	cmd *Command
@@ -99,6 +101,7 @@ type partials struct {
 	seq     int
 	dropped int
 	closed  bool
+	started bool // run is running, or has returned
 	wake    chan struct{}
 	done    chan struct{}
 }
@@ -107,8 +110,15 @@ func (w *Worker) startPartials(ctx context.Context, cmd *Command, rep Reporter) 
 	lim := w.Partials.withDefaults()
 	p := &partials{w: w, cmd: cmd, rep: rep, ctx: ctx, lim: lim, tokens: float64(lim.Burst), last: time.Now(),
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go p.run()
 	return p
+}
+
+// startLocked starts run if it has not started; p.mu is held.
+func (p *partials) startLocked() {
+	if !p.started {
+		p.started = true
+		go p.run()
+	}
 }
 
 // emit queues one partial result; it never blocks.
@@ -133,6 +143,7 @@ func (p *partials) emit(task, row string, data any) {
 	}
 	p.queue = append(p.queue, partialPayload{Task: task, Row: row, Seq: p.seq, Data: b, Dropped: p.dropped})
 	p.dropped = 0
+	p.startLocked()
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -177,6 +188,14 @@ func (p *partials) close() {
 			p.seq++
 			p.queue = append(p.queue, partialPayload{Seq: p.seq, Dropped: p.dropped})
 			p.dropped = 0
+		}
+		switch {
+		case len(p.queue) > 0:
+			p.startLocked()
+		case !p.started:
+			// Nothing was reported, nothing is to be: no goroutine.
+			p.started = true
+			close(p.done)
 		}
 		select {
 		case p.wake <- struct{}{}:
