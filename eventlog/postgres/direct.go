@@ -8,7 +8,6 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,8 +26,8 @@ import (
 // runs the statement prepared on the connection, as pgx's statement
 // cache would, with the same parameters and the same answer.
 
-// Type OIDs of appendPlain's parameters, in order; a server that infers
-// others (it never should) gets the pgx path.
+// Type OIDs of appendPlain's parameters and results. A server that
+// infers other types for them (none does) gets the pgx path.
 const (
 	oidText        = 25
 	oidInt8        = 20
@@ -42,12 +41,20 @@ const (
 const plainParams = 14
 
 var plainParamOIDs = [plainParams]uint32{
-	oidText,                                                // $1 execution_id
-	oidTextArray, oidTextArray, oidTextArray, oidTextArray, // $2-$5 type, step, command_id, loop_id
-	oidInt8Array, oidInt8Array, // $6-$7 frame, attempt
-	oidTextArray, oidTextArray, oidTextArray, // $8-$10 worker_id, payload, meta
-	oidTSTZArray,                   // $11 time
-	oidText, oidInt8, oidTextArray, // $12 channel, $13 count, $14 issued
+	oidText,      // $1 execution_id
+	oidTextArray, // $2 type
+	oidTextArray, // $3 step
+	oidTextArray, // $4 command_id
+	oidTextArray, // $5 loop_id
+	oidInt8Array, // $6 frame
+	oidInt8Array, // $7 attempt
+	oidTextArray, // $8 worker_id
+	oidTextArray, // $9 payload
+	oidTextArray, // $10 meta
+	oidTSTZArray, // $11 time
+	oidText,      // $12 the NOTIFY channel
+	oidInt8,      // $13 the number of events
+	oidTextArray, // $14 the command_ids of the batch's command.issued
 }
 
 // binaryFormats is every parameter's and result column's format code.
@@ -63,13 +70,12 @@ var binaryFormats = func() []int16 {
 // of thousands of events is encoded in one of its own.
 const maxKeptParams = 1 << 20
 
-// directParams is one append's encoded parameters.
+// directParams is one append's encoded parameters (Log.params keeps
+// them for the next append).
 type directParams struct {
 	buf    []byte
 	values [][]byte
 }
-
-var directParamsPool = sync.Pool{New: func() any { return new(directParams) }}
 
 // directMode reports whether appends may use a statement prepared by name
 // on the pool's connections: only where pgx itself does
@@ -91,8 +97,8 @@ func plainStatementName(sql string) string {
 // pool's mode does not prepare by name, the server has other types for
 // the parameters or the returned id and seq, or a change of the events
 // table invalidated the prepared statement (it is dropped, and prepared
-// again by the next append). Otherwise the results and
-// error are readPlain's, the caller mapping them as for the pgx path.
+// again by the next append). Otherwise the results and error are
+// readPlain's, the caller mapping them as for the pgx path.
 func (l *Log) appendPlainDirect(ctx context.Context, id string, events []eventlog.Event, issued []string) (results []eventlog.Result, handled bool, err error) {
 	if !l.direct {
 		return nil, false, nil
@@ -112,11 +118,14 @@ func (l *Log) appendPlainDirect(ctx context.Context, id string, events []eventlo
 		sd.Fields[0].DataTypeOID != oidInt8 || sd.Fields[1].DataTypeOID != oidInt8 {
 		return nil, false, nil
 	}
-	p := directParamsPool.Get().(*directParams)
+	p, _ := l.params.Get().(*directParams)
+	if p == nil {
+		p = new(directParams)
+	}
 	defer func() {
 		if cap(p.buf) <= maxKeptParams {
 			p.buf, p.values = p.buf[:0], p.values[:0]
-			directParamsPool.Put(p)
+			l.params.Put(p)
 		}
 	}()
 	p.encodePlain(id, events, issued, l.channel)

@@ -95,6 +95,7 @@ type Log struct {
 	// appendPlainDirect, prepared as plainName.
 	direct    bool
 	plainName string
+	params    sync.Pool // of *directParams
 	// untyped says that the pool's mode sends parameters without the
 	// statement's types (exec, simple protocol): see textArray.
 	untyped bool
