@@ -82,10 +82,14 @@ func TestConformance(t *testing.T) {
 			return l
 		})
 	})
-	// A pool that does not prepare statements (as behind a pooler in
-	// transaction mode) sends parameters typed by their Go types, and
-	// appends through pgx rather than the direct path.
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+	// Pools in pgx's other modes append through pgx, not the direct path;
+	// those that do not prepare statements (exec and simple protocol, as
+	// behind a pooler in transaction mode) send parameters typed by their
+	// Go types.
+	for _, mode := range []pgx.QueryExecMode{
+		pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol,
+		pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeDescribeExec,
+	} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			cfg, err := pgxpool.ParseConfig(testenv.Postgres(t))
