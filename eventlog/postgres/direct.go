@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/cursorflow/cursorflow/eventlog"
 )
@@ -85,21 +86,49 @@ func directMode(mode pgx.QueryExecMode) bool { return mode == pgx.QueryExecModeC
 
 // plainStatementName names the lean statement prepared on a connection:
 // one per schema, as its text is.
-func plainStatementName(sql string) string {
+func plainStatementName(sql string) string { return statementName("cursorflow_append_plain_", sql) }
+
+// statementName names a statement prepared by name: prefix and a hash of
+// its text.
+func statementName(prefix, sql string) string {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(sql))
-	return "cursorflow_append_plain_" + strconv.FormatUint(h.Sum64(), 16)
+	return prefix + strconv.FormatUint(h.Sum64(), 16)
+}
+
+// guardParams encodes guard's arguments for its statement sd with the
+// connection's type map, in the format pgx would choose for each; ok is
+// false for an argument the map cannot encode so (the pgx path, which
+// knows more kinds of argument, takes the append).
+func guardParams(m *pgtype.Map, sd *pgconn.StatementDescription, guard *AppendGuard) (values [][]byte, formats []int16, ok bool) {
+	if len(sd.ParamOIDs) != len(guard.Args) {
+		return nil, nil, false
+	}
+	values, formats = make([][]byte, len(guard.Args)), make([]int16, len(guard.Args))
+	for i, arg := range guard.Args {
+		oid := sd.ParamOIDs[i]
+		formats[i] = m.FormatCodeForOID(oid)
+		v, err := m.Encode(oid, formats[i], arg, nil)
+		if err != nil {
+			return nil, nil, false
+		}
+		values[i] = v
+	}
+	return values, formats, true
 }
 
 // appendPlainDirect appends a plain batch (plainIssued) of execution id
-// through the lean statement prepared on a pooled connection. handled is
-// false when it stored nothing and the pgx path is to run instead: the
-// pool's mode does not prepare by name, the server has other types for
-// the parameters or the returned id and seq, or a change of the events
+// through the lean statement prepared on a pooled connection, after the
+// guard (prepared too) in the same round trip and transaction when there
+// is one. handled is false when it stored nothing and the pgx path is to
+// run instead: the pool's mode does not prepare by name, the server has
+// other types for the parameters or the returned id and seq, a guard's
+// argument is not one the type map encodes, or a change of the events
 // table invalidated the prepared statement (it is dropped, and prepared
 // again by the next append). Otherwise the results and error are
-// readPlain's, the caller mapping them as for the pgx path.
-func (l *Log) appendPlainDirect(ctx context.Context, id string, events []eventlog.Event, issued []string) (results []eventlog.Result, handled bool, err error) {
+// readPlain's (or the guard's error), the caller mapping them as for the
+// pgx path.
+func (l *Log) appendPlainDirect(ctx context.Context, id string, events []eventlog.Event, issued []string, guard *AppendGuard) (results []eventlog.Result, handled bool, err error) {
 	if !l.direct {
 		return nil, false, nil
 	}
@@ -118,6 +147,20 @@ func (l *Log) appendPlainDirect(ctx context.Context, id string, events []eventlo
 		sd.Fields[0].DataTypeOID != oidInt8 || sd.Fields[1].DataTypeOID != oidInt8 {
 		return nil, false, nil
 	}
+	b := &pgconn.Batch{}
+	var guardName string
+	if guard != nil {
+		guardName = statementName("cursorflow_append_guard_", guard.SQL)
+		gsd, err := c.Conn().Prepare(bctx, guardName, guard.SQL)
+		if err != nil {
+			return nil, true, err
+		}
+		values, formats, ok := guardParams(c.Conn().TypeMap(), gsd, guard)
+		if !ok {
+			return nil, false, nil
+		}
+		b.ExecPrepared(gsd.Name, values, formats, nil)
+	}
 	p, _ := l.params.Get().(*directParams)
 	if p == nil {
 		p = new(directParams)
@@ -129,9 +172,52 @@ func (l *Log) appendPlainDirect(ctx context.Context, id string, events []eventlo
 		}
 	}()
 	p.encodePlain(id, events, issued, l.channel)
-	rr := c.Conn().PgConn().ExecPrepared(bctx, sd.Name, p.values, binaryFormats, binaryFormats[:2])
-	results = make([]eventlog.Result, 0, len(events))
+	b.ExecPrepared(sd.Name, p.values, binaryFormats, binaryFormats[:2])
+	// One Sync after both: one implicit transaction. A guard that raises
+	// ends it before the append runs.
+	mrr := c.Conn().PgConn().ExecBatch(bctx, b)
+	results, err = readDirect(mrr, guard != nil, len(events))
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "0A000" /* feature_not_supported: "cached plan must not change result type" */ {
+			// Nothing was stored (the transaction failed as a whole); the
+			// next append prepares the statements again.
+			_ = c.Conn().Deallocate(bctx, l.plainName)
+			if guardName != "" {
+				_ = c.Conn().Deallocate(bctx, guardName)
+			}
+			return nil, false, nil
+		}
+		return nil, true, err
+	}
+	switch len(results) {
+	case len(events):
+		return results, true, nil
+	case 0:
+		return nil, true, errPlainUnfit
+	}
+	return nil, true, fmt.Errorf("append returned %d results for %d events", len(results), len(events))
+}
+
+// readDirect reads appendPlainDirect's batch: the guard's result if
+// guarded, then the append's rows; its error is the first statement's
+// that failed.
+func readDirect(mrr *pgconn.MultiResultReader, guarded bool, n int) ([]eventlog.Result, error) {
+	results := make([]eventlog.Result, 0, n)
 	var decodeErr error
+	if guarded && mrr.NextResult() {
+		if _, err := mrr.ResultReader().Close(); err != nil {
+			_ = mrr.Close()
+			return nil, err
+		}
+	}
+	if !mrr.NextResult() {
+		if err := mrr.Close(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("append returned no result")
+	}
+	rr := mrr.ResultReader()
 	for rr.NextRow() {
 		v := rr.Values()
 		if len(v) != 2 || len(v[0]) != 8 || len(v[1]) != 8 {
@@ -144,25 +230,13 @@ func (l *Log) appendPlainDirect(ctx context.Context, id string, events []eventlo
 		})
 	}
 	if _, err := rr.Close(); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "0A000" /* feature_not_supported: "cached plan must not change result type" */ {
-			// Nothing was stored (the statement failed as a whole); the
-			// next append prepares it again.
-			_ = c.Conn().Deallocate(bctx, l.plainName)
-			return nil, false, nil
-		}
-		return nil, true, err
+		_ = mrr.Close()
+		return nil, err
 	}
-	if decodeErr != nil {
-		return nil, true, decodeErr
+	if err := mrr.Close(); err != nil {
+		return nil, err // the commit happens at the Sync
 	}
-	switch len(results) {
-	case len(events):
-		return results, true, nil
-	case 0:
-		return nil, true, errPlainUnfit
-	}
-	return nil, true, fmt.Errorf("append returned %d results for %d events", len(results), len(events))
+	return results, decodeErr
 }
 
 // encodePlain encodes appendPlain's parameters ($1 to $14) for a batch of

@@ -2,16 +2,19 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/eventlog/logtest"
+	"github.com/cursorflow/cursorflow/eventlog/postgres"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
@@ -234,3 +237,65 @@ func (p *prepareCounter) TracePrepareEnd(ctx context.Context, _ *pgx.Conn, d pgx
 }
 
 type prepareName struct{}
+
+// TestDirectAppendRunsTheGuard appends lean batches through guarded views
+// of a log (as a leader's lease check guards its orchestrator's): the
+// guard runs first in the same transaction, prepared like the append. A
+// guard that raises refuses the batch whole, with its own error, and so
+// it does for a batch the lean statement hands to the general one (a
+// recorded command.issued).
+func TestDirectAppendRunsTheGuard(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := modePool(t, pgx.QueryExecModeCacheStatement)
+	schema := randomSchema(t, pool)
+	l := newLog(t, pool, schema)
+	fn := pgx.Identifier{schema, "assert_holder"}.Sanitize()
+	if _, err := pool.Exec(ctx, `CREATE FUNCTION `+fn+`(holder text, token bigint) RETURNS void LANGUAGE plpgsql AS $$
+		BEGIN
+			IF holder <> 'leader' OR token <> 7 THEN
+				RAISE EXCEPTION 'not the leader' USING ERRCODE = 'CF001';
+			END IF;
+		END $$`); err != nil {
+		t.Fatal(err)
+	}
+	guard := func(holder string) eventlog.Log {
+		return l.WithAppendGuard(postgres.AppendGuard{SQL: "SELECT " + fn + "($1, $2)", Args: []any{holder, int64(7)}})
+	}
+	leader, deposed := guard("leader"), guard("other")
+	id := logtest.ExecutionID("guarded")
+	if _, err := l.Append(ctx, []eventlog.Event{{ExecutionID: id, Type: eventlog.TypeExecutionStarted}}); err != nil {
+		t.Fatal(err)
+	}
+	issued := func(cmd string) []eventlog.Event {
+		return []eventlog.Event{{ExecutionID: id, Type: eventlog.TypeCommandIssued, CommandID: cmd, Payload: []byte(`{}`)}}
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "CF001" {
+			t.Fatalf("%s through the deposed view: %v; want the guard's CF001", what, err)
+		}
+	}
+	if res, err := leader.Append(ctx, issued("c1")); err != nil || res[0].Seq != 2 {
+		t.Fatalf("leader's append = %+v, %v; want seq 2", res, err)
+	}
+	var names []string
+	rows, err := pool.Query(ctx, "SELECT name FROM pg_prepared_statements WHERE name LIKE 'cursorflow_append_%' ORDER BY name")
+	if err == nil {
+		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || len(names) != 2 || !strings.HasPrefix(names[0], "cursorflow_append_guard_") || !strings.HasPrefix(names[1], "cursorflow_append_plain_") {
+		t.Fatalf("prepared %v, %v; want the guard and the lean append: the guarded batch did not take the direct path", names, err)
+	}
+	_, err = deposed.Append(ctx, issued("c2"))
+	refused("a new command", err)
+	_, err = deposed.Append(ctx, issued("c1"))
+	refused("a recorded command", err)
+	if res, err := leader.Append(ctx, issued("c1")); err != nil || !res[0].Duplicate {
+		t.Fatalf("leader's append of a recorded command = %+v, %v; want a duplicate", res, err)
+	}
+	if res, err := leader.Append(ctx, issued("c2")); err != nil || res[0].Seq != 3 {
+		t.Fatalf("leader's append after the refusals = %+v, %v; want seq 3: a refused batch stored something", res, err)
+	}
+}

@@ -49,12 +49,12 @@
 // same command at once); the unique index itself refuses what it missed,
 // rolling the batch back (an error line in the server's log), and the
 // batch is sent again the same way. Where the pool prepares statements
-// (pgx's default mode) this statement is prepared on each connection by
-// name and its parameters are encoded in binary into a buffer kept for
-// the next append, not through pgx's encoder, which grew a buffer for a
-// frame's payloads from nothing at every append; from a pool in exec or
-// simple-protocol mode (behind a pooler in transaction mode) it goes
-// through pgx.
+// (pgx's default mode) this statement, and an AppendGuard's before it,
+// is prepared on each connection by name and its parameters are encoded
+// in binary into a buffer kept for the next append, not through pgx's
+// encoder, which grew a buffer for a frame's payloads from nothing at
+// every append; from a pool in any other mode (exec or simple protocol
+// behind a pooler in transaction mode, say) it goes through pgx.
 //
 // Any other batch, or that one when its execution has no events yet or
 // has ended, is a pipeline of three statements under one Sync, which

@@ -249,11 +249,11 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 	if results, stop, err := l.state.CheckAppend(ctx, events); stop {
 		return results, err
 	}
-	if plainOK && guard == nil && oneExecution(events) {
+	if plainOK && oneExecution(events) {
 		if issued, plain := plainIssued(events); plain {
-			results, handled, err := l.appendPlainDirect(ctx, events[0].ExecutionID, events, issued)
+			results, handled, err := l.appendPlainDirect(ctx, events[0].ExecutionID, events, issued, guard)
 			if handled {
-				return l.plainDone(ctx, events, results, err)
+				return l.plainDone(ctx, events, guard, results, err)
 			}
 		}
 	}
@@ -337,9 +337,9 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 
 // plainDone maps the lean statement's answer as appendBatch does for its
 // own: a batch it does not fit goes through the general statement.
-func (l *Log) plainDone(ctx context.Context, events []eventlog.Event, results []eventlog.Result, err error) ([]eventlog.Result, error) {
+func (l *Log) plainDone(ctx context.Context, events []eventlog.Event, guard *AppendGuard, results []eventlog.Result, err error) ([]eventlog.Result, error) {
 	if errors.Is(err, errPlainUnfit) || isIssuedDuplicate(err) {
-		return l.appendGeneral(ctx, events, nil)
+		return l.appendGeneral(ctx, events, guard)
 	}
 	if err != nil {
 		return nil, l.opErr(ctx, "append", err)
