@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/stdwire"
+	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -217,4 +220,42 @@ func foldBeforeLoopDone(t *testing.T, evs []eventlog.Event, level int) *engine.S
 		t.Fatal(err)
 	}
 	return s
+}
+
+// pgLogEngine returns an engine on log with the standard tools and
+// cursors resolving the credential alias pg to dsn, closed when the test
+// ends; the channel closes once the engine logs a line holding signal.
+func pgLogEngine(t *testing.T, log eventlog.Log, dsn, signal string) (*engine.Engine, <-chan struct{}, *tools.Registry) {
+	t.Helper()
+	kc := tools.StaticURLs(map[string]string{"pg": dsn})
+	treg, creg, closer := stdwire.Registries(kc, nil, false)
+	t.Cleanup(func() { _ = closer.Close() })
+	seen := make(chan struct{})
+	logger := slog.New(signalHandler{slog.NewTextHandler(t.Output(), nil), signal, &sync.Once{}, seen})
+	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Tick: 10 * time.Millisecond, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	return e, seen, treg
+}
+
+// drainedOnce checks a drain of pgQueue's table of n rows: loop.done
+// recorded once in evs, every row done.
+func drainedOnce(t *testing.T, dsn, table string, n int, evs []eventlog.Event) {
+	t.Helper()
+	loopDone := 0
+	for _, ev := range evs {
+		if ev.Type == eventlog.TypeLoopDone {
+			loopDone++
+		}
+	}
+	if loopDone != 1 {
+		t.Errorf("loop.done recorded %d times, want once", loopDone)
+	}
+	var done, left int
+	testenv.QueryRow(t, dsn, "SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status <> 'done') FROM "+table, &done, &left)
+	if done != n || left != 0 {
+		t.Fatalf("%d of %d rows done, %d not done", done, n, left)
+	}
 }

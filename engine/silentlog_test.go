@@ -2,17 +2,12 @@ package engine_test
 
 import (
 	"context"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
-	"github.com/cursorflow/cursorflow/eventlog"
 	pglog "github.com/cursorflow/cursorflow/eventlog/postgres"
-	"github.com/cursorflow/cursorflow/internal/stdwire"
 	"github.com/cursorflow/cursorflow/internal/testenv"
-	"github.com/cursorflow/cursorflow/tools"
 )
 
 // TestSilentEventLogIsRiddenOut: the PostgreSQL event log stops
@@ -35,17 +30,8 @@ func TestSilentEventLogIsRiddenOut(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = log.Close() })
 
-	kc := tools.StaticURLs(map[string]string{"pg": dsn})
-	treg, creg, closer := stdwire.Registries(kc, nil, false)
-	t.Cleanup(func() { _ = closer.Close() })
+	e, told, treg := pgLogEngine(t, log, dsn, "event log append failed")
 	entered, release := registerGate(treg)
-	told := make(chan struct{})
-	logger := slog.New(signalHandler{slog.NewTextHandler(t.Output(), nil), "event log append failed", &sync.Once{}, told})
-	e, err := engine.New(engine.Config{Log: log, Tools: treg, Cursors: creg, Keychain: kc, Tick: 10 * time.Millisecond, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
 	id, err := e.Start(ctx, []byte(header+`
 workflow:
   - step: start
@@ -91,20 +77,8 @@ workflow:
 	if err != nil {
 		t.Fatal(err)
 	}
-	loopDone := 0
-	for _, ev := range evs {
-		if ev.Type == eventlog.TypeLoopDone {
-			loopDone++
-		}
-	}
-	if loopDone != 1 {
-		t.Errorf("loop.done recorded %d times, want once", loopDone)
-	}
-	var done, twice, left int
-	testenv.QueryRow(t, dsn, "SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE done_count > 1), "+
-		"count(*) FILTER (WHERE status <> 'done') FROM "+table, &done, &twice, &left)
-	if done != 30 || left != 0 {
-		t.Fatalf("%d of 30 rows done, %d not done", done, left)
-	}
+	drainedOnce(t, dsn, table, 30, evs)
+	var twice int
+	testenv.QueryRow(t, dsn, "SELECT count(*) FILTER (WHERE done_count > 1) FROM "+table, &twice)
 	t.Logf("rows acked more than once (a frame re-run after the outage, at least once): %d", twice)
 }
