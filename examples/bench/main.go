@@ -219,6 +219,9 @@ type result struct {
 	busy     float64
 	events   int64
 	peakHeap uint64
+	// allocs is what this process allocated over the run (the heap's
+	// bytes, runtime/metrics), and gcs the collections it ran.
+	allocs, gcs uint64
 	// claimOpen holds each frame's claim-to-commit window in microseconds
 	// (engine runs: frame.done's claim_open_us).
 	claimOpen []int64
@@ -399,8 +402,9 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 					return fmt.Errorf("%s N=%d run %d: %w", m.name, n, run+1, err)
 				}
 				res[m.name] = append(res[m.name], r)
-				fmt.Fprintf(out, "  run %d/%d N=%d %-20s %10s items/s %7.2fs cpu %6.1f µs/item pg %6s µs/item busy %4s peak live %6.1f MB\n",
-					run+1, c.runs, n, m.name, rateText(r.rate()), r.seconds, cpuPerItem(r), serverText(r), busyText(r.busy), mb(r.peakHeap))
+				fmt.Fprintf(out, "  run %d/%d N=%d %-20s %10s items/s %7.2fs cpu %6.1f µs/item pg %6s µs/item busy %4s peak live %6.1f MB alloc %5.0f B/item %3d GCs\n",
+					run+1, c.runs, n, m.name, rateText(r.rate()), r.seconds, cpuPerItem(r), serverText(r), busyText(r.busy), mb(r.peakHeap),
+					allocPerItem(r), r.gcs)
 			}
 		}
 		fmt.Fprintln(out)
@@ -414,7 +418,8 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 	fmt.Fprintln(out, "item (whatever else the server did meanwhile included). Busy: share of the machine's CPU time (all CPUs,")
 	fmt.Fprintln(out, "every process) busy over the run, median; near 100 % a run is CPU-bound and its rate follows the CPU per item")
 	fmt.Fprintln(out, "of this process and the servers together, not latency. Peak live: largest live heap after a GC over the")
-	fmt.Fprintln(out, "runs. Claim open: per frame, from the claim returning rows to its commit (p50/p99). Append: p50 latency of")
+	fmt.Fprintln(out, "runs. Alloc: bytes this process allocated per item, median (runtime/metrics; what drives its collections).")
+	fmt.Fprintln(out, "Claim open: per frame, from the claim returning rows to its commit (p50/p99). Append: p50 latency of")
 	fmt.Fprintln(out, "an append to the engine's event log (the claim commits only once its rows are on record). Items/append:")
 	fmt.Fprintln(out, "items drained per append of the engine's log (group commit: a frame's rows are max_rows items).")
 	if c.logDelay > 0 {
@@ -425,17 +430,18 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 
 func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]result) {
 	fmt.Fprintf(out, "N=%d, %d runs\n", n, c.runs)
-	fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %-6s %9s %11s %14s %10s %12s\n",
-		"mode", "items/s", "base", "vs base", "vs river", "CPU µs/item", "PG CPU µs/item", "busy", "peak MB", "events/item", "claim open µs", "append µs", "items/append")
+	fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %-6s %9s %12s %11s %14s %10s %12s\n",
+		"mode", "items/s", "base", "vs base", "vs river", "CPU µs/item", "PG CPU µs/item", "busy", "peak MB", "alloc B/item", "events/item", "claim open µs", "append µs", "items/append")
 	for _, m := range modes {
 		rs := res[m.name]
-		var rates, cpus, pgCPUs, busy, vsBase, vsRiver []float64
+		var rates, cpus, pgCPUs, busy, vsBase, vsRiver, allocs []float64
 		var peak uint64
 		var events int64
 		var p50, p99, appendP50, perAppend []float64
 		for i, r := range rs {
 			rates = append(rates, r.rate())
 			cpus = append(cpus, cpuPerItem(r))
+			allocs = append(allocs, allocPerItem(r))
 			if r.serverOK {
 				pgCPUs = append(pgCPUs, serverPerItem(r))
 			}
@@ -479,9 +485,10 @@ func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]r
 		if len(busy) > 0 {
 			busyMed = busyText(spreadOf(busy).med)
 		}
-		fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %-6s %9.1f %11s %14s %10s %12s\n", m.name,
+		fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %-6s %9.1f %12.0f %11s %14s %10s %12s\n", m.name,
 			spreadOf(rates).format(rateText), base, spreadOf(vsBase).format(ratioText), spreadOf(vsRiver).format(ratioText),
-			spreadOf(cpus).format(oneDecimal), spreadOf(pgCPUs).format(oneDecimal), busyMed, mb(peak), epi, claim, appendLat, itemsPerAppend)
+			spreadOf(cpus).format(oneDecimal), spreadOf(pgCPUs).format(oneDecimal), busyMed, mb(peak), spreadOf(allocs).med,
+			epi, claim, appendLat, itemsPerAppend)
 	}
 }
 
@@ -533,6 +540,9 @@ func runHeap(ctx context.Context, c config, out io.Writer) error {
 	}
 	return nil
 }
+
+// allocPerItem is the bytes this process allocated per item over the run.
+func allocPerItem(r result) float64 { return float64(r.allocs) / float64(max(r.n, 1)) }
 
 func cpuPerItem(r result) float64 {
 	return float64(r.cpu.Microseconds()) / float64(max(r.n, 1))
@@ -590,11 +600,16 @@ func measure(c config, f func() (int64, error)) (result, error) {
 	}()
 	srv0, ok0 := c.server.CPU()
 	busy0, total0, okm0 := machineTicks()
+	heap := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(heap)
+	allocs0, gcs0 := heap[0].Value.Uint64(), heap[1].Value.Uint64()
 	cpu0 := cpuTime()
 	start := time.Now()
 	events, err := f()
 	secs := time.Since(start).Seconds()
 	cpu := cpuTime() - cpu0
+	metrics.Read(heap)
+	allocs, gcs := heap[0].Value.Uint64()-allocs0, heap[1].Value.Uint64()-gcs0
 	srv1, ok1 := c.server.CPU()
 	busy1, total1, okm1 := machineTicks()
 	close(stop)
@@ -603,5 +618,6 @@ func measure(c config, f func() (int64, error)) (result, error) {
 	if okm0 && okm1 && total1 > total0 {
 		busy = float64(busy1-busy0) / float64(total1-total0)
 	}
-	return result{seconds: secs, cpu: cpu, serverCPU: srv1 - srv0, serverOK: ok0 && ok1, busy: busy, events: events, peakHeap: peak.Load()}, err
+	return result{seconds: secs, cpu: cpu, serverCPU: srv1 - srv0, serverOK: ok0 && ok1, busy: busy, events: events, peakHeap: peak.Load(),
+		allocs: allocs, gcs: gcs}, err
 }
