@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"slices"
 	"strconv"
@@ -190,13 +189,8 @@ func (l *Log) appendPlainDirect(ctx context.Context, id string, events []eventlo
 		}
 		return nil, true, err
 	}
-	switch len(results) {
-	case len(events):
-		return results, true, nil
-	case 0:
-		return nil, true, errPlainUnfit
-	}
-	return nil, true, fmt.Errorf("append returned %d results for %d events", len(results), len(events))
+	results, err = plainResults(results, len(events))
+	return results, true, err
 }
 
 // readDirect reads appendPlainDirect's batch: the guard's result if

@@ -18,16 +18,18 @@ import (
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
-// modePool returns a pool of one connection in exec mode mode (with a
-// tracer if one is given), closed on cleanup: one connection, so what it
-// prepared is visible to a query.
-func modePool(t *testing.T, mode pgx.QueryExecMode, tracer ...pgx.QueryTracer) *pgxpool.Pool {
+// modePool returns a pool in exec mode mode of at most conns connections
+// (0: pgx's default), with a tracer if one is given, closed on cleanup.
+// With one connection, what the pool prepared is visible to a query.
+func modePool(t *testing.T, mode pgx.QueryExecMode, conns int32, tracer ...pgx.QueryTracer) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(testenv.Postgres(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.MaxConns = 1
+	if conns > 0 {
+		cfg.MaxConns = conns
+	}
 	cfg.ConnConfig.DefaultQueryExecMode = mode
 	for _, tr := range tracer {
 		cfg.ConnConfig.Tracer = tr
@@ -60,8 +62,8 @@ func preparedDirect(t *testing.T, pool *pgxpool.Pool) bool {
 func TestDirectAppendStoresWhatThePgxPathStores(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	direct := modePool(t, pgx.QueryExecModeCacheStatement)
-	viaPgx := modePool(t, pgx.QueryExecModeExec)
+	direct := modePool(t, pgx.QueryExecModeCacheStatement, 1)
+	viaPgx := modePool(t, pgx.QueryExecModeExec, 1)
 	logs := []eventlog.Log{newLog(t, direct, randomSchema(t, direct)), newLog(t, viaPgx, randomSchema(t, viaPgx))}
 	id := logtest.ExecutionID("direct")
 	at := time.Date(2026, 11, 28, 15, 4, 5, 123456789, time.UTC)
@@ -153,7 +155,7 @@ func TestDirectAppendStoresWhatThePgxPathStores(t *testing.T) {
 func TestDirectAppendIsAtomic(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool := modePool(t, pgx.QueryExecModeCacheStatement)
+	pool := modePool(t, pgx.QueryExecModeCacheStatement, 1)
 	l := newLog(t, pool, randomSchema(t, pool))
 	id := logtest.ExecutionID("atomic")
 	if _, err := l.Append(ctx, []eventlog.Event{{ExecutionID: id, Type: eventlog.TypeExecutionStarted}}); err != nil {
@@ -184,7 +186,7 @@ func TestDirectAppendSurvivesAChangedTable(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	tr := &prepareCounter{}
-	pool := modePool(t, pgx.QueryExecModeCacheStatement, tr)
+	pool := modePool(t, pgx.QueryExecModeCacheStatement, 1, tr)
 	schema := randomSchema(t, pool)
 	l := newLog(t, pool, schema)
 	id := logtest.ExecutionID("changed")
@@ -247,7 +249,7 @@ type prepareName struct{}
 func TestDirectAppendRunsTheGuard(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool := modePool(t, pgx.QueryExecModeCacheStatement)
+	pool := modePool(t, pgx.QueryExecModeCacheStatement, 1)
 	schema := randomSchema(t, pool)
 	l := newLog(t, pool, schema)
 	fn := pgx.Identifier{schema, "assert_holder"}.Sanitize()

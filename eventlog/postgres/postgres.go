@@ -249,12 +249,15 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 	if results, stop, err := l.state.CheckAppend(ctx, events); stop {
 		return results, err
 	}
+	var plain bool
+	var issued []string
 	if plainOK && oneExecution(events) {
-		if issued, plain := plainIssued(events); plain {
-			results, handled, err := l.appendPlainDirect(ctx, events[0].ExecutionID, events, issued, guard)
-			if handled {
-				return l.plainDone(ctx, events, guard, results, err)
-			}
+		issued, plain = plainIssued(events)
+	}
+	if plain {
+		results, handled, err := l.appendPlainDirect(ctx, events[0].ExecutionID, events, issued, guard)
+		if handled {
+			return l.plainDone(ctx, events, guard, results, err)
 		}
 	}
 	n := len(events)
@@ -280,11 +283,6 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 	distinct := slices.Clone(execIDs)
 	slices.Sort(distinct)
 	distinct = slices.Compact(distinct)
-	var plain bool
-	var issued []string
-	if plainOK && len(distinct) == 1 {
-		issued, plain = plainIssued(events)
-	}
 
 	b := &pgx.Batch{}
 	if guard != nil {
@@ -314,11 +312,8 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 	if closeErr := br.Close(); err == nil {
 		err = closeErr // the commit happens at the Sync that Close waits for
 	}
-	if plain && (errors.Is(err, errPlainUnfit) || isIssuedDuplicate(err)) {
-		// Stored nothing: the execution has no events yet or has ended,
-		// or a command.issued of the batch is on record (a retried
-		// append). The general statement sorts it out.
-		return l.appendGeneral(ctx, events, guard)
+	if plain {
+		return l.plainDone(ctx, events, guard, results, err)
 	}
 	var started *eventlog.AlreadyStartedError
 	if errors.As(err, &started) {
@@ -335,8 +330,10 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 	return results, nil
 }
 
-// plainDone maps the lean statement's answer as appendBatch does for its
-// own: a batch it does not fit goes through the general statement.
+// plainDone maps the lean statement's answer, sent directly or through
+// pgx. A batch it stored nothing of (the execution has no events yet or
+// has ended, or a command.issued of the batch is on record: a retried
+// append) goes through the general statement, which sorts it out.
 func (l *Log) plainDone(ctx context.Context, events []eventlog.Event, guard *AppendGuard, results []eventlog.Result, err error) ([]eventlog.Result, error) {
 	if errors.Is(err, errPlainUnfit) || isIssuedDuplicate(err) {
 		return l.appendGeneral(ctx, events, guard)
@@ -499,6 +496,12 @@ func readPlain(br pgx.BatchResults, n int) ([]eventlog.Result, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	return plainResults(results, n)
+}
+
+// plainResults checks the lean statement's answer for a batch of n
+// events: all of them stored, or none (errPlainUnfit).
+func plainResults(results []eventlog.Result, n int) ([]eventlog.Result, error) {
 	switch len(results) {
 	case n:
 		return results, nil

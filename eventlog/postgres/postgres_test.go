@@ -92,16 +92,7 @@ func TestConformance(t *testing.T) {
 	} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			cfg, err := pgxpool.ParseConfig(testenv.Postgres(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.ConnConfig.DefaultQueryExecMode = mode
-			pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close)
+			pool := modePool(t, mode, 0)
 			logtest.Run(t, func(t *testing.T) eventlog.Log {
 				return newLog(t, pool, randomSchema(t, pool))
 			})
