@@ -32,6 +32,9 @@ func TestCancelledRowsAreNotFailed(t *testing.T) {
 	t.Cleanup(func() { _ = e.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// The rows' statement names the table so that this test can tell its
+	// own sleeping sessions from those of tests running beside it.
+	sleep := "SELECT pg_sleep(60) AS " + table
 	id, err := e.Start(ctx, []byte(header+`
 workflow:
   - step: start
@@ -49,23 +52,27 @@ workflow:
         mode: cursor
         max_in_flight: 2
         frame: {max_rows: 5}
-    tool: {kind: postgres, auth: pg, command: "SELECT pg_sleep(60)"}
+    tool: {kind: postgres, auth: pg, command: "`+sleep+`"}
 `), engine.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Cancel once both frames hold their rows (their bodies sleep).
+	// Cancel once the first row of each frame is running: its statement
+	// is active on the server. (Rows claimed in the table are not enough:
+	// a frame's claim commits before the engine records it and starts its
+	// rows, and a frame cancelled before any row started has no row to
+	// interrupt.)
 	for {
-		var claimed int
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE status = 'claimed'").Scan(&claimed); err != nil {
+		var running int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query = $1", sleep).Scan(&running); err != nil {
 			t.Fatal(err)
 		}
-		if claimed == 10 {
+		if running == 2 {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the frames never claimed their rows (%d claimed)", claimed)
+			t.Fatalf("the frames' rows never ran (%d running)", running)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
