@@ -86,6 +86,18 @@ func (s Server) CPU() (time.Duration, bool) {
 	return 0, false
 }
 
+// Backend returns the CPU time so far of the server's backend pid (as
+// pg_backend_pid reports it); false when it is no postgres process on this
+// machine. It measures one session's statements alone, without what the
+// server's other sessions and its background processes did meanwhile.
+func Backend(pid int) (time.Duration, bool) {
+	st, ok := procStat(pid)
+	if !ok || st.comm != "postgres" {
+		return 0, false
+	}
+	return time.Duration(st.utime+st.stime) * time.Second / clockTicks, true
+}
+
 // childTicks sums the CPU ticks of the postmaster's live children.
 func (s Server) childTicks() (int64, bool) {
 	entries, err := os.ReadDir("/proc")
