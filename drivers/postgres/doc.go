@@ -52,6 +52,19 @@
 // claimed rows, one append later. A slower log therefore slows the bodies
 // of other slots too; it costs throughput, never correctness.
 //
+// The claim goes as text and is planned afresh at every frame, so the plan
+// follows the table as rows are claimed, done and added. Give the claim an
+// index it can walk to the pending rows without passing the claimed and
+// done ones, such as a partial index on the pending rows:
+//
+//	CREATE INDEX ON jobs (id) WHERE status = 'pending';
+//
+// Without one, each claim scans past every row claimed before it, and a
+// drain slows as it goes. (A claim prepared once would keep the plan made
+// for the table it first saw, which for a queue analyzed while all its
+// rows were pending may be that scan even with the index:
+// BenchmarkClaimPlan.)
+//
 // Guarantee: at least once. A row's body runs again only when a frame is
 // re-issued (its worker died or went silent after the record) or when the
 // claim's COMMIT failed after the record (the engine runs the recorded
