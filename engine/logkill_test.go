@@ -15,7 +15,10 @@ import (
 // failover, an administrator's pg_terminate_backend), so appends fail on
 // the wire, some after their transaction committed and some before. The
 // drain completes: every row done, loop.done recorded once, and the
-// execution's seqs run from 1 without a gap or a repeat.
+// execution's seqs run from 1 without a gap or a repeat. Each frame's body
+// sleeps 20 ms, so that the drain outlasts several rounds of kills
+// however fast the machine (CI once drained the 300 rows in 80 ms, before
+// a kill met an append).
 func TestLogSessionsKilledMidDrain(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.PostgresSchema(t)
@@ -48,8 +51,8 @@ workflow:
       spec:
         mode: cursor
         max_in_flight: 4
-        frame: {max_rows: 10, process: frame}
-    tool: {kind: noop}
+        frame: {max_rows: 5, process: frame}
+    tool: {kind: postgres, auth: pg, command: "SELECT pg_sleep(0.02)"}
 `), engine.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
