@@ -79,6 +79,13 @@
 // failure as an outage: it reloads the execution from the log and its
 // workers send their reports again, on a fresh connection.
 //
+// A read (Read, Wait's re-read, Executions, LoadSnapshot) that fails
+// because the server ended the session it ran on (a restart, a failover,
+// pg_terminate_backend: the pool may still hold such sessions, idle) runs
+// once more on a new session; a pool made by Open is reset first. An
+// append is not repeated that way, since it may have committed: its error
+// goes to the caller (the engine reloads the execution and sees).
+//
 // # Wait
 //
 // Each Log keeps one dedicated connection (opened on first Wait, outside

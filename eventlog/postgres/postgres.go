@@ -563,37 +563,61 @@ func (l *Log) Read(ctx context.Context, executionID string, afterSeq int64, limi
 }
 
 // readPage appends to out the execution's events after afterSeq, at most
-// limit of them, in one bounded statement.
+// limit of them, in one bounded statement (see reread).
 func (l *Log) readPage(ctx context.Context, out []eventlog.Event, executionID string, afterSeq int64, limit int) ([]eventlog.Event, error) {
-	bctx, cancel := l.bound(ctx)
-	defer cancel()
-	rows, err := l.pool.Query(bctx, l.sql.read, executionID, afterSeq, int64(limit))
-	if err != nil {
-		return nil, l.opErr(ctx, "read", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		e := eventlog.Event{ExecutionID: executionID}
-		var frame, attempt int64
-		var payload, meta []byte
-		if err := rows.Scan(&e.ID, &e.Seq, &e.Type, &e.Step, &e.CommandID, &e.LoopID, &frame, &attempt,
-			&e.WorkerID, &payload, &meta, &e.Time); err != nil {
-			return nil, l.opErr(ctx, "read", err)
+	start := len(out)
+	err := l.reread(ctx, func() error {
+		out = out[:start]
+		bctx, cancel := l.bound(ctx)
+		defer cancel()
+		rows, err := l.pool.Query(bctx, l.sql.read, executionID, afterSeq, int64(limit))
+		if err != nil {
+			return err
 		}
-		e.Frame, e.Attempt, e.Payload, e.Meta, e.Time = int(frame), int(attempt), payload, meta, e.Time.UTC()
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			e := eventlog.Event{ExecutionID: executionID}
+			var frame, attempt int64
+			var payload, meta []byte
+			if err := rows.Scan(&e.ID, &e.Seq, &e.Type, &e.Step, &e.CommandID, &e.LoopID, &frame, &attempt,
+				&e.WorkerID, &payload, &meta, &e.Time); err != nil {
+				return err
+			}
+			e.Frame, e.Attempt, e.Payload, e.Meta, e.Time = int(frame), int(attempt), payload, meta, e.Time.UTC()
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, l.opErr(ctx, "read", err)
 	}
 	return out, nil
 }
 
+// reread runs a read, and runs it once more when it failed because the
+// server dropped the session it ran on (a restart, a failover,
+// pg_terminate_backend): the pool may still hold such sessions, idle, and
+// a read repeats without harm. A pool the Log made is reset first, so the
+// second try gets a new session (the other idle ones most likely died with
+// the first); a host's pool is the host's to reset.
+func (l *Log) reread(ctx context.Context, read func() error) error {
+	err := read()
+	if err == nil || ctx.Err() != nil || !pgretry.ConnectionLost(err) {
+		return err
+	}
+	if l.ownPool {
+		l.pool.Reset()
+	}
+	return read()
+}
+
 func (l *Log) lastSeq(ctx context.Context, executionID string) (int64, error) {
 	var seq int64
-	bctx, cancel := l.bound(ctx)
-	defer cancel()
-	err := l.pool.QueryRow(bctx, l.sql.lastSeq, executionID).Scan(&seq)
+	err := l.reread(ctx, func() error {
+		bctx, cancel := l.bound(ctx)
+		defer cancel()
+		return l.pool.QueryRow(bctx, l.sql.lastSeq, executionID).Scan(&seq)
+	})
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return 0, l.opErr(ctx, "wait", err)
 	}
@@ -688,9 +712,11 @@ func (l *Log) Executions(ctx context.Context, q eventlog.ExecutionsQuery) ([]str
 	}
 	if q.After != "" {
 		var first *int64
-		bctx, cancel := l.bound(ctx)
-		err := l.pool.QueryRow(bctx, l.sql.firstID, q.After).Scan(&first)
-		cancel()
+		err := l.reread(ctx, func() error {
+			bctx, cancel := l.bound(ctx)
+			defer cancel()
+			return l.pool.QueryRow(bctx, l.sql.firstID, q.After).Scan(&first)
+		})
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && first == nil) {
 			return nil, nil // an execution this log does not hold
 		}
@@ -718,26 +744,32 @@ func (l *Log) Executions(ctx context.Context, q eventlog.ExecutionsQuery) ([]str
 }
 
 // executionsPage appends to ids at most limit ids after first_id from,
-// in one bounded statement, and returns the first_id of the last.
+// in one bounded statement (see reread), and returns the first_id of the
+// last.
 func (l *Log) executionsPage(ctx context.Context, ids []string, query string, from int64, limit int) ([]string, int64, error) {
-	bctx, cancel := l.bound(ctx)
-	defer cancel()
-	rows, err := l.pool.Query(bctx, query, from, int64(limit))
+	start, last := len(ids), from
+	err := l.reread(ctx, func() error {
+		ids, last = ids[:start], from
+		bctx, cancel := l.bound(ctx)
+		defer cancel()
+		rows, err := l.pool.Query(bctx, query, from, int64(limit))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id, &last); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return rows.Err()
+	})
 	if err != nil {
 		return nil, 0, l.opErr(ctx, "executions", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id, &from); err != nil {
-			return nil, 0, l.opErr(ctx, "executions", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, l.opErr(ctx, "executions", err)
-	}
-	return ids, from, nil
+	return ids, last, nil
 }
 
 func b2i(b bool) int {
