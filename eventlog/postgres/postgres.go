@@ -599,10 +599,12 @@ func (l *Log) readPage(ctx context.Context, out []eventlog.Event, executionID st
 // pg_terminate_backend): the pool may still hold such sessions, idle, and
 // a read repeats without harm. A pool the Log made is reset first, so the
 // second try gets a new session (the other idle ones most likely died with
-// the first); a host's pool is the host's to reset.
+// the first); a host's pool is the host's to reset. A read that ran out of
+// Config.OperationTimeout is not tried again: the bound is the call's.
 func (l *Log) reread(ctx context.Context, read func() error) error {
 	err := read()
-	if err == nil || ctx.Err() != nil || !pgretry.ConnectionLost(err) {
+	if err == nil || ctx.Err() != nil || !pgretry.ConnectionLost(err) ||
+		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
 		return err
 	}
 	if l.ownPool {
