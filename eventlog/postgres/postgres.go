@@ -566,10 +566,8 @@ func (l *Log) Read(ctx context.Context, executionID string, afterSeq int64, limi
 // limit of them, in one bounded statement (see reread).
 func (l *Log) readPage(ctx context.Context, out []eventlog.Event, executionID string, afterSeq int64, limit int) ([]eventlog.Event, error) {
 	start := len(out)
-	err := l.reread(ctx, func() error {
-		out = out[:start]
-		bctx, cancel := l.bound(ctx)
-		defer cancel()
+	err := l.reread(ctx, func(bctx context.Context) error {
+		out = out[:start] // a second try reads the page again
 		rows, err := l.pool.Query(bctx, l.sql.read, executionID, afterSeq, int64(limit))
 		if err != nil {
 			return err
@@ -594,15 +592,21 @@ func (l *Log) readPage(ctx context.Context, out []eventlog.Event, executionID st
 	return out, nil
 }
 
-// reread runs a read, and runs it once more when it failed because the
-// server dropped the session it ran on (a restart, a failover,
+// reread runs a read, bounded by Config.OperationTimeout (bound), and
+// runs it once more, bounded again, when it failed because the server
+// dropped the session it ran on (a restart, a failover,
 // pg_terminate_backend): the pool may still hold such sessions, idle, and
 // a read repeats without harm. A pool the Log made is reset first, so the
 // second try gets a new session (the other idle ones most likely died with
 // the first); a host's pool is the host's to reset. A read that ran out of
 // Config.OperationTimeout is not tried again: the bound is the call's.
-func (l *Log) reread(ctx context.Context, read func() error) error {
-	err := read()
+func (l *Log) reread(ctx context.Context, read func(bctx context.Context) error) error {
+	try := func() error {
+		bctx, cancel := l.bound(ctx)
+		defer cancel()
+		return read(bctx)
+	}
+	err := try()
 	if err == nil || ctx.Err() != nil || !pgretry.ConnectionLost(err) ||
 		errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) {
 		return err
@@ -610,14 +614,12 @@ func (l *Log) reread(ctx context.Context, read func() error) error {
 	if l.ownPool {
 		l.pool.Reset()
 	}
-	return read()
+	return try()
 }
 
 func (l *Log) lastSeq(ctx context.Context, executionID string) (int64, error) {
 	var seq int64
-	err := l.reread(ctx, func() error {
-		bctx, cancel := l.bound(ctx)
-		defer cancel()
+	err := l.reread(ctx, func(bctx context.Context) error {
 		return l.pool.QueryRow(bctx, l.sql.lastSeq, executionID).Scan(&seq)
 	})
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -714,9 +716,7 @@ func (l *Log) Executions(ctx context.Context, q eventlog.ExecutionsQuery) ([]str
 	}
 	if q.After != "" {
 		var first *int64
-		err := l.reread(ctx, func() error {
-			bctx, cancel := l.bound(ctx)
-			defer cancel()
+		err := l.reread(ctx, func(bctx context.Context) error {
 			return l.pool.QueryRow(bctx, l.sql.firstID, q.After).Scan(&first)
 		})
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && first == nil) {
@@ -750,10 +750,8 @@ func (l *Log) Executions(ctx context.Context, q eventlog.ExecutionsQuery) ([]str
 // last.
 func (l *Log) executionsPage(ctx context.Context, ids []string, query string, from int64, limit int) ([]string, int64, error) {
 	start, last := len(ids), from
-	err := l.reread(ctx, func() error {
-		ids, last = ids[:start], from
-		bctx, cancel := l.bound(ctx)
-		defer cancel()
+	err := l.reread(ctx, func(bctx context.Context) error {
+		ids, last = ids[:start], from // a second try reads the page again
 		rows, err := l.pool.Query(bctx, query, from, int64(limit))
 		if err != nil {
 			return err

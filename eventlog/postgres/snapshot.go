@@ -34,9 +34,7 @@ func (l *Log) LoadSnapshot(ctx context.Context, executionID, format string) (eve
 		return eventlog.Snapshot{}, eventlog.ErrClosed
 	}
 	snap := eventlog.Snapshot{ExecutionID: executionID, Format: format}
-	err := l.reread(ctx, func() error {
-		bctx, cancel := l.bound(ctx)
-		defer cancel()
+	err := l.reread(ctx, func(bctx context.Context) error {
 		return l.pool.QueryRow(bctx, l.sql.loadSnapshot, executionID, format).Scan(&snap.Seq, &snap.Data)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
