@@ -1,6 +1,9 @@
 package postgres_test
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +93,83 @@ func TestReadsRideOutKilledSessions(t *testing.T) {
 		kill()
 		if err := op.run(); err != nil {
 			t.Errorf("%s after the log's sessions were ended: %v", op.name, err)
+		}
+	}
+}
+
+// TestReadCutMidStreamIsReadOnce: the connection drops while a read's
+// rows stream in, the client holding part of them. The read runs again
+// on a new session and hands back each event, and each execution, once:
+// what the cut attempt had read is not kept beside the second's.
+func TestReadCutMidStreamIsReadOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	proxy, viaProxy := testenv.NewURLProxy(t, testenv.Postgres(t))
+	// One pooled session: the executions' listing runs on the session
+	// whose reply to the first query (the After id's) the proxy counts.
+	l, err := postgres.Open(ctx, viaProxy+"&pool_max_conns=1", postgres.Config{Schema: randomSchema(t, testPool(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+
+	id := logtest.ExecutionID("cut")
+	events := []eventlog.Event{{ExecutionID: id, Type: eventlog.TypeExecutionStarted}}
+	payload := []byte(`{"pad": "` + strings.Repeat("x", 1000) + `"}`)
+	for i := range 299 {
+		events = append(events, eventlog.Event{ExecutionID: id, Type: eventlog.TypeStepCompleted, Step: fmt.Sprint("s", i), Payload: payload})
+	}
+	if _, err := l.Append(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	var others []eventlog.Event
+	for i := range 3000 {
+		others = append(others, eventlog.Event{ExecutionID: fmt.Sprintf("%s-other-%04d", id, i), Type: eventlog.TypeExecutionStarted})
+	}
+	for chunk := range slices.Chunk(others, 500) {
+		if _, err := l.Append(ctx, chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The read's reply is about 300 KB: cut after 64 KB of it.
+	lost := proxy.LoseReplyAfter([]byte(id), 64<<10)
+	got, err := l.Read(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatalf("Read cut mid-stream: %v", err)
+	}
+	select {
+	case <-lost:
+	default:
+		t.Fatal("the read's reply was not cut")
+	}
+	if len(got) != len(events) {
+		t.Errorf("Read returned %d events, want %d", len(got), len(events))
+	}
+	for i, e := range got {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+	}
+
+	// The listing after id: its first query names id, and its page of
+	// 3,000 ids (about 100 KB) is cut after 20 KB.
+	lost = proxy.LoseReplyAfter([]byte(id), 20<<10)
+	ids, err := l.Executions(ctx, eventlog.ExecutionsQuery{After: id})
+	if err != nil {
+		t.Fatalf("Executions cut mid-stream: %v", err)
+	}
+	select {
+	case <-lost:
+	default:
+		t.Fatal("the listing's reply was not cut")
+	}
+	if len(ids) != len(others) {
+		t.Errorf("Executions returned %d ids, want %d", len(ids), len(others))
+	}
+	for i, x := range ids {
+		if x != others[i].ExecutionID {
+			t.Fatalf("id %d is %s, want %s", i, x, others[i].ExecutionID)
 		}
 	}
 }

@@ -39,6 +39,9 @@ type Proxy struct {
 	marker []byte
 	lose   net.Conn
 	lost   chan struct{}
+	// keep is how many bytes of that reply still go through before the
+	// rest is lost (LoseReplyAfter).
+	keep int
 	// cutAt, with marker, drops the message itself (CutAt) instead of
 	// its reply.
 	cutAt     bool
@@ -212,10 +215,15 @@ func (p *Proxy) gate() chan struct{} {
 // proxy, as a server that crashed or a network that cut out just after a
 // commit does. The client cannot tell whether its request took effect.
 // The returned channel is closed once the reply was lost.
-func (p *Proxy) LoseReplyTo(marker []byte) <-chan struct{} {
+func (p *Proxy) LoseReplyTo(marker []byte) <-chan struct{} { return p.LoseReplyAfter(marker, 0) }
+
+// LoseReplyAfter is LoseReplyTo, losing the target's reply only after its
+// first keep bytes went through: a connection cut while a long answer
+// (a query's rows) streams in, the client holding part of it.
+func (p *Proxy) LoseReplyAfter(marker []byte, keep int) <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.marker, p.lose, p.lost, p.cutAt = bytes.Clone(marker), nil, make(chan struct{}), false
+	p.marker, p.lose, p.lost, p.cutAt, p.keep = bytes.Clone(marker), nil, make(chan struct{}), false, keep
 	return p.lost
 }
 
@@ -232,32 +240,38 @@ func (p *Proxy) CutAt(marker []byte, refuse int) <-chan struct{} {
 	return p.lost
 }
 
-// watch notes, for LoseReplyTo and CutAt, a client message read from src
-// bound for dst (the target), and reports whether data is to be lost, and
-// so the moment to drop every connection: the message itself (CutAt), or
-// a reply read from src, the target, to the marked message (LoseReplyTo).
-func (p *Proxy) watch(dst, src net.Conn, data []byte, toTarget bool) (lose bool) {
+// watch notes, for LoseReplyTo, LoseReplyAfter and CutAt, a client
+// message read from src bound for dst (the target), and reports whether
+// data is to be lost, and so the moment to drop every connection: the
+// message itself (CutAt), or a reply read from src, the target, to the
+// marked message (LoseReplyTo), past its first keep bytes; pass is how
+// much of data still goes through first.
+func (p *Proxy) watch(dst, src net.Conn, data []byte, toTarget bool) (pass int, lose bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if toTarget {
 		if p.marker == nil || !bytes.Contains(data, p.marker) {
-			return false
+			return 0, false
 		}
 		p.marker = nil
 		if p.cutAt {
 			p.refuse = p.cutRefuse
 			close(p.lost)
-			return true
+			return 0, true
 		}
 		p.lose = dst
-		return false
+		return 0, false
 	}
 	if p.lose == nil || p.lose != src {
-		return false
+		return 0, false
 	}
-	p.lose = nil
+	if len(data) <= p.keep {
+		p.keep -= len(data)
+		return 0, false
+	}
+	pass, p.keep, p.lose = p.keep, 0, nil
 	close(p.lost)
-	return true
+	return pass, true
 }
 
 // pipe copies src to dst, holding each read back while the proxy is in a
@@ -276,9 +290,14 @@ func (p *Proxy) pipe(dst, src net.Conn, toTarget bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && p.watch(dst, src, buf[:n], toTarget) {
-			p.DropConnections()
-			return
+		if n > 0 {
+			if pass, lose := p.watch(dst, src, buf[:n], toTarget); lose {
+				if pass > 0 {
+					_, _ = dst.Write(buf[:pass])
+				}
+				p.DropConnections()
+				return
+			}
 		}
 		if n > 0 {
 			if gate := p.gate(); !isClosed(gate) {
