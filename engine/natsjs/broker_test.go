@@ -2,6 +2,7 @@ package natsjs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -38,16 +39,8 @@ func TestStreamsDeletedWhileRunning(t *testing.T) {
 	b.worker(t, "w1", "", time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	id, err := b.eng.Start(ctx, []byte(header+"workflow:\n  - step: start\n    tool: {kind: rec, key: first}\n    next: [second]\n"+
-		"  - step: second\n    tool: {kind: rec, key: second}\n"), engine.StartOptions{File: "t.yaml"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-b.calls.blocked:
-	case <-ctx.Done():
-		t.Fatal("the command never started")
-	}
+	id := b.startBlocked(ctx, t, "workflow:\n  - step: start\n    tool: {kind: rec, key: first}\n    next: [second]\n"+
+		"  - step: second\n    tool: {kind: rec, key: second}\n")
 	js, err := jetstream.New(b.cfg.Conn)
 	if err != nil {
 		t.Fatal(err)
@@ -283,41 +276,16 @@ workflow:
 // NAT that forgot it) while it runs a command, for longer than the
 // command's lease; the engine re-issues the command to another worker.
 // When the connection comes back, the cut-off worker's late report is
-// refused, and the step ends once.
+// refused, and the step ends once. The worker here does not stop its
+// command when cut off (MissedHeartbeats -1), and its tool ignores its
+// context: the engine's fencing alone (TestCutOffWorkerStopsItsCommand
+// is the worker's own).
 func TestWorkerCutOffLongerThanLease(t *testing.T) {
 	b := setup(t, 2*time.Second, 2*time.Second)
-	proxy, purl := testenv.NewURLProxy(t, testenv.NATS(t))
-	nc, err := nats.Connect(purl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	b.calls.block = "slow"
 	b.calls.hang = make(chan struct{})
-	cut := b.cfg
-	cut.Conn = nc
-	treg := tools.NewRegistry()
-	treg.MustRegister("rec", b.calls.tool("cut"))
-	cw, err := natsjs.NewWorker(context.Background(), cut, natsjs.WorkerOptions{Worker: &engine.Worker{ID: "cut", Tools: treg}, Concurrency: 1, Grace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, wstop := context.WithCancel(context.Background())
-	wdone := make(chan struct{})
-	go func() { defer close(wdone); _ = cw.Run(wctx) }()
-	t.Cleanup(func() { wstop(); <-wdone })
-
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	id, err := b.eng.Start(ctx, []byte(header+"workflow:\n  - step: start\n    tool: {kind: rec, key: slow}\n    next: [after]\n  - step: after\n    tool: {kind: rec, key: after}\n"), engine.StartOptions{File: "t.yaml"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-b.calls.blocked:
-	case <-ctx.Done():
-		t.Fatal("the command never started")
-	}
+	proxy, _, id := b.blockBehindProxy(ctx, t, natsjs.WorkerOptions{MissedHeartbeats: -1})
 	proxy.Hole()
 	b.worker(t, "w2", "", time.Second)
 	sum, err := b.eng.Wait(ctx, id)
@@ -351,4 +319,85 @@ func TestWorkerCutOffLongerThanLease(t *testing.T) {
 	if n := b.calls.count("after"); n != 1 {
 		t.Errorf("after ran %d times", n)
 	}
+}
+
+// TestCutOffWorkerStopsItsCommand: a worker's connection goes silent (a
+// NAT that forgot it: the client notices nothing for minutes) while it
+// runs a command. The worker stops the command on its own, before the
+// engine re-issues it to another worker, instead of running on beside
+// that attempt: the call's context ends with ErrCutOff while the
+// connection is still silent. The step ends once, with the other
+// worker's call.
+func TestCutOffWorkerStopsItsCommand(t *testing.T) {
+	const lease = 2 * time.Second
+	// AckWait well past the lease: the engine's re-issue, not a
+	// redelivery, brings the command to the other worker.
+	b := setup(t, lease, 3*lease)
+	b.calls.stopped = make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	proxy, cw, id := b.blockBehindProxy(ctx, t, natsjs.WorkerOptions{})
+	// The engine knows the worker took the command (its first heartbeat
+	// came), so it re-issues it after three missed heartbeats rather than
+	// a whole lease: the deadline the worker stops before.
+	for b.disp.Stats().Heartbeats.Load() == 0 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond) // polling a counter with a deadline
+	}
+	proxy.Hole()
+	select {
+	case cause := <-b.calls.stopped:
+		if !errors.Is(cause, natsjs.ErrCutOff) {
+			t.Errorf("the cut-off call ended with %v, want ErrCutOff", cause)
+		}
+	case <-time.After(4 * lease):
+		t.Fatal("the cut-off worker ran on: its call was not stopped")
+	}
+	if n := cw.Stats().CutOff.Load(); n != 1 {
+		t.Errorf("CutOff = %d, want 1", n)
+	}
+	b.worker(t, "w2", "", time.Second)
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil || sum.Status != engine.StatusCompleted {
+		t.Fatalf("wait: %v %+v", err, sum)
+	}
+	proxy.Resume()
+	if w := b.calls.worker("slow"); w != "w2" {
+		t.Errorf("slow last ran on %q, want w2", w)
+	}
+	if n := b.calls.count("slow"); n != 2 {
+		t.Errorf("slow ran %d times, want 2 (cut off, then on w2)", n)
+	}
+	if n := b.calls.count("after"); n != 1 {
+		t.Errorf("after ran %d times", n)
+	}
+}
+
+// blockBehindProxy starts a worker "cut" of opts, one command at a time,
+// on its own connection through a proxy, then an execution whose step
+// start calls rec with key slow, which blocks (b.calls.block), and then
+// step after. It returns once the blocked call runs on that worker.
+func (b *bundle) blockBehindProxy(ctx context.Context, t *testing.T, opts natsjs.WorkerOptions) (*testenv.Proxy, *natsjs.Worker, string) {
+	t.Helper()
+	proxy, purl := testenv.NewURLProxy(t, testenv.NATS(t))
+	nc, err := nats.Connect(purl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	b.calls.block = "slow"
+	cfg := b.cfg
+	cfg.Conn = nc
+	treg := tools.NewRegistry()
+	treg.MustRegister("rec", b.calls.tool("cut"))
+	opts.Worker, opts.Concurrency, opts.Grace = &engine.Worker{ID: "cut", Tools: treg}, 1, time.Second
+	w, err := natsjs.NewWorker(ctx, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wstop := context.WithCancel(context.Background())
+	wdone := make(chan struct{})
+	go func() { defer close(wdone); _ = w.Run(wctx) }()
+	t.Cleanup(func() { wstop(); <-wdone })
+	return proxy, w, b.startBlocked(ctx, t, "workflow:\n  - step: start\n    tool: {kind: rec, key: slow}\n    next: [after]\n"+
+		"  - step: after\n    tool: {kind: rec, key: after}\n")
 }

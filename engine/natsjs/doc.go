@@ -132,6 +132,18 @@
 // A message the orchestrator does not vouch for is dropped: if it was
 // current after all, the engine's lease re-issues it.
 //
+// The engine fences only the reports of a superseded attempt, not its
+// body: a worker cut off from NATS (a partition, a connection gone silent
+// that the client notices only minutes later) would run on beside the
+// attempt the engine issues elsewhere. So a worker checks, while it runs a
+// command, that it still reaches the NATS server (a flush, four times per
+// heartbeat interval), and stops the command, as at the end of the grace
+// period, half an interval before the engine can re-issue it
+// (WorkerOptions.MissedHeartbeats, the engine's Config.MissedHeartbeats):
+// its context ends with ErrCutOff and a frame hands back the rows it has
+// not started. A tool that ignores its context runs on, and its late
+// report is refused, as before.
+//
 // The first delivery of a message is checked the same way when the
 // message waited in the stream half its command's lease or more (by the
 // server's timestamp and the worker's clock): with no worker taking the

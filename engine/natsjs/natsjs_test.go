@@ -48,6 +48,9 @@ type calls struct {
 	// hang, if set, is what the blocked call waits for instead of ctx: a
 	// worker that died mid-call, from which nothing more comes.
 	hang chan struct{}
+	// stopped, if set, receives the cause of the blocked call's context
+	// once it ends.
+	stopped chan error
 }
 
 func newCalls() *calls {
@@ -87,6 +90,9 @@ func (c *calls) tool(id string) tools.Tool {
 				return tools.Output{Status: tools.StatusError, Error: "the worker died"}, nil
 			}
 			<-ctx.Done()
+			if c.stopped != nil {
+				c.stopped <- context.Cause(ctx)
+			}
 			return tools.Output{Status: tools.StatusError, Error: ctx.Err().Error()}, nil
 		}
 		return tools.Output{Status: tools.StatusSuccess, Data: map[string]any{"key": key, "worker": id, "value": call.Config["value"]}}, nil
@@ -172,6 +178,22 @@ func (b *bundle) startWorker(t *testing.T, id string, opts natsjs.WorkerOptions)
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
 	return w, stop
+}
+
+// startBlocked starts src (header added) and returns its execution id
+// once the call that b.calls.block names runs.
+func (b *bundle) startBlocked(ctx context.Context, t *testing.T, src string) string {
+	t.Helper()
+	id, err := b.eng.Start(ctx, []byte(header+src), engine.StartOptions{File: "t.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.calls.blocked:
+	case <-ctx.Done():
+		t.Fatal("the blocking call never ran")
+	}
+	return id
 }
 
 func (b *bundle) run(t *testing.T, src string) (*engine.Summary, []eventlog.Event) {
@@ -352,19 +374,11 @@ func TestGracefulStopHandsCommandsBack(t *testing.T) {
 	_, stop1 := b.worker(t, "w-1", "", 200*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id, err := b.eng.Start(ctx, []byte(header+`
+	id := b.startBlocked(ctx, t, `
 workflow:
   - step: start
     tool: {kind: rec, key: slow}
-`), engine.StartOptions{File: "t.yaml"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-b.calls.blocked:
-	case <-ctx.Done():
-		t.Fatal("the command never started")
-	}
+`)
 	started := time.Now()
 	stop1()
 	b.worker(t, "w-2", "", time.Second)
@@ -421,19 +435,11 @@ func TestCancelReachesRemoteWorkers(t *testing.T) {
 	b.worker(t, "w1", "", time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id, err := b.eng.Start(ctx, []byte(header+`
+	id := b.startBlocked(ctx, t, `
 workflow:
   - step: start
     tool: {kind: rec, key: long}
-`), engine.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-b.calls.blocked:
-	case <-ctx.Done():
-		t.Fatal("the command never ran")
-	}
+`)
 	if err := b.eng.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}

@@ -145,17 +145,9 @@ func TestSupersededFrameAttemptsLeaveItsRowsAlone(t *testing.T) {
 	// lease_seconds is what the second worker has to start the current
 	// attempt in; max_attempts leaves room for the expiries while no
 	// worker is up.
-	id, err := b.eng.Start(ctx, []byte(header+q.playbookFrame(1,
+	id := b.startBlocked(ctx, t, q.playbookFrame(1,
 		fmt.Sprintf("{max_rows: %d, lease_seconds: 1, max_attempts: 10}", maxRows),
-		"{kind: rec, key: 'job{{ iter.job.id }}'}")), engine.StartOptions{File: "t.yaml"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-b.calls.blocked:
-	case <-ctx.Done():
-		t.Fatal("the first frame never ran")
-	}
+		"{kind: rec, key: 'job{{ iter.job.id }}'}"))
 	// The worker stops fetching and heartbeating, and its call never
 	// returns: to the engine, it died. (Its Run waits for the call.)
 	go kill()

@@ -67,7 +67,22 @@ type WorkerOptions struct {
 	// labels, free slots) on <prefix>.workers. Defaults to
 	// DefaultCapacityEvery (2s).
 	CapacityEvery time.Duration
+	// MissedHeartbeats is the engine's Config.MissedHeartbeats: a command
+	// that has heartbeated is re-issued to another worker after that many
+	// heartbeat intervals without one. A worker that cannot reach the NATS
+	// server for one interval fewer (at least one) stops the command: its
+	// context is cancelled with ErrCutOff, as at the end of the grace
+	// period, so that it does not run on beside the attempt the engine
+	// issues elsewhere. Defaults to engine.DefaultMissedHeartbeats (3);
+	// negative: never stop (the engine still refuses the late reports).
+	MissedHeartbeats int
 }
+
+// ErrCutOff is the cause of the context of a command a worker stopped
+// because it could not reach the NATS server for nearly as long as the
+// engine waits before re-issuing the command (WorkerOptions.MissedHeartbeats):
+// the command is left to the attempt the engine issues to another worker.
+var ErrCutOff = errors.New("natsjs: the worker was cut off from NATS; the command is left to the engine's re-issue")
 
 // WorkerStats counts what a Worker did (read with Stats).
 type WorkerStats struct {
@@ -80,8 +95,9 @@ type WorkerStats struct {
 	Executed, Redelivered, Aged, Dropped atomic.Int64
 	// Abandoned counts commands handed back at the end of the grace
 	// period; Failed those reported failed without running (playbook
-	// source missing or invalid, a panic).
-	Abandoned, Failed atomic.Int64
+	// source missing or invalid, a panic); CutOff those stopped because
+	// the worker could not reach the NATS server (ErrCutOff).
+	Abandoned, Failed, CutOff atomic.Int64
 	// MaxReportBytes is the largest report message published;
 	// TooLarge counts results that did not fit a NATS message and were
 	// reported as the command's failure.
@@ -158,6 +174,9 @@ func NewWorker(ctx context.Context, cfg Config, opts WorkerOptions) (*Worker, er
 	}
 	if opts.CapacityEvery == 0 {
 		opts.CapacityEvery = DefaultCapacityEvery
+	}
+	if opts.MissedHeartbeats == 0 {
+		opts.MissedHeartbeats = engine.DefaultMissedHeartbeats
 	}
 	if len(opts.Labels) > 0 && !namePattern.MatchString(opts.Worker.ID) {
 		return nil, fmt.Errorf("%w: a worker with labels needs a Worker.ID of letters, digits, '-' and '_' (it names its subject), not %q", ErrConfig, opts.Worker.ID)
@@ -468,6 +487,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	cmd.Playbook = pb
 
+	// The command runs on cctx, which the fence cancels when the worker is
+	// cut off from NATS; ctx stays the worker's.
+	cctx, cut := context.WithCancelCause(ctx)
+	defer cut(nil)
+	stopFence := w.fence(cctx, cmd, cut)
 	progress := make(chan struct{})
 	progressDone := make(chan struct{})
 	go func() {
@@ -483,8 +507,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 			}
 		}
 	}()
-	w.execute(ctx, cmd, rep)
-	if msg := rep.tooLarge.Load(); msg != nil && !rep.finished.Load() && ctx.Err() == nil {
+	w.execute(cctx, cmd, rep)
+	stopFence()
+	if msg := rep.tooLarge.Load(); msg != nil && !rep.finished.Load() && cctx.Err() == nil {
 		w.log.Error(*msg, "command_id", cmd.ID, "execution_id", cmd.ExecutionID)
 		if err := w.opts.Worker.Fail(ctx, cmd, rep, *msg); err != nil {
 			w.log.Warn("natsjs: reporting a frame whose claim is too large; its lease re-issues it", "command_id", cmd.ID, "error", err)
@@ -494,7 +519,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	<-progressDone
 
 	switch {
-	case rep.finished.Load() || ctx.Err() == nil:
+	case rep.finished.Load() || cctx.Err() == nil:
 		w.stats.Executed.Add(1)
 		_ = msg.Ack()
 	case rep.claimed.Load() && len(cmd.Rows) == 0:
@@ -507,6 +532,61 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		w.stats.Abandoned.Add(1)
 		_ = msg.Nak()
 	}
+}
+
+// fence watches, while cmd runs, that the worker still reaches the NATS
+// server: four times per heartbeat interval of cmd, a flush (a round trip
+// to the server) bounded by a quarter interval. A flush that succeeds at
+// r proves the heartbeats sent before r arrived, the last of them at most
+// an interval before r, so the engine re-issues the command no sooner than
+// MissedHeartbeats-1 intervals after r. Half an interval before that (at
+// least a quarter interval after r), fence cancels ctx with ErrCutOff
+// through cut: the engine is about to hand the command to another worker,
+// and this attempt's reports would be refused. The command then ends as at
+// the end of the grace period (a frame hands back the rows it has not
+// started). A connection gone silent (a NAT that forgot it) is noticed
+// too, where the client itself notices only after minutes of unanswered
+// pings. The returned stop ends the watch without waiting for a flush in
+// progress.
+func (w *Worker) fence(ctx context.Context, cmd *engine.Command, cut context.CancelCauseFunc) (stop func()) {
+	beat := cmd.Heartbeat
+	if beat <= 0 {
+		beat = cmd.Lease / dsl.HeartbeatsPerLease
+	}
+	if beat <= 0 || w.opts.MissedHeartbeats < 0 {
+		return func() {}
+	}
+	every := max(beat/4, time.Millisecond)
+	after := max(time.Duration(w.opts.MissedHeartbeats-1)*beat-beat/2, every)
+	wctx, quit := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		reached := time.Now()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			fctx, cancel := context.WithTimeout(wctx, every)
+			err := w.cfg.Conn.FlushWithContext(fctx)
+			cancel()
+			switch {
+			case wctx.Err() != nil:
+				return
+			case err == nil:
+				reached = time.Now()
+			case time.Since(reached) >= after:
+				w.stats.CutOff.Add(1)
+				w.log.Warn("natsjs: cut off from NATS; stopping the command before the engine re-issues it to another worker",
+					"command_id", cmd.ID, "execution_id", cmd.ExecutionID, "unreachable_for", time.Since(reached).Round(time.Millisecond), "error", err)
+				cut(ErrCutOff)
+				return
+			}
+		}
+	}()
+	return quit
 }
 
 // execute runs cmd, turning a panic into a failure report.
