@@ -285,7 +285,7 @@ func TestWorkerCutOffLongerThanLease(t *testing.T) {
 	b.calls.hang = make(chan struct{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	proxy, _, id := b.blockBehindProxy(ctx, t, natsjs.WorkerOptions{MissedHeartbeats: -1})
+	proxy, _, id := b.blockBehindProxy(ctx, t, natsjs.WorkerOptions{MissedHeartbeats: -1}, "slow", slowThenAfter)
 	proxy.Hole()
 	b.worker(t, "w2", "", time.Second)
 	sum, err := b.eng.Wait(ctx, id)
@@ -336,13 +336,7 @@ func TestCutOffWorkerStopsItsCommand(t *testing.T) {
 	b.calls.stopped = make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	proxy, cw, id := b.blockBehindProxy(ctx, t, natsjs.WorkerOptions{})
-	// The engine knows the worker took the command (its first heartbeat
-	// came), so it re-issues it after three missed heartbeats rather than
-	// a whole lease: the deadline the worker stops before.
-	for b.disp.Stats().Heartbeats.Load() == 0 && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond) // polling a counter with a deadline
-	}
+	proxy, cw, id := b.blockBehindProxy(ctx, t, natsjs.WorkerOptions{}, "slow", slowThenAfter)
 	proxy.Hole()
 	select {
 	case cause := <-b.calls.stopped:
@@ -372,11 +366,17 @@ func TestCutOffWorkerStopsItsCommand(t *testing.T) {
 	}
 }
 
-// blockBehindProxy starts a worker "cut" of opts, one command at a time,
-// on its own connection through a proxy, then an execution whose step
-// start calls rec with key slow, which blocks (b.calls.block), and then
-// step after. It returns once the blocked call runs on that worker.
-func (b *bundle) blockBehindProxy(ctx context.Context, t *testing.T, opts natsjs.WorkerOptions) (*testenv.Proxy, *natsjs.Worker, string) {
+// slowThenAfter is a playbook whose step start calls rec with key slow,
+// then step after with key after.
+const slowThenAfter = "workflow:\n  - step: start\n    tool: {kind: rec, key: slow}\n    next: [after]\n" +
+	"  - step: after\n    tool: {kind: rec, key: after}\n"
+
+// blockBehindProxy starts a worker "cut" of opts (its Worker made here
+// unless opts has one), one command at a time, on its own connection
+// through a proxy, then an execution of src, whose call with key block
+// blocks (b.calls.block). It returns once that call runs on the worker
+// and the worker's first heartbeat reached the dispatcher.
+func (b *bundle) blockBehindProxy(ctx context.Context, t *testing.T, opts natsjs.WorkerOptions, block, src string) (*testenv.Proxy, *natsjs.Worker, string) {
 	t.Helper()
 	proxy, purl := testenv.NewURLProxy(t, testenv.NATS(t))
 	nc, err := nats.Connect(purl)
@@ -384,12 +384,15 @@ func (b *bundle) blockBehindProxy(ctx context.Context, t *testing.T, opts natsjs
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	b.calls.block = "slow"
+	b.calls.block = block
 	cfg := b.cfg
 	cfg.Conn = nc
-	treg := tools.NewRegistry()
-	treg.MustRegister("rec", b.calls.tool("cut"))
-	opts.Worker, opts.Concurrency, opts.Grace = &engine.Worker{ID: "cut", Tools: treg}, 1, time.Second
+	if opts.Worker == nil {
+		treg := tools.NewRegistry()
+		treg.MustRegister("rec", b.calls.tool("cut"))
+		opts.Worker = &engine.Worker{ID: "cut", Tools: treg}
+	}
+	opts.Concurrency, opts.Grace = 1, time.Second
 	w, err := natsjs.NewWorker(ctx, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -398,6 +401,60 @@ func (b *bundle) blockBehindProxy(ctx context.Context, t *testing.T, opts natsjs
 	wdone := make(chan struct{})
 	go func() { defer close(wdone); _ = w.Run(wctx) }()
 	t.Cleanup(func() { wstop(); <-wdone })
-	return proxy, w, b.startBlocked(ctx, t, "workflow:\n  - step: start\n    tool: {kind: rec, key: slow}\n    next: [after]\n"+
-		"  - step: after\n    tool: {kind: rec, key: after}\n")
+	id := b.startBlocked(ctx, t, src)
+	// The engine knows the worker took the command (its first heartbeat
+	// came before the proxy cuts it off), so it re-issues the command
+	// after missed heartbeats rather than a whole lease: the deadline the
+	// worker stops before.
+	for b.disp.Stats().Heartbeats.Load() == 0 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond) // polling a counter with a deadline
+	}
+	return proxy, w, id
+}
+
+// TestCutOffWorkerStopsItsFrame is TestCutOffWorkerStopsItsCommand for a
+// cursor loop's frame: the worker cut off in the middle of its frame's
+// first row stops the row, and does not start the frame's other rows;
+// the frame re-issued with its recorded rows runs them on the other
+// worker, and the queue drains with every other row run once.
+func TestCutOffWorkerStopsItsFrame(t *testing.T) {
+	const n, maxRows = 6, 3
+	b := setup(t, time.Minute, time.Minute)
+	b.calls.stopped = make(chan error, 1)
+	q := newJobDB(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	proxy, cw, id := b.blockBehindProxy(ctx, t, natsjs.WorkerOptions{Worker: q.worker(b, "cut", nil)},
+		"job1", q.playbookFrame(1, fmt.Sprintf("{max_rows: %d, row_concurrency: 1, lease_seconds: 2}", maxRows),
+			"{kind: rec, key: 'job{{ iter.job.id }}'}"))
+	proxy.Hole()
+	select {
+	case cause := <-b.calls.stopped:
+		if !errors.Is(cause, natsjs.ErrCutOff) {
+			t.Errorf("the cut-off row ended with %v, want ErrCutOff", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cut-off worker ran on: its row was not stopped")
+	}
+	b.startWorker(t, "w2", natsjs.WorkerOptions{Worker: q.worker(b, "w2", nil), Concurrency: 1})
+	sum, err := b.eng.Wait(ctx, id)
+	if err != nil || sum.Status != engine.StatusCompleted {
+		t.Fatalf("wait: %v %+v", err, sum)
+	}
+	proxy.Resume()
+	if n := cw.Stats().CutOff.Load(); n != 1 {
+		t.Errorf("CutOff = %d, want 1", n)
+	}
+	if c := b.calls.count("job1"); c != 2 {
+		t.Errorf("job1 ran %d times, want 2 (cut off, then on w2)", c)
+	}
+	for i := 2; i <= n; i++ {
+		if c := b.calls.count(fmt.Sprintf("job%d", i)); c != 1 {
+			t.Errorf("job%d ran %d times, want once", i, c)
+		}
+	}
+	var left int
+	if err := q.db.QueryRow(`SELECT count(*) FROM jobs WHERE status <> 'done'`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d rows not done (%v)", left, err)
+	}
 }
