@@ -116,7 +116,12 @@ func structuredOutput(out map[string]any) (map[string]any, bool) {
 	}
 	if code, ok := statusInt(statusCode(out)); ok {
 		ev["status"] = code
-		ev["kind"], ev["retryable"] = httpErrorKind(code)
+		if code >= 400 {
+			ev["kind"], ev["retryable"] = httpErrorKind(code)
+		}
+		// Below 400 the status is not the failure (no response, status 0;
+		// a 200 whose body was cut short): the tool's data.retryable says
+		// whether sending it again may help.
 	}
 	if timedOut(out) {
 		ev["kind"], ev["retryable"] = errKindTimeout, true

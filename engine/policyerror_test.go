@@ -3,6 +3,7 @@ package engine_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -211,4 +212,75 @@ workflow:
 			t.Fatal("no step.failed")
 		})
 	}
+}
+
+// TestConnectionLostMidBodyIsRetryableForGET: the rule NoETL's pagination
+// playbooks end with (when output.error.retryable: retry) retries a GET
+// whose response came with its status and then lost its connection
+// mid-body, until the body comes whole; a POST cut the same way is not
+// sent again (the server may have acted on it), and the step fails.
+func TestConnectionLostMidBodyIsRetryableForGET(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		method, status string
+		calls          int64
+	}{
+		{"GET", engine.StatusCompleted, 2},
+		{"POST", engine.StatusFailed, 1},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			t.Parallel()
+			var calls atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if calls.Add(1) == 1 {
+					cutMidBody(w)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"rows": [1, 2, 3]}`))
+			}))
+			defer srv.Close()
+			b := setupWith(t, engine.Config{Tools: httpTools()})
+			sum, evs := b.run(t, header+`
+workload: {url: "`+srv.URL+`"}
+workflow:
+  - step: start
+    tool:
+      kind: http
+      method: `+tc.method+`
+      url: '{{ url }}/rows'
+      spec:
+        policy:
+          rules:
+            - when: "{{ output.error.retryable }}"
+              then: {do: retry, attempts: 3, delay: 0}
+            - when: "{{ output.status == 'error' }}"
+              then: {do: fail}
+            - else:
+                then: {do: continue}
+`, nil)
+			defer dumpOnFail(t, evs)
+			if sum.Status != tc.status {
+				t.Fatalf("status %s (%s), want %s", sum.Status, sum.Error, tc.status)
+			}
+			if n := calls.Load(); n != tc.calls {
+				t.Fatalf("%s sent %d times, want %d", tc.method, n, tc.calls)
+			}
+		})
+	}
+}
+
+// cutMidBody answers 200 with a body of 100 bytes and resets the
+// connection after the first 10.
+func cutMidBody(w http.ResponseWriter) {
+	conn, buf, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"rows\": [")
+	_ = buf.Flush()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0) // close with a reset, not a FIN
+	}
+	_ = conn.Close()
 }

@@ -54,7 +54,16 @@
 // or timeout is an error Output with status_code 0; a request that ran
 // out of time (the task's timeout, the step's spec.timeout, a dial or read
 // timeout) also has HTTP "timeout": true, which policy rules see as
-// output.error.kind "timeout", as they do an HTTP 408 or 504.
+// output.error.kind "timeout", as they do an HTTP 408 or 504. Such an
+// Output, and one whose body could not be read, has Data "retryable"
+// (output.error.retryable to policy rules): true for a timeout, for a
+// request that reached no server (a connection refused or unreachable, a
+// DNS lookup that failed for now) and, when its method is idempotent (GET,
+// HEAD, OPTIONS, TRACE, PUT, DELETE), for a connection lost during the
+// exchange (reset, closed early, a body cut short): a POST the server may
+// have acted on is not sent twice by a rule that retries what is
+// retryable. An unknown host, a certificate refused, a cancel and a body
+// over the size cap are not retryable.
 //
 // A body the server sends with Content-Encoding gzip or deflate is
 // decoded, also when the task asked for it with its own Accept-Encoding

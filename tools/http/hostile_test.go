@@ -669,3 +669,59 @@ func TestTruncatedBody(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryableSaysWhetherToSendAgain: data.retryable (policy rules'
+// output.error.retryable) is true for a request that reached no server,
+// whatever its method, and for a connection lost mid-body only when the
+// method is idempotent; a certificate refused and a body over the size
+// cap are not retryable.
+func TestRetryableSaysWhetherToSendAgain(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String() + "/"
+	ln.Close() // nothing listens there now
+	mux := nethttp.NewServeMux()
+	mux.HandleFunc("/cut", func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		conn, buf, err := w.(nethttp.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"rows\": [")
+		buf.Flush()
+		conn.(*net.TCPConn).SetLinger(0) // a reset, not a FIN
+		conn.Close()
+	})
+	mux.HandleFunc("/big", func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		w.Write(bytes.Repeat([]byte("x"), 4096))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	tlsSrv := httptest.NewTLSServer(mux) // its certificate is not one the tool trusts
+	t.Cleanup(tlsSrv.Close)
+	tool := cfhttp.New(cfhttp.Config{NoPacing: true, MaxBodyBytes: 1024})
+	for _, c := range []struct {
+		what, method, url string
+		want              bool
+	}{
+		{"refused GET", "GET", refused, true},
+		{"refused POST", "POST", refused, true},
+		{"cut GET", "GET", srv.URL + "/cut", true},
+		{"cut PUT", "PUT", srv.URL + "/cut", true},
+		{"cut POST", "POST", srv.URL + "/cut", false},
+		{"cut PATCH", "PATCH", srv.URL + "/cut", false},
+		{"untrusted certificate", "GET", tlsSrv.URL + "/big", false},
+		{"over the size cap", "GET", srv.URL + "/big", false},
+	} {
+		out, err := tool.Execute(context.Background(), &tools.Call{Config: map[string]any{"url": c.url, "method": c.method}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := out.Data.(map[string]any)
+		if out.Status != tools.StatusError || data["retryable"] != c.want {
+			t.Errorf("%s: status %q retryable %v (%s), want an error with retryable %v", c.what, out.Status, data["retryable"], out.Error, c.want)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -18,6 +20,7 @@ import (
 	nethttp "net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cursorflow/cursorflow/internal/jsonnum"
@@ -153,7 +156,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 	host := req.URL.Host
 	if t.pace != nil {
 		if err := t.pace.acquire(ctx, host); err != nil {
-			return noResponse(ctx, err, fmt.Sprintf("%s %s: waiting for the host's rate limit: %v", req.Method, redactURL(req.URL), err)), nil
+			return noResponse(ctx, req.Method, err, fmt.Sprintf("%s %s: waiting for the host's rate limit: %v", req.Method, redactURL(req.URL), err)), nil
 		}
 	}
 	resp, err := client.Do(req)
@@ -185,7 +188,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		if cred != nil {
 			msg = tools.Redact(msg, *cred)
 		}
-		return noResponse(ctx, err, msg), nil
+		return noResponse(ctx, req.Method, err, msg), nil
 	}
 	defer resp.Body.Close()
 
@@ -244,6 +247,7 @@ func (t *Tool) Execute(ctx context.Context, call *tools.Call) (tools.Output, err
 		}
 		out := t.bodyError(req, resp, cred, err)
 		out.HTTP["timeout"] = true
+		out.Data.(map[string]any)["retryable"] = true
 		return out, nil
 	}
 	headers := flattenHeaders(resp.Header)
@@ -331,7 +335,9 @@ func joinChunks(chunks [][]byte, total int64) []byte {
 }
 
 // bodyError is the output of a response whose body could not be read
-// (err, told with the request's redacted URL).
+// (err, told with the request's redacted URL); its data.retryable says
+// whether the body may come whole if the request is sent again
+// (transient).
 func (t *Tool) bodyError(req *nethttp.Request, resp *nethttp.Response, cred *tools.Credential, err error) tools.Output {
 	headers := flattenHeaders(resp.Header)
 	msg := fmt.Sprintf("%s %s: read body: %v", req.Method, redactURL(req.URL), err)
@@ -342,9 +348,55 @@ func (t *Tool) bodyError(req *nethttp.Request, resp *nethttp.Response, cred *too
 	return tools.Output{
 		Status: tools.StatusError,
 		Error:  msg,
-		Data:   map[string]any{"status_code": resp.StatusCode, "headers": headers, "data": nil},
+		Data:   map[string]any{"status_code": resp.StatusCode, "headers": headers, "data": nil, "retryable": transient(req.Method, err)},
 		HTTP:   map[string]any{"status": resp.StatusCode, "headers": headers},
 	}
+}
+
+// transient reports whether a request of method that failed with err
+// (no response, or a body cut short) may succeed if sent again unchanged:
+// when no connection was made (refused, unreachable, a DNS lookup that
+// failed for now), whatever the method, since nothing reached the server;
+// when the connection was lost during the exchange (reset, closed early,
+// a body cut short), only for an idempotent method (RFC 9110, 9.2.2),
+// since the server may have acted on the request already. A cancel, an
+// unknown host, a certificate refused and a body over the size cap are
+// not transient; a timeout is told apart (http.timeout) and retryable
+// whatever the method, as an HTTP 504 is.
+func transient(method string, err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return dnsErr.IsTemporary || dnsErr.IsTimeout
+	}
+	var certErr *tls.CertificateVerificationError
+	var hostErr x509.HostnameError
+	var authErr x509.UnknownAuthorityError
+	var invalidErr x509.CertificateInvalidError
+	if errors.As(err, &certErr) || errors.As(err, &hostErr) || errors.As(err, &authErr) || errors.As(err, &invalidErr) {
+		return false
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return idempotent(method)
+	}
+	return false
+}
+
+// idempotent reports whether a request of method may be sent twice with
+// the effect of once (RFC 9110, 9.2.2).
+func idempotent(method string) bool {
+	switch method {
+	case nethttp.MethodGet, nethttp.MethodHead, nethttp.MethodOptions, nethttp.MethodTrace, nethttp.MethodPut, nethttp.MethodDelete:
+		return true
+	}
+	return false
 }
 
 // decodeBody returns resp's body decoded of its Content-Encoding when it
@@ -373,19 +425,22 @@ func decodeBody(resp *nethttp.Response) (io.ReadCloser, error) {
 	return io.NopCloser(resp.Body), nil
 }
 
-// noResponse is the output of a request that got no response (err, told
-// as msg): status 0, no headers, no data; http.timeout when it failed for
-// lack of time, so that policy rules tell it from other failures
-// (output.error.kind timeout), there being no status to say so.
-func noResponse(ctx context.Context, err error, msg string) tools.Output {
+// noResponse is the output of a request of method that got no response
+// (err, told as msg): status 0, no headers, no data; http.timeout when it
+// failed for lack of time, so that policy rules tell it from other
+// failures (output.error.kind timeout), there being no status to say so;
+// data.retryable when it failed for lack of time or transient says the
+// request may succeed if sent again (output.error.retryable).
+func noResponse(ctx context.Context, method string, err error, msg string) tools.Output {
 	info := map[string]any{"status": 0, "headers": map[string]any{}}
-	if timedOut(ctx, err) {
+	late := timedOut(ctx, err)
+	if late {
 		info["timeout"] = true
 	}
 	return tools.Output{
 		Status: tools.StatusError,
 		Error:  msg,
-		Data:   map[string]any{"status_code": 0, "headers": map[string]any{}, "data": nil},
+		Data:   map[string]any{"status_code": 0, "headers": map[string]any{}, "data": nil, "retryable": late || transient(method, err)},
 		HTTP:   info,
 	}
 }
