@@ -148,6 +148,19 @@ type Reporter interface {
 	Heartbeat(ctx context.Context, executionID, commandID string) error
 }
 
+// Voucher is a Reporter that can say at once whether an attempt is still
+// the one its command runs under. The engine's own (Engine.Reporter) is
+// one. A transport asks before it runs a command message it may hold a
+// stale copy of (delivered again, or left waiting in a queue): the answer
+// that vouches for an attempt renews its lease as a heartbeat does, in
+// the same step, so the engine cannot re-issue the command between the
+// answer and the worker's first heartbeat and have it run twice; an
+// attempt the engine re-issued, settled or does not drive is refused with
+// ErrStale.
+type Voucher interface {
+	Vouch(ctx context.Context, executionID, commandID string) error
+}
+
 // ChainReporter is a Reporter that records a frame's outcome and the
 // claim of its slot's next frame in one step, so a cursor slot pays one
 // event-log append per frame instead of two (frame.done, then the next

@@ -76,6 +76,9 @@ const (
 	msgDrain
 	// msgFlush is answered once everything folded before it is recorded.
 	msgFlush
+	// msgVouch is answered nil when its command's attempt holds a lease
+	// (which it renews, as a heartbeat), ErrStale otherwise (Vouch).
+	msgVouch
 )
 
 type message struct {
@@ -746,6 +749,11 @@ func (o *orchestrator) Heartbeat(ctx context.Context, executionID, commandID str
 	case <-o.done:
 		return ErrClosed
 	}
+}
+
+// Vouch implements Voucher.
+func (o *orchestrator) Vouch(ctx context.Context, executionID, commandID string) error {
+	return o.send(ctx, message{kind: msgVouch, ev: eventlog.Event{ExecutionID: executionID, CommandID: commandID}})
 }
 
 // stopped reports whether the loop has stopped.

@@ -311,12 +311,17 @@ func (o *orchestrator) fold(ctx context.Context, b *batch, msgs []message) {
 					b.events = append(b.events, o.loadAwaitedIDs(ctx, ex, []string{child}, now, resume)...)
 				}
 			}
-		case msgHeartbeat:
+		case msgHeartbeat, msgVouch:
+			err := ErrStale
 			if ex := o.execs[m.ev.ExecutionID]; ex != nil {
 				if l := ex.leases[m.ev.CommandID]; l != nil && (!ex.cancelRecorded || now.Sub(ex.cancelAt) <= l.lease) {
 					l.alive(now, o.missed)
 					o.wakeBy(ex, l.deadline) // it may have come forward
+					err = nil
 				}
+			}
+			if m.kind == msgVouch {
+				m.reply <- err
 			}
 		case msgStart, msgLoad:
 			id := m.state.ExecutionID

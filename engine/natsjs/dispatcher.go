@@ -407,7 +407,7 @@ func (d *Dispatcher) Serve(ctx context.Context, rep engine.Reporter) error {
 			return
 		}
 		d.stats.Checks.Add(1)
-		v := d.check(h.ExecutionID, h.CommandID)
+		v := d.vouch(ctx, rep, h.ExecutionID, h.CommandID, d.check(h.ExecutionID, h.CommandID))
 		if v != checkRun {
 			d.stats.CheckDrop.Add(1)
 		}
@@ -645,6 +645,36 @@ func (d *Dispatcher) check(executionID, commandID string) string {
 		return checkCancelled
 	}
 	return checkRun
+}
+
+// vouchTimeout bounds the engine's answer to a staleness check; a check
+// it does not answer in time is answered stale (the engine's lease
+// re-issues the command if it was current after all).
+const vouchTimeout = time.Second
+
+// vouch confirms verdict v of a staleness check with the engine when its
+// Reporter answers at once (engine.Voucher): an attempt the dispatcher's
+// table calls current (to run, or to settle a cancel) may be one the engine
+// is re-issuing at this moment, and a worker that ran it on the table's
+// word alone would run it beside its successor. The engine's answer renews
+// the attempt's lease in the same step, so it is not re-issued once
+// vouched for; an attempt it refuses (or does not answer for in time) is
+// stale.
+func (d *Dispatcher) vouch(ctx context.Context, rep engine.Reporter, executionID, commandID, v string) string {
+	vr, ok := rep.(engine.Voucher)
+	if !ok || (v != checkRun && v != checkCancelled) {
+		return v
+	}
+	vctx, cancel := context.WithTimeout(ctx, vouchTimeout)
+	defer cancel()
+	if err := vr.Vouch(vctx, executionID, commandID); err != nil {
+		if !errors.Is(err, engine.ErrStale) {
+			d.log.Warn("natsjs: the engine did not vouch for a command in time; dropping it (its lease re-issues it)",
+				"command_id", commandID, "execution_id", executionID, "error", err)
+		}
+		return verdictStale
+	}
+	return v
 }
 
 func (d *Dispatcher) sweep() {

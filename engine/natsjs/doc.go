@@ -129,8 +129,12 @@
 // rows under the same token, and the rows recorded by frame.claimed would
 // be left behind; the engine's re-issue brings them instead). A message
 // of an execution being cancelled runs knowing it, so it settles at once.
-// A message the orchestrator does not vouch for is dropped: if it was
-// current after all, the engine's lease re-issues it.
+// The engine answers the check itself (engine.Voucher) and renews the
+// attempt's lease with the answer, as a first heartbeat would, so an
+// attempt whose lease was about to run out is not re-issued after it was
+// vouched for and run twice. A message the orchestrator does not vouch
+// for is dropped: if it was current after all, the engine's lease
+// re-issues it.
 //
 // The engine fences only the reports of a superseded attempt, not its
 // body: a worker cut off from NATS (a partition, a connection gone silent
