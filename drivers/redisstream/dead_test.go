@@ -84,7 +84,8 @@ func TestDeadEntriesBuriedOnCommit(t *testing.T) {
 	})
 
 	t.Run("lease lapses", func(t *testing.T) {
-		ctx := t.Context()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
 		spec, ids := exhaust(t, 300*time.Millisecond, nil)
 		// The claimer lists them dead and is killed before the engine's
 		// record: it never commits, aborts or closes.

@@ -146,10 +146,13 @@ func TestConnectGivesUpWithItsContext(t *testing.T) {
 		done <- err
 	}()
 	// Wait until it has been refused a few times, then end its context.
+	deadline := time.After(10 * time.Second)
 	for proxy.Accepted() < 3 {
 		select {
 		case err := <-done:
 			t.Fatalf("Connect returned %v while no server answered", err)
+		case <-deadline:
+			t.Fatalf("Connect tried %d times in 10s, want 3", proxy.Accepted())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
