@@ -249,16 +249,7 @@ workflow:
       kind: http
       method: `+tc.method+`
       url: '{{ url }}/rows'
-      spec:
-        policy:
-          rules:
-            - when: "{{ output.error.retryable }}"
-              then: {do: retry, attempts: 3, delay: 0}
-            - when: "{{ output.status == 'error' }}"
-              then: {do: fail}
-            - else:
-                then: {do: continue}
-`, nil)
+      spec:`+retryRules("output.error.retryable"), nil)
 			defer dumpOnFail(t, evs)
 			if sum.Status != tc.status {
 				t.Fatalf("status %s (%s), want %s", sum.Status, sum.Error, tc.status)

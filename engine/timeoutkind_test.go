@@ -12,18 +12,25 @@ import (
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
 
-// timeoutRules retries a failure that ran out of time, as a user writes
-// it with NoETL's output.error.kind, and fails on any other error.
-const timeoutRules = `
+// retryRules is a task's spec.policy (under spec:) as a user writes it
+// with NoETL's output.error: retry (three attempts in all) when the
+// condition holds, fail on any other error, continue otherwise.
+func retryRules(when string) string {
+	return `
         policy:
           rules:
-            - when: "{{ output.status == 'error' and output.error.kind == 'timeout' and output.error.retryable }}"
+            - when: "{{ ` + when + ` }}"
               then: {do: retry, attempts: 3, delay: 0}
             - when: "{{ output.status == 'error' }}"
               then: {do: fail}
             - else:
                 then: {do: continue}
 `
+}
+
+// timeoutRules retries a failure that ran out of time, and fails on any
+// other error.
+var timeoutRules = retryRules("output.status == 'error' and output.error.kind == 'timeout' and output.error.retryable")
 
 // TestHTTPClientTimeoutIsKindTimeout: a request the http tool's own
 // timeout cut (the endpoint never answers) is output.error.kind timeout,
