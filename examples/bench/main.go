@@ -402,7 +402,7 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 					return fmt.Errorf("%s N=%d run %d: %w", m.name, n, run+1, err)
 				}
 				res[m.name] = append(res[m.name], r)
-				fmt.Fprintf(out, "  run %d/%d N=%d %-20s %10s items/s %7.2fs cpu %6.1f µs/item pg %6s µs/item busy %4s peak live %6.1f MB alloc %5.0f B/item %3d GCs\n",
+				fmt.Fprintf(out, "  run %d/%d N=%d %-20s %10s items/s in %6.2fs, cpu %6.1f µs/item, pg %6s µs/item, busy %4s, peak live %6.1f MB, alloc %5.0f B/item, %3d GCs\n",
 					run+1, c.runs, n, m.name, rateText(r.rate()), r.seconds, cpuPerItem(r), serverText(r), busyText(r.busy), mb(r.peakHeap),
 					allocPerItem(r), r.gcs)
 			}
