@@ -43,8 +43,14 @@ func TestLostAttemptHoldsTheDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := b.latest(t)
-	if st, err := engine.Inspect(b.ctx, b.log, b.id); err != nil || st.Status != engine.StatusRunning {
+	st, err := engine.Inspect(b.ctx, b.log, b.id)
+	if err != nil || st.Status != engine.StatusRunning {
 		t.Fatalf("after a claim found nothing within a lease of the loss: status %v (%v), want the loop still running", st.Status, err)
+	}
+	// The status says how long the loop waits, so that a run that looks
+	// idle (every row it could reach done) says why it does not end.
+	if got, want := st.Loops["start#1"].HoldUntil, lostAt.Add(untakenLease+time.Second); got.Before(want.Add(-2*time.Millisecond)) || got.After(want.Add(2*time.Millisecond)) {
+		t.Fatalf("loop status hold_until = %v, want %v (a frame lease and a second after the loss)", got, want)
 	}
 	// The hold runs a frame lease (10 s) and a second from the loss.
 	if wantHold := untakenLease + time.Second - b.clk.Now().Sub(lostAt); held.ID != "start#1/s0.f2@1" || held.Hold < wantHold || held.Hold > wantHold+2*time.Millisecond {
@@ -69,6 +75,9 @@ func TestLostAttemptHoldsTheDrain(t *testing.T) {
 	})
 	if sum.Status != engine.StatusCompleted {
 		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	if st, err := engine.Inspect(b.ctx, b.log, b.id); err != nil || !st.Loops["start#1"].HoldUntil.IsZero() {
+		t.Fatalf("finished loop: hold_until %v (%v), want none", st.Loops["start#1"].HoldUntil, err)
 	}
 	if st := b.statuses(t); st["done"] != 6 {
 		t.Fatalf("job statuses %v, want the 6 rows done", st)

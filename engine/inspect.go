@@ -67,8 +67,18 @@ type LoopStatus struct {
 	// because the cursor has no release statement to hand them back (as
 	// validate warns): they wait for the playbook's own SQL, or a hand.
 	// Abandoned + Unreleased are the loop's rows left claimed.
-	Unreleased int  `json:"unreleased,omitempty"`
-	Finished   bool `json:"finished"`
+	Unreleased int `json:"unreleased,omitempty"`
+	// HoldUntil (a running cursor loop) is set after a frame attempt was
+	// lost (its worker died or went silent, or the process driving the
+	// execution was killed): what that attempt may have claimed without
+	// recording it stays out of the other claims' reach (a stalled
+	// claimer's transaction keeps its rows locked) until the source takes
+	// it back, a frame lease after the loss. Until then a claim that
+	// finds nothing does not end the loop, so a loop whose rows are all
+	// done waits for HoldUntil before it finishes. Zero when no attempt
+	// was lost or the loop has finished.
+	HoldUntil time.Time `json:"hold_until,omitzero"`
+	Finished  bool      `json:"finished"`
 	// Status is the loop's outcome: running, completed or failed as its
 	// step's run ended, or the execution's end (cancelled, failed) for a
 	// loop that was running when the execution ended.
@@ -138,6 +148,9 @@ func (s *State) loopStatus(id string, l *loopState) LoopStatus {
 		ls.Cancelled = l.Cancelled
 		ls.Unreleased = l.Unreleased
 		ls.Done = ls.OK + ls.Failed + ls.Dead
+		if !ls.Finished {
+			ls.HoldUntil = l.HoldUntil
+		}
 	case dsl.ModeFanout:
 		// A fan-out loop counts its shards.
 		ls.Items, ls.Done, ls.OK, ls.Failed, ls.Cancelled = l.Shards, l.Done-l.Cancelled, l.OK, l.Failed-l.Cancelled, l.Cancelled

@@ -83,8 +83,16 @@ func (p *progress) render(st *engine.Status) []string {
 	for _, id := range ids {
 		l := st.Loops[id]
 		if l.Mode == "cursor" {
-			lines = append(lines, fmt.Sprintf("  %s  rows %s done · %s failed · %s dead · %s rows/s · %d frames in flight · %s",
-				id, grouped(int64(l.OK)), grouped(int64(l.Failed)), grouped(int64(l.Dead)), rate(l.Rate), l.InFlight, p.elapsed(l.StartedAt, time.Time{})))
+			line := fmt.Sprintf("  %s  rows %s done · %s failed · %s dead · %s rows/s · %d frames in flight · %s",
+				id, grouped(int64(l.OK)), grouped(int64(l.Failed)), grouped(int64(l.Dead)), rate(l.Rate), l.InFlight, p.elapsed(l.StartedAt, time.Time{}))
+			// After a lost frame attempt (a killed run resumed, a worker
+			// gone) the loop does not end before the source has taken
+			// back what that attempt may hold: say so, or a drained loop
+			// that waits looks hung.
+			if wait := l.HoldUntil.Sub(p.now()); wait > 0 {
+				line += fmt.Sprintf(" · held %s more for rows a lost claim may hold", wait.Round(time.Second))
+			}
+			lines = append(lines, line)
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("  %s  %s %s/%s items · %s items/s · %d in flight · %s",

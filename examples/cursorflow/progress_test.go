@@ -32,6 +32,11 @@ func TestProgressRender(t *testing.T) {
 				Rate: 1234.4, StartedAt: now.Add(-65 * time.Second)},
 			"items#1": {Step: "items", Mode: "parallel", Items: 20, Done: 5, InFlight: 3, Rate: 2.5, StartedAt: now.Add(-2 * time.Second)},
 			"old#1":   {Step: "old", Mode: "cursor", OK: 10, Finished: true},
+			// Drained after a lost attempt: waits for the source to take
+			// back what that attempt may hold.
+			"zhold#1": {Step: "zhold", Mode: "cursor", OK: 40, Rate: 10, StartedAt: now.Add(-4 * time.Second), HoldUntil: now.Add(42400 * time.Millisecond)},
+			// A hold that is over says nothing.
+			"zpast#1": {Step: "zpast", Mode: "cursor", OK: 7, Rate: 7, StartedAt: now.Add(-time.Second), HoldUntil: now.Add(-time.Second)},
 		},
 	}
 	p := &progress{now: func() time.Time { return now }}
@@ -39,6 +44,8 @@ func TestProgressRender(t *testing.T) {
 		"drain running · 1m30s · 123,456 events · 3 in flight",
 		"  items#1  [#####---------------] 5/20 items · 2.5 items/s · 3 in flight · 2s",
 		"  start#1  rows 1,234,567 done · 3 failed · 1 dead · 1,234 rows/s · 2 frames in flight · 1m5s",
+		"  zhold#1  rows 40 done · 0 failed · 0 dead · 10.0 rows/s · 0 frames in flight · 4s · held 42s more for rows a lost claim may hold",
+		"  zpast#1  rows 7 done · 0 failed · 0 dead · 7.0 rows/s · 0 frames in flight · 1s",
 		"  running: fetch",
 	}
 	if got := p.render(st); strings.Join(got, "\n") != strings.Join(want, "\n") {
