@@ -240,3 +240,58 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// holdEvery is how often a run without a progress drawing looks for loops
+// held after a lost frame attempt (watchHolds).
+const holdEvery = 2 * time.Second
+
+// holdNotices returns a line for each running cursor loop of st whose drain
+// is held past now (engine.LoopStatus.HoldUntil) until a time not said yet,
+// and notes it in said.
+func holdNotices(st *engine.Status, said map[string]time.Time, now time.Time) []string {
+	var out []string
+	ids := make([]string, 0, len(st.Loops))
+	for id := range st.Loops {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		l := st.Loops[id]
+		if l.Finished || !l.HoldUntil.After(now) || said[id].Equal(l.HoldUntil) {
+			continue
+		}
+		said[id] = l.HoldUntil
+		out = append(out, printable(fmt.Sprintf("cursorflow: loop %s lost a frame attempt: it does not end before %s (in %s), when the source has taken back the rows that attempt may hold",
+			id, l.HoldUntil.Local().Format(time.TimeOnly), l.HoldUntil.Sub(now).Round(time.Second))))
+	}
+	return out
+}
+
+// watchHolds prints holdNotices on w every holdEvery until the returned
+// stop is called: without a progress drawing, a drain that waits out a
+// lost attempt's hold would otherwise sit silent for up to a frame lease.
+func watchHolds(ctx context.Context, w io.Writer, status func(context.Context) (*engine.Status, error)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	said := map[string]time.Time{}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(holdEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if st, err := status(ctx); err == nil {
+				for _, line := range holdNotices(st, said, time.Now()) {
+					fmt.Fprintln(w, line)
+				}
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}

@@ -53,6 +53,38 @@ func TestProgressRender(t *testing.T) {
 	}
 }
 
+// TestHoldNotices: without a progress drawing, a loop held after a lost
+// frame attempt is said once per hold, with its time; a hold already over,
+// a finished loop and a loop without a hold say nothing.
+func TestHoldNotices(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	until := now.Add(42400 * time.Millisecond)
+	st := &engine.Status{Loops: map[string]engine.LoopStatus{
+		"held#1": {Step: "held", Mode: "cursor", HoldUntil: until},
+		"over#1": {Step: "over", Mode: "cursor", HoldUntil: now.Add(-time.Second)},
+		"done#1": {Step: "done", Mode: "cursor", HoldUntil: until, Finished: true},
+		"none#1": {Step: "none", Mode: "cursor"},
+	}}
+	said := map[string]time.Time{}
+	got := holdNotices(st, said, now)
+	want := "cursorflow: loop held#1 lost a frame attempt: it does not end before " + until.Local().Format(time.TimeOnly) +
+		" (in 42s), when the source has taken back the rows that attempt may hold"
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("notices %q, want [%q]", got, want)
+	}
+	if again := holdNotices(st, said, now.Add(2*time.Second)); len(again) != 0 {
+		t.Fatalf("the same hold said again: %q", again)
+	}
+	// A later loss moves the hold: said again.
+	later := st.Loops["held#1"]
+	later.HoldUntil = until.Add(30 * time.Second)
+	st.Loops["held#1"] = later
+	if moved := holdNotices(st, said, now.Add(4*time.Second)); len(moved) != 1 || !strings.Contains(moved[0], "(in 1m8s)") {
+		t.Fatalf("a moved hold: %q, want one notice in 1m8s", moved)
+	}
+}
+
 // TestProgressRedrawsInPlace: each draw erases the lines of the last one
 // (cursor up, clear to the end of the screen), lines are cut to the
 // terminal's width so that none wraps, and clear leaves nothing behind.

@@ -477,9 +477,12 @@ func withEngine(f runFlags, stdout, stderr io.Writer, id string, pb *dsl.Playboo
 		idOut = stderr
 	}
 	fmt.Fprintf(idOut, "execution %s\n", id)
-	stopProgress := func() {}
+	status := func(ctx context.Context) (*engine.Status, error) { return proj.Status(ctx, id) }
+	var stopProgress func()
 	if wantProgress(f.progress, f.json || (f.verbose && f.progress == progressAuto), stderr) {
-		stopProgress = watchProgress(ctx, stderr, func(ctx context.Context) (*engine.Status, error) { return proj.Status(ctx, id) })
+		stopProgress = watchProgress(ctx, stderr, status)
+	} else {
+		stopProgress = watchHolds(ctx, stderr, status)
 	}
 	sum, err := e.Wait(ctx, id)
 	stopProgress()

@@ -361,13 +361,16 @@ func cmdRunRemote(args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "execution %s\n", id)
 	}
-	stopProgress := func() {}
+	status := func(ctx context.Context) (*engine.Status, error) {
+		var st engine.Status
+		err := c.call(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id), nil, &st)
+		return &st, err
+	}
+	var stopProgress func()
 	if wantProgress(*progressMode, f.json || (*verbose && *progressMode == progressAuto), stderr) {
-		stopProgress = watchProgress(ctx, stderr, func(ctx context.Context) (*engine.Status, error) {
-			var st engine.Status
-			err := c.call(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id), nil, &st)
-			return &st, err
-		})
+		stopProgress = watchProgress(ctx, stderr, status)
+	} else {
+		stopProgress = watchHolds(ctx, stderr, status)
 	}
 	err = c.follow(ctx, id, 0, func(ev eventlog.Event) {
 		if *verbose {
