@@ -9,7 +9,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -250,12 +252,7 @@ const holdEvery = 2 * time.Second
 // and notes it in said.
 func holdNotices(st *engine.Status, said map[string]time.Time, now time.Time) []string {
 	var out []string
-	ids := make([]string, 0, len(st.Loops))
-	for id := range st.Loops {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(st.Loops)) {
 		l := st.Loops[id]
 		if l.Finished || !l.HoldUntil.After(now) || said[id].Equal(l.HoldUntil) {
 			continue
