@@ -119,7 +119,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	srv := e.server(t, serverBin, "server")
 	srv.waitHealthy(ctx, t)
 	leaderOf(ctx, t, []*replica{srv})
-	e.worker(t, workerBin, "worker", 4)
+	worker := e.worker(t, workerBin, "worker", 4)
 
 	gateA, gateB := holdGate(t, e.pool), holdGate(t, e.pool)
 	var a, b api.Started
@@ -253,6 +253,15 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](`document.querySelector("#filter").dispatchEvent(new Event("change"))`))
 	until("only the cancelled one", fmt.Sprintf(`document.querySelectorAll("#executions tbody tr").length === 1 && `+
 		`!!document.querySelector('tr[data-execution=%q]') && location.search === "?status=cancelled"`, b.ExecutionID))
+
+	// A worker killed while it runs the third execution's frames: once
+	// the engine has re-issued them, the loop is held (what they may
+	// have claimed unrecorded is the source's to take back, a frame
+	// lease later), and its card says until when.
+	do("open the third execution", chromedp.Navigate(base+"/ui/executions/"+c.ExecutionID))
+	until("its frames in flight", loop+`?.dataset.finished === "false" && document.querySelector("#in-flight").textContent !== "0"`)
+	worker.kill()
+	until("the loop held after the lost attempts", loop+`?.querySelector(".hold")?.textContent.startsWith("Held until ") && !!`+loop+`.dataset.holdUntil`)
 	if !strings.HasSuffix(outDir, "docs") {
 		t.Logf("screenshots in %s", outDir)
 	}

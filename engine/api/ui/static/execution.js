@@ -72,6 +72,15 @@
         stat("rate", rate, "items / s"));
     }
     card.append(stats);
+    // After a lost frame attempt (a worker gone) the loop does not end
+    // before the source has taken back what that attempt may hold: say so,
+    // or a loop whose rows are all done looks stuck while it waits.
+    const hold = cursor && !l.finished && l.hold_until ? new Date(l.hold_until) : null;
+    if (hold && hold > new Date()) {
+      card.dataset.holdUntil = l.hold_until;
+      card.append(CF.el("p", { class: "hold", text: "Held until " + hold.toLocaleTimeString() +
+        ": a lost frame attempt may still hold rows in the source, so the loop does not end before then." }));
+    }
     if (!cursor && l.items > 0) {
       // The total is known only for a collection loop.
       const pct = Math.min(100, (100 * (l.done || 0)) / l.items);
