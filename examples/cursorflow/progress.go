@@ -177,16 +177,25 @@ func (p *progress) elapsed(from, to time.Time) string {
 // reading the status skip a redraw.
 func watchProgress(ctx context.Context, w io.Writer, status func(context.Context) (*engine.Status, error)) (stop func()) {
 	p := &progress{w: w, width: terminalWidth(w), now: time.Now}
+	end := pollStatus(ctx, progressEvery, status, p.draw)
+	return func() {
+		end()
+		p.clear()
+	}
+}
+
+// pollStatus hands the status that status returns to on at once and then
+// every interval, until the returned stop is called (which waits for a
+// call in progress); errors reading the status skip a call.
+func pollStatus(ctx context.Context, every time.Duration, status func(context.Context) (*engine.Status, error), on func(*engine.Status)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(progressEvery)
+	wg.Go(func() {
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			if st, err := status(ctx); err == nil {
-				p.draw(st)
+				on(st)
 			}
 			select {
 			case <-ctx.Done():
@@ -194,11 +203,10 @@ func watchProgress(ctx context.Context, w io.Writer, status func(context.Context
 			case <-t.C:
 			}
 		}
-	}()
+	})
 	return func() {
 		cancel()
 		wg.Wait()
-		p.clear()
 	}
 }
 
@@ -268,27 +276,10 @@ func holdNotices(st *engine.Status, said map[string]time.Time, now time.Time) []
 // stop is called: without a progress drawing, a drain that waits out a
 // lost attempt's hold would otherwise sit silent for up to a frame lease.
 func watchHolds(ctx context.Context, w io.Writer, status func(context.Context) (*engine.Status, error)) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
 	said := map[string]time.Time{}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(holdEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if st, err := status(ctx); err == nil {
-				for _, line := range holdNotices(st, said, time.Now()) {
-					fmt.Fprintln(w, line)
-				}
-			}
+	return pollStatus(ctx, holdEvery, status, func(st *engine.Status) {
+		for _, line := range holdNotices(st, said, time.Now()) {
+			fmt.Fprintln(w, line)
 		}
 	})
-	return func() {
-		cancel()
-		wg.Wait()
-	}
 }
