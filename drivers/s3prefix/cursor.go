@@ -494,10 +494,13 @@ func (c *Cursor) finish(ctx context.Context, moves []move) error {
 		m := moves[i]
 		src := c.opts.Prefix + m.name
 		err := c.b.b.Copy(ctx, m.dest+m.name, src, nil)
+		if err != nil && gcerrors.Code(err) != gcerrors.NotFound { // NotFound: moved already
+			err = c.copiedAlready(ctx, src, m.dest+m.name, err)
+		}
 		switch {
 		case err == nil:
 			copied[i] = true
-		case gcerrors.Code(err) != gcerrors.NotFound: // NotFound: moved already
+		case gcerrors.Code(err) != gcerrors.NotFound:
 			errs[i] = fmt.Errorf("copy %s to %s: %w", src, m.dest, err)
 		}
 	})
@@ -520,6 +523,43 @@ func (c *Cursor) finish(ctx context.Context, moves []move) error {
 		}
 	}
 	return nil
+}
+
+// copiedAlready reports whether a failed copy of src to dst found its
+// work done: nil when dst holds src's content (a concurrent finisher, or
+// one that died before deleting src, copied it), an error of code
+// NotFound when src is gone (moved already), copyErr otherwise. Some
+// servers cannot overwrite an object: versitygw's posix backend fails
+// every overwrite of a key whose last segment is over 227 bytes (its
+// temporary file's name would be over NAME_MAX), so a copy onto an
+// earlier one fails where S3 would overwrite it with the same bytes.
+func (c *Cursor) copiedAlready(ctx context.Context, src, dst string, copyErr error) error {
+	sa, err := c.b.b.Attributes(ctx, src)
+	if err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return err
+		}
+		return copyErr
+	}
+	da, err := c.b.b.Attributes(ctx, dst)
+	if err != nil || !sameContent(sa, da) {
+		return copyErr
+	}
+	return nil
+}
+
+// sameContent reports whether two objects' attributes show the same
+// bytes: the same size and MD5 (or, where the server gives none, the
+// same ETag, which S3 computes from the bytes of an object not uploaded
+// in parts).
+func sameContent(a, b *blob.Attributes) bool {
+	if a.Size != b.Size {
+		return false
+	}
+	if len(a.MD5) > 0 && len(b.MD5) > 0 {
+		return string(a.MD5) == string(b.MD5)
+	}
+	return a.ETag != "" && a.ETag == b.ETag
 }
 
 // collectOrphans deletes the markers of rows that left the pending prefix

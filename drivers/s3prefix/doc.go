@@ -86,9 +86,12 @@
 // to the done prefix, deletes it from the pending prefix and deletes its
 // markers (older generations first). A claimer that dies half-way leaves
 // the done marker as the row's latest state, and the next claim finishes
-// the move instead of delivering the row again. An object is delivered
-// again only after its lease expired without an Ack (the holder died or
-// overran its lease), or after Release.
+// the move instead of delivering the row again (a copy that finds the
+// object's bytes in the done prefix already counts as made: versitygw's
+// posix backend, for one, cannot overwrite a key whose last segment is
+// over 227 bytes). An object is delivered again only after its lease
+// expired without an Ack (the holder died or overran its lease), or
+// after Release.
 //
 // A claim is held by its lease marker from the claim on: the engine's
 // Commit, once the objects are on record, changes nothing for them (it
