@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,36 @@ import (
 	"github.com/cursorflow/cursorflow/eventlog/eventlogurl"
 	"github.com/cursorflow/cursorflow/internal/testenv"
 )
+
+// stderrWatch collects a command's stderr and closes seen once it holds
+// want.
+type stderrWatch struct {
+	want string
+	seen chan struct{}
+
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (w *stderrWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		select {
+		case <-w.seen:
+		default:
+			close(w.seen)
+		}
+	}
+	return len(p), nil
+}
+
+func (w *stderrWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
 
 // pgLockLog is an event log URL for PostgreSQL at dsn, in a schema of the
 // test's own.
@@ -152,8 +183,8 @@ func TestLockSessionLost(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			run := exec.CommandContext(ctx, bin, "run", pb, "--eventlog", eventlog)
-			var runErr strings.Builder
-			run.Stderr = &runErr
+			runErr := &stderrWatch{want: "the lock cannot be taken again yet", seen: make(chan struct{})}
+			run.Stderr = runErr
 			id, rest := startRun(t, run)
 
 			conn, err := pgx.Connect(ctx, dsn)
@@ -172,10 +203,18 @@ func TestLockSessionLost(t *testing.T) {
 			}
 			if !tc.another {
 				if tc.outage {
-					// Every session cut, and the next three connections
-					// refused: the run asks again at each check.
-					proxy.RefuseNext(3)
+					// Every session cut, and connections refused until the
+					// run says it cannot take the lock again (other parts
+					// of the run reconnect too: a count of refusals could go
+					// to them).
+					proxy.RefuseNext(1 << 30)
 					proxy.DropConnections()
+					select {
+					case <-runErr.seen:
+					case <-ctx.Done():
+						t.Fatalf("the run never said the lock cannot be taken again:\n%s", runErr)
+					}
+					proxy.RefuseNext(0)
 				} else if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend("+holder+")"); err != nil {
 					t.Fatal(err)
 				}
