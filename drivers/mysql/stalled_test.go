@@ -51,6 +51,10 @@ func TestStalledClaimIsTakenBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer stalled.Close()
+			// The server's idle clock starts at the claim's last statement,
+			// after this and before Claim returns (under load, milliseconds
+			// before): the rows are held for a lease from then.
+			claimedAt := time.Now()
 			held, err := stalled.Claim(ctx, 10)
 			if err != nil {
 				t.Fatal(err)
@@ -58,7 +62,6 @@ func TestStalledClaimIsTakenBack(t *testing.T) {
 			// The stalled worker never settles its claim; when the test
 			// ends its connection is long gone and the abort finds nothing.
 			defer func() { _ = held.Abort(ctx) }()
-			claimedAt := time.Now()
 			if got := keysOf(held.Rows); !reflect.DeepEqual(got, []string{"1", "2"}) {
 				t.Fatalf("stalled claimer claimed %v, want [1 2]", got)
 			}
