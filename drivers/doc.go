@@ -57,7 +57,9 @@
 // set are the claimed rows. Zero rows means drained (the transaction then
 // commits at once, unless the claim buried rows past max attempts: see
 // below); a claim that returns no result set at all is an
-// error. The claim is trusted to honour __frame_max_rows.
+// error. The claim is trusted to honour __frame_max_rows: the rows of one
+// that returns more (a LIMIT of its own) all run in the frame, none left
+// claimed, and the cursor logs a warning the first time.
 //
 // Placeholders. Besides Jinja2, every statement (claim, ack, release,
 // dead_letter, mysql's mark) may use NoETL's psycopg placeholders:

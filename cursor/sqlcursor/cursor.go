@@ -130,6 +130,8 @@ type Cursor struct {
 	exec   Executor
 	log    *slog.Logger
 	closed atomic.Bool
+	// oversized is set once a claim returned more rows than asked for.
+	oversized atomic.Bool
 
 	mu      sync.Mutex
 	pending *cursor.Claim // the claim not yet committed or aborted
@@ -288,8 +290,11 @@ func (c *Cursor) Claim(ctx context.Context, max int) (*cursor.Claim, error) {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return nil, c.fail("claim", err)
 	}
-	if len(live) > max {
-		c.log.Warn("sql cursor: claim returned more rows than __frame_max_rows", "max", max, "rows", len(live))
+	if len(live) > max && !c.oversized.Swap(true) {
+		// Once per cursor: a claim that ignores __frame_max_rows (a
+		// hard-coded LIMIT) does so at every claim of the loop.
+		c.log.Warn("sql cursor: claim returned more rows than __frame_max_rows (said once per cursor; its frames run every row claimed)",
+			"max", max, "rows", len(live))
 	}
 	if len(live) == 0 && len(buried) == 0 {
 		if err := tx.Commit(ctx); err != nil {
