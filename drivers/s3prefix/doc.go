@@ -123,7 +123,12 @@
 //
 // A claim returns zero rows when every object under the prefix holds a
 // live lease, or there is none. Object names must not be reused while an
-// earlier object of the same name still has markers.
+// earlier object of the same name still has markers. On a server that
+// cannot overwrite (versitygw's posix backend, for last segments over 227
+// bytes) a name reused after an earlier object of it was moved cannot be
+// moved in turn: every claim that finishes its move fails, naming the
+// copy, until the earlier object is deleted from the done (or dead)
+// prefix.
 //
 // # Buckets
 //
