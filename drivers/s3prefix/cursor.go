@@ -525,10 +525,10 @@ func (c *Cursor) finish(ctx context.Context, moves []move) error {
 	return nil
 }
 
-// copiedAlready reports whether a failed copy of src to dst found its
-// work done: nil when dst holds src's content (a concurrent finisher, or
-// one that died before deleting src, copied it), an error of code
-// NotFound when src is gone (moved already), copyErr otherwise. Some
+// copiedAlready says what a failed copy of src to dst means: nil when
+// dst holds src's content (a concurrent finisher, or one that died before
+// deleting src, copied it), an error of code NotFound when src is gone
+// (moved already), copyErr otherwise (src stays where it is). Some
 // servers cannot overwrite an object: versitygw's posix backend fails
 // every overwrite of a key whose last segment is over 227 bytes (its
 // temporary file's name would be over NAME_MAX), so a copy onto an

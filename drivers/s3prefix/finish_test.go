@@ -112,3 +112,57 @@ func finishCopiedMove(t *testing.T, cfg Config, admin *blob.Bucket, bucketURL, r
 		t.Errorf("done prefix holds %q, want %q", done, names)
 	}
 }
+
+// TestClaimKeepsAnObjectItCannotMove: on versitygw a 250-byte name reused
+// after an earlier object of it was moved cannot be moved (the server
+// does not overwrite the earlier one in the done prefix). The claim that
+// finishes its move must fail, naming the copy, and leave the new object
+// pending: taking the earlier object's bytes for its copy would delete
+// the only copy of the new ones.
+func TestClaimKeepsAnObjectItCannotMove(t *testing.T) {
+	raw := testenv.S3(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := blob.OpenBucket(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	root := "finish-stale-" + testenv.RandomSuffix(t) + "/"
+	name := strings.Repeat("N", 245) + ".json"
+	pending, done := root+"pending/"+name, root+"done/"+name
+	t.Cleanup(func() {
+		for _, k := range []string{pending, done} {
+			_ = admin.Delete(context.Background(), k)
+		}
+	})
+	drv := New(Config{})
+	defer drv.Close()
+	cur, err := drv.Open(ctx, cursor.Spec{Kind: "s3prefix", Credential: raw, Options: map[string]any{"prefix": root + "pending/"}, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cur.(*Cursor)
+	if err := admin.WriteAll(ctx, done, []byte(`{"run": 1}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.WriteAll(ctx, pending, []byte(`{"run": 2}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	for gen, st := range []string{stateLeased, stateDone} {
+		if _, err := c.create(ctx, name, int64(gen+1), marker{State: st, Attempt: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for gen := int64(1); gen <= 2; gen++ {
+			_ = admin.Delete(context.Background(), markerKey(c.opts.LeasePrefix, name, gen))
+		}
+	}()
+	if _, err := c.Claim(ctx, 10); err == nil || !strings.Contains(err.Error(), "copy "+pending) {
+		t.Fatalf("claim finishing a move the server refuses: %v, want the copy's error", err)
+	}
+	if b, err := admin.ReadAll(ctx, pending); err != nil || string(b) != `{"run": 2}` {
+		t.Fatalf("the object that could not move: %q, %v; want it pending as it was", b, err)
+	}
+}
