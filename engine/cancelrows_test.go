@@ -33,7 +33,13 @@ func TestCancelledRowsAreNotFailed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// The rows' statement names the table so that this test can tell its
-	// own sleeping sessions from those of tests running beside it.
+	// own sleeping sessions from those of tests running beside it. The
+	// frame lease is reclaim_after's 2 s, which is also the cancel's grace;
+	// heartbeats every 0.1 s keep the frames alive through it on a loaded
+	// machine. (At a third of the lease, one CI run counted no row at all,
+	// most likely a lease that ran out first: the frame is then re-issued
+	// to hand its rows back unrun, rows that count as released, not
+	// cancelled.)
 	sleep := "SELECT pg_sleep(60) AS " + table
 	id, err := e.Start(ctx, []byte(header+`
 workflow:
@@ -51,7 +57,7 @@ workflow:
       spec:
         mode: cursor
         max_in_flight: 2
-        frame: {max_rows: 5}
+        frame: {max_rows: 5, heartbeat_seconds: 0.1}
     tool: {kind: postgres, auth: pg, command: "`+sleep+`"}
 `), engine.StartOptions{})
 	if err != nil {
