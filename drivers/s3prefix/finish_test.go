@@ -1,8 +1,7 @@
-package s3prefix
+package s3prefix_test
 
 import (
 	"context"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +11,7 @@ import (
 	"gocloud.dev/blob/memblob"
 
 	"github.com/cursorflow/cursorflow/cursor"
-	"github.com/cursorflow/cursorflow/internal/testenv"
+	"github.com/cursorflow/cursorflow/drivers/s3prefix"
 )
 
 // TestClaimFinishesACopiedMove: an Ack's move is a copy to the done
@@ -25,57 +24,23 @@ import (
 func TestClaimFinishesACopiedMove(t *testing.T) {
 	t.Run("Mem", func(t *testing.T) {
 		mem := memblob.OpenBucket(nil)
-		cfg := Config{OpenBucket: func(context.Context, string) (*blob.Bucket, error) { return mem, nil }}
+		cfg := s3prefix.Config{OpenBucket: func(context.Context, string) (*blob.Bucket, error) { return mem, nil }}
 		finishCopiedMove(t, cfg, mem, "mem://finish", "finish/")
 	})
 	t.Run("S3", func(t *testing.T) {
-		raw := testenv.S3(t)
-		admin, err := blob.OpenBucket(context.Background(), raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		root := "finish-" + testenv.RandomSuffix(t) + "/"
-		t.Cleanup(func() {
-			ctx := context.Background()
-			it := admin.List(&blob.ListOptions{Prefix: root})
-			for {
-				o, err := it.Next(ctx)
-				if err != nil {
-					break
-				}
-				_ = admin.Delete(ctx, o.Key)
-			}
-			_ = admin.Close()
-		})
-		finishCopiedMove(t, Config{}, admin, raw, root)
+		admin, raw, root := s3Root(t, "finish-")
+		finishCopiedMove(t, s3prefix.Config{}, admin, raw, root)
 	})
 }
 
-func finishCopiedMove(t *testing.T, cfg Config, admin *blob.Bucket, bucketURL, root string) {
+func finishCopiedMove(t *testing.T, cfg s3prefix.Config, admin *blob.Bucket, bucketURL, root string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	drv := New(cfg)
-	defer drv.Close()
+	c := openHalfMoved(t, ctx, cfg, bucketURL, root)
 	names := []string{strings.Repeat("N", 245) + ".json", "a.json"} // in listing order
-	spec := cursor.Spec{Kind: "s3prefix", Credential: bucketURL, Options: map[string]any{"prefix": root + "pending/"}, Lease: time.Minute}
-	cur, err := drv.Open(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cur.(*Cursor)
 	for _, n := range names {
 		body := []byte(`{"name": "` + n[:1] + `"}`)
-		for _, key := range []string{root + "pending/" + n, root + "done/" + n} {
-			if err := admin.WriteAll(ctx, key, body, nil); err != nil {
-				t.Fatalf("put %s: %v", key, err)
-			}
-		}
-		// The claim and the Ack that preceded the death.
-		for gen, st := range []string{stateLeased, stateDone} {
-			if _, err := c.create(ctx, n, int64(gen+1), marker{State: st, Attempt: 1}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		leaveHalfMoved(t, ctx, admin, c, root, n, body, body)
 	}
 
 	cl, err := c.Claim(ctx, 10)
@@ -88,27 +53,14 @@ func finishCopiedMove(t *testing.T, cfg Config, admin *blob.Bucket, bucketURL, r
 	if err := cl.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	list := func(prefix string) []string {
-		var keys []string
-		it := admin.List(&blob.ListOptions{Prefix: root + prefix})
-		for {
-			o, err := it.Next(ctx)
-			if err == io.EOF {
-				return keys
-			}
-			if err != nil {
-				t.Fatalf("list %s: %v", prefix, err)
-			}
-			keys = append(keys, strings.TrimPrefix(o.Key, root+prefix))
-		}
-	}
-	if left := list("pending/"); len(left) != 0 {
+	h := &harness{admin: admin, root: root}
+	if left := h.list(t, root+"pending/"); len(left) != 0 {
 		t.Errorf("left pending: %q", left)
 	}
-	if left := list("leases/"); len(left) != 0 {
+	if left := h.list(t, root+"leases/"); len(left) != 0 {
 		t.Errorf("markers left: %q", left)
 	}
-	if done := list("done/"); !slices.Equal(done, names) {
+	if done := h.list(t, root+"done/"); !slices.Equal(done, names) {
 		t.Errorf("done prefix holds %q, want %q", done, names)
 	}
 }
@@ -120,49 +72,48 @@ func finishCopiedMove(t *testing.T, cfg Config, admin *blob.Bucket, bucketURL, r
 // pending: taking the earlier object's bytes for its copy would delete
 // the only copy of the new ones.
 func TestClaimKeepsAnObjectItCannotMove(t *testing.T) {
-	raw := testenv.S3(t)
+	admin, raw, root := s3Root(t, "finish-stale-")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := blob.OpenBucket(ctx, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	root := "finish-stale-" + testenv.RandomSuffix(t) + "/"
+	c := openHalfMoved(t, ctx, s3prefix.Config{}, raw, root)
 	name := strings.Repeat("N", 245) + ".json"
-	pending, done := root+"pending/"+name, root+"done/"+name
-	t.Cleanup(func() {
-		for _, k := range []string{pending, done} {
-			_ = admin.Delete(context.Background(), k)
-		}
-	})
-	drv := New(Config{})
-	defer drv.Close()
-	cur, err := drv.Open(ctx, cursor.Spec{Kind: "s3prefix", Credential: raw, Options: map[string]any{"prefix": root + "pending/"}, Lease: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cur.(*Cursor)
-	if err := admin.WriteAll(ctx, done, []byte(`{"run": 1}`), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.WriteAll(ctx, pending, []byte(`{"run": 2}`), nil); err != nil {
-		t.Fatal(err)
-	}
-	for gen, st := range []string{stateLeased, stateDone} {
-		if _, err := c.create(ctx, name, int64(gen+1), marker{State: st, Attempt: 1}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer func() {
-		for gen := int64(1); gen <= 2; gen++ {
-			_ = admin.Delete(context.Background(), markerKey(c.opts.LeasePrefix, name, gen))
-		}
-	}()
+	leaveHalfMoved(t, ctx, admin, c, root, name, []byte(`{"run": 2}`), []byte(`{"run": 1}`))
+
+	pending := root + "pending/" + name
 	if _, err := c.Claim(ctx, 10); err == nil || !strings.Contains(err.Error(), "copy "+pending) {
 		t.Fatalf("claim finishing a move the server refuses: %v, want the copy's error", err)
 	}
 	if b, err := admin.ReadAll(ctx, pending); err != nil || string(b) != `{"run": 2}` {
 		t.Fatalf("the object that could not move: %q, %v; want it pending as it was", b, err)
+	}
+}
+
+// openHalfMoved opens a cursor on the pending prefix under root, closed
+// with its driver when the test ends.
+func openHalfMoved(t *testing.T, ctx context.Context, cfg s3prefix.Config, bucketURL, root string) *s3prefix.Cursor {
+	t.Helper()
+	drv := s3prefix.New(cfg)
+	t.Cleanup(func() { _ = drv.Close() })
+	cur, err := drv.Open(ctx, cursor.Spec{Kind: "s3prefix", Credential: bucketURL,
+		Options: map[string]any{"prefix": root + "pending/"}, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cur.(*s3prefix.Cursor)
+}
+
+// leaveHalfMoved leaves name as a claimer leaves it that died between
+// its Ack's copy and its deletes: pending under the pending prefix,
+// done under the done prefix (the same bytes, unless an earlier object of
+// the name is there), and the done marker the latest.
+func leaveHalfMoved(t *testing.T, ctx context.Context, admin *blob.Bucket, c *s3prefix.Cursor, root, name string, pending, done []byte) {
+	t.Helper()
+	for key, body := range map[string][]byte{root + "pending/" + name: pending, root + "done/" + name: done} {
+		if err := admin.WriteAll(ctx, key, body, nil); err != nil {
+			t.Fatalf("put %s: %v", key, err)
+		}
+	}
+	if err := c.DiedMidMove(ctx, name); err != nil {
+		t.Fatal(err)
 	}
 }
