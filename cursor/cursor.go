@@ -119,6 +119,17 @@ type Features struct {
 	// the claim returns an attempts, attempt or attempt_count column);
 	// otherwise it is always 1.
 	Attempts bool
+	// ExclusiveClaim: while one claim is open (not yet committed or
+	// aborted), no other claim on the source finds rows nothing holds or
+	// returns empty: it waits, or fails (sqlite, whose claims hold the
+	// file's write lock). A claim that finds no rows then proves that no
+	// claimer holds rows it has not recorded, so the engine ends the
+	// drain at once where it would otherwise wait a frame lease after a
+	// lost attempt for that attempt's rows to come back
+	// (engine.LoopStatus.HoldUntil). Claims that pass each other's locked
+	// rows by (FOR UPDATE SKIP LOCKED) or that lease rows out are not
+	// exclusive; false is always safe.
+	ExclusiveClaim bool
 }
 
 // Driver opens cursors of one kind. A Driver caches connections by

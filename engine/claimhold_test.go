@@ -24,15 +24,12 @@ import (
 // unrun.
 func TestLostAttemptHoldsTheDrain(t *testing.T) {
 	t.Parallel()
-	b := newOutageBench(t)
+	b := newOutageBenchOn(t, "postgres", nil)
 	first := b.latest(t)
 	b.crashOnTake(t, first)
-	// The stalled claim, made and never recorded: its rows are out of
-	// the natural claim's reach (WHERE status = 'pending') as locked
-	// rows are out of a SKIP LOCKED claim's.
-	if _, err := b.db.Exec(`UPDATE jobs SET status = 'claimed'`); err != nil {
-		t.Fatal(err)
-	}
+	// The stalled claim, made and never recorded: its transaction stays
+	// open, its rows out of the natural claim's reach (SKIP LOCKED).
+	takeBack := b.stall(t)
 	b.clk.Advance(untakenLapse)
 	lost := b.latest(t)
 	if lost.ID != "start#1/s0.f1@2" || len(lost.Rows) != 0 {
@@ -57,22 +54,10 @@ func TestLostAttemptHoldsTheDrain(t *testing.T) {
 		t.Fatalf("after the empty claim: %s holding %v, want start#1/s0.f2@1 holding %v", held.ID, held.Hold, wantHold)
 	}
 	// The source takes the stalled claim back.
-	if _, err := b.db.Exec(`UPDATE jobs SET status = 'pending' WHERE status = 'claimed'`); err != nil {
-		t.Fatal(err)
-	}
-	// The worker runs what it is sent from here; the fake clock does not
-	// move, so a frame that holds is run as after its wait: its claim
-	// comes once the hold is over.
+	takeBack()
+	// The worker runs what it is sent from here (runHeld).
 	holds := 0
-	sum := b.runEach(t, held, func(cmd *engine.Command) *engine.Command {
-		if cmd.Hold == 0 {
-			return cmd
-		}
-		holds++
-		c := *cmd
-		c.Hold = 0
-		return &c
-	})
+	sum := b.runEach(t, held, runHeld(&holds))
 	if sum.Status != engine.StatusCompleted {
 		t.Fatalf("status %s: %s", sum.Status, sum.Error)
 	}
@@ -102,13 +87,28 @@ func TestLostAttemptHoldsTheDrain(t *testing.T) {
 	}
 }
 
+// runHeld is outageBench.runEach's each for a worker whose fake clock
+// does not move: a frame that holds (Command.Hold) runs as after its
+// wait, its claim once the hold is over. It counts such frames in holds.
+func runHeld(holds *int) func(*engine.Command) *engine.Command {
+	return func(cmd *engine.Command) *engine.Command {
+		if cmd.Hold == 0 {
+			return cmd
+		}
+		*holds++
+		c := *cmd
+		c.Hold = 0
+		return &c
+	}
+}
+
 // TestEmptyClaimUnderEarlierSemantics: a history recorded before the hold
 // (semantics 5) ends its loop on the first claim that finds nothing, lost
 // attempt or not, as it did when it was recorded; under the current
 // semantics the same history issues a frame that holds instead.
 func TestEmptyClaimUnderEarlierSemantics(t *testing.T) {
 	t.Parallel()
-	b := newOutageBench(t)
+	b := newOutageBenchOn(t, "postgres", nil)
 	emptyAfterStall(t, b)
 	b.settle()
 	h := b.events(t)
@@ -154,7 +154,7 @@ func TestEmptyClaimUnderEarlierSemantics(t *testing.T) {
 func TestCancelEndsAHoldingFrame(t *testing.T) {
 	t.Parallel()
 	holding := make(chan struct{})
-	b := newOutageBenchLogging(t, slog.New(signalHandler{Handler: slog.DiscardHandler,
+	b := newOutageBenchOn(t, "postgres", slog.New(signalHandler{Handler: slog.DiscardHandler,
 		match: "claiming again once the source has taken them back", once: &sync.Once{}, seen: holding}))
 	emptyAfterStall(t, b)
 	held := b.latest(t)
@@ -199,9 +199,7 @@ func TestCancelEndsAHoldingFrame(t *testing.T) {
 func emptyAfterStall(t *testing.T, b *outageBench) {
 	t.Helper()
 	b.crashOnTake(t, b.latest(t))
-	if _, err := b.db.Exec(`UPDATE jobs SET status = 'claimed'`); err != nil {
-		t.Fatal(err)
-	}
+	b.stall(t)
 	b.clk.Advance(untakenLapse)
 	if err := b.e.Worker().Execute(b.ctx, b.latest(t), b.e.Reporter()); err != nil {
 		t.Fatal(err)
@@ -218,13 +216,11 @@ func emptyAfterStall(t *testing.T, b *outageBench) {
 // Before, the loop completed at once with every row unrun.
 func TestResumedFrameHoldsTheDrain(t *testing.T) {
 	t.Parallel()
-	b := newOutageBench(t)
+	b := newOutageBenchOn(t, "postgres", nil)
 	if first := b.latest(t); first.ID != "start#1/s0.f1@1" {
 		t.Fatalf("first command %s", first.ID)
 	}
-	if _, err := b.db.Exec(`UPDATE jobs SET status = 'claimed'`); err != nil {
-		t.Fatal(err)
-	}
+	b.stall(t)
 	if err := b.e.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -255,5 +251,106 @@ func TestResumedFrameHoldsTheDrain(t *testing.T) {
 	cmds = d.issued()
 	if last := cmds[len(cmds)-1]; last.ID != "start#1/s0.f2@1" || last.Hold < untakenLease {
 		t.Fatalf("after the empty claim: %s holding %v, want start#1/s0.f2@1 holding a lease or more", last.ID, last.Hold)
+	}
+}
+
+// TestExclusiveSourceDoesNotHold: a worker takes a frame and dies
+// before it claims, twice: once before any frame finished, once after.
+// Each loss may leave rows claimed and unrecorded. On PostgreSQL, whose
+// claims skip each other's locked rows, a claim that finds nothing proves
+// nothing, so each loss holds the drain a frame lease and a second, and
+// the last claim, which finds nothing within the hold (the fake clock
+// stands still), is made again after it. On SQLite a claim holds the write
+// lock, so no claim finds nothing while another holds rows
+// (cursor.Features.ExclusiveClaim): every frame.done says so, the first
+// one ends the hold the first loss began, the second loss holds nothing,
+// and the drain ends at once, where it waited a minute (the default
+// lease) after every crash before.
+func TestExclusiveSourceDoesNotHold(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		source    string
+		exclusive bool
+		holds     int
+	}{
+		{source: "sqlite", exclusive: true, holds: 0},
+		{source: "postgres", exclusive: false, holds: 1},
+	} {
+		t.Run(tc.source, func(t *testing.T) {
+			t.Parallel()
+			b := newOutageBenchOn(t, tc.source, nil)
+			holding := func(when string, want bool) {
+				t.Helper()
+				st, err := engine.Inspect(b.ctx, b.log, b.id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := !st.Loops["start#1"].HoldUntil.IsZero(); got != want {
+					t.Fatalf("%s: loop holding %v (hold_until %v), want %v", when, got, st.Loops["start#1"].HoldUntil, want)
+				}
+			}
+			// loseNext loses the next frame's first attempt and returns
+			// its second.
+			loseNext := func() *engine.Command {
+				t.Helper()
+				lost := b.latest(t)
+				b.crashOnTake(t, lost)
+				b.clk.Advance(untakenLapse)
+				cmd := b.latest(t)
+				if want := strings.TrimSuffix(lost.ID, "@1") + "@2"; cmd.ID != want {
+					t.Fatalf("after %s expired: %s issued, want %s", lost.ID, cmd.ID, want)
+				}
+				return cmd
+			}
+			again := loseNext()
+			holding("after a loss before any frame finished", true)
+			if err := b.e.Worker().Execute(b.ctx, again, b.e.Reporter()); err != nil {
+				t.Fatal(err)
+			}
+			b.settle()
+			holding("after a frame finished", !tc.exclusive)
+			again = loseNext()
+			holding("after a loss once a frame had finished", !tc.exclusive)
+			holds := 0
+			sum := b.runEach(t, again, runHeld(&holds))
+			if sum.Status != engine.StatusCompleted {
+				t.Fatalf("status %s: %s", sum.Status, sum.Error)
+			}
+			if holds != tc.holds {
+				t.Errorf("%d frames held, want %d", holds, tc.holds)
+			}
+			if st := b.statuses(t); st["done"] != 6 {
+				t.Fatalf("job statuses %v, want the 6 rows done", st)
+			}
+			b.mu.Lock()
+			if len(b.ran) != 6 {
+				t.Errorf("%d rows ran, want 6", len(b.ran))
+			}
+			for id, n := range b.ran {
+				if n != 1 {
+					t.Errorf("row %s ran %d times, want once", id, n)
+				}
+			}
+			b.mu.Unlock()
+			// What ended the drain is on record: a replay decides alike.
+			drained := 0
+			for _, ev := range b.events(t) {
+				if ev.Type != eventlog.TypeFrameDone {
+					continue
+				}
+				if got := strings.Contains(string(ev.Payload), `"exclusive":true`); got != tc.exclusive {
+					t.Errorf("frame.done %s: exclusive %v, want %v", ev.Payload, got, tc.exclusive)
+				}
+				if strings.Contains(string(ev.Payload), `"drained":true`) {
+					drained++
+				}
+			}
+			if drained != 1+tc.holds {
+				t.Errorf("%d frames found the source empty, want %d", drained, 1+tc.holds)
+			}
+			if _, err := engine.Fold(b.id, b.events(t)); err != nil {
+				t.Fatalf("the history does not fold: %v", err)
+			}
+		})
 	}
 }

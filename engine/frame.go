@@ -106,8 +106,10 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	stop := w.heartbeat(ctx, cmd, rep, held == nil)
 	defer stop()
 	lp := step.Loop
+	exclusive := false // the source's claims exclude each other (set once the driver is known)
 	done := func(p frameDonePayload) error {
 		p.Ms = time.Since(start).Milliseconds()
+		p.Exclusive = exclusive
 		// The frame's outcome goes out even when its context ended (a
 		// shutdown cut it short): the source has settled its rows (acked,
 		// handed back), and the log must say so, or a resume runs them
@@ -125,6 +127,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 	if err != nil {
 		return nil, fail(fmt.Sprintf("loop.cursor.kind: %v", err))
 	}
+	exclusive = driver.Features().ExclusiveClaim
 	if *curp == nil {
 		spec, err := w.cursorSpec(ctx, cmd, lp, fs, scope, driver)
 		if err != nil {
@@ -760,6 +763,7 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 		return nil, false, nil, nil //nolint:nilerr // the next frame's own claim reports it
 	}
 	p.Ms = time.Since(start).Milliseconds()
+	p.Exclusive = driver.Features().ExclusiveClaim
 	// Until the answer comes, the next frame's command may already hold
 	// these rows on record (an answer lost with an orchestrator that
 	// died): keep its lease alive, so that it is not re-issued while the

@@ -75,8 +75,10 @@ type LoopStatus struct {
 	// claimer's transaction keeps its rows locked) until the source takes
 	// it back, a frame lease after the loss. Until then a claim that
 	// finds nothing does not end the loop, so a loop whose rows are all
-	// done waits for HoldUntil before it finishes. Zero when no attempt
-	// was lost or the loop has finished.
+	// done waits for HoldUntil before it finishes, unless its source's
+	// claims exclude each other (cursor.Features.ExclusiveClaim: SQLite),
+	// where a claim that finds nothing proves nothing is held. Zero when
+	// no attempt was lost or the loop has finished.
 	HoldUntil time.Time `json:"hold_until,omitzero"`
 	Finished  bool      `json:"finished"`
 	// Status is the loop's outcome: running, completed or failed as its

@@ -259,6 +259,12 @@ type frameDonePayload struct {
 	// often, without recorded rows; what its attempts claimed unrecorded
 	// is the source's to take back (State.holdDrain).
 	Lost bool `json:"lost,omitempty"`
+	// Exclusive: the frame's source runs one claim at a time
+	// (cursor.Features.ExclusiveClaim), so a claim that finds nothing
+	// proves that no lost attempt holds rows unrecorded: its loop needs
+	// no hold after a loss (State.holdDrain), and a drained frame drains
+	// its slot even within one.
+	Exclusive bool `json:"exclusive,omitempty"`
 }
 
 func (p frameClaimedPayload) appendJSON(b []byte) ([]byte, error) {
@@ -371,6 +377,9 @@ func (p frameDonePayload) appendJSON(b []byte) ([]byte, error) {
 	if p.Lost {
 		b = append(b, `,"lost":true`...)
 	}
+	if p.Exclusive {
+		b = append(b, `,"exclusive":true`...)
+	}
 	return append(b, '}'), nil
 }
 
@@ -392,6 +401,8 @@ type frameDoneSummary struct {
 	Fail     string         `json:"fail,omitempty"`
 	Released int            `json:"released,omitempty"`
 	Lost     bool           `json:"lost,omitempty"`
+	// Exclusive is frame.done's exclusive.
+	Exclusive bool `json:"exclusive,omitempty"`
 	// Abandoned is how many keys frame.done's abandoned lists.
 	Abandoned int `json:"-"`
 	// Unreleased is how many keys frame.done's unreleased lists.
@@ -455,6 +466,8 @@ func (p *frameDoneSummary) decodeMember(key string, raw []byte) error {
 		return unmarshal(raw, &p.Released)
 	case "lost":
 		return unmarshal(raw, &p.Lost)
+	case "exclusive":
+		return unmarshal(raw, &p.Exclusive)
 	case "abandoned":
 		var keys []string
 		if err := unmarshal(raw, &keys); err != nil {

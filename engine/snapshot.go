@@ -16,7 +16,10 @@ import (
 // 8: loops count the items, shards and rows a cancel stopped (Cancelled;
 // builds that wrote 7 before that lacked it, and their snapshots lose
 // it), and finished loops keep their outcome (LoopStatus.Status).
-const SnapshotFormat = "cursorflow.engine.state/8"
+//
+// 9: cursor loops know that their source's claims are exclusive
+// (Exclusive), and then hold nothing after a lost attempt.
+const SnapshotFormat = "cursorflow.engine.state/9"
 
 // stateSnapshot is State with its unexported fields, as JSON.
 type stateSnapshot struct {

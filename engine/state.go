@@ -308,6 +308,10 @@ type loopState struct {
 	// (fillLoops), so that a log keeping times to the microsecond folds
 	// it as it was decided.
 	HoldUntil time.Time `json:",omitempty"`
+	// Exclusive (cursor loops): a frame.done said the loop's source runs
+	// one claim at a time (frame.done's exclusive), so a lost attempt
+	// holds no rows a claim cannot find: the loop does not hold.
+	Exclusive bool `json:",omitempty"`
 }
 
 // count is the number of items of a collection loop.
@@ -663,6 +667,12 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		}
 		slot := &l.Slots[c.Issued.Slot]
 		slot.Busy = false
+		if p.Exclusive && !l.Exclusive {
+			// A claim that finds nothing there proves that no lost
+			// attempt holds rows: a hold begun before this was known
+			// ends.
+			l.Exclusive, l.HoldUntil = true, time.Time{}
+		}
 		if p.Lost {
 			s.holdDrain(l, ev.Time)
 		}
@@ -897,7 +907,7 @@ const claimHoldMargin = time.Second
 // paused process, a frozen VM) holds it until the source ends it; the
 // other claims skip its locked rows meanwhile.
 func (s *State) holdDrain(l *loopState, at time.Time) {
-	if l == nil || s.semantics < semanticsClaimHold {
+	if l == nil || l.Exclusive || s.semantics < semanticsClaimHold {
 		return
 	}
 	lease := time.Duration(dsl.DefaultFrameLeaseSeconds * float64(time.Second))

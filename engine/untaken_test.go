@@ -12,11 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/cursorflow/cursorflow/clock"
 	"github.com/cursorflow/cursorflow/cursor"
+	pgdriver "github.com/cursorflow/cursorflow/drivers/postgres"
 	sqlitedriver "github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/engine"
 	"github.com/cursorflow/cursorflow/eventlog"
+	"github.com/cursorflow/cursorflow/internal/testenv"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -33,11 +37,14 @@ const (
 // test plays the workers, and the outage is time passing with none of
 // them up.
 type outageBench struct {
-	e      *engine.Engine
-	d      *holdingDispatcher
-	clk    *clock.Fake
-	log    *eventlog.Memory
+	e   *engine.Engine
+	d   *holdingDispatcher
+	clk *clock.Fake
+	log *eventlog.Memory
+	// db is the SQLite queue, pg the PostgreSQL one (newOutageBenchOn):
+	// one of them is nil.
 	db     *sql.DB
+	pg     *pgxpool.Pool
 	id     string
 	ctx    context.Context
 	settle func()
@@ -58,9 +65,42 @@ func newOutageBench(t *testing.T) *outageBench {
 // logger (nil: slog.Default()).
 func newOutageBenchLogging(t *testing.T, logger *slog.Logger) *outageBench {
 	t.Helper()
-	db, path := jobsQueue(t, 6)
+	return newOutageBenchOn(t, "sqlite", logger)
+}
+
+// newOutageBenchOn is newOutageBenchLogging with the queue in source:
+// "sqlite", or "postgres" (a table in a schema of its own, claimed FOR
+// UPDATE SKIP LOCKED as users claim a PostgreSQL queue), where claims do
+// not exclude each other (cursor.Features.ExclusiveClaim).
+func newOutageBenchOn(t *testing.T, source string, logger *slog.Logger) *outageBench {
+	t.Helper()
 	b := &outageBench{d: &holdingDispatcher{}, clk: clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
-		log: eventlog.NewMemory(), ran: map[string]int{}, db: db}
+		log: eventlog.NewMemory(), ran: map[string]int{}}
+	cursors := cursor.NewRegistry()
+	t.Cleanup(func() { _ = cursors.Close() })
+	var url string
+	playbook := jobsPlaybook([]string{jobsAck, `dead_letter: UPDATE jobs SET status = 'dead' WHERE id IN ({{ keys | join(',') }})`},
+		1, `{max_rows: 3, process: row, lease_seconds: 10, max_attempts: 2}`, `{kind: job, id: '{{ iter.job.id }}'}`)
+	switch source {
+	case "sqlite":
+		b.db, url = jobsQueue(t, 6)
+		_ = cursors.Register("sqlite", sqlitedriver.New(sqlitedriver.Config{}))
+	case "postgres":
+		url = testenv.PostgresSchema(t)
+		testenv.Exec(t, url, `CREATE TABLE jobs (id int PRIMARY KEY, status text NOT NULL DEFAULT 'pending');
+			INSERT INTO jobs (id) SELECT generate_series(1, 6)`)
+		pool, err := pgxpool.New(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		b.pg = pool
+		_ = cursors.Register("postgres", pgdriver.New(pgdriver.Config{}))
+		playbook = strings.Replace(strings.Replace(playbook, "kind: sqlite", "kind: postgres", 1),
+			"LIMIT {{ __frame_max_rows }})", "LIMIT {{ __frame_max_rows }} FOR UPDATE SKIP LOCKED)", 1)
+	default:
+		t.Fatalf("outage bench on %q", source)
+	}
 	reg := tools.NewRegistry()
 	reg.MustRegister("job", tools.ToolFunc(func(ctx context.Context, call *tools.Call) (tools.Output, error) {
 		if err := ctx.Err(); err != nil {
@@ -71,11 +111,8 @@ func newOutageBenchLogging(t *testing.T, logger *slog.Logger) *outageBench {
 		b.mu.Unlock()
 		return tools.Output{Status: tools.StatusSuccess}, nil
 	}))
-	cursors := cursor.NewRegistry()
-	_ = cursors.Register("sqlite", sqlitedriver.New(sqlitedriver.Config{}))
-	t.Cleanup(func() { _ = cursors.Close() })
 	b.cfg = engine.Config{Log: b.log, Tools: reg, Cursors: cursors, Dispatcher: b.d, Clock: b.clk, Tick: time.Millisecond, Logger: logger,
-		Keychain: tools.StaticURLs(map[string]string{"q": path})}
+		Keychain: tools.StaticURLs(map[string]string{"q": url})}
 	e, err := engine.New(b.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -85,8 +122,7 @@ func newOutageBenchLogging(t *testing.T, logger *slog.Logger) *outageBench {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	b.ctx = ctx
-	b.id, err = e.Start(ctx, []byte(jobsPlaybook([]string{jobsAck, `dead_letter: UPDATE jobs SET status = 'dead' WHERE id IN ({{ keys | join(',') }})`},
-		1, `{max_rows: 3, process: row, lease_seconds: 10, max_attempts: 2}`, `{kind: job, id: '{{ iter.job.id }}'}`)), engine.StartOptions{File: "outage.yaml"})
+	b.id, err = e.Start(ctx, []byte(playbook), engine.StartOptions{File: "outage.yaml"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,12 +218,46 @@ func (b *outageBench) statuses(t *testing.T) map[string]int {
 	out := map[string]int{}
 	for _, s := range []string{"pending", "claimed", "done", "dead"} {
 		var n int
-		if err := b.db.QueryRow(`SELECT count(*) FROM jobs WHERE status = ?`, s).Scan(&n); err != nil {
+		var err error
+		if b.pg != nil {
+			err = b.pg.QueryRow(b.ctx, `SELECT count(*) FROM jobs WHERE status = $1`, s).Scan(&n)
+		} else {
+			err = b.db.QueryRow(`SELECT count(*) FROM jobs WHERE status = ?`, s).Scan(&n)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		out[s] = n
 	}
 	return out
+}
+
+// stall plays, on the PostgreSQL queue, a claimer that stalled with
+// every row claimed and unrecorded: a transaction of its own claims them
+// and stays open, so the natural claim (SKIP LOCKED) passes them by. It returns the
+// source taking them back: the transaction ends, as the server ends a
+// stalled claimer's by its lease (idle_in_transaction_session_timeout).
+func (b *outageBench) stall(t *testing.T) (takeBack func()) {
+	t.Helper()
+	tx, err := b.pg.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRow(b.ctx, `WITH c AS (UPDATE jobs SET status = 'claimed' WHERE status = 'pending' RETURNING id) SELECT count(*) FROM c`).Scan(&n); err != nil || n != 6 {
+		_ = tx.Rollback(b.ctx)
+		t.Fatalf("stalled claim: locked %d rows (%v), want 6", n, err)
+	}
+	var once sync.Once
+	takeBack = func() {
+		once.Do(func() {
+			if err := tx.Rollback(context.WithoutCancel(b.ctx)); err != nil {
+				t.Errorf("stalled claim: rollback: %v", err)
+			}
+		})
+	}
+	t.Cleanup(takeBack)
+	return takeBack
 }
 
 func (b *outageBench) events(t *testing.T) []eventlog.Event {

@@ -142,6 +142,7 @@ func Run(t *testing.T, h Harness) {
 		{"Drain", testDrain},
 		{"RedeliveryAfterCrash", testRedelivery},
 		{"DiesBetweenClaimAndRecord", testDiesBeforeRecord},
+		{"ExclusiveClaim", testExclusiveClaim},
 		{"AbortGivesRowsBack", testAbort},
 		{"CommitKeepsRowsClaimed", testCommit},
 		{"PoisonToDeadLetter", testPoison},
@@ -905,6 +906,39 @@ func testDiesBeforeRecord(t *testing.T, h Harness, feat cursor.Features) {
 	if rows := claim(t, ctx, survivor, n, feat); len(rows) != 0 {
 		t.Fatalf("Claim after completing every row returned %v, want none", keysOf(rows))
 	}
+}
+
+// testExclusiveClaim checks Features.ExclusiveClaim: while a claim of
+// every row is open, another cursor's claim must not come back empty (nor
+// with rows): it waits or fails. Once the open claim is aborted, the
+// other cursor gets the rows.
+func testExclusiveClaim(t *testing.T, h Harness, feat cursor.Features) {
+	if !feat.ExclusiveClaim {
+		t.Skip("the driver's claims are not exclusive (Features.ExclusiveClaim)")
+	}
+	const n = 3
+	ctx := caseContext(t)
+	spec, keys := h.NewQueue(t, n, QueueOptions{})
+	first := open(t, ctx, h, spec, 0)
+	held := pendingClaim(t, ctx, first, n, feat)
+	if len(held.Rows) != n {
+		t.Fatalf("Claim(%d) returned %d rows, want all %d", n, len(held.Rows), n)
+	}
+	other := open(t, ctx, h, spec, 1)
+	octx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	c, err := other.Claim(octx, n)
+	cancel()
+	if err == nil {
+		_ = c.Abort(ctx)
+		t.Fatalf("Claim while another claim of every row is open returned %v and no error; "+
+			"want it to wait or fail (Features.ExclusiveClaim)", keysOf(c.Rows))
+	}
+	if err := held.Abort(ctx); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	rows := claim(t, ctx, other, n, feat)
+	sameSet(t, "rows claimed once the open claim was aborted", keysOf(rows), keys)
+	finish(t, ctx, h, spec, other, rows)
 }
 
 func testAbort(t *testing.T, h Harness, feat cursor.Features) {

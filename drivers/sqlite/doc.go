@@ -25,6 +25,11 @@
 // wait for it (within BusyTimeout for other processes), so keep the event
 // log in another database file. Guarantee: at least once; no claim exists
 // that the engine does not know of, and a claim needs no reclaim clause.
+// Claims exclude each other (Features.ExclusiveClaim): a claim that finds
+// no rows proves that no claimer holds any, so a drain ends at once even
+// right after a lost frame attempt, where a PostgreSQL or MySQL source
+// (SKIP LOCKED) makes the engine wait a frame lease for the lost
+// attempt's rows to come back.
 //
 // SQLite has UPDATE ... RETURNING since 3.35, so a claim is one statement:
 //

@@ -67,8 +67,16 @@ func New(cfg Config) *Driver {
 // Features reports what the sqlite driver guarantees: the same as the
 // postgres driver, transactional claims included. Attempts and dead-lettering depend on the claim
 // returning an attempts column and on a dead_letter statement.
+//
+// Its claims are exclusive too (ExclusiveClaim): one that writes (marks
+// its rows) takes SQLite's write lock, which one transaction at a time
+// holds, so it waits for an open claim, or fails after BusyTimeout; one
+// that only reads sees the committed rows, which another claim's
+// uncommitted marks do not hide. A claim that finds nothing therefore
+// proves that no claimer holds rows it has not recorded.
 func (d *Driver) Features() cursor.Features {
 	return cursor.Features{
+		ExclusiveClaim:     true,
 		TransactionalClaim: true,
 		BatchClaim:         true,
 		DeadLetter:         true,
