@@ -79,7 +79,11 @@
 // and the engine's frame lease bring lost rows back), Redis streams and
 // JetStream redeliver after a lease, some count deliveries, some fence
 // stale holders. Driver.Features states which, and the engine and the
-// suite adapt instead of assuming.
+// suite adapt instead of assuming. SQLite's claims even exclude each
+// other (Features.ExclusiveClaim): a claim that finds nothing there
+// proves that no other claimer holds rows, so a drain ends at once after
+// a lost frame attempt, where on the other sources the engine waits a
+// frame lease for what that attempt may hold.
 //
 // # Errors
 //
