@@ -19,12 +19,7 @@
 // events are rejected by UNIQUE
 // partial indexes (INSERT ... ON CONFLICT DO NOTHING), so the check is
 // atomic with the insert. Reads use a separate pool of read-only
-// connections, which WAL lets run while a write is in progress. Appends
-// never checkpoint the WAL: a goroutine of the Log does, on a connection
-// of its own, 25 ms after appends, and makes the WAL start over once it
-// is a thousand pages long (the pause it then takes from the appends is
-// one short copy), so no append waits for a checkpoint and the WAL stays
-// a few megabytes.
+// connections, which WAL lets run while a write is in progress.
 //
 // Event times are stored as Unix nanoseconds (so years 1678 to 2262),
 // payload and meta as JSON text.

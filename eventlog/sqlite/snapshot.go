@@ -51,7 +51,6 @@ func (l *Log) SaveSnapshot(ctx context.Context, snap eventlog.Snapshot) (saved b
 	if err != nil {
 		return false, l.state.OpErr(ctx, "sqlite", "save snapshot", err)
 	}
-	l.ckpt.appended()
 	return n == 1, nil
 }
 

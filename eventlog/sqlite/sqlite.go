@@ -45,12 +45,12 @@ type Config struct {
 	// loss or an operating system crash. The engine relies on that: a
 	// claim commits in its source once its rows are on record, and a
 	// record lost after the commit leaves the rows claimed with nothing
-	// to say so. SyncNormal flushes only at checkpoints (the log's
-	// checkpointer runs one 25 ms after appends): a frame drain ran
-	// about 2% faster where it was measured (a drain running a command
-	// per row, within the noise), and a crash of the machine (not of the
-	// process) may undo the appends since the last checkpoint. The value
-	// is case-insensitive; any other is refused by Open.
+	// to say so. SyncNormal flushes only at checkpoints (every few
+	// megabytes of events): a frame drain ran about 2% faster where it
+	// was measured (a drain running a command per row, within the noise),
+	// and a crash of the machine (not of the process) may undo the
+	// appends since the last checkpoint. The value is case-insensitive;
+	// any other is refused by Open.
 	Synchronous string
 	// ReadOnly opens an existing log for reading only, as a reader that
 	// must not write (cursorflow status and events) wants: Open neither
@@ -115,8 +115,6 @@ type Log struct {
 	// slot is the single writer slot; whoever holds it owns w.
 	slot chan struct{}
 	w    *writer
-	// ckpt checkpoints the WAL (nil: read-only).
-	ckpt *checkpointer
 
 	state     sqllog.State
 	closeOnce sync.Once
@@ -151,9 +149,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Log, error) {
 	if cfg.ReadOnly {
 		return openReadOnly(ctx, path, cfg, busy)
 	}
-	// Appends never checkpoint: the log's checkpointer does (checkpoint.go).
-	writeDSN := path + "?" + url.Values{"_pragma": {busy, "journal_mode(WAL)", "synchronous(" + cfg.Synchronous + ")",
-		"wal_autocheckpoint(0)"}}.Encode()
+	writeDSN := path + "?" + url.Values{"_pragma": {busy, "journal_mode(WAL)", "synchronous(" + cfg.Synchronous + ")"}}.Encode()
 	readDSN := path + "?" + url.Values{"_pragma": {busy, "query_only(1)"}}.Encode()
 
 	l := &Log{cfg: cfg, path: path, slot: make(chan struct{}, 1)}
@@ -178,10 +174,6 @@ func Open(ctx context.Context, path string, cfg Config) (*Log, error) {
 	l.readDB.SetMaxOpenConns(cfg.ReadConns)
 	l.readDB.SetMaxIdleConns(cfg.ReadConns)
 	if err := l.readDB.PingContext(ctx); err != nil {
-		_ = l.Close()
-		return nil, fmt.Errorf("sqlite eventlog: open %s: %w", path, err)
-	}
-	if err := l.startCheckpointer(writeDSN); err != nil {
 		_ = l.Close()
 		return nil, fmt.Errorf("sqlite eventlog: open %s: %w", path, err)
 	}
@@ -371,7 +363,6 @@ func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.R
 	if err != nil {
 		return nil, err
 	}
-	l.ckpt.appended()
 	for id := range touched {
 		l.state.Notify(id)
 	}
@@ -620,15 +611,12 @@ func (l *Log) Executions(ctx context.Context, q eventlog.ExecutionsQuery) ([]str
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		l.state.Close()
-		var errs []error
-		if l.ckpt != nil {
-			errs = append(errs, l.ckpt.stop())
-		}
 		l.slot <- struct{}{} // no append runs past this point
 		if l.w != nil {
 			l.w.close()
 			l.w = nil
 		}
+		var errs []error
 		if l.readDB != nil {
 			errs = append(errs, l.readDB.Close())
 		}
