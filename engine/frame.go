@@ -169,7 +169,9 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		_ = settle(func(sctx context.Context) error { p = w.deadLetter(sctx, cmd, cur); return nil })
 		return nil, done(p)
 	}
-	p := frameDonePayload{}
+	// done sets Exclusive too; a frame chained to the next one is reported
+	// without done (chainNext).
+	p := frameDonePayload{Exclusive: exclusive}
 	rows := cmd.Rows
 	var claimed []cursor.Row
 	var buried []ItemOutcome // rows the source set aside while claiming
@@ -763,7 +765,6 @@ func (w *Worker) chainNext(ctx context.Context, cmd *Command, rep Reporter, cur 
 		return nil, false, nil, nil //nolint:nilerr // the next frame's own claim reports it
 	}
 	p.Ms = time.Since(start).Milliseconds()
-	p.Exclusive = driver.Features().ExclusiveClaim
 	// Until the answer comes, the next frame's command may already hold
 	// these rows on record (an answer lost with an orchestrator that
 	// died): keep its lease alive, so that it is not re-issued while the

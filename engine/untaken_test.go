@@ -234,9 +234,10 @@ func (b *outageBench) statuses(t *testing.T) map[string]int {
 
 // stall plays, on the PostgreSQL queue, a claimer that stalled with
 // every row claimed and unrecorded: a transaction of its own claims them
-// and stays open, so the natural claim (SKIP LOCKED) passes them by. It returns the
-// source taking them back: the transaction ends, as the server ends a
-// stalled claimer's by its lease (idle_in_transaction_session_timeout).
+// and stays open, so the natural claim (SKIP LOCKED) passes them by. It
+// returns the source taking them back: the transaction ends, as the
+// server ends a stalled claimer's by its lease
+// (idle_in_transaction_session_timeout).
 func (b *outageBench) stall(t *testing.T) (takeBack func()) {
 	t.Helper()
 	tx, err := b.pg.Begin(b.ctx)

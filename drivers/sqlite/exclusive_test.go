@@ -10,9 +10,10 @@ import (
 )
 
 // TestClaimsAreExclusive: the driver says its claims are exclusive
-// (cursor.Features.ExclusiveClaim), which lets the engine take a claim that finds nothing as the end of the
-// source even right after a lost attempt. That is only true if no claim
-// can find nothing while another claimer holds rows uncommitted: here a
+// (cursor.Features.ExclusiveClaim), which lets the engine take a claim
+// that finds nothing as the end of the source even right after a lost
+// attempt. That is only true if no claim can find nothing while another
+// claimer holds rows uncommitted: here a
 // stalled claimer (another connection, every row claimed, its
 // transaction open) makes the claim wait for the write lock and fail,
 // never return an empty claim; once the stalled transaction ends, the
