@@ -20,21 +20,13 @@ import (
 // claim gets the rows.
 func TestClaimsAreExclusive(t *testing.T) {
 	h := newHarness(t)
-	table := h.createTable(t, 4)
+	spec, _ := h.NewQueue(t, 4, cursortest.QueueOptions{})
+	table := drivertest.TableOf(spec)
 	drv := sqlite.New(sqlite.Config{BusyTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = drv.Close() })
 	if !drv.Features().ExclusiveClaim {
 		t.Fatal("the driver does not say its claims are exclusive")
 	}
-	spec := drivertest.TableQueue{
-		Kind:       "sqlite",
-		Auth:       "local_db",
-		Credential: "sqlite:" + h.path,
-		Claim: `UPDATE {{ workload.table }} SET status = 'claimed'
-			WHERE id IN (SELECT id FROM {{ workload.table }} WHERE status = 'pending' ORDER BY id LIMIT {{ __frame_max_rows }})
-			RETURNING id, payload`,
-		Table: table,
-	}.Spec(t, cursortest.QueueOptions{})
 	ctx := t.Context()
 	cur, err := drv.Open(ctx, spec)
 	if err != nil {
