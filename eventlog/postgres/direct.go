@@ -38,7 +38,7 @@ const (
 )
 
 // plainParams is the number of appendPlain's parameters.
-const plainParams = 14
+const plainParams = 13
 
 var plainParamOIDs = [plainParams]uint32{
 	oidText,      // $1 execution_id
@@ -52,9 +52,8 @@ var plainParamOIDs = [plainParams]uint32{
 	oidTextArray, // $9 payload
 	oidTextArray, // $10 meta
 	oidTSTZArray, // $11 time
-	oidText,      // $12 the NOTIFY channel
-	oidInt8,      // $13 the number of events
-	oidTextArray, // $14 the command_ids of the batch's command.issued
+	oidInt8,      // $12 the number of events
+	oidTextArray, // $13 the command_ids of the batch's command.issued
 }
 
 // binaryFormats is every parameter's and result column's format code.
@@ -170,7 +169,7 @@ func (l *Log) appendPlainDirect(ctx context.Context, id string, events []eventlo
 			l.params.Put(p)
 		}
 	}()
-	p.encodePlain(id, events, issued, l.channel)
+	p.encodePlain(id, events, issued)
 	b.ExecPrepared(sd.Name, p.values, binaryFormats, binaryFormats[:2])
 	// One Sync after both: one implicit transaction. A guard that raises
 	// ends it before the append runs.
@@ -233,11 +232,11 @@ func readDirect(mrr *pgconn.MultiResultReader, guarded bool, n int) ([]eventlog.
 	return results, decodeErr
 }
 
-// encodePlain encodes appendPlain's parameters ($1 to $14) for a batch of
+// encodePlain encodes appendPlain's parameters ($1 to $13) for a batch of
 // one execution, as pgx encodes the pgx path's: empty strings as they
 // are (the statement turns them into NULL), an empty payload or meta as
 // NULL, a zero time as now.
-func (p *directParams) encodePlain(id string, events []eventlog.Event, issued []string, channel string) {
+func (p *directParams) encodePlain(id string, events []eventlog.Event, issued []string) {
 	now := time.Now()
 	var starts [plainParams + 1]int
 	mark := func(i int) { starts[i] = len(p.buf) }
@@ -300,10 +299,8 @@ func (p *directParams) encodePlain(id string, events []eventlog.Event, issued []
 		p.buf = binary.BigEndian.AppendUint64(p.buf, uint64(microsSinceY2K(t)))
 	}
 	mark(11)
-	p.buf = append(p.buf, channel...)
-	mark(12)
 	p.buf = binary.BigEndian.AppendUint64(p.buf, uint64(len(events)))
-	mark(13)
+	mark(12)
 	p.buf = arrayHeader(p.buf, oidText, len(issued), false)
 	for _, s := range issued {
 		p.buf = binary.BigEndian.AppendUint32(p.buf, uint32(len(s)))

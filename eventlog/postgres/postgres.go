@@ -36,8 +36,16 @@ type Config struct {
 	// Notifications normally wake it at once. Defaults to
 	// DefaultPollInterval (1s).
 	PollInterval time.Duration
-	// Logger receives the listener's connection problems. Defaults to
-	// slog.Default().
+	// NotifyInterval is how often, at most, the log notifies other
+	// processes' waiters of its appends: at once when it has been idle,
+	// then once per interval for every execution appended meanwhile, in
+	// a statement apart from the appends (PostgreSQL serializes the
+	// commits of transactions that notify). A waiter in another process
+	// wakes at most this much later than it could; one in this process
+	// at once. Defaults to DefaultNotifyInterval (10ms).
+	NotifyInterval time.Duration
+	// Logger receives the listener's connection problems and failed
+	// notifications. Defaults to slog.Default().
 	Logger *slog.Logger
 	// MustExist refuses a schema that holds no log (an error wrapping
 	// eventlog.ErrNoLog) instead of creating one: for a reader pointed
@@ -68,6 +76,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PollInterval < 0 {
 		return c, errors.New("postgres eventlog: PollInterval must not be negative")
 	}
+	if c.NotifyInterval < 0 {
+		return c, errors.New("postgres eventlog: NotifyInterval must not be negative")
+	}
+	if c.NotifyInterval == 0 {
+		c.NotifyInterval = DefaultNotifyInterval
+	}
 	if c.Schema == "" {
 		c.Schema = DefaultSchema
 	}
@@ -91,6 +105,7 @@ type Log struct {
 	ownPool bool
 	sql     statements
 	channel string // LISTEN/NOTIFY channel; the payload is an execution id
+	notify  *notifier
 	// direct sends the lean statement's batches through
 	// appendPlainDirect, prepared as plainName.
 	direct    bool
@@ -192,15 +207,17 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Log, error) {
 		untyped: untypedMode(pool.Config().ConnConfig.DefaultQueryExecMode),
 	}
 	l.plainName = plainStatementName(l.sql.appendPlain)
+	l.notify = newNotifier(cfg.NotifyInterval, cfg.Logger, l.sendNotify)
 	return l, nil
 }
 
 // Append implements eventlog.Log. The batch travels in one round trip and
 // one transaction: the lean statement for a drain's usual batch (lock the
-// executions row and reserve the seqs, insert, notify), else a pipeline
-// of three statements under one Sync (lock the executions rows; insert
-// the non-duplicates with their seqs and update the executions rows;
-// notify). See the package documentation.
+// executions row and reserve the seqs, insert), else a pipeline of two
+// statements under one Sync (lock the executions rows; insert the
+// non-duplicates with their seqs and update the executions rows). Other
+// processes' waiters are notified once it has committed (Config.NotifyInterval).
+// See the package documentation.
 func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
 	return l.append(ctx, events, nil)
 }
@@ -291,12 +308,11 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 	if plain {
 		b.Queue(l.sql.appendPlain, distinct[0], types, steps, commands, loops, frames, attempts, workers,
 			l.textArray(payloads), l.textArray(metas), times,
-			l.channel, int64(n), issued)
+			int64(n), issued)
 	} else {
 		b.Queue(l.sql.lock, distinct)
 		b.Queue(l.sql.append, execIDs, types, steps, commands, loops, frames, attempts, workers,
 			l.textArray(payloads), l.textArray(metas), times)
-		b.Queue(l.sql.notify, l.channel, distinct)
 	}
 	bctx, cancel := l.bound(ctx)
 	defer cancel()
@@ -327,6 +343,7 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 	for _, id := range distinct {
 		l.state.Notify(id)
 	}
+	l.notify.add(distinct...)
 	return results, nil
 }
 
@@ -342,6 +359,7 @@ func (l *Log) plainDone(ctx context.Context, events []eventlog.Event, guard *App
 		return nil, l.opErr(ctx, "append", err)
 	}
 	l.state.Notify(events[0].ExecutionID)
+	l.notify.add(events[0].ExecutionID)
 	return results, nil
 }
 
@@ -429,8 +447,7 @@ func plainIssued(events []eventlog.Event) (issued []string, plain bool) {
 }
 
 // readAppend reads the results of a batch of the events of execIDs: the
-// lean statement's (plain), or those of the lock, append and notify
-// statements. A second execution.started in it is an
+// lean statement's (plain), or those of the lock and append statements. A second execution.started in it is an
 // *eventlog.AlreadyStartedError: the append stored nothing.
 func readAppend(br pgx.BatchResults, execIDs []string, plain bool) ([]eventlog.Result, error) {
 	if plain {
@@ -467,9 +484,6 @@ func readAppend(br pgx.BatchResults, execIDs []string, plain bool) ([]eventlog.R
 	}
 	if len(results) != n {
 		return nil, fmt.Errorf("append returned %d results for %d events", len(results), n)
-	}
-	if _, err := br.Exec(); err != nil {
-		return nil, err
 	}
 	if restarted != "" {
 		return nil, &eventlog.AlreadyStartedError{ExecutionID: restarted}
@@ -697,6 +711,15 @@ func (l *Log) listenConn(ctx context.Context) (listened bool, err error) {
 	}
 }
 
+// sendNotify notifies other processes' waiters of appends to ids, bounded
+// by Config.OperationTimeout.
+func (l *Log) sendNotify(ctx context.Context, ids []string) error {
+	bctx, cancel := l.bound(ctx)
+	defer cancel()
+	_, err := l.pool.Exec(bctx, l.sql.notify, l.channel, ids)
+	return err
+}
+
 // executionsPage is how many ids one statement of Executions fetches at
 // most: like Read, a listing of a log of any size comes in pages, each
 // bounded by Config.OperationTimeout.
@@ -791,6 +814,8 @@ func (l *Log) Close() error {
 			l.listenCancel()
 			<-l.listenDone
 		}
+		// What is pending goes out before the pool closes.
+		l.notify.close()
 		if l.ownPool {
 			l.pool.Close()
 		}

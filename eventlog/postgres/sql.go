@@ -110,25 +110,23 @@ func newStatements(schema string) statements {
 		// READ COMMITTED an UPDATE that waited for a concurrent append
 		// re-reads the row that append committed). It stores nothing and
 		// returns no row when the execution has no events yet, has ended,
-		// or has one of the batch's command.issued ($14, their command_ids)
+		// or has one of the batch's command.issued ($13, their command_ids)
 		// on record: the caller runs append, which knows what to do. That
 		// probe reads the statement's snapshot, which misses an append
 		// committed while the UPDATE waited for its lock; the unique index
 		// events_command_issued refuses what it missed, aborting the
 		// transaction with nothing stored. Else it returns the batch's ids
-		// and seqs in order, and queues the NOTIFY that lets other
-		// processes' Waits see them. $13 is the number of events.
+		// and seqs in order. $12 is the number of events. It notifies no
+		// one: the Log's notifier does, once it has committed (notifier).
 		appendPlain: f(`WITH x AS (
-			UPDATE %[1]s.executions SET last_seq = last_seq + $13
+			UPDATE %[1]s.executions SET last_seq = last_seq + $12
 			WHERE execution_id = $1 AND first_id IS NOT NULL AND terminal IS NULL
 				-- A scalar subquery per command_id: a probe of the index
 				-- each, where = ANY would filter all of the execution's.
-				AND NOT EXISTS (SELECT FROM unnest($14::text[]) AS c(id)
+				AND NOT EXISTS (SELECT FROM unnest($13::text[]) AS c(id)
 					WHERE (SELECT e.seq FROM %[1]s.events e WHERE e.execution_id = $1
 						AND e.type = 'command.issued' AND e.command_id = c.id) IS NOT NULL)
-			-- The NOTIFY, once, only when the batch is stored: in the
-			-- RETURNING list, which is computed for every row updated.
-			RETURNING last_seq - $13 AS base, pg_notify($12, $1)
+			RETURNING last_seq - $12 AS base
 		), ins AS (
 			INSERT INTO %[1]s.events (execution_id, seq, type, step, command_id, loop_id, frame, attempt,
 				worker_id, payload, meta, time)
@@ -142,7 +140,8 @@ func newStatements(schema string) statements {
 		)
 		SELECT id, seq FROM ins ORDER BY seq`),
 
-		// notify is delivered at commit, so a woken Wait sees the events.
+		// notify is sent once the appends it announces have committed, so
+		// a woken Wait sees their events (notifier).
 		notify: `SELECT pg_notify($1, u.id) FROM unnest($2::text[]) AS u(id)`,
 
 		read: f(`SELECT id, seq, type, coalesce(step, ''), coalesce(command_id, ''), coalesce(loop_id, ''),

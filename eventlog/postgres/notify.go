@@ -1,0 +1,135 @@
+package postgres
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// DefaultNotifyInterval is Config.NotifyInterval's default.
+const DefaultNotifyInterval = 10 * time.Millisecond
+
+// closeNotifyTimeout bounds the last round of notifications Close sends: a
+// notification is a wake-up, not a record (a waiter that misses it finds
+// the events at its next poll), so Close does not wait long on a server
+// that stopped answering.
+const closeNotifyTimeout = 2 * time.Second
+
+// notifier sends the NOTIFYs of a Log's appends once they have committed,
+// in a statement of its own, instead of inside each append.
+//
+// PostgreSQL serializes the commits of transactions that notify: each
+// holds a database-wide lock from its NOTIFY until its commit is on disk,
+// so that notifications are queued in commit order. A NOTIFY inside every
+// append therefore made concurrent appends, of any execution and from any
+// process, commit one at a time, each waiting for the last one's WAL
+// flush. Sent apart, they commit together again.
+//
+// The notifier sends one statement for every execution appended since its
+// last: at once when it has been idle, and at most once per interval while
+// appends keep coming, so a busy log costs the server a notifying
+// transaction per interval, not one per append. A waiter in another
+// process wakes at most an interval after the append; one in this process
+// is woken directly by the append (sqllog.State.Notify).
+type notifier struct {
+	send     func(ctx context.Context, ids []string) error
+	interval time.Duration
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	pending []string // execution ids, not yet deduplicated
+	closed  bool
+
+	// start starts run on the first add, or marks it never started at
+	// close.
+	start sync.Once
+	kick  chan struct{} // buffered: an add while a round runs or rests
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func newNotifier(interval time.Duration, log *slog.Logger, send func(ctx context.Context, ids []string) error) *notifier {
+	return &notifier{
+		send: send, interval: interval, log: log,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+}
+
+// add queues notifications for ids, appended and committed.
+func (n *notifier) add(ids ...string) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.pending = append(n.pending, ids...)
+	n.mu.Unlock()
+	n.start.Do(func() { go n.run() })
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run sends a round on each kick, then rests an interval; adds meanwhile
+// wait for the next round.
+func (n *notifier) run() {
+	defer close(n.done)
+	rest := time.NewTimer(n.interval)
+	rest.Stop()
+	defer rest.Stop()
+	for {
+		select {
+		case <-n.stop:
+			n.round(closeNotifyTimeout)
+			return
+		case <-n.kick:
+		}
+		n.round(0)
+		rest.Reset(n.interval)
+		select {
+		case <-n.stop:
+			n.round(closeNotifyTimeout)
+			return
+		case <-rest.C:
+		}
+	}
+}
+
+// round sends the pending notifications, bounded by timeout if positive
+// (send applies the Log's OperationTimeout otherwise).
+func (n *notifier) round(timeout time.Duration) {
+	n.mu.Lock()
+	ids := n.pending
+	n.pending = nil
+	n.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if err := n.send(ctx, ids); err != nil {
+		// The appends are stored; waiters elsewhere find them at their
+		// next poll (Config.PollInterval).
+		n.log.Warn("eventlog: notifying other processes of appends failed; their waiters find the events at their next poll",
+			"executions", len(ids), "err", err)
+	}
+}
+
+// close sends what is pending and stops; adds after it are dropped.
+func (n *notifier) close() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	n.start.Do(func() { close(n.done) }) // never started: nothing to stop
+	close(n.stop)
+	<-n.done
+}
