@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -39,7 +40,7 @@ type notifier struct {
 	log      *slog.Logger
 
 	mu      sync.Mutex
-	pending []string // execution ids, not yet deduplicated
+	pending map[string]struct{} // execution ids appended since the last round
 	closed  bool
 
 	// start starts run on the first add, or marks it never started at
@@ -52,7 +53,7 @@ type notifier struct {
 
 func newNotifier(interval time.Duration, log *slog.Logger, send func(ctx context.Context, ids []string) error) *notifier {
 	return &notifier{
-		send: send, interval: interval, log: log,
+		send: send, interval: interval, log: log, pending: make(map[string]struct{}),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 }
@@ -64,7 +65,9 @@ func (n *notifier) add(ids ...string) {
 		n.mu.Unlock()
 		return
 	}
-	n.pending = append(n.pending, ids...)
+	for _, id := range ids {
+		n.pending[id] = struct{}{}
+	}
 	n.mu.Unlock()
 	n.start.Do(func() { go n.run() })
 	select {
@@ -102,14 +105,12 @@ func (n *notifier) run() {
 // (send applies the Log's OperationTimeout otherwise).
 func (n *notifier) round(timeout time.Duration) {
 	n.mu.Lock()
-	ids := n.pending
-	n.pending = nil
+	ids := slices.Sorted(maps.Keys(n.pending))
+	clear(n.pending)
 	n.mu.Unlock()
 	if len(ids) == 0 {
 		return
 	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
 	ctx := context.Background()
 	if timeout > 0 {
 		var cancel context.CancelFunc
