@@ -16,7 +16,10 @@ import (
 // rows run long is cancelled; one lease after the cancel the rows still
 // running are interrupted and handed back. The status counted those rows
 // failed (and `run` then printed "N failed" for a queue where nothing
-// failed); they count as cancelled, and no row is left claimed.
+// failed); they count as cancelled, and no row is left claimed. The rows
+// that never started go back too, and the status counts them (Returned):
+// it left them out, so a cancelled loop's counts did not add up to the
+// rows it claimed.
 func TestCancelledRowsAreNotFailed(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.Postgres(t)
@@ -99,5 +102,9 @@ workflow:
 	l := st.Loops["start#1"]
 	if claimed != 0 || l.Failed != 0 || l.Cancelled != 2 || l.OK != 0 || l.Done != 0 || l.Abandoned+l.Unreleased != 0 {
 		t.Fatalf("loop status %+v, %d rows not pending: want the 2 interrupted rows cancelled, none failed, every row handed back", l, claimed)
+	}
+	// Two frames of 5 rows, one row running in each: 8 never started.
+	if l.Rows != 2 || l.Returned != 8 {
+		t.Fatalf("loop status %+v: want 2 row runs (the interrupted rows) and the 8 rows that never started returned", l)
 	}
 }

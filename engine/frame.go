@@ -184,7 +184,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				// Cancelled before the frame started: its rows go back
 				// uncommitted.
 				w.giveBack(settle, claim, cmd, len(rows), abortAheadFailed)
-				p.Cancelled, p.Released = true, len(rows)
+				p.Cancelled, p.Released, p.Returned = true, len(rows), len(rows)
 				return nil, done(p)
 			}
 		} else {
@@ -267,6 +267,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			extra := claimed[keep:]
 			if err := release(func(sctx context.Context) error { return cur.Release(sctx, extra) }); err == nil {
 				p.Released += len(claimed) - keep
+				p.Returned += len(claimed) - keep
 				claimed, rows = claimed[:keep], rows[:keep]
 			} else if !errors.Is(err, cursor.ErrUnsupported) {
 				w.logger().Warn("cursor: releasing the rows past max_bytes failed; running them", "step", cmd.Step, "error", err)
@@ -328,6 +329,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			return nil, ErrClosed
 		}
 		p.Released += len(idx)
+		p.Returned += len(idx)
 	}
 	if len(h.unstarted) > 0 {
 		// Interrupted before they started: hand them back if the source
@@ -347,6 +349,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		// back keeps them claimed: they are recorded as failed.
 		if err := h.handBack(h.late); err == nil {
 			p.Released += len(h.late)
+			p.Returned += len(h.late)
 		} else {
 			for _, i := range h.late {
 				h.items[i] = ItemOutcome{Key: rows[i].Key, Outcome: OutcomeError,
@@ -452,6 +455,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		}
 	}
 	p.Released += h.nReleased
+	p.Returned += h.nReleased
 	p.Cancelled = p.Cancelled || h.nReleased > 0
 	items = append(items, buried...)
 	p.Items, p.Counts, p.Ctx, p.Fail = items, countOutcomes(items), h.ctxDelta, h.fatal

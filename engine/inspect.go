@@ -68,6 +68,13 @@ type LoopStatus struct {
 	// validate warns): they wait for the playbook's own SQL, or a hand.
 	// Abandoned + Unreleased are the loop's rows left claimed.
 	Unreleased int `json:"unreleased,omitempty"`
+	// Returned counts rows the loop claimed and handed back to the source
+	// without an outcome, for a later claim to give out again: rows a
+	// cancel kept from starting, rows of a worker that stopped, rows a
+	// frame ran out of time (max_seconds) or room (max_bytes) for. They
+	// are in none of the counts above; a row that runs later counts in
+	// Rows then. Histories recorded before the count have none.
+	Returned int `json:"returned,omitempty"`
 	// HoldUntil (a running cursor loop) is set after a frame attempt was
 	// lost (its worker died or went silent, or the process driving the
 	// execution was killed): what that attempt may have claimed without
@@ -149,6 +156,7 @@ func (s *State) loopStatus(id string, l *loopState) LoopStatus {
 		ls.Frames, ls.Rows, ls.OK, ls.Failed, ls.Dead, ls.Abandoned = l.Frames, l.Rows, l.OK, l.Failed-l.Cancelled, l.Dead, l.Abandoned
 		ls.Cancelled = l.Cancelled
 		ls.Unreleased = l.Unreleased
+		ls.Returned = l.Returned
 		ls.Done = ls.OK + ls.Failed + ls.Dead
 		if !ls.Finished {
 			ls.HoldUntil = l.HoldUntil

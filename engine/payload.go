@@ -237,6 +237,12 @@ type frameDonePayload struct {
 	Fail     string         `json:"fail,omitempty"`
 	Ms       int64          `json:"ms,omitempty"`
 	Released int            `json:"released,omitempty"`
+	// Returned counts the rows among Released that went back without an
+	// outcome, so they are not in Items: never started (a cancel, a
+	// worker stopping, a frame out of time or past max_bytes) or cut
+	// short by the worker stopping. The others are failed rows, or rows
+	// whose ack failed, with their outcome in Items.
+	Returned int `json:"returned,omitempty"`
 	// Cancelled: the worker saw the execution being cancelled (or was
 	// stopped itself) and stopped before running every row (the rest
 	// were released).
@@ -359,7 +365,7 @@ func (p frameDonePayload) appendJSON(b []byte) ([]byte, error) {
 	for _, f := range []struct {
 		name string
 		n    int64
-	}{{"ms", p.Ms}, {"released", int64(p.Released)}} {
+	}{{"ms", p.Ms}, {"released", int64(p.Released)}, {"returned", int64(p.Returned)}} {
 		if f.n != 0 {
 			b = append(b, `,"`+f.name+`":`...)
 			b = strconv.AppendInt(b, f.n, 10)
@@ -400,6 +406,7 @@ type frameDoneSummary struct {
 	Ctx      map[string]any `json:"ctx,omitempty"`
 	Fail     string         `json:"fail,omitempty"`
 	Released int            `json:"released,omitempty"`
+	Returned int            `json:"returned,omitempty"`
 	Lost     bool           `json:"lost,omitempty"`
 	// Exclusive is frame.done's exclusive.
 	Exclusive bool `json:"exclusive,omitempty"`
@@ -464,6 +471,8 @@ func (p *frameDoneSummary) decodeMember(key string, raw []byte) error {
 		return unmarshal(raw, &p.Fail)
 	case "released":
 		return unmarshal(raw, &p.Released)
+	case "returned":
+		return unmarshal(raw, &p.Returned)
 	case "lost":
 		return unmarshal(raw, &p.Lost)
 	case "exclusive":

@@ -126,7 +126,7 @@ func TestPayloadAppendersAgree(t *testing.T) {
 			items = append(items, ItemOutcome{Key: text(), Outcome: []string{OutcomeOK, OutcomeError}[r.IntN(2)], Ms: int64(r.IntN(1000)), Error: []string{"", text()}[r.IntN(2)]})
 		}
 		done := frameDonePayload{Drained: r.IntN(2) == 0, Items: items, Counts: countOutcomes(items), Fail: []string{"", text()}[r.IntN(2)],
-			Ms: int64(r.IntN(3)), Released: r.IntN(2), Cancelled: r.IntN(2) == 0, ClaimOpenUs: int64(r.IntN(2) * 77)}
+			Ms: int64(r.IntN(3)), Released: r.IntN(2), Returned: r.IntN(2), Cancelled: r.IntN(2) == 0, ClaimOpenUs: int64(r.IntN(2) * 77)}
 		if r.IntN(2) == 0 {
 			done.Ctx = map[string]any{text(): value()}
 		}

@@ -19,7 +19,10 @@ import (
 //
 // 9: cursor loops know that their source's claims are exclusive
 // (Exclusive), and then hold nothing after a lost attempt.
-const SnapshotFormat = "cursorflow.engine.state/9"
+//
+// 10: cursor loops count the rows handed back without an outcome
+// (Returned).
+const SnapshotFormat = "cursorflow.engine.state/10"
 
 // stateSnapshot is State with its unexported fields, as JSON.
 type stateSnapshot struct {

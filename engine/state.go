@@ -288,6 +288,9 @@ type loopState struct {
 	// Unreleased counts failed rows left claimed in the source because
 	// the cursor has no release statement (frame.done's unreleased).
 	Unreleased int `json:",omitempty"`
+	// Returned counts rows handed back without an outcome (frame.done's
+	// returned).
+	Returned int `json:",omitempty"`
 	// HandedBack counts, by row key, the failures of rows that went back
 	// to the source afterwards (released) to be claimed again; see
 	// State.countHandedBack.
@@ -692,6 +695,7 @@ func (s *State) Apply(ev eventlog.Event) (err error) {
 		l.Dead += p.Counts.Dead
 		l.Abandoned += p.Abandoned
 		l.Unreleased += p.Unreleased
+		l.Returned += p.Returned
 		if s.cancelRequested {
 			l.Cancelled += p.Stopped
 		}

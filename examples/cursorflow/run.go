@@ -596,10 +596,20 @@ func (o outcome) report(stdout io.Writer, asJSON bool) int {
 		for _, run := range slices.Sorted(maps.Keys(o.rows)) {
 			// A completed execution may still have rows that failed or
 			// went to the dead letter: say so, with where to look.
-			if r := o.rows[run]; r.Failed > 0 || r.Dead > 0 || r.Abandoned > 0 || r.Unreleased > 0 {
+			// One that did not complete may have handed rows back unrun
+			// (a completed one ran them in a later claim).
+			r := o.rows[run]
+			unrun := 0
+			if o.status != engine.StatusCompleted {
+				unrun = r.Returned
+			}
+			if r.Failed > 0 || r.Dead > 0 || r.Abandoned > 0 || r.Unreleased > 0 || unrun > 0 {
 				stranded := ""
 				if n := r.Abandoned + r.Unreleased; n > 0 {
 					stranded = fmt.Sprintf(", %d left claimed in the source", n)
+				}
+				if unrun > 0 {
+					stranded += fmt.Sprintf(", %d handed back unrun", unrun)
 				}
 				fmt.Fprintf(stdout, "loop %s: %d row runs: %d ok, %d failed, %d dead%s (cursorflow events %s --%s %s)\n",
 					run, r.Rows, r.OK, r.Failed, r.Dead, stranded, o.id, o.whereKey, o.where)
@@ -658,6 +668,9 @@ type loopRows struct {
 	// Cancelled: rows a cancel stopped as they ran (see
 	// engine.LoopStatus.Cancelled).
 	Cancelled int `json:"cancelled,omitempty"`
+	// Returned: rows handed back to the source without an outcome (see
+	// engine.LoopStatus.Returned).
+	Returned int `json:"returned,omitempty"`
 }
 
 // cursorRows returns the row outcomes of the execution's cursor loops by
@@ -666,7 +679,7 @@ func cursorRows(st *engine.Status) map[string]loopRows {
 	out := map[string]loopRows{}
 	for run, l := range st.Loops {
 		if l.Mode == dsl.ModeCursor {
-			out[run] = loopRows{Rows: l.Rows, OK: l.OK, Failed: l.Failed, Dead: l.Dead, Abandoned: l.Abandoned, Unreleased: l.Unreleased, Cancelled: l.Cancelled}
+			out[run] = loopRows{Rows: l.Rows, OK: l.OK, Failed: l.Failed, Dead: l.Dead, Abandoned: l.Abandoned, Unreleased: l.Unreleased, Cancelled: l.Cancelled, Returned: l.Returned}
 		}
 	}
 	return out

@@ -621,6 +621,9 @@ func printStatus(w io.Writer, st *engine.Status) {
 			if l.Cancelled > 0 {
 				cancelled = fmt.Sprintf(", cancelled %d", l.Cancelled)
 			}
+			if l.Returned > 0 {
+				cancelled += fmt.Sprintf(", handed back unrun %d", l.Returned)
+			}
 			fmt.Fprintf(w, "  loop %-24s cursor %s: frames %d, rows %d (ok %d, failed %d, dead %d%s), in flight %d\n",
 				printable(id), state, l.Frames, l.Rows, l.OK, l.Failed, l.Dead, cancelled, l.InFlight)
 		} else {
