@@ -231,6 +231,10 @@ func TestDashboardInABrowser(t *testing.T) {
 	do("cancel", chromedp.Click(chromedp.ID("cancel")))
 	until("the execution cancelled", `document.querySelector("#status").dataset.status === "cancelled" && document.querySelector("#cancel").disabled`)
 	until("its loop's badge says cancelled", loop+`?.querySelector(".badge")?.textContent === "cancelled"`)
+	// The rows the cancel interrupted are counted apart (not failed), and
+	// shown.
+	until("its loop shows the rows the cancel stopped", loop+`?.dataset.cancelled > 0 && `+
+		loop+`.querySelector(".stat.cancelled b")?.textContent === `+loop+`.dataset.cancelled && `+loop+`.dataset.failed === "0"`)
 	term, err := e.terminal(ctx, b.ExecutionID)
 	if err != nil || term != "execution.cancelled" {
 		t.Fatalf("the log ends the cancelled execution with %q (%v)", term, err)

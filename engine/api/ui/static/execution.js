@@ -52,6 +52,7 @@
       class: "loop", "data-loop": run, "data-mode": l.mode, "data-finished": String(!!l.finished),
       "data-done": String(done), "data-failed": String(l.failed || 0), "data-dead": String(l.dead || 0),
       "data-frames": String(l.frames || 0), "data-rate": String(l.rate || 0),
+      "data-cancelled": String(l.cancelled || 0), "data-returned": String(l.returned || 0),
     },
     CF.el("h3", {}, CF.el("span", { text: l.step + " · " + run + " · " + l.mode }),
       CF.badge(l.status || (l.finished ? "completed" : "running"))));
@@ -65,6 +66,11 @@
         stat("frames", CF.number(l.frames), "frames"),
         stat("inflight", CF.number(l.in_flight), "frames in flight"),
         stat("rate", rate, "rows / s"));
+      // A cancel's count: rows it stopped as they ran, and rows it (or a
+      // worker stopping) handed back before they started. Shown when there
+      // are any, so that a cancelled loop's numbers add up to its claims.
+      if (l.cancelled) stats.append(stat("cancelled", CF.number(l.cancelled), "rows cancelled"));
+      if (l.returned) stats.append(stat("returned", CF.number(l.returned), "rows handed back unrun"));
     } else {
       stats.append(
         stat("done", CF.number(l.done) + " / " + CF.number(l.items), "items done"),
