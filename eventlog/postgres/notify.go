@@ -43,6 +43,11 @@ type notifier struct {
 	pending map[string]struct{} // execution ids appended since the last round
 	closed  bool
 
+	// ctx bounds the rounds before close, which cancels it: a round stuck
+	// on a server that stopped answering does not hold Close for the
+	// Log's OperationTimeout.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// start starts run on the first add, or marks it never started at
 	// close.
 	start sync.Once
@@ -52,8 +57,10 @@ type notifier struct {
 }
 
 func newNotifier(interval time.Duration, log *slog.Logger, send func(ctx context.Context, ids []string) error) *notifier {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &notifier{
 		send: send, interval: interval, log: log, pending: make(map[string]struct{}),
+		ctx: ctx, cancel: cancel,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 }
@@ -86,24 +93,33 @@ func (n *notifier) run() {
 	for {
 		select {
 		case <-n.stop:
-			n.round(closeNotifyTimeout)
+			n.last()
 			return
 		case <-n.kick:
 		}
-		n.round(0)
+		n.round(n.ctx)
 		rest.Reset(n.interval)
 		select {
 		case <-n.stop:
-			n.round(closeNotifyTimeout)
+			n.last()
 			return
 		case <-rest.C:
 		}
 	}
 }
 
-// round sends the pending notifications, bounded by timeout if positive
-// (send applies the Log's OperationTimeout otherwise).
-func (n *notifier) round(timeout time.Duration) {
+// last sends, once close has been called, what is pending, bounded by
+// closeNotifyTimeout.
+func (n *notifier) last() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeNotifyTimeout)
+	defer cancel()
+	n.round(ctx)
+}
+
+// round sends the pending notifications under ctx (send applies the Log's
+// OperationTimeout too). The ids of a round that failed are pending
+// again, for the next round (the last one, if close cut this one short).
+func (n *notifier) round(ctx context.Context) {
 	n.mu.Lock()
 	ids := slices.Sorted(maps.Keys(n.pending))
 	clear(n.pending)
@@ -111,17 +127,18 @@ func (n *notifier) round(timeout time.Duration) {
 	if len(ids) == 0 {
 		return
 	}
-	ctx := context.Background()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
 	if err := n.send(ctx, ids); err != nil {
-		// The appends are stored; waiters elsewhere find them at their
-		// next poll (Config.PollInterval).
-		n.log.Warn("eventlog: notifying other processes of appends failed; their waiters find the events at their next poll",
-			"executions", len(ids), "err", err)
+		n.mu.Lock()
+		for _, id := range ids {
+			n.pending[id] = struct{}{}
+		}
+		n.mu.Unlock()
+		if cutByClose := ctx == n.ctx && n.ctx.Err() != nil; !cutByClose {
+			// The appends are stored; waiters elsewhere find them at
+			// their next poll (Config.PollInterval).
+			n.log.Warn("eventlog: notifying other processes of appends failed; their waiters find the events at their next poll",
+				"executions", len(ids), "err", err)
+		}
 	}
 }
 
@@ -130,6 +147,8 @@ func (n *notifier) close() {
 	n.mu.Lock()
 	n.closed = true
 	n.mu.Unlock()
+	// A round in flight ends; its ids go in the last one.
+	n.cancel()
 	n.start.Do(func() { close(n.done) }) // never started: nothing to stop
 	close(n.stop)
 	<-n.done
