@@ -47,7 +47,9 @@ type Config struct {
 }
 
 // Driver is the ClickHouse cursor driver (clickhouse-go v2, native
-// protocol). Safe for concurrent use.
+// protocol). It keeps one connection pool per DSN; of those no statement
+// is using, it keeps the 16 most recently used and closes the others (a
+// url option may name a server per execution). Safe for concurrent use.
 type Driver struct {
 	cfg   Config
 	log   *slog.Logger
@@ -142,8 +144,12 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 	return c, nil
 }
 
-func (d *Driver) conn(credential string) (driver.Conn, error) {
-	return d.conns.Get(credential, func() (driver.Conn, error) { return d.dial(credential) })
+// conn returns the pool for credential (a DSN: the auth alias's, or the
+// url option's) and the release to call once the statement is done with
+// it. A url option may name a server per execution, so the pools no
+// statement holds are closed past clientcache.MaxIdle of them.
+func (d *Driver) conn(credential string) (driver.Conn, func(), error) {
+	return d.conns.Acquire(credential, func() (driver.Conn, error) { return d.dial(credential) })
 }
 
 func (d *Driver) dial(credential string) (driver.Conn, error) {

@@ -102,7 +102,7 @@ func TestConnLost(t *testing.T) {
 func TestOpenRefusesBadCredential(t *testing.T) {
 	d := New(Config{})
 	defer d.Close()
-	_, err := d.conn("clickhouse://user:s3cret@[::1")
+	_, _, err := d.conn("clickhouse://user:s3cret@[::1")
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("err = %v, want an error that does not quote the credential", err)
 	}

@@ -59,11 +59,12 @@ func (c *Cursor) exec(ctx context.Context, stmt string) error {
 
 func (c *Cursor) retry(ctx context.Context, fn func(driver.Conn) error) error {
 	for attempt := 0; ; attempt++ {
-		conn, err := c.drv.conn(c.cred)
+		conn, release, err := c.drv.conn(c.cred)
 		if err != nil {
 			return err
 		}
 		err = fn(conn)
+		release()
 		if err == nil || attempt > 0 || !connLost(err) || ctx.Err() != nil {
 			return err
 		}

@@ -28,13 +28,15 @@ const listPageSize = 1000
 // Cursor claims objects under one pending prefix. It is a cursor.Cursor
 // and a cursor.DeadLetterer; safe for concurrent use.
 type Cursor struct {
-	spec   cursor.Spec
-	opts   Options
-	b      *bucket
-	lease  time.Duration
-	conc   int
-	log    *slog.Logger
-	closed atomic.Bool
+	spec cursor.Spec
+	opts Options
+	b    *bucket
+	// release gives b back to the driver's cache, at Close.
+	release func()
+	lease   time.Duration
+	conc    int
+	log     *slog.Logger
+	closed  atomic.Bool
 }
 
 var (
@@ -691,6 +693,8 @@ func (c *Cursor) DeadLetter(ctx context.Context, rows []cursor.Row, reason strin
 // Close ends the cursor. Leases it holds stay until acknowledged,
 // released or expired.
 func (c *Cursor) Close() error {
-	c.closed.Store(true)
+	if !c.closed.Swap(true) {
+		c.release()
+	}
 	return nil
 }

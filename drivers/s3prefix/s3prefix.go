@@ -71,7 +71,9 @@ type Config struct {
 }
 
 // Driver is the s3prefix cursor driver. It keeps one bucket handle per
-// credential URL, so Open is cheap. Safe for concurrent use.
+// credential URL, so Open is cheap; of those no open cursor holds, it
+// keeps the 16 most recently used and closes the others (a url option may
+// name a bucket per execution). Safe for concurrent use.
 type Driver struct {
 	cfg     Config
 	log     *slog.Logger
@@ -165,7 +167,7 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 			cred = u
 		}
 	}
-	b, err := d.bucket(ctx, cred)
+	b, release, err := d.bucket(ctx, cred)
 	if err != nil {
 		return nil, fail(err)
 	}
@@ -174,17 +176,21 @@ func (d *Driver) Open(ctx context.Context, spec cursor.Spec) (cursor.Cursor, err
 		lease = DefaultLease
 	}
 	return &Cursor{
-		spec:  spec,
-		opts:  opts,
-		b:     b,
-		lease: lease,
-		conc:  d.cfg.Concurrency,
-		log:   log.With("cursor", spec.Kind, "auth", spec.Auth, "loop_id", spec.LoopID, "slot", spec.SlotID),
+		spec:    spec,
+		opts:    opts,
+		b:       b,
+		release: release,
+		lease:   lease,
+		conc:    d.cfg.Concurrency,
+		log:     log.With("cursor", spec.Kind, "auth", spec.Auth, "loop_id", spec.LoopID, "slot", spec.SlotID),
 	}, nil
 }
 
-func (d *Driver) bucket(ctx context.Context, rawURL string) (*bucket, error) {
-	return d.buckets.Get(rawURL, func() (*bucket, error) { return d.openBucket(ctx, rawURL) })
+// bucket returns the bucket at rawURL and the release its cursor calls
+// when it closes. A url option may name a bucket per execution, so the
+// buckets no cursor holds are closed past clientcache.MaxIdle of them.
+func (d *Driver) bucket(ctx context.Context, rawURL string) (*bucket, func(), error) {
+	return d.buckets.Acquire(rawURL, func() (*bucket, error) { return d.openBucket(ctx, rawURL) })
 }
 
 func (d *Driver) openBucket(ctx context.Context, rawURL string) (*bucket, error) {

@@ -2,8 +2,12 @@ package s3prefix
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/cursorflow/cursorflow/cursor"
+	"github.com/cursorflow/cursorflow/drivers/internal/clientcache"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -151,11 +155,43 @@ func TestRawKey(t *testing.T) {
 func TestRefusesFileBlob(t *testing.T) {
 	d := New(Config{})
 	defer d.Close()
-	_, err := d.bucket(t.Context(), "file:///tmp/q")
+	_, _, err := d.bucket(t.Context(), "file:///tmp/q")
 	if !errors.Is(err, ErrRacyBucket) {
 		t.Fatalf("err = %v, want ErrRacyBucket", err)
 	}
-	if _, err := d.bucket(t.Context(), "::not a url"); err == nil || strings.Contains(err.Error(), "::not") {
+	if _, _, err := d.bucket(t.Context(), "::not a url"); err == nil || strings.Contains(err.Error(), "::not") {
 		t.Fatalf("err = %v, want an error that does not quote the URL", err)
 	}
+}
+
+// A url option may name a bucket per execution: the buckets no cursor
+// holds are closed past clientcache.MaxIdle of them, so a driver that met
+// many URLs does not keep a handle for each; one an open cursor holds
+// stays open.
+func TestURLBucketsNoCursorHoldsAreClosed(t *testing.T) {
+	d := New(Config{})
+	defer d.Close()
+	// gocloud's in-memory buckets, one per URL.
+	open := func(name string) cursor.Cursor {
+		t.Helper()
+		c, err := d.Open(t.Context(), cursor.Spec{Kind: "s3prefix", Options: map[string]any{OptURL: "mem://" + name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	held := open("held")
+	for i := range 3 * clientcache.MaxIdle {
+		if err := open(fmt.Sprintf("b%d", i)).Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := d.buckets.Len(); n != clientcache.MaxIdle+1 {
+		t.Fatalf("driver holds %d buckets after %d URLs, want %d idle and the held one", n, 3*clientcache.MaxIdle+1, clientcache.MaxIdle)
+	}
+	// The held cursor's bucket is still open: a claim lists it.
+	if _, err := held.Claim(t.Context(), 1); err != nil {
+		t.Fatalf("claim on the held cursor: %v", err)
+	}
+	_ = held.Close()
 }

@@ -2,6 +2,7 @@ package clientcache
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -104,5 +105,72 @@ func TestCacheConcurrentGet(t *testing.T) {
 		if v != got[0] {
 			t.Fatal("Get returned different clients for one credential")
 		}
+	}
+}
+
+// Clients taken with Acquire (a URL a playbook gives) are closed once
+// more than MaxIdle of them sit unheld, the least recently released
+// first; one still held, or pinned by Get, is never closed.
+func TestAcquireClosesIdleClientsPastMaxIdle(t *testing.T) {
+	t.Parallel()
+	var closed []string
+	c := New(func(v *client) error {
+		closed = append(closed, v.name)
+		return nil
+	})
+	opens := 0
+	acquire := func(key string) (*client, func()) {
+		t.Helper()
+		v, release, err := c.Acquire(key, func() (*client, error) {
+			opens++
+			return &client{name: key}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, release
+	}
+	if _, err := c.Get("pinned", func() (*client, error) { return &client{name: "pinned"}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	_, holdHeld := acquire("held")
+	// Used once and released, in order: u0 is the least recently used.
+	for i := range MaxIdle {
+		_, release := acquire(fmt.Sprintf("u%d", i))
+		release()
+		release() // a second release is a no-op
+	}
+	if len(closed) != 0 {
+		t.Fatalf("closed %v with %d idle clients, MaxIdle %d", closed, MaxIdle, MaxIdle)
+	}
+	// u0 again: cached, and now the most recent.
+	before := opens
+	_, release := acquire("u0")
+	release()
+	if opens != before {
+		t.Fatal("a cached idle client was opened again")
+	}
+	_, release = acquire("one-more")
+	release()
+	if !slices.Equal(closed, []string{"u1"}) {
+		t.Fatalf("closed %v past MaxIdle, want the least recently released, u1", closed)
+	}
+	// The held and the pinned clients survive any number of others.
+	for i := range 3 * MaxIdle {
+		_, release := acquire(fmt.Sprintf("x%d", i))
+		release()
+	}
+	if slices.Contains(closed, "held") || slices.Contains(closed, "pinned") {
+		t.Fatalf("closed %v: a held or pinned client went", closed)
+	}
+	holdHeld()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Every client made is closed once: pinned, held, u0-u15, one-more,
+	// the x ones.
+	all := 2 + MaxIdle + 1 + 3*MaxIdle
+	if len(closed) != all || len(slices.Compact(slices.Sorted(slices.Values(closed)))) != all {
+		t.Fatalf("after Close, closed %d clients %v; want each of the %d once", len(closed), closed, all)
 	}
 }
