@@ -54,6 +54,11 @@ type notifier struct {
 	kick  chan struct{} // buffered: an add while a round runs or rests
 	stop  chan struct{}
 	done  chan struct{}
+
+	// warned is when run last logged a failed round; failed counts those
+	// since (run's own).
+	warned time.Time
+	failed int
 }
 
 func newNotifier(interval time.Duration, log *slog.Logger, send func(ctx context.Context, ids []string) error) *notifier {
@@ -135,9 +140,16 @@ func (n *notifier) round(ctx context.Context) {
 		n.mu.Unlock()
 		if cutByClose := ctx == n.ctx && n.ctx.Err() != nil; !cutByClose {
 			// The appends are stored; waiters elsewhere find them at
-			// their next poll (Config.PollInterval).
-			n.log.Warn("eventlog: notifying other processes of appends failed; their waiters find the events at their next poll",
-				"executions", len(ids), "err", err)
+			// their next poll (Config.PollInterval). Said once a minute
+			// at most: a server that takes appends and refuses NOTIFY (its
+			// notification queue full) would otherwise be said every
+			// round.
+			n.failed++
+			if now := time.Now(); now.Sub(n.warned) >= time.Minute {
+				n.log.Warn("eventlog: notifying other processes of appends failed; their waiters find the events at their next poll",
+					"executions", len(ids), "failed_rounds", n.failed, "err", err)
+				n.warned, n.failed = now, 0
+			}
 		}
 	}
 }
