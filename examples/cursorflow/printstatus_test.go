@@ -45,3 +45,11 @@ func TestRunReportCountsRowsHandedBackUnrun(t *testing.T) {
 		}
 	}
 }
+
+// events' line for a frame.done names the rows it handed back unrun.
+func TestFrameDoneTextNamesRowsReturned(t *testing.T) {
+	got := strings.Join(frameDoneText([]byte(`{"counts":{"rows":2,"ok":0,"failed":2,"dead":0},"released":10,"returned":8,"cancelled":true}`)), " ")
+	if want := "rows=2 ok=0 failed=2 dead=0 returned=8"; got != want {
+		t.Fatalf("frame.done text %q, want %q", got, want)
+	}
+}

@@ -776,12 +776,13 @@ func appendSet(parts []string, pairs ...[2]string) []string {
 }
 
 // frameDoneText is what a frame.done says in one line: its row counts,
-// whether it found the source drained, its failure, and the first row
-// error, quoted and cut to 200 bytes.
+// the rows it handed back unrun, whether it found the source drained, its
+// failure, and the first row error, quoted and cut to 200 bytes.
 func frameDoneText(payload []byte) []string {
 	var p struct {
-		Drained bool `json:"drained"`
-		Items   []struct {
+		Drained  bool `json:"drained"`
+		Returned int  `json:"returned"`
+		Items    []struct {
 			Key   string `json:"key"`
 			Error string `json:"error"`
 		} `json:"items"`
@@ -793,6 +794,9 @@ func frameDoneText(payload []byte) []string {
 	}
 	c := p.Counts
 	parts := []string{fmt.Sprintf("rows=%d ok=%d failed=%d dead=%d", c.Rows, c.OK, c.Failed, c.Dead)}
+	if p.Returned > 0 {
+		parts = append(parts, fmt.Sprintf("returned=%d", p.Returned))
+	}
 	if p.Drained {
 		parts = append(parts, "drained")
 	}
