@@ -184,7 +184,8 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				// Cancelled before the frame started: its rows go back
 				// uncommitted.
 				w.giveBack(settle, claim, cmd, len(rows), abortAheadFailed)
-				p.Cancelled, p.Released, p.Returned = true, len(rows), len(rows)
+				p.Cancelled = true
+				p.returned(len(rows))
 				return nil, done(p)
 			}
 		} else {
@@ -266,8 +267,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 			// would bury them unrun (mayGoBack).
 			extra := claimed[keep:]
 			if err := release(func(sctx context.Context) error { return cur.Release(sctx, extra) }); err == nil {
-				p.Released += len(claimed) - keep
-				p.Returned += len(claimed) - keep
+				p.returned(len(claimed) - keep)
 				claimed, rows = claimed[:keep], rows[:keep]
 			} else if !errors.Is(err, cursor.ErrUnsupported) {
 				w.logger().Warn("cursor: releasing the rows past max_bytes failed; running them", "step", cmd.Step, "error", err)
@@ -328,8 +328,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				"step", cmd.Step, "command_id", cmd.ID, "rows", len(idx), "error", err)
 			return nil, ErrClosed
 		}
-		p.Released += len(idx)
-		p.Returned += len(idx)
+		p.returned(len(idx))
 	}
 	if len(h.unstarted) > 0 {
 		// Interrupted before they started: hand them back if the source
@@ -348,8 +347,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 		// frame, neither run nor failed. A source that cannot take them
 		// back keeps them claimed: they are recorded as failed.
 		if err := h.handBack(h.late); err == nil {
-			p.Released += len(h.late)
-			p.Returned += len(h.late)
+			p.returned(len(h.late))
 		} else {
 			for _, i := range h.late {
 				h.items[i] = ItemOutcome{Key: rows[i].Key, Outcome: OutcomeError,
@@ -454,8 +452,7 @@ func (w *Worker) frame(ctx context.Context, cmd *Command, step *dsl.Step, rep Re
 				"step", cmd.Step, "command_id", cmd.ID, "rows", len(bad), "error", err)
 		}
 	}
-	p.Released += h.nReleased
-	p.Returned += h.nReleased
+	p.returned(h.nReleased)
 	p.Cancelled = p.Cancelled || h.nReleased > 0
 	items = append(items, buried...)
 	p.Items, p.Counts, p.Ctx, p.Fail = items, countOutcomes(items), h.ctxDelta, h.fatal

@@ -273,6 +273,13 @@ type frameDonePayload struct {
 	Exclusive bool `json:"exclusive,omitempty"`
 }
 
+// returned counts n rows handed back without an outcome: in Released, and
+// in Returned.
+func (p *frameDonePayload) returned(n int) {
+	p.Released += n
+	p.Returned += n
+}
+
 func (p frameClaimedPayload) appendJSON(b []byte) ([]byte, error) {
 	if p.Rows == nil {
 		b = append(b, `{"rows":null`...)
