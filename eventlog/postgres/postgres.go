@@ -216,8 +216,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Log, error) {
 // executions row and reserve the seqs, insert), else a pipeline of two
 // statements under one Sync (lock the executions rows; insert the
 // non-duplicates with their seqs and update the executions rows). Other
-// processes' waiters are notified once it has committed (Config.NotifyInterval).
-// See the package documentation.
+// processes' waiters are notified once it has committed
+// (Config.NotifyInterval). See the package documentation.
 func (l *Log) Append(ctx context.Context, events []eventlog.Event) ([]eventlog.Result, error) {
 	return l.append(ctx, events, nil)
 }
@@ -338,12 +338,7 @@ func (l *Log) appendBatch(ctx context.Context, events []eventlog.Event, guard *A
 	if err != nil {
 		return nil, l.opErr(ctx, "append", err)
 	}
-	// Waiters in this process do not have to wait for the notification's
-	// round trip through the server.
-	for _, id := range distinct {
-		l.state.Notify(id)
-	}
-	l.notify.add(distinct...)
+	l.appended(distinct...)
 	return results, nil
 }
 
@@ -358,9 +353,19 @@ func (l *Log) plainDone(ctx context.Context, events []eventlog.Event, guard *App
 	if err != nil {
 		return nil, l.opErr(ctx, "append", err)
 	}
-	l.state.Notify(events[0].ExecutionID)
-	l.notify.add(events[0].ExecutionID)
+	l.appended(events[0].ExecutionID)
 	return results, nil
+}
+
+// appended wakes the waiters of ids, whose appends have committed: those
+// in this process at once (they need not wait for the notification's
+// round trip through the server), those of other processes through the
+// notifier.
+func (l *Log) appended(ids ...string) {
+	for _, id := range ids {
+		l.state.Notify(id)
+	}
+	l.notify.add(ids...)
 }
 
 // untypedMode reports whether pgx sends a statement's parameters in mode
@@ -447,8 +452,9 @@ func plainIssued(events []eventlog.Event) (issued []string, plain bool) {
 }
 
 // readAppend reads the results of a batch of the events of execIDs: the
-// lean statement's (plain), or those of the lock and append statements. A second execution.started in it is an
-// *eventlog.AlreadyStartedError: the append stored nothing.
+// lean statement's (plain), or those of the lock and append statements.
+// A second execution.started in it is an *eventlog.AlreadyStartedError:
+// the append stored nothing.
 func readAppend(br pgx.BatchResults, execIDs []string, plain bool) ([]eventlog.Result, error) {
 	if plain {
 		return readPlain(br, len(execIDs))
