@@ -44,6 +44,9 @@ type entry[T comparable] struct {
 	used   uint64
 }
 
+// idle reports that no one holds e and Get did not pin it.
+func (e *entry[T]) idle() bool { return !e.pinned && e.refs == 0 }
+
 // New returns an empty cache whose Close closes each client with
 // closeClient.
 func New[T comparable](closeClient func(T) error) *Cache[T] {
@@ -106,16 +109,24 @@ func (c *Cache[T]) release(e *entry[T]) {
 	e.refs--
 	c.tick++
 	e.used = c.tick
-	var idle []string
-	for k, x := range c.clients {
-		if !x.pinned && x.refs == 0 {
-			idle = append(idle, k)
+	idle := 0
+	for _, x := range c.clients {
+		if x.idle() {
+			idle++
 		}
 	}
+	// A release per statement (clickhouse) is the common case, with no
+	// more idle clients than MaxIdle: it counts them and allocates nothing.
 	var evicted []T
-	if len(idle) > MaxIdle {
-		slices.SortFunc(idle, func(a, b string) int { return cmp.Compare(c.clients[a].used, c.clients[b].used) })
-		for _, k := range idle[:len(idle)-MaxIdle] {
+	if idle > MaxIdle {
+		keys := make([]string, 0, idle)
+		for k, x := range c.clients {
+			if x.idle() {
+				keys = append(keys, k)
+			}
+		}
+		slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(c.clients[a].used, c.clients[b].used) })
+		for _, k := range keys[:idle-MaxIdle] {
 			evicted = append(evicted, c.clients[k].v)
 			delete(c.clients, k)
 		}
