@@ -65,3 +65,41 @@ func TestMaxSecondsDefersRowsWithoutFailingThem(t *testing.T) {
 		t.Fatalf("loop counts %+v; want %d rows, all ok, none failed", l, rows)
 	}
 }
+
+// TestMaxSecondsCountsRowsHandedBack: rows a frame runs out of time for go
+// back unrun (they may: max_attempts leaves them another delivery) and the
+// loop counts them as returned, beside the rows it ran, so its counts add
+// up to its claims. One slot, claims of 4, each row longer than the
+// frame's max_seconds: a frame runs its first row and hands the rest back.
+func TestMaxSecondsCountsRowsHandedBack(t *testing.T) {
+	t.Parallel()
+	const rows = 12
+	_, path := jobsQueue(t, rows)
+	reg := tools.NewRegistry()
+	reg.MustRegister("slow", tools.ToolFunc(func(ctx context.Context, call *tools.Call) (tools.Output, error) {
+		select {
+		case <-time.After(30 * time.Millisecond):
+		case <-ctx.Done():
+			return tools.Output{}, ctx.Err()
+		}
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	e, log := sqliteEngine(t, path, reg)
+	sum, evs := runPlaybook(t, e, log, jobsPlaybook([]string{jobsAck, jobsRelease},
+		1, `{max_rows: 4, row_concurrency: 1, process: row, max_seconds: 0.01, max_attempts: 100}`,
+		`{kind: slow, id: '{{ iter.job.id }}'}`), engine.StartOptions{}, time.Minute)
+	defer dumpOnFail(t, evs)
+	if sum.Status != engine.StatusCompleted {
+		t.Fatalf("status %s: %s", sum.Status, sum.Error)
+	}
+	st, err := engine.Inspect(context.Background(), log, sum.ExecutionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Claims of 4 while 4 or more were pending (12 down to 4: 9 frames,
+	// 3 back each), then of 3 and 2 (2 and 1 back), then the last row.
+	const back = 9*3 + 2 + 1
+	if l := st.Loops["start#1"]; l.Rows != rows || l.OK != rows || l.Returned != back {
+		t.Fatalf("loop counts %+v; want %d rows run, all ok, and %d handed back unrun", l, rows, back)
+	}
+}
