@@ -10,20 +10,21 @@ import (
 	"github.com/cursorflow/cursorflow/tools"
 )
 
-// TestMaxSecondsDefersRowsWithoutFailingThem: rows a frame did not start
-// before its max_seconds go back to the source for a later frame; they
-// are neither failures nor attempts, so a drain whose every frame runs
-// out of time still runs every row exactly once and fails none, even with
-// max_attempts 1 (a row counted as failed each time would stop the loop).
-func TestMaxSecondsDefersRowsWithoutFailingThem(t *testing.T) {
+// TestMaxSecondsRunsLateRowsThatMayNotGoBack: a row a frame reaches after
+// its max_seconds goes back to the source only when it may (mayGoBack):
+// with max_attempts 1 a hand-back would spend its one delivery, so every
+// late row runs in its own frame. The drain runs every row exactly once
+// and fails none (TestMaxSecondsCountsRowsHandedBack covers rows that do
+// go back).
+func TestMaxSecondsRunsLateRowsThatMayNotGoBack(t *testing.T) {
 	t.Parallel()
 	const rows = 12
 	db, path := jobsQueue(t, 12)
 	var mu sync.Mutex
 	ran := map[any]int{}
 	reg := tools.NewRegistry()
-	// Each row's body takes longer than the frame's max_seconds, so a
-	// frame starts one row and defers the rest.
+	// Each row's body takes longer than the frame's max_seconds, so every
+	// row but a frame's first starts late.
 	reg.MustRegister("slow", tools.ToolFunc(func(ctx context.Context, call *tools.Call) (tools.Output, error) {
 		mu.Lock()
 		ran[call.Config["id"]]++
