@@ -7,8 +7,10 @@
 //	cd examples/bench && go run . -n 100000
 //	cd examples/bench && go run . -heap
 //
-// Modes, each run -runs times (default 3) with the order rotated from run
-// to run so that machine noise spreads over all of them:
+// Modes, each engine mode run -runs times (default 3). The machine's speed
+// drifts from minute to minute, so within a run every engine mode runs
+// right beside its base (see schedule: the base before, between and after
+// its engine modes), and the order rotates from run to run:
 //
 //   - baseline-claim: the claim SQL alone, in 8 claimers (the comparison for noop)
 //   - noop/LOG:       process: row with a no-op tool (claim and engine overhead only)
@@ -21,8 +23,9 @@
 //   - river:          river burning down N no-op jobs inserted beforehand
 //
 // LOG is each event log of -eventlog (default sqlite,postgres). Every
-// ratio is computed within one run (engine items/s over the same run's
-// baseline or river) and then summarised over the runs: median [min–max].
+// ratio is computed within one run (engine items/s over the mean of its
+// base's drains just before and after it, or over the run's river) and
+// then summarised over the runs: median [min–max].
 // Every drain is checked: the queue must be empty (and every row done
 // where the body marks rows), river's table must hold N completed jobs.
 //
@@ -228,6 +231,9 @@ type result struct {
 	// appendLat holds the latency of each append to the engine's event
 	// log in microseconds (engine runs).
 	appendLat []int64
+	// run is the run this drain belonged to, and pos its place in that
+	// run's schedule.
+	run, pos int
 }
 
 func (r result) rate() float64 { return float64(r.n) / r.seconds }
@@ -392,15 +398,12 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 	for _, n := range c.sizes {
 		res := map[string][]result{}
 		for run := range c.runs {
-			// Rotate the order from run to run: each mode meets the machine
-			// at a different point of the run.
-			off := run * len(modes) / c.runs
-			order := append(slices.Clone(modes[off:]), modes[:off]...)
-			for _, m := range order {
+			for pos, m := range schedule(modes, run, c.runs) {
 				r, err := b.runOne(ctx, m, n)
 				if err != nil {
 					return fmt.Errorf("%s N=%d run %d: %w", m.name, n, run+1, err)
 				}
+				r.run, r.pos = run, pos
 				res[m.name] = append(res[m.name], r)
 				fmt.Fprintf(out, "  run %d/%d N=%d %-20s %10s items/s in %6.2fs, cpu %6.1f µs/item, pg %6s µs/item, busy %4s, peak live %6.1f MB, alloc %5.0f B/item, %3d GCs\n",
 					run+1, c.runs, n, m.name, rateText(r.rate()), r.seconds, cpuPerItem(r), serverText(r), busyText(r.busy), mb(r.peakHeap),
@@ -411,9 +414,11 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 		printTable(out, c, modes, n, res)
 		fmt.Fprintln(out)
 	}
-	fmt.Fprintln(out, "items/s, ratios, CPU: median [min–max] over the runs; every ratio is taken within one run, then summarised.")
-	fmt.Fprintln(out, "vs base: items/s over the same run's base (noop: baseline-claim; row: baseline-row; frame: baseline-frame;")
-	fmt.Fprintln(out, "         nats-frame: the in-process frame with the same event log). vs river: items/s over river's jobs/s.")
+	fmt.Fprintln(out, "items/s, ratios, CPU: median [min–max] over the drains; every ratio is taken within one run, then summarised.")
+	fmt.Fprintln(out, "vs base: items/s over the mean of the base's drains just before and after it in the same run (a base runs")
+	fmt.Fprintln(out, "         before, between and after its engine modes; noop: baseline-claim; row: baseline-row; frame:")
+	fmt.Fprintln(out, "         baseline-frame; nats-frame: the in-process frame with the same event log, run beside it).")
+	fmt.Fprintln(out, "vs river: items/s over the same run's river jobs/s.")
 	fmt.Fprintln(out, "CPU: this process's user+system time per item. PG CPU: the PostgreSQL server's, all its processes, per")
 	fmt.Fprintln(out, "item (whatever else the server did meanwhile included). Busy: share of the machine's CPU time (all CPUs,")
 	fmt.Fprintln(out, "every process) busy over the run, median; near 100 % a run is CPU-bound and its rate follows the CPU per item")
@@ -438,7 +443,7 @@ func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]r
 		var peak uint64
 		var events int64
 		var p50, p99, appendP50, perAppend []float64
-		for i, r := range rs {
+		for _, r := range rs {
 			rates = append(rates, r.rate())
 			cpus = append(cpus, cpuPerItem(r))
 			allocs = append(allocs, allocPerItem(r))
@@ -450,11 +455,11 @@ func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]r
 			}
 			peak = max(peak, r.peakHeap)
 			events += r.events
-			if m.base != "" && len(res[m.base]) > i {
-				vsBase = append(vsBase, r.rate()/res[m.base][i].rate())
+			if base, ok := baseRate(res[m.base], r); ok {
+				vsBase = append(vsBase, r.rate()/base)
 			}
-			if m.engine() && len(res["river"]) > i {
-				vsRiver = append(vsRiver, r.rate()/res["river"][i].rate())
+			if river, ok := sameRun(res["river"], r.run); ok && m.engine() {
+				vsRiver = append(vsRiver, r.rate()/river.rate())
 			}
 			if len(r.claimOpen) > 0 {
 				slices.Sort(r.claimOpen)
