@@ -1065,8 +1065,9 @@ func (e *Engine) awaitWorkers(finished <-chan struct{}) {
 //
 // Close returns once the engine has stopped, however it is called: a
 // Close while a Shutdown runs cuts the Shutdown short (its running
-// commands are cancelled) and returns when it has returned, and a Close
-// while another runs waits for it. A later Close returns nil at once.
+// commands are cancelled; the Shutdown returns the context's error) and
+// returns once the engine has stopped, and a Close while another runs
+// waits for it. A later Close returns nil at once.
 func (e *Engine) Close() error {
 	if !e.markClosing(nil) {
 		// A Shutdown under way is cut short, as if its context ended;
