@@ -39,10 +39,11 @@ testenv-down:
 vet:
 	$(GO) vet $(PKGS)
 
-## lint: golangci-lint (install it with `make tools`)
+## lint: golangci-lint over the library and the bench module (install it with `make tools`)
 lint:
 	@if [ -x "$(GOLANGCI_LINT)" ]; then \
-		"$(GOLANGCI_LINT)" run $(PKGS); \
+		"$(GOLANGCI_LINT)" run $(PKGS) && \
+		cd examples/bench && "$(GOLANGCI_LINT)" run --config ../../.golangci.yml ./...; \
 	else \
 		echo "golangci-lint is not installed: run 'make tools'" >&2; exit 1; \
 	fi

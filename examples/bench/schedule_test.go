@@ -44,7 +44,7 @@ func TestSchedule(t *testing.T) {
 				continue
 			}
 			// The base is just before, or before the nats-frame pair.
-			if prev != m.base && !(i > 1 && order[i-2].name == m.base) {
+			if prev != m.base && (i < 2 || order[i-2].name != m.base) {
 				t.Errorf("run %d: %s without %s before it: %s", run, m.name, m.base, names(order))
 			}
 		}
