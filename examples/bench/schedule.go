@@ -41,11 +41,8 @@ func schedule(modes []mode, run, runs int) []mode {
 			}
 			engines = append(engines, pair)
 		}
-		if len(engines) > 0 {
-			engines = rotate(engines, run, runs)
-		}
 		unit := []mode{base}
-		for _, e := range engines {
+		for _, e := range rotate(engines, run, runs) {
 			unit = append(unit, e...)
 			unit = append(unit, base)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -79,5 +80,36 @@ func TestBaseRate(t *testing.T) {
 	}
 	if _, ok := baseRate(bases, result{run: 2, pos: 0}); ok {
 		t.Error("a base from another run")
+	}
+}
+
+// Modes picked with -modes still run once each, a base only around the
+// engine modes picked with it, and a mode whose base is not picked alone.
+func TestScheduleOfPickedModes(t *testing.T) {
+	c := config{logs: []string{"sqlite", "postgres"}, nats: true,
+		only: []string{"baseline-row", "row/postgres", "frame/sqlite", "nats-frame/sqlite", "nats-frame/postgres"}}
+	modes, err := modesOf(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		got := names(schedule(modes, run, 2))
+		count := map[string]int{}
+		for _, name := range strings.Fields(got) {
+			count[name]++
+		}
+		want := map[string]int{"baseline-row": 2, "row/postgres": 1, "frame/sqlite": 1, "nats-frame/sqlite": 1, "nats-frame/postgres": 1}
+		for name, n := range want {
+			if count[name] != n {
+				t.Errorf("run %d: %s ran %d times, want %d: %s", run, name, count[name], n, got)
+			}
+		}
+		f := strings.Fields(got)
+		i := slices.Index(f, "nats-frame/sqlite")
+		before := i > 0 && f[i-1] == "frame/sqlite"
+		after := i+1 < len(f) && f[i+1] == "frame/sqlite"
+		if !before && !after {
+			t.Errorf("run %d: nats-frame/sqlite not beside frame/sqlite: %s", run, got)
+		}
 	}
 }
