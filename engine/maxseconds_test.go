@@ -2,11 +2,14 @@ package engine_test
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cursorflow/cursorflow/engine"
+	"github.com/cursorflow/cursorflow/eventlog"
 	"github.com/cursorflow/cursorflow/tools"
 )
 
@@ -19,37 +22,12 @@ import (
 func TestMaxSecondsRunsLateRowsThatMayNotGoBack(t *testing.T) {
 	t.Parallel()
 	const rows = 12
-	db, path := jobsQueue(t, 12)
-	var mu sync.Mutex
-	ran := map[any]int{}
-	reg := tools.NewRegistry()
-	// Each row's body takes longer than the frame's max_seconds, so every
-	// row but a frame's first starts late.
-	reg.MustRegister("slow", tools.ToolFunc(func(ctx context.Context, call *tools.Call) (tools.Output, error) {
-		mu.Lock()
-		ran[call.Config["id"]]++
-		mu.Unlock()
-		select {
-		case <-time.After(30 * time.Millisecond):
-		case <-ctx.Done():
-			return tools.Output{}, ctx.Err()
-		}
-		return tools.Output{Status: tools.StatusSuccess}, nil
-	}))
-	e, log := sqliteEngine(t, path, reg)
-	sum, evs := runPlaybook(t, e, log, jobsPlaybook([]string{jobsAck, jobsRelease},
-		1, `{max_rows: 4, row_concurrency: 1, process: row, max_seconds: 0.01, max_attempts: 1}`,
-		`{kind: slow, id: '{{ iter.job.id }}'}`), engine.StartOptions{}, time.Minute)
+	db, log, sum, evs, ran := slowRowsDrain(t, rows, 1)
 	defer dumpOnFail(t, evs)
-	if sum.Status != engine.StatusCompleted {
-		t.Fatalf("status %s: %s", sum.Status, sum.Error)
-	}
 	var done int
 	if err := db.QueryRow(`SELECT count(*) FROM jobs WHERE status = 'done'`).Scan(&done); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if done != rows || len(ran) != rows {
 		t.Fatalf("%d rows done, %d ran; want %d", done, len(ran), rows)
 	}
@@ -75,24 +53,8 @@ func TestMaxSecondsRunsLateRowsThatMayNotGoBack(t *testing.T) {
 func TestMaxSecondsCountsRowsHandedBack(t *testing.T) {
 	t.Parallel()
 	const rows = 12
-	_, path := jobsQueue(t, rows)
-	reg := tools.NewRegistry()
-	reg.MustRegister("slow", tools.ToolFunc(func(ctx context.Context, call *tools.Call) (tools.Output, error) {
-		select {
-		case <-time.After(30 * time.Millisecond):
-		case <-ctx.Done():
-			return tools.Output{}, ctx.Err()
-		}
-		return tools.Output{Status: tools.StatusSuccess}, nil
-	}))
-	e, log := sqliteEngine(t, path, reg)
-	sum, evs := runPlaybook(t, e, log, jobsPlaybook([]string{jobsAck, jobsRelease},
-		1, `{max_rows: 4, row_concurrency: 1, process: row, max_seconds: 0.01, max_attempts: 100}`,
-		`{kind: slow, id: '{{ iter.job.id }}'}`), engine.StartOptions{}, time.Minute)
+	_, log, sum, evs, _ := slowRowsDrain(t, rows, 100)
 	defer dumpOnFail(t, evs)
-	if sum.Status != engine.StatusCompleted {
-		t.Fatalf("status %s: %s", sum.Status, sum.Error)
-	}
 	st, err := engine.Inspect(context.Background(), log, sum.ExecutionID)
 	if err != nil {
 		t.Fatal(err)
@@ -103,4 +65,43 @@ func TestMaxSecondsCountsRowsHandedBack(t *testing.T) {
 	if l := st.Loops["start#1"]; l.Rows != rows || l.OK != rows || l.Returned != back {
 		t.Fatalf("loop counts %+v; want %d rows run, all ok, and %d handed back unrun", l, rows, back)
 	}
+}
+
+// slowRowsDrain drains a SQLite queue of n rows with one slot, claims of
+// 4 and a row body (30 ms) longer than the frame's max_seconds (10 ms), so
+// that every row but a frame's first starts late; maxAttempts says whether
+// a late row may go back. It returns the queue, the log, the execution's
+// summary (completed), its events and how many times each row's body ran,
+// by id.
+func slowRowsDrain(t *testing.T, n, maxAttempts int) (*sql.DB, *eventlog.Memory, *engine.Summary, []eventlog.Event, map[any]int) {
+	t.Helper()
+	db, path := jobsQueue(t, n)
+	var mu sync.Mutex
+	ran := map[any]int{}
+	reg := tools.NewRegistry()
+	reg.MustRegister("slow", tools.ToolFunc(func(ctx context.Context, call *tools.Call) (tools.Output, error) {
+		mu.Lock()
+		ran[call.Config["id"]]++
+		mu.Unlock()
+		select {
+		case <-time.After(30 * time.Millisecond):
+		case <-ctx.Done():
+			return tools.Output{}, ctx.Err()
+		}
+		return tools.Output{Status: tools.StatusSuccess}, nil
+	}))
+	e, log := sqliteEngine(t, path, reg)
+	sum, evs := runPlaybook(t, e, log, jobsPlaybook([]string{jobsAck, jobsRelease},
+		1, fmt.Sprintf(`{max_rows: 4, row_concurrency: 1, process: row, max_seconds: 0.01, max_attempts: %d}`, maxAttempts),
+		`{kind: slow, id: '{{ iter.job.id }}'}`), engine.StartOptions{}, time.Minute)
+	if sum.Status != engine.StatusCompleted {
+		t.Errorf("status %s: %s", sum.Status, sum.Error)
+		dumpOnFail(t, evs)
+		t.FailNow()
+	}
+	// The execution has ended, so no body runs any more; the lock orders
+	// the bodies' counts before the caller reads them.
+	mu.Lock()
+	defer mu.Unlock()
+	return db, log, sum, evs, ran
 }
