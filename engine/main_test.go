@@ -3,9 +3,9 @@ package engine_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/cursorflow/cursorflow/internal/leakcheck"
 )
 
 // The engine starts goroutines (orchestrator, workers, heartbeats): every
 // test must leave none behind once its engine is closed.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m, nil) }

@@ -11,12 +11,11 @@ import (
 	"syscall"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/cursorflow/cursorflow/cursor"
 	"github.com/cursorflow/cursorflow/drivers/sqlite"
 	"github.com/cursorflow/cursorflow/dsl"
 	"github.com/cursorflow/cursorflow/internal/drivertest"
+	"github.com/cursorflow/cursorflow/internal/leakcheck"
 )
 
 // claimerEnv, when set, makes the test binary a claimer process instead
@@ -35,7 +34,7 @@ func TestMain(m *testing.M) {
 	if job := os.Getenv(claimerEnv); job != "" {
 		os.Exit(claimAndWait(job))
 	}
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m, nil)
 }
 
 // claimAndWait claims up to job.Max rows, prints "claimed KEY,KEY..." and

@@ -3,8 +3,8 @@ package sqlite_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/cursorflow/cursorflow/internal/leakcheck"
 )
 
 // Every Log stops its goroutines (listeners, pools) on Close.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m, nil) }

@@ -4,14 +4,14 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/cursorflow/cursorflow/internal/leakcheck"
 )
 
 // The package starts goroutines: every test must leave none behind. The
 // CLI built for the process tests is removed at the end.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+	leakcheck.VerifyTestMain(m, func(code int) {
 		removeCLIBuild()
 		os.Exit(code)
-	}))
+	})
 }

@@ -3,8 +3,8 @@ package python_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/cursorflow/cursorflow/internal/leakcheck"
 )
 
 // The package starts goroutines: every test must leave none behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m, nil) }
