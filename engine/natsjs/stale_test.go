@@ -132,12 +132,12 @@ workflow:
 // attemptOf splits a command id into its base and attempt ("c1@3": c1,
 // 3); the attempt is 0 when id has none.
 func attemptOf(id string) (string, int) {
-	base, n, ok := strings.Cut(id, "@")
-	if !ok {
+	i := strings.LastIndexByte(id, '@')
+	if i < 0 {
 		return id, 0
 	}
-	attempt, _ := strconv.Atoi(n)
-	return base, attempt
+	attempt, _ := strconv.Atoi(id[i+1:])
+	return id[:i], attempt
 }
 
 // TestSupersededFrameAttemptsLeaveItsRowsAlone is the cursor loop whose
