@@ -8,3 +8,7 @@ func StoredPlaybooks(d *Dispatcher) int { return d.stored.Len() }
 
 // MaxCachedPlaybooks is the bound of both.
 const MaxCachedPlaybooks = maxCachedPlaybooks
+
+// SplitID splits a command id into its base and attempt ("c1@3": c1, 3),
+// as the dispatcher reads ids.
+var SplitID = splitID

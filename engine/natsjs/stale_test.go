@@ -3,8 +3,6 @@ package natsjs_test
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -112,7 +110,7 @@ workflow:
 	// to start than the lease (a loaded machine) finds a later one
 	// current, and every attempt before it superseded.
 	got := commandOf(evs, eventlog.TypeCommandCompleted)
-	base, ran := attemptOf(got)
+	base, ran := natsjs.SplitID(got)
 	if base != current.Base || ran < current.Attempt {
 		t.Fatalf("completed by %q, want attempt %d of %s or a later one", got, current.Attempt, current.Base)
 	}
@@ -127,17 +125,6 @@ workflow:
 		t.Errorf("dropped %d, aged %d, redelivered %d: want the %d attempts before %s dropped as aged on their first delivery",
 			st.Dropped.Load(), st.Aged.Load(), st.Redelivered.Load(), want, got)
 	}
-}
-
-// attemptOf splits a command id into its base and attempt ("c1@3": c1,
-// 3); the attempt is 0 when id has none.
-func attemptOf(id string) (string, int) {
-	i := strings.LastIndexByte(id, '@')
-	if i < 0 {
-		return id, 0
-	}
-	attempt, _ := strconv.Atoi(id[i+1:])
-	return id[:i], attempt
 }
 
 // TestSupersededFrameAttemptsLeaveItsRowsAlone is the cursor loop whose
@@ -199,7 +186,7 @@ func TestSupersededFrameAttemptsLeaveItsRowsAlone(t *testing.T) {
 	}
 	ran := 0
 	for _, ev := range evs {
-		if base, n := attemptOf(ev.CommandID); ev.Type == eventlog.TypeFrameDone && base == current.Base {
+		if base, n := natsjs.SplitID(ev.CommandID); ev.Type == eventlog.TypeFrameDone && base == current.Base {
 			ran = max(ran, n)
 		}
 	}
