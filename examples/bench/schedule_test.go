@@ -94,8 +94,9 @@ func TestScheduleOfPickedModes(t *testing.T) {
 	}
 	for run := range 2 {
 		got := names(schedule(modes, run, 2))
+		f := strings.Fields(got)
 		count := map[string]int{}
-		for _, name := range strings.Fields(got) {
+		for _, name := range f {
 			count[name]++
 		}
 		want := map[string]int{"baseline-row": 2, "row/postgres": 1, "frame/sqlite": 1, "nats-frame/sqlite": 1, "nats-frame/postgres": 1}
@@ -104,7 +105,6 @@ func TestScheduleOfPickedModes(t *testing.T) {
 				t.Errorf("run %d: %s ran %d times, want %d: %s", run, name, count[name], n, got)
 			}
 		}
-		f := strings.Fields(got)
 		i := slices.Index(f, "nats-frame/sqlite")
 		before := i > 0 && f[i-1] == "frame/sqlite"
 		after := i+1 < len(f) && f[i+1] == "frame/sqlite"
