@@ -225,6 +225,10 @@ type result struct {
 	// allocs is what this process allocated over the run (the heap's
 	// bytes, runtime/metrics), and gcs the collections it ran.
 	allocs, gcs uint64
+	// gcCPU is the runtime's estimate of the CPU time its collector took
+	// over the run (runtime/metrics /cpu/classes/gc/total): marking,
+	// assists, idle marking and the stop-the-world phases.
+	gcCPU time.Duration
 	// claimOpen holds each frame's claim-to-commit window in microseconds
 	// (engine runs: frame.done's claim_open_us).
 	claimOpen []int64
@@ -405,8 +409,8 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 				}
 				r.run, r.pos = run, pos
 				res[m.name] = append(res[m.name], r)
-				fmt.Fprintf(out, "  run %d/%d N=%d %-20s %10s items/s in %6.2fs, cpu %6.1f µs/item, pg %6s µs/item, busy %4s, peak live %6.1f MB, alloc %5.0f B/item, %3d GCs\n",
-					run+1, c.runs, n, m.name, rateText(r.rate()), r.seconds, cpuPerItem(r), serverText(r), busyText(r.busy), mb(r.peakHeap),
+				fmt.Fprintf(out, "  run %d/%d N=%d %-20s %10s items/s in %6.2fs, cpu %6.1f µs/item (GC %4.1f), pg %6s µs/item, busy %4s, peak live %6.1f MB, alloc %5.0f B/item, %3d GCs\n",
+					run+1, c.runs, n, m.name, rateText(r.rate()), r.seconds, cpuPerItem(r), gcPerItem(r), serverText(r), busyText(r.busy), mb(r.peakHeap),
 					allocPerItem(r), r.gcs)
 			}
 		}
@@ -419,11 +423,13 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 	fmt.Fprintln(out, "         before, between and after its engine modes; noop: baseline-claim; row: baseline-row; frame:")
 	fmt.Fprintln(out, "         baseline-frame; nats-frame: the in-process frame with the same event log, run beside it).")
 	fmt.Fprintln(out, "vs river: items/s over the same run's river jobs/s.")
-	fmt.Fprintln(out, "CPU: this process's user+system time per item. PG CPU: the PostgreSQL server's, all its processes, per")
-	fmt.Fprintln(out, "item (whatever else the server did meanwhile included). Busy: share of the machine's CPU time (all CPUs,")
-	fmt.Fprintln(out, "every process) busy over the run, median; near 100 % a run is CPU-bound and its rate follows the CPU per item")
-	fmt.Fprintln(out, "of this process and the servers together, not latency. Peak live: largest live heap after a GC over the")
-	fmt.Fprintln(out, "runs. Alloc: bytes this process allocated per item, median (runtime/metrics; what drives its collections).")
+	fmt.Fprintln(out, "CPU: this process's user+system time per item. GC: the part its collector took, as the runtime estimates")
+	fmt.Fprintln(out, "it (marking, assists, idle marking, stop-the-world phases). PG CPU: the PostgreSQL server's, all its")
+	fmt.Fprintln(out, "processes, per item (whatever else the server did meanwhile included). Busy: share of the machine's CPU")
+	fmt.Fprintln(out, "time (all CPUs, every process) busy over the run, median; near 100 % a run is CPU-bound and its rate follows")
+	fmt.Fprintln(out, "the CPU per item of this process and the servers together, not latency. Peak live: largest live heap after")
+	fmt.Fprintln(out, "a GC over the runs. Alloc: bytes this process allocated per item, median (runtime/metrics; what drives its")
+	fmt.Fprintln(out, "collections).")
 	fmt.Fprintln(out, "Claim open: per frame, from the claim returning rows to its commit (p50/p99). Append: p50 latency of")
 	fmt.Fprintln(out, "an append to the engine's event log (the claim commits only once its rows are on record). Items/append:")
 	fmt.Fprintln(out, "items drained per append of the engine's log (group commit: a frame's rows are max_rows items).")
@@ -435,17 +441,18 @@ func runTable(ctx context.Context, c config, out io.Writer) error {
 
 func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]result) {
 	fmt.Fprintf(out, "N=%d, %d runs\n", n, c.runs)
-	fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %-6s %9s %12s %11s %14s %10s %12s\n",
-		"mode", "items/s", "base", "vs base", "vs river", "CPU µs/item", "PG CPU µs/item", "busy", "peak MB", "alloc B/item", "events/item", "claim open µs", "append µs", "items/append")
+	fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-18s %-20s %-6s %9s %12s %11s %14s %10s %12s\n",
+		"mode", "items/s", "base", "vs base", "vs river", "CPU µs/item", "GC µs/item", "PG CPU µs/item", "busy", "peak MB", "alloc B/item", "events/item", "claim open µs", "append µs", "items/append")
 	for _, m := range modes {
 		rs := res[m.name]
-		var rates, cpus, pgCPUs, busy, vsBase, vsRiver, allocs []float64
+		var rates, cpus, gcCPUs, pgCPUs, busy, vsBase, vsRiver, allocs []float64
 		var peak uint64
 		var events int64
 		var p50, p99, appendP50, perAppend []float64
 		for _, r := range rs {
 			rates = append(rates, r.rate())
 			cpus = append(cpus, cpuPerItem(r))
+			gcCPUs = append(gcCPUs, gcPerItem(r))
 			allocs = append(allocs, allocPerItem(r))
 			if r.serverOK {
 				pgCPUs = append(pgCPUs, serverPerItem(r))
@@ -490,9 +497,9 @@ func printTable(out io.Writer, c config, modes []mode, n int, res map[string][]r
 		if len(busy) > 0 {
 			busyMed = busyText(spreadOf(busy).med)
 		}
-		fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-20s %-6s %9.1f %12.0f %11s %14s %10s %12s\n", m.name,
+		fmt.Fprintf(out, "%-20s %-30s %-16s %-22s %-20s %-20s %-18s %-20s %-6s %9.1f %12.0f %11s %14s %10s %12s\n", m.name,
 			spreadOf(rates).format(rateText), base, spreadOf(vsBase).format(ratioText), spreadOf(vsRiver).format(ratioText),
-			spreadOf(cpus).format(oneDecimal), spreadOf(pgCPUs).format(oneDecimal), busyMed, mb(peak), spreadOf(allocs).med,
+			spreadOf(cpus).format(oneDecimal), spreadOf(gcCPUs).format(oneDecimal), spreadOf(pgCPUs).format(oneDecimal), busyMed, mb(peak), spreadOf(allocs).med,
 			epi, claim, appendLat, itemsPerAppend)
 	}
 }
@@ -553,6 +560,12 @@ func cpuPerItem(r result) float64 {
 	return float64(r.cpu.Microseconds()) / float64(max(r.n, 1))
 }
 
+// gcPerItem is the collector's CPU time per item of r (the runtime's
+// estimate, part of cpuPerItem's).
+func gcPerItem(r result) float64 {
+	return float64(r.gcCPU.Microseconds()) / float64(max(r.n, 1))
+}
+
 // serverPerItem is the PostgreSQL server's CPU time per item of r.
 func serverPerItem(r result) float64 {
 	return float64(r.serverCPU.Microseconds()) / float64(max(r.n, 1))
@@ -605,9 +618,9 @@ func measure(c config, f func() (int64, error)) (result, error) {
 	}()
 	srv0, ok0 := c.server.CPU()
 	busy0, total0, okm0 := machineTicks()
-	heap := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	heap := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
 	metrics.Read(heap)
-	allocs0, gcs0 := heap[0].Value.Uint64(), heap[1].Value.Uint64()
+	allocs0, gcs0, gcCPU0 := heap[0].Value.Uint64(), heap[1].Value.Uint64(), heap[2].Value.Float64()
 	cpu0 := cpuTime()
 	start := time.Now()
 	events, err := f()
@@ -615,6 +628,7 @@ func measure(c config, f func() (int64, error)) (result, error) {
 	cpu := cpuTime() - cpu0
 	metrics.Read(heap)
 	allocs, gcs := heap[0].Value.Uint64()-allocs0, heap[1].Value.Uint64()-gcs0
+	gcCPU := time.Duration((heap[2].Value.Float64() - gcCPU0) * float64(time.Second))
 	srv1, ok1 := c.server.CPU()
 	busy1, total1, okm1 := machineTicks()
 	close(stop)
@@ -624,5 +638,5 @@ func measure(c config, f func() (int64, error)) (result, error) {
 		busy = float64(busy1-busy0) / float64(total1-total0)
 	}
 	return result{seconds: secs, cpu: cpu, serverCPU: srv1 - srv0, serverOK: ok0 && ok1, busy: busy, events: events, peakHeap: peak.Load(),
-		allocs: allocs, gcs: gcs}, err
+		allocs: allocs, gcs: gcs, gcCPU: gcCPU}, err
 }
