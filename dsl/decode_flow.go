@@ -523,6 +523,10 @@ func (d *decoder) frame(f *FrameSpec, n *yaml.Node, what string) {
 	ps, _ := d.mapping(n, what)
 	for _, p := range ps {
 		w := what + "." + p.key
+		if f.KeyPos == nil {
+			f.KeyPos = make(map[string]Pos, len(ps))
+		}
+		f.KeyPos[p.key] = d.pos(p.k)
 		if _, numeric := frameNumbers[p.key]; numeric {
 			if t, ok := d.templated(p.v, w); ok {
 				putTemplate(&f.Templates, p.key, t)

@@ -509,11 +509,16 @@ func TestLoops(t *testing.T) {
         max_attempts: 5`,
 			want: func(l *Loop) bool {
 				c := l.Cursor
+				// KeyPos says where each frame key was written (max_rows on
+				// the block's first line).
+				f, at := l.Frame, l.Frame.KeyPos
+				f.KeyPos = nil
 				return l.In == nil && l.Mode == ModeCursor && l.MaxInFlight == 4 && l.Policy != nil &&
 					c != nil && c.Kind == "postgres" && c.Auth.Raw() == "pg" && c.Claim != nil &&
 					strings.Contains(c.Claim.Source, "__frame_max_rows") && c.Options["table"].Raw() == "q" &&
-					reflect.DeepEqual(l.Frame, FrameSpec{MaxRows: 50, RowConcurrency: 2, LeaseSeconds: 120, HeartbeatSeconds: 30,
-						MaxSeconds: 30, MaxBytes: 67108864, Process: ProcessFrame, MaxAttempts: 5})
+					reflect.DeepEqual(f, FrameSpec{MaxRows: 50, RowConcurrency: 2, LeaseSeconds: 120, HeartbeatSeconds: 30,
+						MaxSeconds: 30, MaxBytes: 67108864, Process: ProcessFrame, MaxAttempts: 5}) &&
+					len(at) == 8 && at["max_rows"] == Pos{File: "t.yaml", Line: 21, Col: 9} && at["max_attempts"].Line == 28
 			},
 		},
 		{

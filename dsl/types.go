@@ -375,6 +375,9 @@ type FrameSpec struct {
 	// Templates holds the fields written as templates, by key
 	// (lease_seconds, max_rows, ...), rendered at run by Resolve.
 	Templates map[string]*Template
+	// KeyPos is where each key of the frame block was written: a field
+	// absent from it was left to its default. Nil without a frame block.
+	KeyPos map[string]Pos
 	// hbFromLease: heartbeat_seconds defaults to a templated
 	// lease_seconds/HeartbeatsPerLease, known only once it is rendered.
 	hbFromLease bool

@@ -234,7 +234,9 @@ func lintSynonyms(t *dsl.Task, what, label string, toolReg *tools.Registry) []ds
 }
 
 // LintCursors warns of cursor loops whose settings lose rows on a fault
-// given what their driver (looked up in reg) guarantees. Like Lint's
+// given what their driver (looked up in reg) guarantees, of cursor
+// options the driver does not read, and of loops that leave
+// frame.max_rows at its default of one row a frame. Like Lint's
 // findings, these never make Start refuse.
 //
 // A source with leases of its own (cursor.Features.LeaseExpiry: redis
@@ -258,6 +260,9 @@ func LintCursors(pb *dsl.Playbook, reg *cursor.Registry) []dsl.Diagnostic {
 			continue
 		}
 		out = append(out, lintCursorOptions(s.Name, cs, driver)...)
+		if d, ok := lintMaxRows(s, cs); ok {
+			out = append(out, d)
+		}
 		if !driver.Features().LeaseExpiry {
 			continue
 		}
@@ -273,6 +278,25 @@ func LintCursors(pb *dsl.Playbook, reg *cursor.Registry) []dsl.Diagnostic {
 		}
 	}
 	return out
+}
+
+// lintMaxRows warns of cursor loop s whose frame block leaves max_rows
+// unset: each frame then claims one row (NoETL's default), so every row
+// pays a claim, its commit and three events of its own, which a frame of
+// many rows shares among them (README, "Tuning a cursor drain": 0.62 of
+// the raw SQL's rate, against 0.89 with 100 rows a frame). A SQL claim
+// that does not read __frame_max_rows sets its own batch, and is left
+// alone.
+func lintMaxRows(s *dsl.Step, cs *dsl.CursorSpec) (dsl.Diagnostic, bool) {
+	if _, written := s.Loop.Frame.KeyPos["max_rows"]; written {
+		return dsl.Diagnostic{}, false
+	}
+	if cs.Claim != nil && !slices.Contains(cs.Claim.Names(), "__frame_max_rows") {
+		return dsl.Diagnostic{}, false
+	}
+	return dsl.Diagnostic{Pos: cs.Pos, Warning: true, Message: fmt.Sprintf(
+		"step %s: loop.spec.frame.max_rows is not set, so every frame claims one row (NoETL's default) and each row pays a claim, "+
+			"its commit and three events of its own; set max_rows (100, say) to claim rows in batches", s.Name)}, true
 }
 
 // lintCursorOptions warns about the options of cursor block cs that its

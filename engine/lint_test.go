@@ -225,9 +225,7 @@ workflow:
 // lists its options (cursor.OptionKeyLister) now has the others warned
 // about at their place, as a tool's unread keys are.
 func TestLintCursorOptions(t *testing.T) {
-	_, creg, closer := stdwire.Registries(nil, slog.New(slog.DiscardHandler), false)
-	t.Cleanup(func() { _ = closer.Close() })
-	pb, err := dsl.Parse("p.yaml", []byte(`apiVersion: noetl.io/v2
+	got := lintCursors(t, `apiVersion: noetl.io/v2
 kind: Playbook
 metadata: {name: t}
 workflow:
@@ -249,7 +247,25 @@ workflow:
     loop:
       iterator: msg
       cursor: {kind: redisstream, auth: r, steam: jobs, url: "redis://x", max_attempts: 3, stream: jobs}
-`))
+      spec: {frame: {max_rows: 10}}
+`)
+	want := []string{
+		`p.yaml:15:9: step start: loop.cursor: a postgres cursor has no option "relase" (ignored)`,
+		`p.yaml:22:44: step drain: loop.cursor: a redisstream cursor has no option "steam" (ignored)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("LintCursors =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// lintCursors parses playbook src and returns engine.LintCursors'
+// findings for it, with the standard cursor registry, checking that each
+// is a warning.
+func lintCursors(t *testing.T, src string) []string {
+	t.Helper()
+	_, creg, closer := stdwire.Registries(nil, slog.New(slog.DiscardHandler), false)
+	t.Cleanup(func() { _ = closer.Close() })
+	pb, err := dsl.Parse("p.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,9 +276,61 @@ workflow:
 		}
 		got = append(got, d.Error())
 	}
+	return got
+}
+
+// TestLintMaxRows: a cursor loop that leaves frame.max_rows unset claims
+// one row a frame (NoETL's default), each row with a claim, a commit and
+// three events of its own: a drain at about 0.6 of the raw SQL's rate
+// that the author never chose. It is warned of at the cursor block,
+// unless max_rows is written (a number or a template) or a SQL claim
+// sets its own batch (it does not read __frame_max_rows).
+func TestLintMaxRows(t *testing.T) {
+	got := lintCursors(t, `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: t}
+workload: {rows: 50}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    loop:
+      iterator: job
+      cursor:
+        kind: postgres
+        auth: pg
+        claim: "SELECT id FROM jobs LIMIT {{ __frame_max_rows | default(1) }}"
+    next: [stream]
+  - step: stream
+    tool: {kind: noop}
+    loop:
+      iterator: msg
+      cursor: {kind: redisstream, auth: r, stream: jobs}
+    next: [sized]
+  - step: sized
+    tool: {kind: noop}
+    loop:
+      iterator: job
+      cursor: {kind: postgres, auth: pg, claim: "SELECT id FROM jobs LIMIT {{ __frame_max_rows }}"}
+      spec: {frame: {max_rows: 1}}
+    next: [templated]
+  - step: templated
+    tool: {kind: noop}
+    loop:
+      iterator: job
+      cursor: {kind: redisstream, auth: r, stream: jobs}
+      spec: {frame: {max_rows: "{{ workload.rows }}"}}
+    next: [own_batch]
+  - step: own_batch
+    tool: {kind: noop}
+    loop:
+      iterator: job
+      cursor: {kind: postgres, auth: pg, claim: "SELECT id FROM jobs LIMIT 100"}
+`)
+	const tail = " so every frame claims one row (NoETL's default) and each row pays a claim, its commit and three events of its own; " +
+		"set max_rows (100, say) to claim rows in batches"
 	want := []string{
-		`p.yaml:15:9: step start: loop.cursor: a postgres cursor has no option "relase" (ignored)`,
-		`p.yaml:22:44: step drain: loop.cursor: a redisstream cursor has no option "steam" (ignored)`,
+		"p.yaml:11:9: step start: loop.spec.frame.max_rows is not set," + tail,
+		"p.yaml:19:15: step stream: loop.spec.frame.max_rows is not set," + tail,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("LintCursors =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
