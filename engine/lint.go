@@ -235,9 +235,10 @@ func lintSynonyms(t *dsl.Task, what, label string, toolReg *tools.Registry) []ds
 
 // LintCursors warns of cursor loops whose settings lose rows on a fault
 // given what their driver (looked up in reg) guarantees, of cursor
-// options the driver does not read, and of loops that leave
-// frame.max_rows at its default of one row a frame. Like Lint's
-// findings, these never make Start refuse.
+// options the driver does not read, of loops that leave frame.max_rows
+// at its default of one row a frame, and of frame bounds that process:
+// frame does not read. Like Lint's findings, these never make Start
+// refuse.
 //
 // A source with leases of its own (cursor.Features.LeaseExpiry: redis
 // streams, NATS consumers, ...) counts a delivery when it hands a row out,
@@ -263,6 +264,7 @@ func LintCursors(pb *dsl.Playbook, reg *cursor.Registry) []dsl.Diagnostic {
 		if d, ok := lintMaxRows(s, cs); ok {
 			out = append(out, d)
 		}
+		out = append(out, lintFrameProcess(s)...)
 		if !driver.Features().LeaseExpiry {
 			continue
 		}
@@ -297,6 +299,30 @@ func lintMaxRows(s *dsl.Step, cs *dsl.CursorSpec) (dsl.Diagnostic, bool) {
 	return dsl.Diagnostic{Pos: cs.Pos, Warning: true, Message: fmt.Sprintf(
 		"step %s: loop.spec.frame.max_rows is not set, so every frame claims one row (NoETL's default) and each row pays a claim, "+
 			"its commit and three events of its own; set max_rows (100, say) to claim rows in batches", s.Name)}, true
+}
+
+// lintFrameProcess warns of the frame bounds that process: frame does not
+// read: the frame's rows go to one call of its tool chain, so
+// row_concurrency (rows run at once) and max_seconds (no row starts once
+// the frame has run that long) change nothing there. row_concurrency 1
+// is what a frame call does anyway, and is not warned of.
+func lintFrameProcess(s *dsl.Step) []dsl.Diagnostic {
+	f := s.Loop.Frame
+	if f.Process != dsl.ProcessFrame {
+		return nil
+	}
+	var out []dsl.Diagnostic
+	if pos, ok := f.KeyPos["row_concurrency"]; ok && (f.RowConcurrency > 1 || f.Templates["row_concurrency"] != nil) {
+		out = append(out, dsl.Diagnostic{Pos: pos, Warning: true, Message: fmt.Sprintf(
+			"step %s: loop.spec.frame.row_concurrency has no effect with process: frame, whose rows go to one call of the tool "+
+				"(ignored); use process: row to run rows at once", s.Name)})
+	}
+	if pos, ok := f.KeyPos["max_seconds"]; ok && (f.MaxSeconds > 0 || f.Templates["max_seconds"] != nil) {
+		out = append(out, dsl.Diagnostic{Pos: pos, Warning: true, Message: fmt.Sprintf(
+			"step %s: loop.spec.frame.max_seconds has no effect with process: frame, whose rows start together in one call "+
+				"(ignored); bound the call with the step's spec.timeout", s.Name)})
+	}
+	return out
 }
 
 // lintCursorOptions warns about the options of cursor block cs that its

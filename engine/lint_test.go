@@ -81,9 +81,7 @@ workflow:
 		`p.yaml:19:79: step pipe: task get: sink: tool kind postgres has no configuration key "table" (ignored)`,
 		`p.yaml:23:9: step pipe: task call: a workbook call has no configuration key "args" (ignored)`,
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("lint:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameLines(t, "lint", got, want)
 }
 
 // TestLintQuiet: correct tasks, tools whose keys are open (noop, a host
@@ -253,8 +251,14 @@ workflow:
 		`p.yaml:15:9: step start: loop.cursor: a postgres cursor has no option "relase" (ignored)`,
 		`p.yaml:22:44: step drain: loop.cursor: a redisstream cursor has no option "steam" (ignored)`,
 	}
+	sameLines(t, "LintCursors", got, want)
+}
+
+// sameLines fails t unless got and want hold the same lines in order.
+func sameLines(t *testing.T, what string, got, want []string) {
+	t.Helper()
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("LintCursors =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("%s =\n%s\nwant\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -332,9 +336,61 @@ workflow:
 		"p.yaml:11:9: step start: loop.spec.frame.max_rows is not set," + tail,
 		"p.yaml:19:15: step stream: loop.spec.frame.max_rows is not set," + tail,
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("LintCursors =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	sameLines(t, "LintCursors", got, want)
+}
+
+// TestLintFrameProcess: with process: frame a frame's rows go to one call
+// of the tool, so row_concurrency above 1 and max_seconds change nothing;
+// a user who set them expects rows run at once, or frames cut short, and
+// gets neither. Both are warned of at their keys; with process: row, or
+// row_concurrency 1, nothing is.
+func TestLintFrameProcess(t *testing.T) {
+	got := lintCursors(t, `apiVersion: noetl.io/v2
+kind: Playbook
+metadata: {name: t}
+workflow:
+  - step: start
+    tool: {kind: noop}
+    loop:
+      iterator: job
+      cursor: {kind: redisstream, auth: r, stream: jobs}
+      spec:
+        frame:
+          max_rows: 100
+          row_concurrency: 8
+          max_seconds: 30
+          process: frame
+    next: [templated]
+  - step: templated
+    tool: {kind: noop}
+    loop:
+      iterator: job
+      cursor: {kind: redisstream, auth: r, stream: jobs}
+      spec: {frame: {max_rows: 100, row_concurrency: "{{ workload.n }}", process: frame}}
+    next: [one]
+  - step: one
+    tool: {kind: noop}
+    loop:
+      iterator: job
+      cursor: {kind: redisstream, auth: r, stream: jobs}
+      spec: {frame: {max_rows: 100, row_concurrency: 1, process: frame}}
+    next: [rows]
+  - step: rows
+    tool: {kind: noop}
+    loop:
+      iterator: job
+      cursor: {kind: redisstream, auth: r, stream: jobs}
+      spec: {frame: {max_rows: 100, row_concurrency: 8, max_seconds: 30, process: row}}
+`)
+	want := []string{
+		"p.yaml:13:11: step start: loop.spec.frame.row_concurrency has no effect with process: frame, whose rows go to one call of the tool " +
+			"(ignored); use process: row to run rows at once",
+		"p.yaml:14:11: step start: loop.spec.frame.max_seconds has no effect with process: frame, whose rows start together in one call " +
+			"(ignored); bound the call with the step's spec.timeout",
+		"p.yaml:22:37: step templated: loop.spec.frame.row_concurrency has no effect with process: frame, whose rows go to one call of the tool " +
+			"(ignored); use process: row to run rows at once",
 	}
+	sameLines(t, "LintCursors", got, want)
 }
 
 // TestLintNextCallOfWorkbookCall: a workbook call that paginates has its
@@ -357,9 +413,7 @@ workflow:
 	want := []string{
 		`p.yaml:9:55: step start: retry next_call: tool kind http has no configuration key "paramz" (ignored)`,
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("lint:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameLines(t, "lint", got, want)
 }
 
 // TestLintNextCallKeys: a paginating retry's next_call overrides the
@@ -389,7 +443,5 @@ func TestLintNextCallKeys(t *testing.T) {
 		`p.yaml:9:52: step start: retry next_call: tool kind http has no configuration key "paramz" (ignored)`,
 		`p.yaml:15:66: step step_retry: retry next_call: tool kind http has no configuration key "body_json" (ignored)`,
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("lint:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	sameLines(t, "lint", got, want)
 }
