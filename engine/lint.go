@@ -261,9 +261,7 @@ func LintCursors(pb *dsl.Playbook, reg *cursor.Registry) []dsl.Diagnostic {
 			continue
 		}
 		out = append(out, lintCursorOptions(s.Name, cs, driver)...)
-		if d, ok := lintMaxRows(s, cs); ok {
-			out = append(out, d)
-		}
+		out = append(out, lintMaxRows(s, cs)...)
 		out = append(out, lintFrameProcess(s)...)
 		if !driver.Features().LeaseExpiry {
 			continue
@@ -289,16 +287,16 @@ func LintCursors(pb *dsl.Playbook, reg *cursor.Registry) []dsl.Diagnostic {
 // the raw SQL's rate, against 0.89 with 100 rows a frame). A SQL claim
 // that does not read __frame_max_rows sets its own batch, and is left
 // alone.
-func lintMaxRows(s *dsl.Step, cs *dsl.CursorSpec) (dsl.Diagnostic, bool) {
+func lintMaxRows(s *dsl.Step, cs *dsl.CursorSpec) []dsl.Diagnostic {
 	if _, written := s.Loop.Frame.KeyPos["max_rows"]; written {
-		return dsl.Diagnostic{}, false
+		return nil
 	}
 	if cs.Claim != nil && !slices.Contains(cs.Claim.Names(), "__frame_max_rows") {
-		return dsl.Diagnostic{}, false
+		return nil
 	}
-	return dsl.Diagnostic{Pos: cs.Pos, Warning: true, Message: fmt.Sprintf(
+	return []dsl.Diagnostic{{Pos: cs.Pos, Warning: true, Message: fmt.Sprintf(
 		"step %s: loop.spec.frame.max_rows is not set, so every frame claims one row (NoETL's default) and each row pays a claim, "+
-			"its commit and three events of its own; set max_rows (100, say) to claim rows in batches", s.Name)}, true
+			"its commit and three events of its own; set max_rows (100, say) to claim rows in batches", s.Name)}}
 }
 
 // lintFrameProcess warns of the frame bounds that process: frame does not
