@@ -197,12 +197,14 @@ func openLog(ctx context.Context, c config, name, logSchema string) (eventlog.Lo
 
 // playbook is the engine's drain of table in mode kind (noop, row, frame).
 func playbook(c config, table, kind string) string {
-	process, body := "row", "\n      kind: noop"
+	body := "\n      kind: noop"
+	frame := fmt.Sprintf("max_rows: %d, row_concurrency: %d, process: row", c.maxRows, c.rowConc)
 	switch kind {
 	case "row":
 		body = "\n      kind: postgres\n      auth: pg\n      command: |\n        " + markRowSQL(table, "{{ iter.job.id }}")
 	case "frame", "nats-frame":
-		process = "frame"
+		// One call a frame: row_concurrency is process: row's only.
+		frame = fmt.Sprintf("max_rows: %d, process: frame", c.maxRows)
 		body = "\n      kind: postgres\n      auth: pg\n      command: |\n        " + markFrameSQL(table, `{{ iter.job | tojson | sql_literal }}`)
 	}
 	return fmt.Sprintf(`apiVersion: noetl.io/v2
@@ -220,9 +222,9 @@ workflow:
       spec:
         mode: cursor
         max_in_flight: %d
-        frame: {max_rows: %d, row_concurrency: %d, process: %s}
+        frame: {%s}
     tool: %s
-`, kind, claimSQL(table, "{{ __frame_max_rows }}"), c.slots, c.maxRows, c.rowConc, process, body)
+`, kind, claimSQL(table, "{{ __frame_max_rows }}"), c.slots, frame, body)
 }
 
 // viaEngine drains table through an engine with m's event log (and, for
