@@ -10,7 +10,9 @@
 //     arrive after the fact, so every span carries the events' own times
 //     (trace.WithTimestamp), not the observer's clock.
 //   - metrics: rows by outcome (items/s is its rate), frames, claim latency
-//     (frame.claimed minus command.issued), lease expiries, retries, dead
+//     (frame.claimed minus command.issued), how long each claim stayed open
+//     in its source until its rows were on record (frame.done's
+//     claim_open_us), lease expiries, retries, dead
 //     letters, commands and their durations, executions by outcome and
 //     events by type (the event amplification the design tracks).
 //

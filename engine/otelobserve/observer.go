@@ -117,6 +117,7 @@ type instruments struct {
 	rows          metric.Int64Counter
 	frames        metric.Int64Counter
 	claimLatency  metric.Float64Histogram
+	claimOpen     metric.Float64Histogram
 	leaseExpiries metric.Int64Counter
 	retries       metric.Int64Counter
 	deadLetters   metric.Int64Counter
@@ -171,6 +172,10 @@ func newInstruments(m metric.Meter, log *slog.Logger) instruments {
 	check("cursorflow.frames", err)
 	in.claimLatency, err = m.Float64Histogram("cursorflow.frame.claim.latency", metric.WithUnit("s"), secs, metric.WithDescription("Time from a frame command's issue to its rows being claimed."))
 	check("cursorflow.frame.claim.latency", err)
+	in.claimOpen, err = m.Float64Histogram("cursorflow.frame.claim.open", metric.WithUnit("s"), secs,
+		metric.WithDescription("Time a frame's claim stayed uncommitted in its source, from the claim returning rows to its commit once they were on record: "+
+			"the event log's latency on the frame's path, which the source's server pays for while the claim is open."))
+	check("cursorflow.frame.claim.open", err)
 	in.leaseExpiries, err = m.Int64Counter("cursorflow.lease.expiries", metric.WithUnit("{command}"), metric.WithDescription("Commands re-issued because their lease expired."))
 	check("cursorflow.lease.expiries", err)
 	in.retries, err = m.Int64Counter("cursorflow.retries", metric.WithUnit("{retry}"), metric.WithDescription("Retries scheduled by policies."))
@@ -214,9 +219,10 @@ type (
 		Rows []json.RawMessage `json:"rows"`
 	}
 	frameDonePayload struct {
-		Drained bool                 `json:"drained"`
-		Items   []engine.ItemOutcome `json:"items"`
-		Fail    string               `json:"fail"`
+		Drained     bool                 `json:"drained"`
+		Items       []engine.ItemOutcome `json:"items"`
+		Fail        string               `json:"fail"`
+		ClaimOpenUs int64                `json:"claim_open_us"`
 	}
 	completedPayload struct {
 		Error string          `json:"error"`
@@ -293,6 +299,11 @@ func (o *Observer) Observe(ev eventlog.Event) {
 			o.inst.deadLetters.Add(ctx, n, stepAttr)
 		}
 		o.inst.frames.Add(ctx, 1, metric.WithAttributes(AttrStep.String(ev.Step), AttrDrained.Bool(p.Drained)))
+		if p.ClaimOpenUs > 0 {
+			// Only a frame whose claim committed after its record says
+			// how long that took (not a re-issued frame, nor a drained one).
+			o.inst.claimOpen.Record(ctx, float64(p.ClaimOpenUs)/1e6, stepAttr)
+		}
 		attrs := []attribute.KeyValue{AttrRows.Int(len(p.Items)), AttrDrained.Bool(p.Drained),
 			attribute.Int64("cursorflow.rows.ok", counts[engine.OutcomeOK]),
 			attribute.Int64("cursorflow.rows.error", counts[engine.OutcomeError]),

@@ -147,11 +147,11 @@ func history(t0 time.Time) []eventlog.Event {
 		{Type: eventlog.TypeCommandIssued, Step: "start", LoopID: "start#1", CommandID: "f1@1", Attempt: 1, Frame: 1, Time: at(2), Payload: mustJSON(map[string]any{"kind": "frame", "run": "start#1", "base": "f1", "slot": 1})},
 		{Type: eventlog.TypeFrameClaimed, Step: "start", CommandID: "f0@1", Attempt: 1, WorkerID: "w1", Time: at(12), Payload: mustJSON(rows(3))},
 		{Type: eventlog.TypeFrameClaimed, Step: "start", CommandID: "f1@1", Attempt: 1, WorkerID: "w2", Time: at(32), Payload: mustJSON(rows(2))},
-		{Type: eventlog.TypeFrameDone, Step: "start", CommandID: "f0@1", Attempt: 1, WorkerID: "w1", Time: at(50), Payload: mustJSON(map[string]any{"items": items("ok", "ok", "dead")})},
+		{Type: eventlog.TypeFrameDone, Step: "start", CommandID: "f0@1", Attempt: 1, WorkerID: "w1", Time: at(50), Payload: mustJSON(map[string]any{"items": items("ok", "ok", "dead"), "claim_open_us": 2500})},
 		// f1's worker died: the lease ran out, the frame is re-issued.
 		{Type: eventlog.TypeCommandIssued, Step: "start", LoopID: "start#1", CommandID: "f1@2", Attempt: 2, Frame: 1, Time: at(100), Payload: mustJSON(map[string]any{"kind": "frame", "run": "start#1", "base": "f1", "slot": 1, "reason": "lease"})},
 		{Type: eventlog.TypeFrameClaimed, Step: "start", CommandID: "f1@2", Attempt: 2, WorkerID: "w3", Time: at(104), Payload: mustJSON(rows(2))},
-		{Type: eventlog.TypeFrameDone, Step: "start", CommandID: "f1@2", Attempt: 2, WorkerID: "w3", Time: at(110), Payload: mustJSON(map[string]any{"items": items("ok", "error"), "drained": true})},
+		{Type: eventlog.TypeFrameDone, Step: "start", CommandID: "f1@2", Attempt: 2, WorkerID: "w3", Time: at(110), Payload: mustJSON(map[string]any{"items": items("ok", "error"), "drained": true, "claim_open_us": 1500})},
 		{Type: eventlog.TypeLoopDone, Step: "start", LoopID: "start#1", Time: at(111), Payload: mustJSON(map[string]any{"run": "start#1"})},
 		{Type: eventlog.TypeCommandIssued, Step: "report", CommandID: "r@1", Attempt: 1, Time: at(112), Payload: mustJSON(map[string]any{"kind": "step", "run": "report#1", "base": "r"})},
 		{Type: eventlog.TypeCommandFailed, Step: "report", CommandID: "r@1", Attempt: 1, Time: at(120), Payload: mustJSON(map[string]any{"error": "boom", "retry": map[string]any{"delay": 1}})},
@@ -276,6 +276,7 @@ func TestTracesAndMetricsFromHistory(t *testing.T) {
 		{"cursorflow.lease.expiries", []attribute.KeyValue{step}, 1},
 		{"cursorflow.retries", []attribute.KeyValue{otelobserve.AttrStep.String("report")}, 1},
 		{"cursorflow.frame.claim.latency", []attribute.KeyValue{step}, 3},
+		{"cursorflow.frame.claim.open", []attribute.KeyValue{step}, 2},
 		{"cursorflow.executions", []attribute.KeyValue{otelobserve.AttrStatus.String("completed")}, 1},
 		{"cursorflow.events", nil, 18},
 		{"cursorflow.events", []attribute.KeyValue{otelobserve.AttrEventType.String("command.issued")}, 5},
@@ -288,6 +289,10 @@ func TestTracesAndMetricsFromHistory(t *testing.T) {
 	// Claim latency: 10ms, 30ms and 4ms.
 	if _, sum := b.metric(t, "cursorflow.frame.claim.latency", step); sum < 0.0439 || sum > 0.0441 {
 		t.Errorf("claim latency sum %v s, want 0.044", sum)
+	}
+	// Claims open 2.5 ms and 1.5 ms (the frames that say so).
+	if _, sum := b.metric(t, "cursorflow.frame.claim.open", step); sum < 0.00399 || sum > 0.00401 {
+		t.Errorf("claim open sum %v s, want 0.004", sum)
 	}
 }
 
