@@ -524,7 +524,7 @@ func TestSetupPrometheusAndOTLP(t *testing.T) {
 	body := rec.Body.String()
 	for _, want := range []string{
 		`cursorflow_rows_total{`, `cursorflow_outcome="dead"`, `cursorflow_dead_letters_total{`,
-		`cursorflow_frame_claim_latency_seconds_bucket{`, `cursorflow_lease_expiries_total{`, `go_goroutines`,
+		`cursorflow_frame_claim_latency_seconds_bucket{`, `cursorflow_frame_claim_open_seconds_bucket{`, `cursorflow_lease_expiries_total{`, `go_goroutines`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
