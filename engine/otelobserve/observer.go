@@ -172,7 +172,9 @@ func newInstruments(m metric.Meter, log *slog.Logger) instruments {
 	check("cursorflow.frames", err)
 	in.claimLatency, err = m.Float64Histogram("cursorflow.frame.claim.latency", metric.WithUnit("s"), secs, metric.WithDescription("Time from a frame command's issue to its rows being claimed."))
 	check("cursorflow.frame.claim.latency", err)
-	in.claimOpen, err = m.Float64Histogram("cursorflow.frame.claim.open", metric.WithUnit("s"), secs,
+	// A claim's window is an append and a round trip or two: milliseconds.
+	windows := metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 5, 30)
+	in.claimOpen, err = m.Float64Histogram("cursorflow.frame.claim.open", metric.WithUnit("s"), windows,
 		metric.WithDescription("Time a frame's claim stayed uncommitted in its source, from the claim returning rows to its commit once they were on record: "+
 			"the event log's latency on the frame's path, which the source's server pays for while the claim is open."))
 	check("cursorflow.frame.claim.open", err)
