@@ -310,15 +310,17 @@ func lintFrameProcess(s *dsl.Step) []dsl.Diagnostic {
 		return nil
 	}
 	var out []dsl.Diagnostic
-	if pos, ok := f.KeyPos["row_concurrency"]; ok && (f.RowConcurrency > 1 || f.Templates["row_concurrency"] != nil) {
-		out = append(out, dsl.Diagnostic{Pos: pos, Warning: true, Message: fmt.Sprintf(
-			"step %s: loop.spec.frame.row_concurrency has no effect with process: frame, whose rows go to one call of the tool "+
-				"(ignored); use process: row to run rows at once", s.Name)})
-	}
-	if pos, ok := f.KeyPos["max_seconds"]; ok && (f.MaxSeconds > 0 || f.Templates["max_seconds"] != nil) {
-		out = append(out, dsl.Diagnostic{Pos: pos, Warning: true, Message: fmt.Sprintf(
-			"step %s: loop.spec.frame.max_seconds has no effect with process: frame, whose rows start together in one call "+
-				"(ignored); bound the call with the step's spec.timeout", s.Name)})
+	for _, b := range [...]struct {
+		key, why string
+		set      bool // written with a value that would matter under process: row
+	}{
+		{"row_concurrency", "whose rows go to one call of the tool (ignored); use process: row to run rows at once", f.RowConcurrency > 1},
+		{"max_seconds", "whose rows start together in one call (ignored); bound the call with the step's spec.timeout", f.MaxSeconds > 0},
+	} {
+		if pos, ok := f.KeyPos[b.key]; ok && (b.set || f.Templates[b.key] != nil) {
+			out = append(out, dsl.Diagnostic{Pos: pos, Warning: true, Message: fmt.Sprintf(
+				"step %s: loop.spec.frame.%s has no effect with process: frame, %s", s.Name, b.key, b.why)})
+		}
 	}
 	return out
 }
